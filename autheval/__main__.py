@@ -1,0 +1,5 @@
+import sys
+
+from autheval.cli import main
+
+sys.exit(main())

@@ -1,0 +1,250 @@
+"""Result files: summary.json / summary.md / authority_summary.csv for one record, and the
+proposal-dependence and paired-contrast tables for several arms. Every file is written atomically.
+
+CSV numbers are Python float reprs (shortest round-trip), as in the published AuthEval files, so the
+same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+from autheval import __version__
+from autheval.estimators import METRICS, EstimationResult
+from warehouse.atomic import atomic_write_text
+
+SUMMARY_COLUMNS = (
+    "estimand", "n_images", "n_clusters", "J_auth", "J", "intervention_rate", "delta",
+    "Delta_authority", "J_auth_ci_lower", "J_auth_ci_upper", "J_ci_lower", "J_ci_upper",
+    "intervention_rate_ci_lower", "intervention_rate_ci_upper", "delta_ci_lower",
+    "delta_ci_upper", "Delta_authority_ci_lower", "Delta_authority_ci_upper",
+)  # fmt: skip
+SUMMARY_METRICS = ("J_auth", "J", "intervention_rate", "delta", "Delta_authority")
+# The published cluster-equal row fills Delta_authority only; the layout is kept exactly.
+CLUSTER_ROW_METRICS = ("Delta_authority",)
+MARKDOWN_ORDER = (
+    "J_std", "J_auth", "J", "intervention_rate", "delta", "Delta_utility", "Delta_authority",
+    "Delta_total",
+)  # fmt: skip
+PROPOSAL_COLUMNS = (
+    "proposal", "n_images", "n_clusters", "intervention_rate", "delta", "Delta_authority_image",
+    "Delta_authority_image_ci_lower", "Delta_authority_image_ci_upper", "Delta_authority_cluster",
+    "Delta_authority_cluster_ci_lower", "Delta_authority_cluster_ci_upper",
+)  # fmt: skip
+CONTRAST_COLUMNS = ("contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero")
+ESTIMATE_COLUMNS = (
+    "analysis", "unit", "metric", "estimate", "ci_lower", "ci_upper", "n", "n_clusters",
+    "available", "status", "reason", "scheme", "reps", "seed", "quantile_lower", "quantile_upper",
+    "record_level", "source", "data_sha256", "model",
+)  # fmt: skip
+
+
+def cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(value)
+    return str(value)
+
+
+def csv_text(columns, rows) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([cell(row.get(c)) for c in columns])
+    return buffer.getvalue()
+
+
+def metric_seed(result: EstimationResult, metric: str) -> int:
+    """The stream seed behind a metric's interval (the evaluator scheme offsets it per metric)."""
+    return result.seed + METRICS.index(metric) if result.scheme == "evaluator" else result.seed
+
+
+def estimate_rows(result: EstimationResult, model: str = "") -> list[dict]:
+    """The long estimates table with its provenance on every row."""
+    rows = []
+    for row in result.estimates:
+        records = result.records[row["analysis"]]
+        rows.append(
+            {
+                **row,
+                "scheme": result.scheme,
+                "reps": result.reps,
+                "seed": metric_seed(result, row["metric"]),
+                "quantile_lower": result.quantiles[0],
+                "quantile_upper": result.quantiles[1],
+                "record_level": records.level,
+                "source": records.source,
+                "data_sha256": records.data_sha256,
+                "model": model,
+            }
+        )
+    return rows
+
+
+def _metric_block(result: EstimationResult, analysis: str, unit: str) -> dict:
+    block = {}
+    for metric in METRICS:
+        e = result.estimate(analysis, unit, metric)
+        entry = {
+            "name": metric,
+            "estimate": e["estimate"],
+            "ci_lower": e["ci_lower"],
+            "ci_upper": e["ci_upper"],
+            "n": e["n"],
+            "available": e["available"],
+        }
+        if not e["available"]:
+            entry["reason"] = e["reason"]
+        entry["status"] = e["status"]
+        block[metric] = entry
+    return block
+
+
+def summary_json(result: EstimationResult, analysis: str) -> dict:
+    """The generic evaluator's summary.json layout (image unit), with our additions beside it."""
+    records = result.records[analysis]
+    image = _metric_block(result, analysis, "image_weighted")
+    checks = {c["unit"]: c for c in result.checks if c["analysis"] == analysis}
+    return {
+        "mode": records.mode,
+        "n": records.n_cases,
+        "n_clusters": records.n_clusters,
+        "seed": result.seed,
+        "bootstrap_reps": result.reps,
+        "quantiles": list(result.quantiles),
+        "metrics": image,
+        "scheme": result.scheme,
+        "record_level": records.level,
+        "schema": records.schema,
+        "source": records.source,
+        "data_sha256": records.data_sha256,
+        "metric_seeds": {m: metric_seed(result, m) for m in METRICS},
+        "units": {
+            "image_weighted": image,
+            "cluster_equal": _metric_block(result, analysis, "cluster_equal"),
+        },
+        "checks": {
+            unit: {
+                "identity_residual": c["point_residual"],
+                "max_replicate_identity_residual": c["max_replicate_residual"],
+                "reps_without_change": c["reps_without_change"],
+            }
+            for unit, c in sorted(checks.items())
+        },
+        "autheval_version": __version__,
+    }
+
+
+def authority_summary_rows(result: EstimationResult, analysis: str) -> list[dict]:
+    records = result.records[analysis]
+    rows = []
+    for estimand, unit, metrics in (
+        ("image_weighted_primary", "image_weighted", SUMMARY_METRICS),
+        ("cluster_equal_sensitivity", "cluster_equal", CLUSTER_ROW_METRICS),
+    ):
+        row = {"estimand": estimand, "n_images": records.n_cases, "n_clusters": records.n_clusters}
+        for metric in metrics:
+            e = result.estimate(analysis, unit, metric)
+            row[metric] = e["estimate"]
+            row[f"{metric}_ci_lower"] = e["ci_lower"]
+            row[f"{metric}_ci_upper"] = e["ci_upper"]
+        rows.append(row)
+    return rows
+
+
+def _fmt(value) -> str:
+    return "NA" if value is None else f"{value:.6f}"
+
+
+def summary_markdown(result: EstimationResult, analysis: str) -> str:
+    records = result.records[analysis]
+    lo, hi = result.quantiles
+    lines = [
+        f"# Authority-preserving evaluation: {analysis}",
+        "",
+        f"- Source: `{records.source}` (sha256 `{records.data_sha256[:16]}…`)",
+        f"- Mode: {records.mode}; record level: {records.level}",
+        f"- Cases: {records.n_cases}; clusters: {records.n_clusters}; changed: {records.n_changed}",
+        f"- Bootstrap: scheme `{result.scheme}`, {result.reps} whole-cluster replicates, "
+        f"seed {result.seed}, quantiles {lo:g}/{hi:g}",
+        "",
+        "| metric | unit | estimate | CI lower | CI upper | n |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for unit in ("image_weighted", "cluster_equal"):
+        for metric in MARKDOWN_ORDER:
+            e = result.estimate(analysis, unit, metric)
+            if e["available"]:
+                lines.append(
+                    f"| {metric} | {unit} | {_fmt(e['estimate'])} | {_fmt(e['ci_lower'])} | "
+                    f"{_fmt(e['ci_upper'])} | {e['n']} |"
+                )
+            else:
+                lines.append(f"| {metric} | {unit} | NA ({e['status']}: {e['reason']}) | | | 0 |")
+    for c in result.checks:
+        if c["analysis"] == analysis:
+            lines.append("")
+            lines.append(
+                f"Identity residual Delta - p*delta ({c['unit']}): {c['point_residual']:.3e}; "
+                f"replicates without a change: {c['reps_without_change']}"
+            )
+    lines += [
+        "",
+        "Delta_authority = J_auth - J: what the local authority's selection changed in the declared "
+        "local utility. Numbers a record level cannot support are reported as NA with the reason.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_evaluate_outputs(result: EstimationResult, analysis: str, out_dir: Path) -> list[Path]:
+    out_dir = Path(out_dir)
+    files = {
+        "summary.json": json.dumps(summary_json(result, analysis), indent=2, allow_nan=False) + "\n",
+        "summary.md": summary_markdown(result, analysis),
+        "authority_summary.csv": csv_text(SUMMARY_COLUMNS, authority_summary_rows(result, analysis)),
+        "estimates.csv": csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
+    }
+    return [atomic_write_text(out_dir / name, text) for name, text in files.items()]
+
+
+def proposal_rows(result: EstimationResult) -> list[dict]:
+    rows = []
+    for analysis, records in result.records.items():
+        image = lambda m: result.estimate(analysis, "image_weighted", m)  # noqa: E731
+        cluster = result.estimate(analysis, "cluster_equal", "Delta_authority")
+        gap = image("Delta_authority")
+        rows.append(
+            {
+                "proposal": analysis,
+                "n_images": records.n_cases,
+                "n_clusters": records.n_clusters,
+                "intervention_rate": image("intervention_rate")["estimate"],
+                "delta": image("delta")["estimate"],
+                "Delta_authority_image": gap["estimate"],
+                "Delta_authority_image_ci_lower": gap["ci_lower"],
+                "Delta_authority_image_ci_upper": gap["ci_upper"],
+                "Delta_authority_cluster": cluster["estimate"],
+                "Delta_authority_cluster_ci_lower": cluster["ci_lower"],
+                "Delta_authority_cluster_ci_upper": cluster["ci_upper"],
+            }
+        )
+    return rows
+
+
+def write_compare_outputs(result: EstimationResult, out_dir: Path) -> list[Path]:
+    out_dir = Path(out_dir)
+    files = {
+        "proposal_dependence_summary.csv": csv_text(PROPOSAL_COLUMNS, proposal_rows(result)),
+        "paired_contrast.csv": csv_text(CONTRAST_COLUMNS, result.contrasts),
+        "estimates.csv": csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
+    }
+    return [atomic_write_text(out_dir / name, text) for name, text in files.items()]

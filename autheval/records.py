@@ -1,0 +1,202 @@
+"""Role-separated records: read a log or a case trace, validate it, and decide its record level.
+
+Two input schemas are accepted (CSV or Parquet, detected from the columns):
+* the AuthEval log schema: case_id, [cluster_id], proposed_action, executed_action,
+  utility_executed_local, [utility_proposed_local], [utility_proposed_global];
+* the AuthEval case-trace schema: image_id, cluster_id, a_head, a_exec, Uz_head, Uz_exec, [Ug_head].
+Both become one canonical table in the log's column names (see sql/records_normalize.sql).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from autheval.errors import RecordError
+from warehouse.sql import load_sql
+
+LOG_COLUMNS = (
+    "case_id",
+    "cluster_id",
+    "proposed_action",
+    "executed_action",
+    "utility_executed_local",
+    "utility_proposed_local",
+    "utility_proposed_global",
+)
+LOG_REQUIRED = ("case_id", "proposed_action", "executed_action", "utility_executed_local")
+TRACE_TO_LOG = {
+    "image_id": "case_id",
+    "cluster_id": "cluster_id",
+    "a_head": "proposed_action",
+    "a_exec": "executed_action",
+    "Uz_exec": "utility_executed_local",
+    "Uz_head": "utility_proposed_local",
+    "Ug_head": "utility_proposed_global",
+}
+TRACE_REQUIRED = ("image_id", "cluster_id", "a_head", "a_exec", "Uz_head", "Uz_exec")
+
+# Record levels (what a record can support) and the generic evaluator's mode names.
+FULL = "full_counterfactual"
+ROLE_SEPARATED = "role_separated"
+PROPOSAL_ONLY = "proposal_only"
+
+CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+@dataclass(frozen=True)
+class RecordSet:
+    """A validated record in canonical columns, with what it can support."""
+
+    analysis: str
+    source: str
+    schema: str  # 'log' or 'trace'
+    level: str  # FULL, ROLE_SEPARATED or PROPOSAL_ONLY
+    has_local: bool  # the proposal's local score is known on every changed case
+    has_global: bool  # the proposal's global (benchmark) score is given
+    n_cases: int
+    n_clusters: int
+    n_changed: int
+    data_sha256: str
+    table: pa.Table
+
+    @property
+    def mode(self) -> str:
+        """The generic evaluator's mode name."""
+        if self.level == PROPOSAL_ONLY:
+            return "proposal_only"
+        if self.has_local:
+            return "full"
+        return "observable_plus_global" if self.has_global else "observable_only"
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_table(path: str | Path, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+    """Read a CSV (every column as text, so bad values can be named) or a Parquet file."""
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise RecordError(source, None, "file not found")
+    name = path.name.lower()
+    con = con or duckdb.connect()
+    if name.endswith(CSV_SUFFIXES):
+        if path.stat().st_size == 0:
+            raise RecordError(source, None, "file is empty")
+        query = "read_csv_text"
+    elif name.endswith(PARQUET_SUFFIXES):
+        query = "read_parquet_file"
+    else:
+        raise RecordError(
+            source, None, "unknown file type: expected .csv, .csv.gz, .tsv, .parquet or .pq"
+        )
+    try:
+        return con.execute(load_sql(query), [source]).arrow().read_all()
+    except duckdb.Error as err:
+        first = str(err).strip().splitlines()[0]
+        raise RecordError(source, None, f"cannot be read: {first}") from err
+
+
+def canonical_columns(table: pa.Table, source: str) -> tuple[str, pa.Table]:
+    """Detect the schema from the columns and return (schema, table in the log's column names)."""
+    names = set(table.column_names)
+    if names & {"case_id", "proposed_action", "executed_action"}:
+        schema, mapping, required = "log", {c: c for c in LOG_COLUMNS}, LOG_REQUIRED
+        if "executed_action" not in names and "utility_executed_local" not in names:
+            required = ("case_id", "proposed_action")  # a proposal-only record
+    elif names & {"image_id", "a_head", "a_exec"}:
+        schema, mapping, required = "trace", TRACE_TO_LOG, TRACE_REQUIRED
+    else:
+        raise RecordError(
+            source,
+            None,
+            "unknown record schema: expected the AuthEval log columns (case_id, proposed_action, "
+            "executed_action, utility_executed_local, ...) or the case-trace columns (image_id, "
+            f"cluster_id, a_head, a_exec, Uz_head, Uz_exec); found {', '.join(table.column_names)}",
+        )
+    for column in required:
+        if column not in names:
+            raise RecordError(source, column, f"required column is missing for the {schema} schema")
+    n = table.num_rows
+    columns = {"row_index": pa.array(range(n), type=pa.int64())}
+    for src, dst in mapping.items():
+        if src in names:
+            columns[dst] = table.column(src)
+    if "cluster_id" not in columns:  # the log schema's default: every case its own cluster
+        columns["cluster_id"] = columns["case_id"]
+    for column in LOG_COLUMNS:
+        columns.setdefault(column, pa.nulls(n, pa.string()))
+    return schema, pa.table({k: columns[k] for k in ("row_index", *LOG_COLUMNS)})
+
+
+def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str) -> None:
+    """Raise RecordError on the first broken rule of `raw_records` (one line with an example)."""
+    violations = con.execute(load_sql("records_validate")).fetchall()
+    if not violations:
+        return
+    _, column, rule, row_index, case_id, bad_value, n_rows = violations[0]
+    if schema == "trace":
+        column = {v: k for k, v in TRACE_TO_LOG.items()}.get(column, column)
+    example = f"row {row_index + 1}"
+    if case_id is not None:
+        example += f", id {case_id!r}"
+    if bad_value is not None:
+        example += f", value {bad_value!r}"
+    if n_rows > 1:
+        example += f"; {n_rows} rows in all"
+    raise RecordError(source, column, rule, example)
+
+
+def records_from_table(
+    table: pa.Table, source: str, analysis: str, data_sha256: str
+) -> RecordSet:
+    """Validate an in-memory record table (log or trace columns) and canonicalise it."""
+    if table.num_rows == 0:
+        raise RecordError(source, None, "file has no records")
+    schema, raw = canonical_columns(table, source)
+    con = duckdb.connect()
+    con.register("raw_records", raw)
+    validate(con, source, schema)
+    (n_cases, n_clusters, n_changed, n_changed_local, n_local, n_global, n_executed) = con.execute(
+        load_sql("records_profile")
+    ).fetchone()
+    if n_executed == 0:
+        level, has_local = PROPOSAL_ONLY, n_local == n_cases
+    elif n_changed > 0 and n_changed_local == n_changed:
+        level, has_local = FULL, True
+    elif n_changed == 0 and n_local > 0:
+        level, has_local = FULL, True
+    else:
+        level, has_local = ROLE_SEPARATED, False
+    canonical = con.execute(load_sql("records_normalize"), {"analysis": analysis}).arrow().read_all()
+    return RecordSet(
+        analysis=analysis,
+        source=source,
+        schema=schema,
+        level=level,
+        has_local=has_local,
+        has_global=n_global > 0,
+        n_cases=n_cases,
+        n_clusters=n_clusters,
+        n_changed=n_changed,
+        data_sha256=data_sha256,
+        table=canonical,
+    )
+
+
+def read_records(path: str | Path, analysis: str | None = None) -> RecordSet:
+    """Read, validate and canonicalise one record file."""
+    path = Path(path)
+    table = read_table(path)
+    return records_from_table(table, str(path), analysis or path.stem, file_sha256(path))

@@ -1,0 +1,19 @@
+-- Per-cluster sufficient statistics, computed once per analysis and shared by every scheme and unit.
+-- Clusters are ranked by ascending cluster_id (byte order), the order the reference bootstrap draws in.
+-- Input: records (canonical, see records_normalize.sql). Unavailable scores sum to NULL here.
+SELECT
+    analysis,
+    cluster_id,
+    CAST(row_number() OVER (PARTITION BY analysis ORDER BY cluster_id) - 1 AS INTEGER) AS cluster_rank,
+    CAST(count(*) OVER (PARTITION BY analysis) AS INTEGER) AS n_clusters,
+    CAST(count(*) AS DOUBLE) AS n,
+    CAST(sum(CAST(intervened AS INTEGER)) AS DOUBLE) AS sum_changed,
+    sum(utility_executed_local) AS sum_exec,
+    sum(utility_proposed_local) AS sum_prop,
+    sum(utility_proposed_local - utility_executed_local) AS sum_gap,
+    sum(utility_proposed_global) AS sum_glob,
+    sum(utility_proposed_global - utility_executed_local) AS sum_total_gap,
+    sum(utility_proposed_global - utility_proposed_local) AS sum_utility_gap
+FROM records
+GROUP BY analysis, cluster_id
+ORDER BY analysis, cluster_rank

@@ -1,0 +1,18 @@
+-- Point estimates and percentile intervals (linear interpolation, numpy's default "type 7") per
+-- analysis, unit and metric. Undefined replicates (NULL or NaN) are dropped before the quantile, as
+-- numpy's nanquantile does, and counted. Input: replicate_metrics; parameters $lower, $upper.
+-- DuckDB-only: quantile_cont (Spark's percentile_cont differs; see README).
+SELECT
+    analysis,
+    unit,
+    metric,
+    any_value(value) FILTER (WHERE rep < 0) AS estimate,
+    quantile_cont(value, $lower) FILTER (WHERE rep >= 0 AND value IS NOT NULL AND NOT isnan(value))
+        AS ci_lower,
+    quantile_cont(value, $upper) FILTER (WHERE rep >= 0 AND value IS NOT NULL AND NOT isnan(value))
+        AS ci_upper,
+    count(*) FILTER (WHERE rep >= 0) AS reps,
+    count(*) FILTER (WHERE rep >= 0 AND (value IS NULL OR isnan(value))) AS reps_undefined
+FROM replicate_metrics
+GROUP BY analysis, unit, metric
+ORDER BY analysis, unit, metric

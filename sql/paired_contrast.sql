@@ -1,0 +1,24 @@
+-- Paired contrasts "arm_a minus arm_b" of Delta_authority on identical clusters, per unit: the
+-- difference of the point estimates and the percentile interval of the per-replicate differences
+-- (both arms are resampled by the same replicates). Input: replicate_metrics and
+-- contrast_pairs(contrast, arm_a, arm_b); parameters $lower, $upper. DuckDB-only: quantile_cont.
+WITH paired AS (
+    SELECT
+        c.contrast,
+        a.unit,
+        a.rep,
+        a.value - b.value AS difference
+    FROM contrast_pairs AS c
+    JOIN replicate_metrics AS a
+      ON a.analysis = c.arm_a AND a.metric = 'Delta_authority'
+    JOIN replicate_metrics AS b
+      ON b.analysis = c.arm_b AND b.metric = 'Delta_authority' AND b.unit = a.unit AND b.rep = a.rep
+)
+SELECT
+    contrast,
+    unit,
+    any_value(difference) FILTER (WHERE rep < 0) AS difference,
+    quantile_cont(difference, $lower) FILTER (WHERE rep >= 0 AND NOT isnan(difference)) AS ci_lower,
+    quantile_cont(difference, $upper) FILTER (WHERE rep >= 0 AND NOT isnan(difference)) AS ci_upper
+FROM paired
+GROUP BY contrast, unit

@@ -1,0 +1,52 @@
+"""Shared fixtures. Tests that use the published reference files read ../shared/reference when it is
+there and the package's embedded Parquet copies otherwise, so the suite runs from a bare clone."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "reference"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from autheval.reference_data import FILES, reference_path  # noqa: E402
+
+
+def reference_file(name: str) -> Path:
+    """The shared CSV when present, else the embedded Parquet copy."""
+    shared = SHARED / FILES[name]
+    return shared if shared.exists() else reference_path(name)
+
+
+def published_summary() -> list[dict]:
+    """The published mixed authority_summary.csv as text cells (exact bits preserved)."""
+    path = SHARED / FILES["summary_mixed"]
+    if path.exists():
+        with open(path, newline="") as handle:
+            return list(csv.DictReader(handle))
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(reference_path("summary_mixed")).to_pylist()
+    return [{k: "" if v is None else repr(v) if isinstance(v, float) else str(v) for k, v in r.items()} for r in rows]
+
+
+def read_csv_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autheval", *args], cwd=cwd or ROOT, capture_output=True, text=True
+    )
+
+
+@pytest.fixture
+def tmp_out(tmp_path: Path) -> Path:
+    return tmp_path / "out"

@@ -1,0 +1,36 @@
+"""Load the project's SQL files by name: SQL lives in `sql/`, never in Python strings."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@lru_cache(maxsize=None)
+def load_sql(name: str) -> str:
+    """Return the text of `sql/<name>.sql`."""
+    if not _NAME.match(name):
+        raise ValueError(f"bad SQL file name {name!r}")
+    path = SQL_DIR / f"{name}.sql"
+    if not path.is_file():
+        raise FileNotFoundError(f"no SQL file {path}")
+    return path.read_text(encoding="utf-8")
+
+
+def quote_identifier(name: str) -> str:
+    """Quote a table name for DDL that cannot take bound parameters (view definitions).
+
+    Only plain lower-case names are accepted, so the name is also a valid identifier on every engine.
+    """
+    if not re.match(r"^[a-z_][a-z0-9_]*$", name):
+        raise ValueError(f"table name {name!r} is not a plain lower-case identifier")
+    return f'"{name}"'
+
+
+def quote_literal(text: str) -> str:
+    """Quote a string literal (a file path in a view definition)."""
+    return "'" + text.replace("'", "''") + "'"
