@@ -1,8 +1,8 @@
 """The authority-gap estimators: point estimates and whole-cluster bootstrap intervals.
 
 Python only orchestrates; the statistics are the SQL files in `sql/`:
-cluster_stats -> (cluster_vectors + numpy multiplicities | poisson weights) -> replicate sums ->
-replicate_metrics -> intervals, identity_check, paired_contrast.
+cluster_stats -> (cluster_matrix x numpy multiplicities | poisson weights in SQL) -> replicate sums
+-> replicate_metrics -> intervals, identity_check, paired_contrast.
 
 Schemes (declared on every output row):
 * reference: AuthEval's analysis scheme, bit-compatible with its published intervals (one shared
@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
-from autheval.bootstrap import multiplicity_blocks, multiplicity_table
+from autheval.bootstrap import replicate_products
 from autheval.errors import RecordError
 from autheval.records import FULL, PROPOSAL_ONLY, RecordSet
-from warehouse.sql import load_sql
+from warehouse.sql import load_sql, materialize
 
 SCHEMES = ("reference", "evaluator", "poisson")
 DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
@@ -120,42 +121,72 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> list[dict]:
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
-def _exact_replicates(con: duckdb.DuckDBPyConnection, query: str, streams, reps: int) -> pa.Table:
-    """Run a dot-product replicate query once per stream and block of multiplicities."""
+# sql/cluster_matrix.sql column -> replicate-sum column (replicates_point.sql layout)
+MATRIX_TO_SUMS = {
+    "n": "w_n", "sum_changed": "w_changed", "sum_exec": "w_exec", "sum_prop": "w_prop",
+    "sum_gap": "w_gap", "sum_glob": "w_glob", "sum_total_gap": "w_total_gap",
+    "sum_utility_gap": "w_utility_gap", "one": "c_n", "mean_changed": "c_changed",
+    "mean_exec": "c_exec", "mean_prop": "c_prop", "mean_gap": "c_gap", "mean_glob": "c_glob",
+    "mean_total_gap": "c_total_gap", "mean_utility_gap": "c_utility_gap",
+}  # fmt: skip
+EVALUATOR_TO_SUMS = {"s": "w_s", "n": "w_n", "m": "c_m"}
+
+
+def _groups(keys: np.ndarray) -> list[tuple[object, slice]]:
+    """Contiguous runs of equal keys in an ordered column: (key, slice)."""
+    if len(keys) == 0:
+        return []
+    change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    bounds = [0, *change.tolist(), len(keys)]
+    return [(keys[a], slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _stream_products(blocks, reps: int, columns: dict[str, str]) -> pa.Table:
+    """Replicate sums for row blocks sharing one stream: {(seed, G): [(labels, {col: array})]}."""
     parts = []
-    sql = load_sql(query)
-    for seed, n_clusters, params in streams:
-        for first_rep, counts in multiplicity_blocks(seed, n_clusters, reps):
-            con.register("boot_multiplicities", multiplicity_table(seed, n_clusters, first_rep, counts))
-            parts.append(con.execute(sql, params).arrow().read_all())
-            con.unregister("boot_multiplicities")
-    return pa.concat_tables(parts) if parts else None
+    for (seed, _), members in blocks.items():
+        width = len(columns)
+        matrix = np.column_stack([m[c] for _, m in members for c in columns])
+        sums = replicate_products(seed, reps, matrix)
+        for i, (labels, _) in enumerate(members):
+            table = {k: [v] * reps for k, v in labels.items()}
+            table["rep"] = np.arange(reps, dtype=np.int64)
+            for j, name in enumerate(columns.values()):
+                table[name] = sums[:, i * width + j]
+            parts.append(pa.table(table))
+    return pa.concat_tables(parts)
 
 
 def _replicate_metrics(con, scheme: str, reps: int, seed: int) -> None:
     """Create the temp table replicate_metrics(analysis, rep, unit, metric, value)."""
     if scheme == "evaluator":
-        con.execute(f"CREATE OR REPLACE TEMP TABLE evaluator_vectors AS {load_sql('evaluator_vectors')}")
-        keys = con.execute(
-            "SELECT DISTINCT seed_offset, n_clusters FROM evaluator_vectors ORDER BY ALL"
-        ).fetchall()
-        streams = [(seed + offset, g, {"seed": seed}) for offset, g in keys]
-        parts = _exact_replicates(con, "evaluator_replicates", streams, reps)
-        con.register("replicate_parts", parts)
-        con.execute("CREATE OR REPLACE TEMP TABLE replicate_metrics AS SELECT * FROM replicate_parts")
-        con.unregister("replicate_parts")
+        materialize(con, "evaluator_clusters", "evaluator_clusters")
+        rows = con.table("evaluator_clusters").fetchnumpy()
+        keys = np.char.add(rows["analysis"].astype(str), np.char.add("\x1f", rows["metric"].astype(str)))
+        streams: dict = {}
+        for _, part in _groups(keys):
+            labels = {"analysis": rows["analysis"][part.start], "metric": rows["metric"][part.start]}
+            stream = (seed + int(rows["seed_offset"][part.start]), int(rows["n_clusters"][part.start]))
+            streams.setdefault(stream, []).append((labels, {c: rows[c][part] for c in EVALUATOR_TO_SUMS}))
+        sums = _stream_products(streams, reps, EVALUATOR_TO_SUMS)
+        n_clusters = [g for (_, g), members in streams.items() for _ in members]
+        sums = sums.append_column("c_n", pa.array(np.repeat(np.asarray(n_clusters, dtype=np.float64), reps)))
+        con.register("evaluator_sums", sums)
+        materialize(con, "replicate_metrics", "evaluator_metrics")
         return
     point = con.execute(load_sql("replicates_point")).arrow().read_all()
     if scheme == "reference":
-        con.execute(f"CREATE OR REPLACE TEMP TABLE cluster_vectors AS {load_sql('cluster_vectors')}")
-        sizes = con.execute("SELECT DISTINCT n_clusters FROM cluster_vectors ORDER BY 1").fetchall()
-        replicates = _exact_replicates(con, "replicates_exact", [(seed, g, {}) for (g,) in sizes], reps)
+        rows = con.execute(load_sql("cluster_matrix")).fetchnumpy()
+        streams = {}
+        for analysis, part in _groups(rows["analysis"]):
+            stream = (seed, int(rows["n_clusters"][part.start]))
+            streams.setdefault(stream, []).append(({"analysis": analysis}, {c: rows[c][part] for c in MATRIX_TO_SUMS}))
+        replicates = _stream_products(streams, reps, MATRIX_TO_SUMS)
     else:
         replicates = con.execute(load_sql("replicates_poisson"), {"reps": reps, "seed": seed}).arrow().read_all()
-    replicates = replicates.cast(point.schema) if replicates is not None else point.slice(0, 0)
+    replicates = replicates.select(point.column_names).cast(point.schema)
     con.register("replicate_sums", pa.concat_tables([point, replicates]))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE replicate_metrics AS {load_sql('replicate_metrics')}")
-    con.unregister("replicate_sums")
+    materialize(con, "replicate_metrics", "replicate_metrics")
 
 
 def estimate(
@@ -180,36 +211,36 @@ def estimate(
         raise ValueError("analysis names must be unique")
 
     con = duckdb.connect()
-    con.register("records_in", pa.concat_tables([r.table for r in recordsets]))
-    con.execute("CREATE TEMP TABLE records AS SELECT * FROM records_in")
-    con.execute(f"CREATE TEMP TABLE cluster_stats AS {load_sql('cluster_stats')}")
+    con.register("records", pa.concat_tables([r.table for r in recordsets]))
+    materialize(con, "cluster_stats", "cluster_stats")
     _replicate_metrics(con, scheme, reps, seed)
     q = {"lower": lower, "upper": upper}
     result = EstimationResult(scheme, reps, seed, (lower, upper), by_name)
 
-    for row in _rows(con, load_sql("intervals"), q):
-        records = by_name[row["analysis"]]
-        avail = availability(records, row["metric"])
-        n = records.n_changed if row["metric"] == "delta" else records.n_cases
-        keep = avail.available
-        result.estimates.append(
-            {
-                "analysis": row["analysis"],
-                "unit": row["unit"],
-                "metric": row["metric"],
-                "estimate": row["estimate"] if keep else None,
-                "ci_lower": row["ci_lower"] if keep else None,
-                "ci_upper": row["ci_upper"] if keep else None,
-                "n": n if keep else 0,
-                "n_clusters": records.n_clusters,
-                "available": keep,
-                "status": avail.status,
-                "reason": avail.reason,
-                "reps_undefined": row["reps_undefined"] if keep else None,
-            }
-        )
-    order = {(m, u): i for i, (u, m) in enumerate((u, m) for u in UNITS for m in METRICS)}
-    result.estimates.sort(key=lambda r: (r["analysis"], order[(r["metric"], r["unit"])]))
+    computed = {(r["analysis"], r["unit"], r["metric"]): r for r in _rows(con, load_sql("intervals"), q)}
+    for analysis, records in by_name.items():
+        for unit in UNITS:
+            for metric in METRICS:
+                row = computed.get((analysis, unit, metric), {})  # absent: no rows to resample
+                avail = availability(records, metric)
+                keep = avail.available
+                n = records.n_changed if metric == "delta" else records.n_cases
+                result.estimates.append(
+                    {
+                        "analysis": analysis,
+                        "unit": unit,
+                        "metric": metric,
+                        "estimate": row.get("estimate") if keep else None,
+                        "ci_lower": row.get("ci_lower") if keep else None,
+                        "ci_upper": row.get("ci_upper") if keep else None,
+                        "n": n if keep else 0,
+                        "n_clusters": records.n_clusters,
+                        "available": keep,
+                        "status": avail.status,
+                        "reason": avail.reason,
+                        "reps_undefined": row.get("reps_undefined") if keep else None,
+                    }
+                )
 
     for row in _rows(con, load_sql("identity_check")):
         records = by_name[row["analysis"]]

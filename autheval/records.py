@@ -94,7 +94,7 @@ def read_table(path: str | Path, con: duckdb.DuckDBPyConnection | None = None) -
     if name.endswith(CSV_SUFFIXES):
         if path.stat().st_size == 0:
             raise RecordError(source, None, "file is empty")
-        query = "read_csv_text"
+        return _read_csv_text(path)
     elif name.endswith(PARQUET_SUFFIXES):
         query = "read_parquet_file"
     else:
@@ -106,6 +106,25 @@ def read_table(path: str | Path, con: duckdb.DuckDBPyConnection | None = None) -
     except duckdb.Error as err:
         first = str(err).strip().splitlines()[0]
         raise RecordError(source, None, f"cannot be read: {first}") from err
+
+
+def _read_csv_text(path: Path) -> pa.Table:
+    """Every column as text (so a bad value can be named, not coerced); empty cells are null."""
+    from pyarrow import csv
+
+    delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
+    parse = csv.ParseOptions(delimiter=delimiter)
+    try:
+        with csv.open_csv(path, parse_options=parse) as reader:  # the header gives the column names
+            names = reader.schema.names
+        convert = csv.ConvertOptions(
+            column_types={n: pa.string() for n in names}, strings_can_be_null=True,
+            null_values=[""], quoted_strings_can_be_null=True,
+        )
+        return csv.read_csv(path, parse_options=parse, convert_options=convert)
+    except (pa.ArrowInvalid, StopIteration) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else "no header row"
+        raise RecordError(str(path), None, f"cannot be read as CSV: {first}") from err
 
 
 def canonical_columns(table: pa.Table, source: str) -> tuple[str, pa.Table]:

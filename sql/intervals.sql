@@ -2,6 +2,16 @@
 -- analysis, unit and metric. Undefined replicates (NULL or NaN) are dropped before the quantile, as
 -- numpy's nanquantile does, and counted. Input: replicate_metrics; parameters $lower, $upper.
 -- DuckDB-only: quantile_cont (Spark's percentile_cont differs; see README).
+WITH long AS (
+    SELECT analysis, unit, rep, 'J' AS metric, "J" AS value FROM replicate_metrics
+    UNION ALL SELECT analysis, unit, rep, 'intervention_rate', intervention_rate FROM replicate_metrics
+    UNION ALL SELECT analysis, unit, rep, 'J_auth', "J_auth" FROM replicate_metrics
+    UNION ALL SELECT analysis, unit, rep, 'Delta_authority', "Delta_authority" FROM replicate_metrics
+    UNION ALL SELECT analysis, unit, rep, 'delta', delta FROM replicate_metrics
+    UNION ALL SELECT analysis, unit, rep, 'J_std', "J_std" FROM replicate_metrics
+    UNION ALL SELECT analysis, unit, rep, 'Delta_total', "Delta_total" FROM replicate_metrics
+    UNION ALL SELECT analysis, unit, rep, 'Delta_utility', "Delta_utility" FROM replicate_metrics
+)
 SELECT
     analysis,
     unit,
@@ -13,6 +23,6 @@ SELECT
         AS ci_upper,
     count(*) FILTER (WHERE rep >= 0) AS reps,
     count(*) FILTER (WHERE rep >= 0 AND (value IS NULL OR isnan(value))) AS reps_undefined
-FROM replicate_metrics
+FROM long
 GROUP BY analysis, unit, metric
 ORDER BY analysis, unit, metric

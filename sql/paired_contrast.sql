@@ -7,12 +7,10 @@ WITH paired AS (
         c.contrast,
         a.unit,
         a.rep,
-        a.value - b.value AS difference
+        a."Delta_authority" - b."Delta_authority" AS difference
     FROM contrast_pairs AS c
-    JOIN replicate_metrics AS a
-      ON a.analysis = c.arm_a AND a.metric = 'Delta_authority'
-    JOIN replicate_metrics AS b
-      ON b.analysis = c.arm_b AND b.metric = 'Delta_authority' AND b.unit = a.unit AND b.rep = a.rep
+    JOIN replicate_metrics AS a ON a.analysis = c.arm_a
+    JOIN replicate_metrics AS b ON b.analysis = c.arm_b AND b.unit = a.unit AND b.rep = a.rep
 )
 SELECT
     contrast,

@@ -31,7 +31,8 @@ totals AS (
         count(*) FILTER (WHERE changed AND prop_text IS NOT NULL) AS changed_with_prop,
         count(*) FILTER (WHERE changed AND prop_text IS NULL) AS changed_without_prop,
         count(*) FILTER (WHERE glob_text IS NOT NULL) AS rows_with_glob,
-        count(*) FILTER (WHERE glob_text IS NULL) AS rows_without_glob
+        count(*) FILTER (WHERE glob_text IS NULL) AS rows_without_glob,
+        count(*) FILTER (WHERE executed_action IS NOT NULL) AS rows_with_executed
     FROM flagged
 ),
 violations AS (
@@ -47,11 +48,12 @@ violations AS (
     SELECT 4, 'proposed_action', 'must not be empty', row_index, case_id, NULL
     FROM flagged WHERE proposed_action IS NULL
     UNION ALL
+    -- a record with no selection at all is proposal-only, not broken
     SELECT 5, 'executed_action', 'must not be empty', row_index, case_id, NULL
-    FROM flagged WHERE executed_action IS NULL
+    FROM flagged, totals WHERE executed_action IS NULL AND totals.rows_with_executed > 0
     UNION ALL
     SELECT 6, 'utility_executed_local', 'must not be empty', row_index, case_id, NULL
-    FROM flagged WHERE exec_text IS NULL
+    FROM flagged, totals WHERE exec_text IS NULL AND totals.rows_with_executed > 0
     UNION ALL
     SELECT 7, 'utility_executed_local', 'must be a finite number', row_index, case_id, exec_text
     FROM flagged WHERE exec_text IS NOT NULL AND (exec_value IS NULL OR NOT isfinite(exec_value))

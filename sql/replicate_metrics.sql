@@ -1,8 +1,8 @@
--- Metric values per analysis, replicate (rep = -1 is the point estimate) and evaluation unit, from
--- the replicate-sum layout. image_weighted = ratio of (weighted) sums over images; cluster_equal =
--- (weighted) mean of per-cluster means. delta is the ratio of the gap to the intervention rate in both
--- units, so Delta = p * delta holds per replicate in both. NULL = undefined (no change resampled).
--- Input: replicate_sums. Portable SQL.
+-- Metric values per analysis, replicate (rep = -1 is the point estimate) and evaluation unit, one
+-- column per metric, from the replicate-sum layout. image_weighted = ratio of (weighted) sums over
+-- images; cluster_equal = (weighted) mean of per-cluster means. delta is the gap over the
+-- intervention rate in both units, so Delta = p * delta holds per replicate in both.
+-- NULL = undefined (no change resampled). Input: replicate_sums. Portable SQL.
 WITH units AS (
     SELECT analysis, rep, 'image_weighted' AS unit,
            w_n AS d, w_changed AS chg, w_exec AS ex, w_prop AS pr, w_gap AS gap,
@@ -13,11 +13,16 @@ WITH units AS (
            c_n, c_changed, c_exec, c_prop, c_gap, c_glob, c_total_gap, c_utility_gap
     FROM replicate_sums
 )
-SELECT analysis, rep, unit, 'J' AS metric, ex / d AS value FROM units
-UNION ALL SELECT analysis, rep, unit, 'intervention_rate', chg / d FROM units
-UNION ALL SELECT analysis, rep, unit, 'J_auth', pr / d FROM units
-UNION ALL SELECT analysis, rep, unit, 'Delta_authority', gap / d FROM units
-UNION ALL SELECT analysis, rep, unit, 'delta', gap / NULLIF(chg, 0) FROM units
-UNION ALL SELECT analysis, rep, unit, 'J_std', gl / d FROM units
-UNION ALL SELECT analysis, rep, unit, 'Delta_total', tot / d FROM units
-UNION ALL SELECT analysis, rep, unit, 'Delta_utility', utl / d FROM units
+SELECT
+    analysis,
+    rep,
+    unit,
+    ex / d AS "J",
+    chg / d AS intervention_rate,
+    pr / d AS "J_auth",
+    gap / d AS "Delta_authority",
+    gap / NULLIF(chg, 0) AS delta,
+    gl / d AS "J_std",
+    tot / d AS "Delta_total",
+    utl / d AS "Delta_utility"
+FROM units

@@ -34,3 +34,9 @@ def quote_identifier(name: str) -> str:
 def quote_literal(text: str) -> str:
     """Quote a string literal (a file path in a view definition)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+def materialize(con, name: str, sql_name: str, params=None):
+    """Run `sql/<sql_name>.sql` into a native table `name` on `con` (DuckDB's relation API creates it,
+    so no SQL is composed in Python)."""
+    con.sql(load_sql(sql_name), params=params or None).create(name)

@@ -1,9 +1,8 @@
 -- The `evaluator` scheme (AuthEval's generic log evaluator): each metric has its own per-case values,
 -- its own resampling stream (seed + offset) and, for delta, its own cluster set (intervened rows only).
--- Output per analysis and metric: the stream's seed offset, cluster count and dense vectors of cluster
--- sums, case counts and per-cluster means in ascending cluster_id order.
--- Input: records. Unavailable scores are 0.0 here; the caller masks those metrics.
--- DuckDB-only: list(... ORDER BY ...).
+-- Output: one row per analysis, metric and cluster in ascending cluster_id order, with the cluster's
+-- sum of values (s), case count (n) and mean (m); the rank and cluster count of the metric's stream.
+-- Input: records. Unavailable scores are 0.0 here; the caller masks those metrics. Portable SQL.
 WITH case_values AS (
     SELECT analysis, cluster_id, 'J' AS metric, 0 AS seed_offset,
            coalesce(utility_executed_local, 0.0) AS value
@@ -36,8 +35,7 @@ WITH case_values AS (
     FROM records
 ),
 per_cluster AS (
-    SELECT analysis, metric, seed_offset, cluster_id,
-           CAST(count(*) AS DOUBLE) AS n, sum(value) AS s
+    SELECT analysis, metric, seed_offset, cluster_id, CAST(count(*) AS DOUBLE) AS n, sum(value) AS s
     FROM case_values
     GROUP BY analysis, metric, seed_offset, cluster_id
 )
@@ -45,12 +43,11 @@ SELECT
     analysis,
     metric,
     seed_offset,
-    CAST(count(*) AS INTEGER) AS n_clusters,
-    CAST(sum(n) AS BIGINT) AS n_cases,
-    list(s ORDER BY cluster_id) AS v_sum,
-    list(n ORDER BY cluster_id) AS v_n,
-    list(s / n ORDER BY cluster_id) AS v_mean,
-    sum(s) / sum(n) AS point_image,
-    sum(s / n) / count(*) AS point_cluster
+    CAST(count(*) OVER (PARTITION BY analysis, metric) AS INTEGER) AS n_clusters,
+    CAST(row_number() OVER (PARTITION BY analysis, metric ORDER BY cluster_id) - 1 AS INTEGER)
+        AS cluster_rank,
+    s,
+    n,
+    s / n AS m
 FROM per_cluster
-GROUP BY analysis, metric, seed_offset
+ORDER BY analysis, metric, cluster_rank

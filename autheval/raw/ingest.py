@@ -1,0 +1,476 @@
+"""Ingest ISIC 2019 (or any ISIC-Archive-style metadata CSV) into the `images` table.
+
+Follows AuthEval spec sections 1.1-1.5: alias-based column detection, one-hot diagnosis collapse,
+diagnosis -> risk stratum, right-closed age bins with the literal string "nan", and the workflow
+profile assigned by hashing `age_bin|site`. Every row that cannot be used is listed in a report table
+with its reason; nothing is dropped silently. Broken files (a duplicated id in the labels file, a
+missing id column, a non-numeric one-hot cell) raise RecordError instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from autheval.errors import RecordError
+from warehouse.sql import load_sql
+
+METADATA_FILE = "ISIC_2019_Training_Metadata.csv"
+LABELS_FILE = "ISIC_2019_Training_GroundTruth.csv"
+IMAGE_FOLDER = "ISIC_2019_Training_Input"
+IMAGE_ZIP = "ISIC_2019_Training_Input.zip"
+SYNTH_MANIFEST = "synth_manifest.json"
+
+# Published SHA-256 of the official files (spec 1.1); compared whenever a file carries one of these names.
+OFFICIAL_SHA256 = {
+    METADATA_FILE: "d93994a8ed201d474de9a7af7e17ec30929cbc4a5220659ecbde17cbe83e9316",
+    LABELS_FILE: "aa88e9638fe4df9ef330dc4ba22fa4bd475c44af692fffb870c73091ab25cdcd",
+    IMAGE_ZIP: "5075020b720c8f1b9b7f3ff85326c55ce0435e5906c41fbd338994feef886df1",
+}
+METADATA_COLUMNS = ("image", "age_approx", "anatom_site_general", "lesion_id", "sex")
+LABEL_COLUMNS = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC", "UNK")
+
+# Canonical field -> aliases in priority order; matched case-insensitively and exactly (spec 1.2).
+ALIASES = {
+    "image_id": ("image", "image_id", "isic_id", "lesion_image_id"),
+    "image_path": ("image_path", "path", "filepath", "file_path", "jpg_path"),
+    "patient_id": ("patient_id", "patient", "patient_identifier"),
+    "lesion_id": ("lesion_id", "lesion", "lesion_identifier"),
+    "diagnosis": ("diagnosis", "dx", "label", "target"),
+    "sex": ("sex", "gender"),
+    "age": ("age", "age_approx", "age_years"),
+    "anatomic_site": ("anatom_site_general", "anatomic_site", "localization", "lesion_location"),
+    "source": ("dataset", "source", "attribution", "dataset_name", "center", "site"),
+}
+# One-hot columns searched for the row maximum, in this order (UNK deliberately absent, spec 1.2.3).
+ONE_HOT = ("MEL", "NV", "BCC", "AK", "AKIEC", "BKL", "DF", "VASC", "SCC")
+
+STRATA = ("very_low", "low", "moderate", "high")
+RISK = {"NV": "very_low", "VASC": "very_low", "DF": "very_low", "BKL": "low",
+        "AK": "moderate", "AKIEC": "moderate", "BCC": "moderate", "SCC": "high", "MEL": "high"}
+# Spelled-out diagnoses of ISIC-Archive / HAM10000-style files -> ISIC 2019 code.
+DIAGNOSIS_NAMES = {
+    "melanoma": "MEL",
+    "nevus": "NV", "melanocytic nevus": "NV", "melanocytic nevi": "NV",
+    "basal cell carcinoma": "BCC",
+    "actinic keratosis": "AK", "actinic keratoses": "AK",
+    "actinic keratoses and intraepithelial carcinoma": "AKIEC",
+    "intraepithelial carcinoma": "AKIEC", "bowen's disease": "AKIEC",
+    "benign keratosis": "BKL", "benign keratosis-like lesions": "BKL", "pigmented benign keratosis": "BKL",
+    "seborrheic keratosis": "BKL", "solar lentigo": "BKL", "lichenoid keratosis": "BKL",
+    "lentigo nos": "BKL", "lichen planus like keratosis": "BKL",
+    "dermatofibroma": "DF",
+    "vascular lesion": "VASC", "vascular lesions": "VASC",
+    "squamous cell carcinoma": "SCC",
+}
+PROFILES = ("BCN_like", "HAM_like", "MSK_like", "RURAL_like")
+
+IMAGES_SCHEMA = pa.schema([
+    ("image_id", pa.string()),
+    ("lesion_id", pa.string()),
+    ("patient_id", pa.string()),
+    ("age", pa.float64()),
+    ("sex", pa.string()),
+    ("anatomic_site", pa.string()),
+    ("diagnosis", pa.string()),
+    ("risk_stratum", pa.string()),
+    ("ideal_action_level", pa.int32()),
+    ("age_bin", pa.string()),
+    ("site_profile", pa.string()),
+    ("site_id", pa.string()),
+    ("path", pa.string()),
+    ("source", pa.string()),
+    ("profile_signature", pa.string()),
+    ("sex_norm", pa.string()),
+    ("site_norm", pa.string()),
+    ("row_index", pa.int64()),
+])
+REPORT_SCHEMA = pa.schema([
+    ("source", pa.string()),
+    ("row_number", pa.int64()),  # 1-based data row in that file (header not counted); null: not a row
+    ("image_id", pa.string()),
+    ("column_name", pa.string()),
+    ("reason", pa.string()),
+    ("value", pa.string()),
+    ("action", pa.string()),  # excluded | kept | ignored | recorded
+])
+INPUT_FILES_SCHEMA = pa.schema([
+    ("role", pa.string()),
+    ("path", pa.string()),
+    ("bytes", pa.int64()),
+    ("sha256", pa.string()),
+    ("expected_sha256", pa.string()),
+    ("checksum_ok", pa.bool_()),
+])
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """What ingestion produced: usable images, the report of every problem, and the input files."""
+
+    images: pa.Table
+    report: pa.Table
+    input_files: pa.Table
+
+
+def h12(text: str) -> int:
+    """AuthEval's H12 primitive (spec 0.3): the first 12 hex digits of SHA-256(text) as an integer."""
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], 16)
+
+
+def profile_for_signature(signature: str) -> str:
+    """Workflow profile of a signature `age_bin|site` (spec 1.5); no seed."""
+    return PROFILES[h12(signature) % 4]
+
+
+def age_bin(age: float | None) -> str:
+    """Right-closed age band of spec 1.2.4; anything outside (0, 200] or missing is the string 'nan'."""
+    if age is None or not np.isfinite(age):
+        return "nan"
+    for upper, label in ((30, "<30"), (50, "30-50"), (70, "50-70"), (200, "70+")):
+        if 0 < age <= upper:
+            return label
+    return "nan"
+
+
+def proxy_category(value) -> str:
+    """Gate-proxy normalisation of sex / site (spec 1.4): trimmed, lower-cased, '__missing__'."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "__missing__"
+    text = str(value).strip().lower()
+    return "__missing__" if text in ("", "nan", "none") else text
+
+
+def proxy_age(ages, is_train) -> tuple[np.ndarray, np.ndarray]:
+    """Gate-proxy age (spec 1.4): z-score with the train mean and population SD; missing -> train
+    mean (z = 0) plus a missing flag. Returns (z, missing) as float arrays."""
+    age = np.asarray([np.nan if a is None else a for a in ages], dtype=float)
+    train = np.asarray(is_train, dtype=bool)
+    missing = ~np.isfinite(age)
+    ref = age[train & ~missing]
+    mean = float(ref.mean()) if ref.size else 0.0
+    sd = float(ref.std(ddof=0)) if ref.size else 0.0
+    filled = np.where(missing, mean, age)
+    z = (filled - mean) / sd if sd > 0 else np.zeros_like(filled)
+    return z, missing.astype(float)
+
+
+def prompt_text(value) -> str:
+    """MedGemma-prompt normalisation (spec 1.4): Python str() of the value, 'nan' when missing."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "nan"
+    return str(value)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def diagnosis_map() -> pa.Table:
+    """alias (lower case) -> code, risk stratum and ideal action level, for the SQL joins."""
+    aliases = {code.lower(): code for code in RISK}
+    aliases.update(DIAGNOSIS_NAMES)
+    names = sorted(aliases)
+    codes = [aliases[a] for a in names]
+    return pa.table({
+        "alias": names,
+        "code": codes,
+        "risk_stratum": [RISK[c] for c in codes],
+        "ideal_action_level": pa.array([STRATA.index(RISK[c]) for c in codes], pa.int32()),
+    })
+
+
+def read_csv(path: str | Path, con: duckdb.DuckDBPyConnection) -> pa.Table:
+    """A CSV as text columns (pandas' missing markers as NULL); unreadable or empty -> RecordError."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecordError(str(path), None, "file not found")
+    if path.stat().st_size == 0:
+        raise RecordError(str(path), None, "file is empty")
+    try:
+        return con.execute(load_sql("raw_read_csv"), [str(path)]).arrow().read_all()
+    except duckdb.Error as err:
+        raise RecordError(str(path), None, f"cannot be read: {str(err).strip().splitlines()[0]}") from err
+
+
+def find_column(table: pa.Table, canonical: str) -> str | None:
+    """The first alias present (case-insensitive exact match), as spelled in the file."""
+    by_lower = {}
+    for name in table.column_names:
+        by_lower.setdefault(name.lower(), name)
+    for alias in ALIASES[canonical]:
+        if alias in by_lower:
+            return by_lower[alias]
+    return None
+
+
+def _first_duplicate(ids: list) -> tuple[int, str, int] | None:
+    seen: dict = {}
+    for i, value in enumerate(ids):
+        if value is None:
+            continue
+        seen.setdefault(value, []).append(i)
+    dups = [rows for rows in seen.values() if len(rows) > 1]
+    if not dups:
+        return None
+    first = min(dups, key=lambda rows: rows[1])
+    return first[1], ids[first[1]], sum(len(r) for r in dups)
+
+
+def _one_hot_diagnosis(table: pa.Table, source: str) -> tuple[list, np.ndarray]:
+    """Per row, the first one-hot column holding the row maximum (spec 1.2.3).
+
+    A row whose maximum is not positive (all zero, or only UNK set) has no diagnosis: it is reported
+    as unknown rather than labelled MEL as the reference code would (that case never occurs in the
+    ISIC 2019 training labels). Returns (codes with None for unknown, tie flags).
+    """
+    by_upper = {name.upper(): name for name in reversed(table.column_names)}
+    present = [c for c in ONE_HOT if c in by_upper]
+    n = table.num_rows
+    values = np.zeros((n, len(present)))
+    for j, code in enumerate(present):
+        column = by_upper[code]
+        texts = table.column(column).to_pylist()
+        for i, text in enumerate(texts):
+            try:
+                values[i, j] = float(text.strip()) if text is not None else np.nan
+            except ValueError:
+                values[i, j] = np.nan
+            if not np.isfinite(values[i, j]):
+                raise RecordError(source, column, "one-hot label must be a finite number (0.0 or 1.0)",
+                                  f"data row {i + 1}, value {text!r}")
+    best = values.argmax(axis=1)
+    top = values.max(axis=1)
+    ties = (values == top[:, None]).sum(axis=1) > 1
+    codes = [present[b] if t > 0 else "UNK" for b, t in zip(best, top)]
+    return codes, ties & (top > 0)
+
+
+def _locate_images(image_ids: list, image_dir: Path | None, image_zip: Path | None) -> tuple[list, set | None]:
+    """Path string of each image: `<dir>/<id>.jpg`, or `<zip>!<member>` for the official zip.
+
+    Also returns the set of paths known to exist inside the zip (None for a folder: stat each file),
+    so the zip's directory is read once, not once per image.
+    """
+    if image_zip is not None:
+        with zipfile.ZipFile(image_zip) as archive:
+            names = [m for m in archive.namelist() if not m.endswith("/")]
+        members = {Path(m).name: m for m in names}
+        root = str(image_zip.resolve())
+        paths = [None if i is None else f"{root}!{members.get(f'{i}.jpg', f'{IMAGE_FOLDER}/{i}.jpg')}"
+                 for i in image_ids]
+        return paths, {f"{root}!{m}" for m in names}
+    root = (image_dir or Path(".")).resolve()
+    return [None if i is None else str(root / f"{i}.jpg") for i in image_ids], None
+
+
+def ingest(
+    metadata: str | Path,
+    labels: str | Path | None = None,
+    images: str | Path | None = None,
+    *,
+    source: str | None = None,
+    check_files: bool = True,
+    checksums: bool = True,
+    strict_checksums: bool = False,
+) -> Ingested:
+    """Ingest one metadata CSV (+ optional one-hot labels CSV) and an image folder or zip.
+
+    `images` is a folder of `<image_id>.jpg` files or the official zip; when the metadata has an
+    image-path column its paths win (relative ones are taken from the metadata's folder).
+    `source` fills the `source` column where the file has none (default: 'isic2019' for the official
+    file name, else the file's stem). `strict_checksums` turns a checksum mismatch on an official file
+    name into a RecordError instead of a report row.
+    """
+    metadata = Path(metadata)
+    con = duckdb.connect()
+    meta = read_csv(metadata, con)
+    msource = str(metadata)
+    if meta.num_rows == 0:
+        raise RecordError(msource, None, "file has no data rows")
+    id_col = find_column(meta, "image_id")
+    if id_col is None:
+        raise RecordError(msource, "image", "required image id column is missing "
+                          f"(expected one of {', '.join(ALIASES['image_id'])}); found {', '.join(meta.column_names)}")
+    ids = meta.column(id_col).to_pylist()
+    n = meta.num_rows
+    report_rows: list[dict] = []
+
+    def col(canonical: str, table: pa.Table = meta) -> list:
+        name = find_column(table, canonical)
+        return table.column(name).to_pylist() if name else [None] * n
+
+    files = [("metadata", metadata)]
+    label_table = None
+    has_label = [True] * n
+    lsource = None
+    if labels is not None:
+        labels = Path(labels)
+        lsource = str(labels)
+        files.append(("labels", labels))
+        label_table = read_csv(labels, con)
+        lid_col = find_column(label_table, "image_id")
+        if lid_col is None:
+            raise RecordError(lsource, "image", "required image id column is missing "
+                              f"(expected one of {', '.join(ALIASES['image_id'])})")
+        label_ids = label_table.column(lid_col).to_pylist()
+        empty = [i for i, v in enumerate(label_ids) if v is None]
+        if empty:
+            raise RecordError(lsource, lid_col, "image id must not be empty", f"data row {empty[0] + 1}")
+        dup = _first_duplicate(label_ids)
+        if dup is not None:
+            row, value, count = dup
+            raise RecordError(lsource, lid_col, "image ids must be unique in the labels file",
+                              f"data row {row + 1}, id {value!r}; {count} rows share an id")
+        # Bring over only label columns the metadata does not already have (spec 1.2.1).
+        meta_names = {c.lower() for c in meta.column_names}
+        extra = [c for c in label_table.column_names if c != lid_col and c.lower() not in meta_names]
+        position = pc.index_in(pa.array(ids, pa.string()), value_set=pa.array(label_ids, pa.string()))
+        has_label = position.is_valid().to_pylist()
+        joined = label_table.select(extra).take(position) if extra else pa.table({})
+        meta_ids = set(v for v in ids if v is not None)
+        for i, lid in enumerate(label_ids):
+            if lid not in meta_ids:
+                report_rows.append(dict(source=lsource, row_number=i + 1, image_id=lid, column_name=lid_col,
+                                        reason="label_without_metadata", value=None, action="ignored"))
+        combined = meta
+        for name in joined.column_names:
+            combined = combined.append_column(name, joined.column(name))
+    else:
+        combined = meta
+
+    diag_col = find_column(combined, "diagnosis")
+    ties = np.zeros(n, dtype=bool)
+    if diag_col is not None:
+        diagnosis = combined.column(diag_col).to_pylist()
+    elif any(c.upper() in ONE_HOT for c in combined.column_names):
+        labelled = [i for i in range(n) if has_label[i]]
+        codes, tie = _one_hot_diagnosis(combined.take(labelled), lsource or msource)
+        diagnosis = [None] * n
+        for k, i in enumerate(labelled):
+            diagnosis[i] = codes[k]
+            ties[i] = tie[k]
+    else:
+        raise RecordError(lsource or msource, "diagnosis", "no diagnosis column (one of "
+                          f"{', '.join(ALIASES['diagnosis'])}) and no one-hot label columns "
+                          f"({', '.join(ONE_HOT)})")
+
+    # Image locations.
+    image_dir = image_zip = None
+    if images is not None:
+        images = Path(images)
+        if images.suffix.lower() == ".zip":
+            image_zip = images
+            files.append(("images_zip", images))
+        else:
+            image_dir = images
+    path_col = find_column(meta, "image_path")
+    in_zip = None
+    if path_col is not None:
+        base = metadata.resolve().parent
+        paths = [None if p is None else str(Path(p) if Path(p).is_absolute() else base / p)
+                 for p in meta.column(path_col).to_pylist()]
+    else:
+        paths, in_zip = _locate_images(ids, image_dir, image_zip)
+
+    if source is None:
+        source = "isic2019" if metadata.name == METADATA_FILE else metadata.stem
+    source_values = col("source")
+    coverage = sum(v is not None for v in source_values) / n
+    staged = pa.table({
+        "row_index": pa.array(range(n), pa.int64()),
+        "image_id": pa.array(ids, pa.string()),
+        "path": pa.array(paths, pa.string()),
+        "patient_id": pa.array(col("patient_id"), pa.string()),
+        "lesion_id": pa.array(col("lesion_id"), pa.string()),
+        "diagnosis_raw": pa.array(diagnosis, pa.string()),
+        "sex": pa.array(col("sex"), pa.string()),
+        "age_raw": pa.array(col("age"), pa.string()),
+        "anatomic_site": pa.array(col("anatomic_site"), pa.string()),
+        "source_raw": pa.array(source_values, pa.string()),
+        "has_label": pa.array(has_label, pa.bool_()),
+        "label_tie": pa.array(ties.tolist(), pa.bool_()),
+    })
+    con.register("staged", staged)
+    con.register("diagnosis_map", diagnosis_map())
+    checks = con.execute(load_sql("raw_ingest_checks"), {"has_labels": labels is not None}).arrow().read_all()
+    excluded = {r["row_index"] for r in checks.to_pylist() if r["action"] == "excluded"}
+    for row in checks.to_pylist():
+        column = {"image_id": id_col, "diagnosis": diag_col or "diagnosis",
+                  "age": find_column(meta, "age") or "age"}.get(row["column_name"], row["column_name"])
+        report_rows.append(dict(source=msource, row_number=row["row_index"] + 1, image_id=row["image_id"],
+                                column_name=column, reason=row["reason"], value=row["value"], action=row["action"]))
+    if check_files:
+        referenced = set()
+        for i in range(n):
+            if i in excluded or paths[i] is None:
+                continue
+            referenced.add(paths[i])
+            if not (paths[i] in in_zip if in_zip is not None else os.path.isfile(paths[i])):
+                excluded.add(i)
+                report_rows.append(dict(source=msource, row_number=i + 1, image_id=ids[i], column_name=id_col,
+                                        reason="missing_image", value=paths[i], action="excluded"))
+        if image_dir is not None and image_dir.is_dir() and path_col is None:
+            for entry in sorted(image_dir.iterdir()):
+                if entry.suffix.lower() == ".jpg" and str(entry.resolve()) not in referenced:
+                    report_rows.append(dict(source=str(image_dir), row_number=None, image_id=entry.stem,
+                                            column_name=None, reason="image_without_metadata",
+                                            value=str(entry), action="ignored"))
+    con.register("excluded", pa.table({"row_index": pa.array(sorted(excluded), pa.int64())}))
+    table = con.execute(load_sql("raw_images"), {
+        "profiles": list(PROFILES), "use_source": coverage > 0.5, "default_source": source,
+    }).arrow().read_all()
+    images_table = table.select(IMAGES_SCHEMA.names).cast(IMAGES_SCHEMA)
+
+    file_rows = []
+    for role, path in files:
+        expected = OFFICIAL_SHA256.get(path.name)
+        digest = file_sha256(path) if checksums else None
+        ok = None if expected is None or digest is None else digest == expected
+        file_rows.append(dict(role=role, path=str(path), bytes=path.stat().st_size, sha256=digest,
+                              expected_sha256=expected, checksum_ok=ok))
+        if ok is False:
+            if strict_checksums:
+                raise RecordError(str(path), None, "SHA-256 differs from the published checksum",
+                                  f"expected {expected}, got {digest}")
+            report_rows.append(dict(source=str(path), row_number=None, image_id=None, column_name=None,
+                                    reason="checksum_mismatch", value=f"expected {expected}, got {digest}",
+                                    action="recorded"))
+    return Ingested(
+        images=images_table,
+        report=pa.Table.from_pylist(report_rows, schema=REPORT_SCHEMA),
+        input_files=pa.Table.from_pylist(file_rows, schema=INPUT_FILES_SCHEMA),
+    )
+
+
+def ingest_isic2019(input_dir: str | Path, **options) -> Ingested:
+    """Ingest a folder holding the official ISIC 2019 training files (images as folder or zip)."""
+    input_dir = Path(input_dir)
+    metadata = input_dir / METADATA_FILE
+    labels = input_dir / LABELS_FILE
+    if not metadata.is_file():
+        raise RecordError(str(input_dir), None, f"no {METADATA_FILE} in this folder")
+    if not labels.is_file():
+        raise RecordError(str(input_dir), None, f"no {LABELS_FILE} in this folder")
+    folder, archive = input_dir / IMAGE_FOLDER, input_dir / IMAGE_ZIP
+    images = folder if folder.is_dir() else archive if archive.is_file() else folder
+    if options.get("source") is None and (input_dir / SYNTH_MANIFEST).is_file():
+        options["source"] = "synthetic"
+    return ingest(metadata, labels, images, **options)
+
+
+def report_table(rows: list[dict]) -> pa.Table:
+    """Report rows (dicts with REPORT_SCHEMA keys) as a table."""
+    return pa.Table.from_pylist(rows, schema=REPORT_SCHEMA)

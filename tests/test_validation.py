@@ -1,0 +1,91 @@
+"""Bad input: one clear line naming the file, the column and the rule; exit code 2; nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+HEADER = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local\n"
+GOOD = ["c1,k1,a0,a0,0.0,0.0", "c2,k2,a1,a0,-1.0,-2.0", "c3,k2,a2,a2,-0.5,-0.5"]
+
+
+def write(tmp_path: Path, text: str, name: str = "log.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+CASES = [
+    ("empty file", "", None, "file is empty"),
+    ("header only", HEADER, None, "no records"),
+    ("missing column", "case_id,proposed_action,executed_action\nc1,a0,a0\n", "utility_executed_local", "required column is missing"),
+    ("duplicate case id", HEADER + "\n".join([*GOOD, "c1,k3,a0,a0,0.0,0.0"]) + "\n", "case_id", "must be unique"),
+    ("null case id", HEADER + "\n".join([*GOOD, ",k3,a0,a0,0.0,0.0"]) + "\n", "case_id", "must not be empty"),
+    ("null cluster id", HEADER + "\n".join([*GOOD, "c4,,a0,a0,0.0,0.0"]) + "\n", "cluster_id", "must not be empty"),
+    ("non-numeric utility", HEADER + "\n".join([*GOOD, "c4,k3,a0,a0,abc,0.0"]) + "\n", "utility_executed_local", "finite number"),
+    ("non-finite utility", HEADER + "\n".join([*GOOD, "c4,k3,a0,a1,-1.0,inf"]) + "\n", "utility_proposed_local", "finite number"),
+    ("same action different score", HEADER + "\n".join([*GOOD, "c4,k3,a1,a1,-1.0,-2.0"]) + "\n", "utility_proposed_local", "identical actions must have identical scores"),
+    ("partial proposal score", HEADER + "\n".join([*GOOD, "c4,k3,a3,a1,-1.0,"]) + "\n", "utility_proposed_local", "every changed row or on none"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("label,text,column,rule", CASES, ids=[c[0] for c in CASES])
+def test_bad_log_gets_one_clear_line_and_exit_2(tmp_path, label, text, column, rule):
+    path = write(tmp_path, text)
+    out = tmp_path / "out"
+    result = run_cli("evaluate", "--input", str(path), "--output-dir", str(out))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(path) in lines[0] and rule in lines[0]
+    if column:
+        assert f"column '{column}'" in lines[0]
+    assert not out.exists()
+
+
+def test_the_example_row_is_named(tmp_path):
+    path = write(tmp_path, HEADER + "\n".join([*GOOD, "c4,k3,a0,a0,abc,0.0"]) + "\n")
+    result = run_cli("evaluate", "--input", str(path))
+    assert "row 4" in result.stderr and "'c4'" in result.stderr and "'abc'" in result.stderr
+
+
+def test_unknown_file_type(tmp_path):
+    path = write(tmp_path, "whatever", name="log.xlsx")
+    result = run_cli("evaluate", "--input", str(path))
+    assert result.returncode == 2 and "unknown file type" in result.stderr
+
+
+def test_unknown_schema(tmp_path):
+    path = write(tmp_path, "a,b\n1,2\n")
+    result = run_cli("evaluate", "--input", str(path))
+    assert result.returncode == 2 and "unknown record schema" in result.stderr
+
+
+def test_trace_errors_name_the_trace_column(tmp_path):
+    text = "image_id,cluster_id,a_head,a_exec,Uz_head,Uz_exec\ni1,k1,a0,a0,0.0,nan\n"
+    result = run_cli("evaluate", "--input", str(write(tmp_path, text)))
+    assert result.returncode == 2 and "column 'Uz_exec'" in result.stderr
+
+
+def test_a_failed_run_keeps_earlier_outputs(tmp_path):
+    good = write(tmp_path, HEADER + "\n".join(GOOD) + "\n", "good.csv")
+    bad = write(tmp_path, HEADER + "\n".join([*GOOD, "c1,k3,a0,a0,0.0,0.0"]) + "\n", "bad.csv")
+    out = tmp_path / "out"
+    assert run_cli("evaluate", "--input", str(good), "--output-dir", str(out), "--reps", "50").returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert run_cli("evaluate", "--input", str(bad), "--output-dir", str(out)).returncode == 2
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_parquet_input_is_validated_too(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"case_id": ["a", "b"], "proposed_action": ["a0", "a1"], "executed_action": ["a0", "a0"],
+                             "utility_executed_local": [0.0, float("nan")]}), path)  # fmt: skip
+    result = run_cli("evaluate", "--input", str(path))
+    assert result.returncode == 2 and "column 'utility_executed_local'" in result.stderr
