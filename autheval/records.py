@@ -83,6 +83,14 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def table_sha256(table: pa.Table) -> str:
+    """SHA-256 of a table's Arrow IPC bytes: the data hash of records that never were one file."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema.remove_metadata()) as writer:
+        writer.write_table(table)
+    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+
+
 def read_table(path: str | Path, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
     """Read a CSV (every column as text, so bad values can be named) or a Parquet file."""
     path = Path(path)

@@ -48,3 +48,24 @@ def reference_path(name: str) -> Path:
 
 def manifest() -> dict:
     return json.loads((DATA_DIR / "manifest.json").read_text(encoding="utf-8"))
+
+# (analysis, study, mechanism, regime, embedded trace): the published study, one row per analysis.
+REFERENCE_ANALYSES = (
+    ("mixed", "regimes", "MedGemma readout", "mixed", "trace_mixed"),
+    ("capacity_ceiling", "regimes", "MedGemma readout", "capacity_ceiling", "trace_capacity_ceiling"),
+    ("safety_floor", "regimes", "MedGemma readout", "safety_floor", "trace_safety_floor"),
+    ("LLaVA-Med head", "mechanisms", "LLaVA-Med head", "capacity_ceiling", "trace_llava_med_head"),
+    ("MedGemma readout", "mechanisms", "MedGemma readout", "capacity_ceiling", "trace_medgemma_readout"),
+    ("CLIP probe", "mechanisms", "CLIP probe", "capacity_ceiling", "trace_clip_probe"),
+)
+
+
+def trace_catalog():
+    """The study's traces as an Arrow table (analysis, study, mechanism, regime, file)."""
+    import pyarrow as pa
+
+    rows = [
+        {"analysis": a, "study": s, "mechanism": m, "regime": r, "file": str(reference_path(t))}
+        for a, s, m, r, t in REFERENCE_ANALYSES
+    ]
+    return pa.Table.from_pylist(rows)

@@ -1,6 +1,8 @@
 -- Per-cluster sufficient statistics, computed once per analysis and shared by every scheme and unit.
 -- Clusters are ranked by ascending cluster_id (byte order), the order the reference bootstrap draws in.
 -- Input: records (canonical, see records_normalize.sql). Unavailable scores sum to NULL here.
+-- fsum (compensated, so the result does not depend on the order threads add rows in) is DuckDB's;
+-- on other engines use sum.
 SELECT
     analysis,
     cluster_id,
@@ -8,12 +10,12 @@ SELECT
     CAST(count(*) OVER (PARTITION BY analysis) AS INTEGER) AS n_clusters,
     CAST(count(*) AS DOUBLE) AS n,
     CAST(sum(CAST(intervened AS INTEGER)) AS DOUBLE) AS sum_changed,
-    sum(utility_executed_local) AS sum_exec,
-    sum(utility_proposed_local) AS sum_prop,
-    sum(utility_proposed_local - utility_executed_local) AS sum_gap,
-    sum(utility_proposed_global) AS sum_glob,
-    sum(utility_proposed_global - utility_executed_local) AS sum_total_gap,
-    sum(utility_proposed_global - utility_proposed_local) AS sum_utility_gap
+    fsum(utility_executed_local) AS sum_exec,
+    fsum(utility_proposed_local) AS sum_prop,
+    fsum(utility_proposed_local - utility_executed_local) AS sum_gap,
+    fsum(utility_proposed_global) AS sum_glob,
+    fsum(utility_proposed_global - utility_executed_local) AS sum_total_gap,
+    fsum(utility_proposed_global - utility_proposed_local) AS sum_utility_gap
 FROM records
 GROUP BY analysis, cluster_id
 ORDER BY analysis, cluster_rank

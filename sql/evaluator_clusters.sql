@@ -35,7 +35,7 @@ WITH case_values AS (
     FROM records
 ),
 per_cluster AS (
-    SELECT analysis, metric, seed_offset, cluster_id, CAST(count(*) AS DOUBLE) AS n, sum(value) AS s
+    SELECT analysis, metric, seed_offset, cluster_id, CAST(count(*) AS DOUBLE) AS n, fsum(value) AS s
     FROM case_values
     GROUP BY analysis, metric, seed_offset, cluster_id
 )

@@ -4,7 +4,7 @@
 -- Input: evaluator_clusters, evaluator_sums(analysis, metric, rep, w_s, w_n, c_m, c_n) from the
 -- multiplicity products. Portable SQL.
 WITH sums AS (
-    SELECT analysis, metric, CAST(-1 AS BIGINT) AS rep, sum(s) AS w_s, sum(n) AS w_n, sum(m) AS c_m,
+    SELECT analysis, metric, CAST(-1 AS BIGINT) AS rep, fsum(s) AS w_s, sum(n) AS w_n, fsum(m) AS c_m,
            CAST(count(*) AS DOUBLE) AS c_n
     FROM evaluator_clusters
     GROUP BY analysis, metric

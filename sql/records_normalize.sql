@@ -1,6 +1,5 @@
 -- The canonical role-separated record: typed columns, the intervention flag, and the proposal's
 -- local score filled on unchanged rows where it is missing (same action, same rule, same score).
--- Rows are ordered by (cluster_id, row_index) so per-cluster sums always add up in one order.
 -- Input: raw_records (validated); parameter $analysis (the analysis label).
 SELECT
     CAST($analysis AS VARCHAR) AS analysis,
@@ -19,4 +18,3 @@ SELECT
     END AS utility_proposed_local,
     TRY_CAST(utility_proposed_global AS DOUBLE) AS utility_proposed_global
 FROM raw_records
-ORDER BY cluster_id, row_index

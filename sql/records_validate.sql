@@ -1,8 +1,8 @@
--- Rule violations of a role-separated record, first offending row per rule.
--- Input: raw_records(row_index, case_id, cluster_id, proposed_action, executed_action,
---        utility_executed_local, utility_proposed_local, utility_proposed_global), any column types.
--- Output: one row per broken rule, in rule order: rule_order, column_name, rule, row_index,
---         case_id, bad_value, n_rows (how many rows break it).
+-- Rule violations of a role-separated record: the first offending row per broken rule, in rule order.
+-- One aggregate pass over the rows (plus one GROUP BY for duplicate ids), so memory stays flat for
+-- large logs. Input: raw_records(row_index, case_id, cluster_id, proposed_action, executed_action,
+-- utility_executed_local, utility_proposed_local, utility_proposed_global), any column types.
+-- Output: rule_order, column_name, rule, row_index, case_id, bad_value, n_rows.
 WITH typed AS (
     SELECT
         row_index,
@@ -15,82 +15,107 @@ WITH typed AS (
         CAST(utility_proposed_global AS VARCHAR) AS glob_text,
         TRY_CAST(utility_executed_local AS DOUBLE) AS exec_value,
         TRY_CAST(utility_proposed_local AS DOUBLE) AS prop_value,
-        TRY_CAST(utility_proposed_global AS DOUBLE) AS glob_value,
-        count(*) OVER (PARTITION BY CAST(case_id AS VARCHAR)) AS case_id_count
+        TRY_CAST(utility_proposed_global AS DOUBLE) AS glob_value
     FROM raw_records
 ),
 flagged AS (
     SELECT
         *,
-        proposed_action IS NOT NULL AND executed_action IS NOT NULL
-            AND proposed_action <> executed_action AS changed
+        coalesce(proposed_action <> executed_action, false) AS changed,
+        case_id IS NULL AS r1,
+        cluster_id IS NULL AS r3,
+        proposed_action IS NULL AS r4,
+        executed_action IS NULL AS r5,
+        exec_text IS NULL AS r6,
+        exec_text IS NOT NULL AND NOT coalesce(isfinite(exec_value), false) AS r7,
+        prop_text IS NOT NULL AND NOT coalesce(isfinite(prop_value), false) AS r8,
+        glob_text IS NOT NULL AND NOT coalesce(isfinite(glob_value), false) AS r9,
+        proposed_action = executed_action AND coalesce(isfinite(prop_value) AND isfinite(exec_value)
+            AND abs(prop_value - exec_value) > 1e-12, false) AS r10
     FROM typed
 ),
-totals AS (
+agg AS (
     SELECT
+        count(*) FILTER (WHERE executed_action IS NOT NULL) AS rows_with_executed,
         count(*) FILTER (WHERE changed AND prop_text IS NOT NULL) AS changed_with_prop,
-        count(*) FILTER (WHERE changed AND prop_text IS NULL) AS changed_without_prop,
         count(*) FILTER (WHERE glob_text IS NOT NULL) AS rows_with_glob,
-        count(*) FILTER (WHERE glob_text IS NULL) AS rows_without_glob,
-        count(*) FILTER (WHERE executed_action IS NOT NULL) AS rows_with_executed
+        count(*) FILTER (WHERE r1) AS n1, min(row_index) FILTER (WHERE r1) AS i1,
+        count(*) FILTER (WHERE r3) AS n3, min(row_index) FILTER (WHERE r3) AS i3,
+        arg_min(case_id, row_index) FILTER (WHERE r3) AS c3,
+        count(*) FILTER (WHERE r4) AS n4, min(row_index) FILTER (WHERE r4) AS i4,
+        arg_min(case_id, row_index) FILTER (WHERE r4) AS c4,
+        count(*) FILTER (WHERE r5) AS n5, min(row_index) FILTER (WHERE r5) AS i5,
+        arg_min(case_id, row_index) FILTER (WHERE r5) AS c5,
+        count(*) FILTER (WHERE r6) AS n6, min(row_index) FILTER (WHERE r6) AS i6,
+        arg_min(case_id, row_index) FILTER (WHERE r6) AS c6,
+        count(*) FILTER (WHERE r7) AS n7, min(row_index) FILTER (WHERE r7) AS i7,
+        arg_min(case_id, row_index) FILTER (WHERE r7) AS c7,
+        arg_min(exec_text, row_index) FILTER (WHERE r7) AS v7,
+        count(*) FILTER (WHERE r8) AS n8, min(row_index) FILTER (WHERE r8) AS i8,
+        arg_min(case_id, row_index) FILTER (WHERE r8) AS c8,
+        arg_min(prop_text, row_index) FILTER (WHERE r8) AS v8,
+        count(*) FILTER (WHERE r9) AS n9, min(row_index) FILTER (WHERE r9) AS i9,
+        arg_min(case_id, row_index) FILTER (WHERE r9) AS c9,
+        arg_min(glob_text, row_index) FILTER (WHERE r9) AS v9,
+        count(*) FILTER (WHERE r10) AS n10, min(row_index) FILTER (WHERE r10) AS i10,
+        arg_min(case_id, row_index) FILTER (WHERE r10) AS c10,
+        arg_min(prop_text || ' vs ' || exec_text, row_index) FILTER (WHERE r10) AS v10,
+        count(*) FILTER (WHERE changed AND prop_text IS NULL) AS n11,
+        min(row_index) FILTER (WHERE changed AND prop_text IS NULL) AS i11,
+        arg_min(case_id, row_index) FILTER (WHERE changed AND prop_text IS NULL) AS c11,
+        count(*) FILTER (WHERE glob_text IS NULL) AS n12,
+        min(row_index) FILTER (WHERE glob_text IS NULL) AS i12,
+        arg_min(case_id, row_index) FILTER (WHERE glob_text IS NULL) AS c12
     FROM flagged
+),
+duplicates AS (
+    SELECT case_id, min(row_index) AS first_row, count(*) AS n
+    FROM typed
+    WHERE case_id IS NOT NULL
+    GROUP BY case_id
+    HAVING count(*) > 1
+),
+dup AS (
+    SELECT coalesce(sum(n), 0) AS n2, arg_min(case_id, first_row) AS c2, min(first_row) AS i2
+    FROM duplicates
 ),
 violations AS (
     SELECT 1 AS rule_order, 'case_id' AS column_name, 'must not be empty' AS rule,
-           row_index, case_id, NULL AS bad_value FROM flagged WHERE case_id IS NULL
+           i1 AS row_index, CAST(NULL AS VARCHAR) AS case_id, CAST(NULL AS VARCHAR) AS bad_value,
+           n1 AS n_rows
+    FROM agg WHERE n1 > 0
     UNION ALL
-    SELECT 2, 'case_id', 'must be unique', row_index, case_id, case_id
-    FROM flagged WHERE case_id IS NOT NULL AND case_id_count > 1
+    SELECT 2, 'case_id', 'must be unique', i2, c2, c2, n2 FROM dup WHERE n2 > 0
     UNION ALL
-    SELECT 3, 'cluster_id', 'must not be empty', row_index, case_id, NULL
-    FROM flagged WHERE cluster_id IS NULL
+    SELECT 3, 'cluster_id', 'must not be empty', i3, c3, NULL, n3 FROM agg WHERE n3 > 0
     UNION ALL
-    SELECT 4, 'proposed_action', 'must not be empty', row_index, case_id, NULL
-    FROM flagged WHERE proposed_action IS NULL
+    SELECT 4, 'proposed_action', 'must not be empty', i4, c4, NULL, n4 FROM agg WHERE n4 > 0
     UNION ALL
     -- a record with no selection at all is proposal-only, not broken
-    SELECT 5, 'executed_action', 'must not be empty', row_index, case_id, NULL
-    FROM flagged, totals WHERE executed_action IS NULL AND totals.rows_with_executed > 0
+    SELECT 5, 'executed_action', 'must not be empty', i5, c5, NULL, n5
+    FROM agg WHERE n5 > 0 AND rows_with_executed > 0
     UNION ALL
-    SELECT 6, 'utility_executed_local', 'must not be empty', row_index, case_id, NULL
-    FROM flagged, totals WHERE exec_text IS NULL AND totals.rows_with_executed > 0
+    SELECT 6, 'utility_executed_local', 'must not be empty', i6, c6, NULL, n6
+    FROM agg WHERE n6 > 0 AND rows_with_executed > 0
     UNION ALL
-    SELECT 7, 'utility_executed_local', 'must be a finite number', row_index, case_id, exec_text
-    FROM flagged WHERE exec_text IS NOT NULL AND (exec_value IS NULL OR NOT isfinite(exec_value))
+    SELECT 7, 'utility_executed_local', 'must be a finite number', i7, c7, v7, n7 FROM agg WHERE n7 > 0
     UNION ALL
-    SELECT 8, 'utility_proposed_local', 'must be a finite number', row_index, case_id, prop_text
-    FROM flagged WHERE prop_text IS NOT NULL AND (prop_value IS NULL OR NOT isfinite(prop_value))
+    SELECT 8, 'utility_proposed_local', 'must be a finite number', i8, c8, v8, n8 FROM agg WHERE n8 > 0
     UNION ALL
-    SELECT 9, 'utility_proposed_global', 'must be a finite number', row_index, case_id, glob_text
-    FROM flagged WHERE glob_text IS NOT NULL AND (glob_value IS NULL OR NOT isfinite(glob_value))
+    SELECT 9, 'utility_proposed_global', 'must be a finite number', i9, c9, v9, n9 FROM agg WHERE n9 > 0
     UNION ALL
     SELECT 10, 'utility_proposed_local',
            'identical actions must have identical scores (proposed equals executed, scores differ)',
-           row_index, case_id, prop_text || ' vs ' || exec_text
-    FROM flagged
-    WHERE proposed_action = executed_action
-      AND isfinite(prop_value) AND isfinite(exec_value)
-      AND abs(prop_value - exec_value) > 1e-12
+           i10, c10, v10, n10
+    FROM agg WHERE n10 > 0
     UNION ALL
     SELECT 11, 'utility_proposed_local',
            'must be given on every changed row or on none (present on some changed rows, missing here)',
-           row_index, case_id, NULL
-    FROM flagged, totals
-    WHERE changed AND prop_text IS NULL AND totals.changed_with_prop > 0
+           i11, c11, NULL, n11
+    FROM agg WHERE n11 > 0 AND changed_with_prop > 0
     UNION ALL
     SELECT 12, 'utility_proposed_global', 'must be given on every row or on none (missing here)',
-           row_index, case_id, NULL
-    FROM flagged, totals
-    WHERE glob_text IS NULL AND totals.rows_with_glob > 0
+           i12, c12, NULL, n12
+    FROM agg WHERE n12 > 0 AND rows_with_glob > 0
 )
-SELECT
-    rule_order,
-    column_name,
-    rule,
-    min(row_index) AS row_index,
-    arg_min(case_id, row_index) AS case_id,
-    arg_min(bad_value, row_index) AS bad_value,
-    count(*) AS n_rows
-FROM violations
-GROUP BY rule_order, column_name, rule
-ORDER BY rule_order
+SELECT * FROM violations ORDER BY rule_order

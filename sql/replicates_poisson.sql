@@ -20,7 +20,7 @@ mixed AS (
     CROSS JOIN reps AS r
 ),
 mixed2 AS (
-    SELECT *, ((h1 * h1 + rep_key) % 2147483647 * 16807 + 12345) % 2147483647 AS h2
+    SELECT *, (h1 * h1 + rep_key) % 2147483647 AS h2
     FROM mixed
 ),
 weighted AS (
@@ -41,7 +41,7 @@ weighted AS (
             ELSE 11.0
         END AS mult
     FROM (
-        SELECT *, CAST((h2 * h2 + h1) % 2147483647 AS DOUBLE) / 2147483647.0 AS u
+        SELECT *, CAST((h2 * 48271 + 12345) % 2147483647 AS DOUBLE) / 2147483647.0 AS u
         FROM mixed2
     ) AS hashed
 )

@@ -1,0 +1,53 @@
+"""What every asset does the same way: run a SQL file over lake tables and write the result."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import duckdb
+import pyarrow as pa
+from dagster import MaterializeResult, MetadataValue
+
+from warehouse.lake import Lake
+from warehouse.sql import load_sql
+
+# Groups (stages of the flow) and kinds, so the lineage reads left to right.
+INGEST, DUPLICATES, CONTEXT, PROPOSALS, REVIEW, SCORING, ESTIMATES, REPORTS, RECURRING = (
+    "ingest", "duplicates", "context", "proposals", "review", "scoring", "estimates", "reports",
+    "recurring",
+)  # fmt: skip
+
+
+def connect_with(lake: Lake, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the named lake tables registered as relations."""
+    con = duckdb.connect()
+    for name in tables:
+        con.register(name, lake.read(name))
+    return con
+
+
+def query(con: duckdb.DuckDBPyConnection, sql_name: str, params=None) -> pa.Table:
+    return con.execute(load_sql(sql_name), params or {}).arrow().read_all()
+
+
+def write_table(lake: Lake, name: str, table: pa.Table, metadata: dict | None = None, **extra) -> MaterializeResult:
+    """Write `name` atomically and describe it: rows, columns, file, plus any extra metadata."""
+    path = lake.write(name, table, metadata=metadata)
+    return MaterializeResult(
+        metadata={
+            "rows": table.num_rows,
+            "columns": ", ".join(table.column_names),
+            "path": MetadataValue.path(str(path)),
+            **extra,
+        }
+    )
+
+
+def check_row(lake: Lake, sql_name: str, tables: Iterable[str], aliases: dict[str, str] | None = None) -> dict:
+    """Run a check SQL file over lake tables (optionally registered under other names); one row."""
+    con = connect_with(lake, tables)
+    for alias, name in (aliases or {}).items():
+        con.register(alias, lake.read(name))
+    cursor = con.execute(load_sql(sql_name))
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, cursor.fetchone()))

@@ -1,0 +1,94 @@
+"""estimates and contrasts: the authority gap and its parts, both units, every analysis; the paired
+contrast of mechanisms on identical clusters. The statistics are the SQL estimators (autheval.estimators)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from dagster import AssetCheckResult, AssetSpec, asset_check, multi_asset
+
+from assets.common import ESTIMATES, check_row, connect_with, query, write_table
+from assets.records import records
+from autheval.estimators import DEFAULT_REPS, estimate
+from autheval.records import records_from_table, table_sha256
+from autheval.reference_data import PUBLISHED_CONTRAST, reference_path
+from autheval.study import contrasts_table, estimates_table
+from dagster_project.resources import LakeResource
+
+# The paired contrasts each study declares (arm_a minus arm_b).
+STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
+
+
+@multi_asset(
+    specs=[
+        AssetSpec("estimates", group_name=ESTIMATES, kinds={"parquet"}, deps=[records], description=(
+            "analysis, unit, metric, estimate, ci_lower, ci_upper, n, available, status, reason, scheme, "
+            "reps, seed, record_level, data_sha256: J, J_auth, p, delta, Delta (+ J_std, Delta_total, "
+            "Delta_utility where scored) per analysis, image-weighted and cluster-equal, with whole-"
+            "cluster bootstrap intervals; unsupported numbers are reported as not recoverable.")),
+        AssetSpec("contrasts", group_name=ESTIMATES, kinds={"parquet"}, deps=[records], description=(
+            "contrast, unit, difference, ci_lower, ci_upper, excludes_zero: paired differences of the "
+            "authority gap between mechanisms on identical clusters (one shared resampling stream).")),
+    ],
+)
+def estimates(context, lake: LakeResource):
+    store = lake.lake()
+    con = connect_with(store, ["records"])
+    studies = con.execute("SELECT DISTINCT study, analysis FROM records ORDER BY ALL").fetchall()
+    estimate_parts, contrast_parts, order = [], [], {}
+    for study in sorted({s for s, _ in studies}):
+        recordsets = []
+        for _, analysis in [(s, a) for s, a in studies if s == study]:
+            table = query(con, "records_of_analysis", {"analysis": analysis})
+            recordsets.append(records_from_table(table, f"lake:records/{analysis}", analysis, table_sha256(table)))
+        recordsets.sort(key=_study_order)
+        result = estimate(recordsets, scheme="reference", reps=DEFAULT_REPS, contrasts=STUDY_CONTRASTS.get(study, ()))
+        context.log.info(f"{study}: {len(recordsets)} analyses, {result.reps} replicates, scheme {result.scheme}")
+        part = estimates_table(result)
+        order.update({r.analysis: i for i, r in enumerate(recordsets)})
+        part = part.add_column(0, "study", pa.array([study] * part.num_rows))
+        estimate_parts.append(part)
+        if result.contrasts:
+            contrast_parts.append(contrasts_table(result))
+    table = pa.concat_tables(estimate_parts)
+    table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
+    yield _result("estimates", write_table(store, "estimates", table))
+    yield _result("contrasts", write_table(store, "contrasts", pa.concat_tables(contrast_parts)))
+
+
+def _study_order(records) -> int:
+    from autheval.reference_data import REFERENCE_ANALYSES
+
+    names = [a for a, *_ in REFERENCE_ANALYSES]
+    return names.index(records.analysis) if records.analysis in names else len(names)
+
+
+def _result(key: str, result):
+    from dagster import MaterializeResult
+
+    return MaterializeResult(asset_key=key, metadata=result.metadata)
+
+
+@asset_check(asset="estimates", description="Delta = p * delta for every analysis and unit (1e-12)")
+def estimates_gap_identity(lake: LakeResource) -> AssetCheckResult:
+    row = check_row(lake.lake(), "check_estimates_identity", ["estimates"])
+    return AssetCheckResult(passed=row["max_residual"] <= 1e-12, metadata={k: float(v) for k, v in row.items()})
+
+
+@asset_check(asset="estimates", description="the record level supports every reported number")
+def estimates_supported_by_record_level(lake: LakeResource) -> AssetCheckResult:
+    row = check_row(lake.lake(), "check_estimates_supported", ["estimates"])
+    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
+
+
+@asset_check(asset="estimates", description="the mixed analysis equals the published AuthEval summary (1e-12)")
+def estimates_match_published_summary(lake: LakeResource) -> AssetCheckResult:
+    con = connect_with(lake.lake(), ["estimates"])
+    if con.execute("SELECT count(*) FROM estimates WHERE analysis = 'mixed'").fetchone()[0] == 0:
+        return AssetCheckResult(passed=True, metadata={"skipped": "no reference analysis in this lake"})
+    con.register("published", con.read_parquet(str(reference_path("summary_mixed"))).arrow().read_all())
+    from warehouse.sql import load_sql
+
+    cursor = con.execute(load_sql("check_published_summary"))
+    row = dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
+    passed = row["metrics_compared"] == 6 and row["missing"] == 0 and row["max_abs_difference"] <= 1e-12
+    return AssetCheckResult(passed=passed, metadata={k: float(v) for k, v in row.items()})

@@ -1,0 +1,30 @@
+"""proposals: each mechanism's proposed action per image (the head of its ranked slate)."""
+
+from __future__ import annotations
+
+from dagster import AssetCheckResult, asset, asset_check
+
+from assets.common import PROPOSALS, check_row, connect_with, query, write_table
+from assets.images import images
+from assets.reference import register_reference
+from autheval.reference_data import reference_path
+from dagster_project.resources import LakeResource
+
+
+@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=[images], description=(
+    "mechanism, policy_id, image_id, slate_size, a_head: what each proposal mechanism (MedGemma "
+    "readout, LLaVA-Med head, CLIP probe) proposed for each test image."))
+def proposals(lake: LakeResource):
+    table = query(register_reference(connect_with(lake.lake())), "proposals")
+    return write_table(lake.lake(), "proposals", table,
+                       mechanisms=", ".join(sorted(set(table.column("mechanism").to_pylist()))))
+
+
+@asset_check(asset=proposals, description="the control heads equal the study's frozen heads")
+def proposals_match_frozen_heads(lake: LakeResource) -> AssetCheckResult:
+    con = connect_with(lake.lake(), ["proposals"])
+    con.register("frozen_heads", con.read_parquet(str(reference_path("frozen_proposal_heads"))).arrow().read_all())
+    from warehouse.sql import load_sql
+
+    violations, example = con.execute(load_sql("check_frozen_heads")).fetchone()
+    return AssetCheckResult(passed=violations == 0, metadata={"violations": violations, "example": str(example)})

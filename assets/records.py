@@ -1,0 +1,22 @@
+"""records: the role-separated record of every analysis, in the AuthEval log schema."""
+
+from __future__ import annotations
+
+from dagster import asset
+
+from assets.clusters import clusters
+from assets.common import SCORING, connect_with, query, write_table
+from assets.scores import scores
+from assets.selections import selections
+from dagster_project.resources import LakeResource
+
+
+@asset(group_name=SCORING, kinds={"parquet"}, deps=[selections, scores, clusters], description=(
+    "The AuthEval log view of each analysis: case_id, cluster_id, proposed_action, executed_action, "
+    "utility_executed_local, utility_proposed_local, utility_proposed_global, record_level. Exported "
+    "records carry scores, never the private context."))
+def records(lake: LakeResource):
+    con = connect_with(lake.lake(), ["selections", "scores", "clusters"])
+    table = query(con, "records")
+    return write_table(lake.lake(), "records", table,
+                       analyses=", ".join(sorted(set(table.column("analysis").to_pylist()))))

@@ -1,0 +1,23 @@
+"""scores: both actions scored under the same declared local rule, the proposal also globally."""
+
+from __future__ import annotations
+
+from dagster import AssetCheckResult, asset, asset_check
+
+from assets.common import SCORING, check_row, connect_with, query, write_table
+from assets.reference import register_reference
+from assets.selections import selections
+from dagster_project.resources import LakeResource
+
+
+@asset(group_name=SCORING, kinds={"parquet"}, deps=[selections], description=(
+    "analysis, image_id, u_local_head, u_local_sel, u_global_head: U_z of the proposal and of the "
+    "selection under the same declared local rule, and U_g of the proposal (benchmark rule)."))
+def scores(lake: LakeResource):
+    return write_table(lake.lake(), "scores", query(register_reference(connect_with(lake.lake())), "scores"))
+
+
+@asset_check(asset=scores, additional_deps=[selections], description="the same action implies the same score")
+def scores_same_action_same_score(lake: LakeResource) -> AssetCheckResult:
+    row = check_row(lake.lake(), "check_same_action_same_score", ["selections", "scores"])
+    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})

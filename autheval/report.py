@@ -1,0 +1,101 @@
+"""The study report: Markdown and a self-contained HTML page with a forest plot of the authority gaps
+and their intervals (matplotlib, PNG embedded), built from the study summary and contrast tables."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+import pyarrow as pa
+
+UNITS = (("image", "image-weighted"), ("cluster", "cluster-equal"))
+
+
+def forest_plot_png(summary: pa.Table, contrasts: pa.Table | None = None) -> bytes:
+    """Delta_authority with its interval per analysis and unit (and each contrast), as PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary.to_pylist()
+    labels, points, lows, highs, colours = [], [], [], [], []
+    for row in rows:
+        for key, unit in UNITS:
+            labels.append(f"{row['study']}: {row['analysis']} ({unit})")
+            points.append(row[f"Delta_authority_{key}"])
+            lows.append(row[f"Delta_authority_{key}_ci_lower"])
+            highs.append(row[f"Delta_authority_{key}_ci_upper"])
+            colours.append("#1f77b4" if key == "image" else "#ff7f0e")
+    for row in (contrasts.to_pylist() if contrasts is not None else []):
+        labels.append(f"contrast: {row['contrast']} ({row['unit'].replace('_', '-')})")
+        points.append(row["difference"])
+        lows.append(row["ci_lower"])
+        highs.append(row["ci_upper"])
+        colours.append("#2ca02c")
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(labels) + 1.2), dpi=110)
+    y = list(range(len(labels)))[::-1]
+    for yi, p, lo, hi, c in zip(y, points, lows, highs, colours):
+        if p is None:
+            continue
+        ax.plot([lo, hi], [yi, yi], color=c, lw=2)
+        ax.plot([p], [yi], "o", color=c)
+    ax.axvline(0.0, color="grey", lw=1, ls="--")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlabel("authority gap Delta = J_auth - J (95% whole-cluster bootstrap interval)")
+    ax.set_title("Authority gaps by analysis and evaluation unit")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "NA"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def _columns(table: pa.Table) -> list[str]:
+    return [c for c in table.column_names if c not in ("scheme", "reps", "seed", "analysis_order")]
+
+
+def markdown_report(summary: pa.Table, contrasts: pa.Table | None, provenance: str) -> str:
+    lines = ["# AuthEval lake: authority-preserving evaluation", "", provenance, ""]
+    for title, table in (("Authority gaps", summary), ("Paired contrasts", contrasts)):
+        if table is None or table.num_rows == 0:
+            continue
+        cols = _columns(table)
+        lines += [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        lines += ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for r in table.to_pylist()]
+        lines.append("")
+    lines += ["![forest plot](forest_plot.png)", ""]
+    return "\n".join(lines)
+
+
+def html_report(summary: pa.Table, contrasts: pa.Table | None, provenance: str, png: bytes) -> str:
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>AuthEval lake report</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}"
+        "td:first-child,td:nth-child(2){text-align:left}</style></head><body>",
+        "<h1>AuthEval lake: authority-preserving evaluation</h1>",
+        f"<p>{html.escape(provenance)}</p>",
+    ]
+    for title, table in (("Authority gaps", summary), ("Paired contrasts", contrasts)):
+        if table is None or table.num_rows == 0:
+            continue
+        cols = _columns(table)
+        parts.append(f"<h2>{title}</h2><table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>")
+        for r in table.to_pylist():
+            parts.append("<tr>" + "".join(f"<td>{html.escape(_fmt(r[c]))}</td>" for c in cols) + "</tr>")
+        parts.append("</table>")
+    parts.append(f"<h2>Forest plot</h2><img alt='forest plot' src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

@@ -1,0 +1,39 @@
+"""The Dagster definitions of the lake: assets, checks, jobs, the landing sensor and the schedule.
+
+`dagster dev -m dagster_project` (or `autheval ui`) serves them; `autheval demo` materializes them
+in-process. The lake root comes from AUTHEVAL_LAKE (default warehouse/lake)."""
+
+from __future__ import annotations
+
+from dagster import AssetSelection, Definitions, define_asset_job, load_asset_checks_from_modules, load_assets_from_modules
+
+import assets.catalog
+import assets.clusters
+import assets.estimates
+import assets.images
+import assets.proposals
+import assets.records
+import assets.reports
+import assets.scores
+import assets.selections
+from dagster_project.resources import LakeResource, default_lake_root
+
+STUDY_MODULES = [assets.images, assets.clusters, assets.proposals, assets.selections, assets.scores,
+                 assets.records, assets.estimates, assets.reports, assets.catalog]  # fmt: skip
+
+reference_study_job = define_asset_job(
+    "reference_study", selection=AssetSelection.groups("ingest", "proposals", "review", "scoring", "estimates", "reports"),
+    description="The reference AuthEval study from the embedded traces: every table, check and the report.",
+)
+
+
+def build_definitions(lake_root: str | None = None) -> Definitions:
+    return Definitions(
+        assets=load_assets_from_modules(STUDY_MODULES),
+        asset_checks=load_asset_checks_from_modules(STUDY_MODULES),
+        jobs=[reference_study_job],
+        resources={"lake": LakeResource(root=lake_root or default_lake_root())},
+    )
+
+
+defs = build_definitions()
