@@ -12,7 +12,7 @@ from dagster_project.resources import LakeResource
 from warehouse.catalog import publish_catalog
 
 CATALOG_DEPS = ["images", "clusters", "proposals", "selections", "scores", "records", "estimates",
-                "contrasts", "study_summary"]  # fmt: skip
+                "contrasts", "study_summary", "landed_records", "trend"]  # fmt: skip
 
 
 @asset(group_name=REPORTS, kinds={"duckdb"}, deps=CATALOG_DEPS, pool="duckdb_catalog", description=(

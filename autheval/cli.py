@@ -78,34 +78,49 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _interval(row: dict, key: str) -> str:
+    return f"{row[key]:+.4f} [{row[key + '_ci_lower']:+.4f}, {row[key + '_ci_upper']:+.4f}]"
+
+
+def _headline(row: dict) -> dict:
+    """One analysis as printed by the demo: p, delta and both gaps with 95% intervals."""
+    return {
+        "analysis": row["analysis"], "images": row["n_images"], "clusters": row["n_clusters"],
+        "p": round(row["intervention_rate"], 4), "delta": round(row["delta"], 4),
+        "Delta image-weighted [95% CI]": _interval(row, "Delta_authority_image"),
+        "Delta cluster-equal [95% CI]": _interval(row, "Delta_authority_cluster"),
+    }
+
+
 def cmd_demo(args) -> int:
     import pyarrow as pa
 
-    from autheval import study
     from autheval.tables import render
-    from warehouse.catalog import publish_catalog
     from warehouse.lake import Lake
 
     lake = Lake(args.lake)
-    print(f"[1/3] review regimes of the MedGemma readout ({args.reps} replicates)", flush=True)
-    regimes = study.regime_study(reps=args.reps)
-    print(f"[2/3] proposal mechanisms under capacity + paired contrast", flush=True)
-    mechanisms = study.mechanism_study(reps=args.reps)
-    print(f"[3/3] writing the lake at {lake.root}", flush=True)
-    lake.write("estimates", pa.concat_tables([study.estimates_table(regimes), study.estimates_table(mechanisms)]))
-    lake.write("regime_summary", study.proposal_table(regimes).rename_columns(
-        ["analysis", *study.proposal_table(regimes).column_names[1:]]))
-    lake.write("proposal_dependence", study.proposal_table(mechanisms))
-    lake.write("contrasts", study.contrasts_table(mechanisms))
-    publish_catalog(lake)
-    print()
-    print(render(lake.read("regime_summary"), title="Review regimes (MedGemma readout), Delta = J_auth - J"))
-    print()
-    print(render(lake.read("proposal_dependence"), title="Proposal mechanisms under capacity"))
+    print(f"Materializing the {args.source} study into {lake.root} (Dagster, in-process)", flush=True)
+    from dagster_project.demo import run_stages
+
+    checks = run_stages(lake.root, out=lambda line: print(line, flush=True))
+    failed = sorted(name for name, passed in checks.items() if not passed)
+    print(f"asset checks: {len(checks) - len(failed)} of {len(checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    summary = lake.read("study_summary").to_pylist()
+    for study, title in (("regimes", "Review regimes of the MedGemma readout"),
+                         ("mechanisms", "Proposal mechanisms under the capacity ceiling")):
+        rows = [_headline(r) for r in summary if r["study"] == study]
+        print()
+        print(render(pa.Table.from_pylist(rows), title=f"{title}: Delta = J_auth - J = p * delta"))
     print()
     print(render(lake.read("contrasts").select(["contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero"]),
                  title="Paired contrast on identical clusters"))
-    return 0
+    print(f"\nreport: {lake.root / 'reports' / 'report.html'}")
+    print(f"query:  autheval query \"select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates\""
+          + ("" if str(args.lake) == str(DEFAULT_LAKE_TEXT) else f" --lake {args.lake}"))
+    return 1 if failed else 0
+
+
+DEFAULT_LAKE_TEXT = "warehouse/lake"
 
 
 def cmd_query(args) -> int:
@@ -121,6 +136,25 @@ def cmd_query(args) -> int:
         return 2
     print(render(table, args.format))
     return 0
+
+
+def cmd_ui(args) -> int:
+    """Serve the Dagster UI for this project on 127.0.0.1 (Ctrl-C stops it)."""
+    import os
+
+    from warehouse.lake import Lake
+
+    lake = Lake(args.lake)
+    home = Path(os.environ.get("DAGSTER_HOME") or lake.root / ".dagster_home").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "AUTHEVAL_LAKE": str(lake.root)}
+    dagster = Path(sys.executable).with_name("dagster")
+    command = [str(dagster), "dev", "-m", "dagster_project", "-h", "127.0.0.1", "-p", str(args.port)]
+    print(f"Dagster UI on http://127.0.0.1:{args.port} (lake {lake.root}); Ctrl-C stops it", flush=True)
+    os.execve(command[0], command, env)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("ui", help="the Dagster UI for this project on 127.0.0.1")
+    p.add_argument("--port", type=int, default=3000, help="port (default 3000)")
+    p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
+    p.set_defaults(func=cmd_ui)
     return parser
 
 

@@ -99,3 +99,31 @@ def html_report(summary: pa.Table, contrasts: pa.Table | None, provenance: str, 
     parts.append(f"<h2>Forest plot</h2><img alt='forest plot' src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def trend_plot_png(trend: pa.Table) -> bytes:
+    """Delta_authority (image-weighted) with its interval per period, 'all' first, as PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in trend.to_pylist() if r["metric"] == "Delta_authority" and r["unit"] == "image_weighted"]
+    rows.sort(key=lambda r: (r["period"] != "all", r["period"]))
+    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(rows) + 2), 3.6), dpi=110)
+    for x, r in enumerate(rows):
+        if r["estimate"] is None:
+            ax.annotate("not recoverable", (x, 0), ha="center", fontsize=7, color="grey")
+            continue
+        colour = "#d62728" if r["period"] == "all" else "#1f77b4"
+        ax.plot([x, x], [r["ci_lower"], r["ci_upper"]], color=colour, lw=2)
+        ax.plot([x], [r["estimate"]], "o", color=colour)
+    ax.axhline(0.0, color="grey", lw=1, ls="--")
+    ax.set_xticks(range(len(rows)), [r["period"] for r in rows], rotation=30, fontsize=8)
+    ax.set_ylabel("Delta = J_auth - J")
+    ax.set_title("Authority gap over time (95% whole-cluster bootstrap)")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buffer.getvalue()

@@ -11,15 +11,18 @@ import assets.catalog
 import assets.clusters
 import assets.estimates
 import assets.images
+import assets.landing
 import assets.proposals
 import assets.records
 import assets.reports
 import assets.scores
 import assets.selections
+import assets.trend
 from dagster_project.resources import LakeResource, default_lake_root
 
 STUDY_MODULES = [assets.images, assets.clusters, assets.proposals, assets.selections, assets.scores,
-                 assets.records, assets.estimates, assets.reports, assets.catalog]  # fmt: skip
+                 assets.records, assets.estimates, assets.reports, assets.catalog, assets.landing,
+                 assets.trend]  # fmt: skip
 
 reference_study_job = define_asset_job(
     "reference_study", selection=AssetSelection.groups("ingest", "proposals", "review", "scoring", "estimates", "reports"),
@@ -27,11 +30,18 @@ reference_study_job = define_asset_job(
 )
 
 
+def study_assets() -> list:
+    """Every asset and asset check of the lake, unbound (dagster.materialize takes these)."""
+    return [*load_assets_from_modules(STUDY_MODULES), *load_asset_checks_from_modules(STUDY_MODULES)]
+
+
 def build_definitions(lake_root: str | None = None) -> Definitions:
     return Definitions(
         assets=load_assets_from_modules(STUDY_MODULES),
         asset_checks=load_asset_checks_from_modules(STUDY_MODULES),
-        jobs=[reference_study_job],
+        jobs=[reference_study_job, assets.landing.landed_logs_job, assets.trend.recurring_evaluation_job],
+        sensors=[assets.landing.landing_sensor],
+        schedules=[assets.trend.recurring_evaluation_schedule],
         resources={"lake": LakeResource(root=lake_root or default_lake_root())},
     )
 

@@ -1,0 +1,197 @@
+"""The Dagster lake: the reference study materialized in-process, its checks, SQL access, landing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dagster import DagsterInstance, materialize
+
+from dagster_project.definitions import build_definitions, study_assets
+from dagster_project.demo import QUIET, run_stages
+from tests.conftest import ROOT, run_cli
+from warehouse.catalog import query
+from warehouse.lake import Lake
+
+TABLES = ["images", "clusters", "proposals", "selections", "scores", "records", "estimates", "contrasts",
+          "study_summary"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def study_lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lake")
+    checks = run_stages(root, out=lambda line: None)
+    return root, checks
+
+
+def test_every_table_is_parquet_and_a_catalog_view(study_lake):
+    root, _ = study_lake
+    lake = Lake(root)
+    for name in TABLES:
+        assert lake.table_path(name).exists(), name
+        assert query(lake, f"select count(*) as n from {name}").to_pylist()[0]["n"] > 0  # noqa: S608
+    assert (root / "reports" / "report.html").read_text().count("data:image/png;base64,") == 1
+    assert "CLIP probe minus LLaVA-Med head" in (root / "reports" / "report.md").read_text()
+
+
+def test_all_asset_checks_pass(study_lake):
+    _, checks = study_lake
+    expected = {"images_unique_ids", "clusters_unique_ids", "clusters_within_one_split", "clusters_context_constant",
+                "proposals_match_frozen_heads", "scores_same_action_same_score", "estimates_gap_identity",
+                "estimates_supported_by_record_level", "estimates_match_published_summary"}  # fmt: skip
+    assert expected <= set(checks)
+    assert all(checks.values()), checks
+
+
+def test_reference_state_is_recovered_for_every_test_image(study_lake):
+    root, _ = study_lake
+    rows = query(Lake(root), "select risk_stratum, count(*) as n from images where risk_stratum is not null group by 1 order by 1")
+    assert {r["risk_stratum"]: r["n"] for r in rows.to_pylist()} == {"high": 871, "low": 392, "moderate": 652, "very_low": 2052}
+
+
+def test_query_cli_answers_from_the_catalog(study_lake):
+    root, _ = study_lake
+    sql = "select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates where metric = 'Delta_authority' and analysis = 'mixed'"
+    result = run_cli("query", sql, "--lake", str(root), "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "analysis,unit,metric,estimate,ci_lower,ci_upper" and len(lines) == 3
+    assert any(line.startswith("mixed,image_weighted,Delta_authority,0.3744796004537") for line in lines)
+    assert run_cli("query", "delete from estimates", "--lake", str(root)).returncode == 2
+
+
+def test_definitions_load_with_schedule_sensor_and_checks():
+    defs = build_definitions("/nonexistent-lake")
+    assert {s.name for s in defs.schedules} == {"recurring_evaluation_schedule"}
+    assert {s.name for s in defs.sensors} == {"landing_sensor"}
+    keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert set(TABLES) | {"report", "catalog", "landed_records", "trend"} <= keys
+    assert len(list(defs.resolve_asset_graph().asset_check_keys)) >= 9
+
+
+def test_dg_check_defs():
+    dg = Path(sys.executable).with_name("dg")
+    if not dg.exists():
+        pytest.skip("dagster-dg-cli is not installed")
+    result = subprocess.run([str(dg), "check", "defs"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_crash_mid_write_keeps_the_previous_table_readable(study_lake, monkeypatch):
+    root, _ = study_lake
+    lake = Lake(root)
+    before = lake.read("contrasts")
+
+    def crash(table, where, **kwargs):
+        Path(where).write_bytes(b"PAR1 half a file")
+        raise RuntimeError("simulated crash while writing")
+
+    monkeypatch.setattr(pq, "write_table", crash)
+    with pytest.raises(Exception, match="simulated crash"):
+        materialize(study_assets(), selection=["estimates", "contrasts"], resources=build_definitions(str(root)).resources,
+                    instance=DagsterInstance.ephemeral(), run_config=QUIET)
+    monkeypatch.undo()
+    assert lake.read("contrasts").equals(before)
+    assert query(lake, "select count(*) as n from contrasts").to_pylist() == [{"n": 2}]
+    assert not [p for p in root.iterdir() if p.name.endswith(".tmp")]
+
+
+WRITER = """
+import sys
+from dagster_project.demo import run_stages
+for _ in range(2):
+    run_stages(sys.argv[1], stages=("estimates", "reports"), out=lambda line: None)
+"""
+READER = """
+import sys, time
+from warehouse.catalog import query
+from warehouse.lake import Lake
+lake, n = Lake(sys.argv[1]), 0
+deadline = time.time() + float(sys.argv[2])
+while time.time() < deadline:
+    rows = query(lake, "select count(*) as n, count(distinct analysis) as a from estimates").to_pylist()[0]
+    assert rows == {"n": 96, "a": 6}, rows
+    n += 1
+print(n)
+"""
+
+
+def test_two_writers_and_a_reader_at_once(study_lake):
+    root, _ = study_lake
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    reader = subprocess.run([sys.executable, "-c", READER, str(root), "20"], env=env, capture_output=True, text=True)
+    outs = [w.communicate(timeout=300) for w in writers]
+    assert all(w.returncode == 0 for w in writers), [o[1][-2000:] for o in outs]
+    assert reader.returncode == 0, reader.stderr[-2000:]
+    assert int(reader.stdout.strip()) > 5  # it really read, many times, while both wrote
+    assert query(Lake(root), "select count(*) as n from estimates").to_pylist() == [{"n": 96}]
+
+
+LOG = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local,{col}\n"
+
+
+def write_log(folder: Path, name: str, col: str, rows: list[str]) -> Path:
+    path = folder / name
+    path.write_text(LOG.format(col=col) + "\n".join(rows) + "\n")
+    return path
+
+
+def test_landed_logs_become_partitions_and_a_trend(tmp_path):
+    from dagster import build_sensor_context
+
+    from assets.landing import landing_sensor
+
+    root = tmp_path / "lake"
+    landing = root / "landing"
+    landing.mkdir(parents=True)
+    write_log(landing, "2026-01.csv", "timestamp", [
+        "a1,k1,a2,a1,-1.0,-2.0,2026-01-03", "a2,k2,a0,a0,0.0,0.0,2026-01-04", "a3,k3,a3,a2,-0.5,-4.0,2026-01-09",
+        "a4,k4,a1,a1,0.0,0.0,2026-01-10"])  # fmt: skip
+    write_log(landing, "2026-02.csv", "timestamp", [
+        "b1,k1,a2,a2,-1.0,-1.0,2026-02-01", "b2,k5,a1,a0,-0.5,0.0,2026-02-11", "b3,k6,a3,a1,-2.0,-1.5,2026-02-20"])  # fmt: skip
+    write_log(landing, "broken.csv", "timestamp", ["c1,k7,a2,a1,abc,-2.0,2026-02-03"])
+    defs = build_definitions(str(root))
+    instance = DagsterInstance.ephemeral()
+    with build_sensor_context(instance=instance, resources=defs.resources) as context:
+        result = landing_sensor(context)
+    keys = [r.partition_key for r in result.run_requests]
+    assert keys == ["2026-01.csv", "2026-02.csv", "broken.csv"]
+    instance.add_dynamic_partitions("landed_logs", keys)
+    for key in ["2026-01.csv", "2026-02.csv"]:
+        assert materialize(study_assets(), selection=["landed_records"], partition_key=key, resources=defs.resources,
+                           instance=instance, run_config=QUIET).success
+    bad = materialize(study_assets(), selection=["landed_records"], partition_key="broken.csv", resources=defs.resources,
+                      instance=instance, run_config=QUIET, raise_on_error=False)
+    assert not bad.success
+    reason = (landing / "rejected" / "broken.csv.reason.txt").read_text()
+    assert "column 'utility_executed_local'" in reason and "finite number" in reason
+    assert (landing / "rejected" / "broken.csv").exists() and not (landing / "broken.csv").exists()
+    assert sorted(p.name for p in (landing / "processed").iterdir()) == ["2026-01.csv", "2026-02.csv"]
+    with build_sensor_context(instance=instance, resources=defs.resources) as context:
+        assert not landing_sensor(context).run_requests  # nothing new, the rejected file is not retried
+    assert materialize(study_assets(), selection=["trend", "catalog"], resources=defs.resources, instance=instance,
+                       run_config=QUIET).success
+    lake = Lake(root)
+    rows = query(lake, "select period, estimate, n from trend where metric = 'intervention_rate' and unit = 'image_weighted' order by period").to_pylist()
+    assert [(r["period"], r["n"]) for r in rows] == [("2026-01", 4), ("2026-02", 3), ("all", 7)]
+    assert rows[2]["estimate"] == pytest.approx(4 / 7)
+    assert query(lake, "select count(*) as n from landed_records").to_pylist() == [{"n": 7}]
+    assert (root / "reports" / "trend.png").stat().st_size > 1000
+
+
+def test_landed_log_without_a_period_column_is_rejected(tmp_path):
+    from autheval.errors import RecordError
+    from autheval.landing import read_landed
+
+    path = write_log(tmp_path, "x.csv", "note", ["a1,k1,a2,a1,-1.0,-2.0,hello"])
+    with pytest.raises(RecordError, match="timestamp or a batch column"):
+        read_landed(path)
+    shutil.rmtree(tmp_path)
