@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from autheval.errors import RecordError
-from warehouse.sql import load_sql
+from warehouse.sql import connect, load_sql
 
 LOG_COLUMNS = (
     "case_id",
@@ -91,29 +94,24 @@ def table_sha256(table: pa.Table) -> str:
     return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
 
 
-def read_table(path: str | Path, con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+def read_table(path: str | Path) -> pa.Table:
     """Read a CSV (every column as text, so bad values can be named) or a Parquet file."""
     path = Path(path)
     source = str(path)
     if not path.is_file():
         raise RecordError(source, None, "file not found")
     name = path.name.lower()
-    con = con or duckdb.connect()
     if name.endswith(CSV_SUFFIXES):
         if path.stat().st_size == 0:
             raise RecordError(source, None, "file is empty")
         return _read_csv_text(path)
-    elif name.endswith(PARQUET_SUFFIXES):
-        query = "read_parquet_file"
-    else:
-        raise RecordError(
-            source, None, "unknown file type: expected .csv, .csv.gz, .tsv, .parquet or .pq"
-        )
-    try:
-        return con.execute(load_sql(query), [source]).arrow().read_all()
-    except duckdb.Error as err:
-        first = str(err).strip().splitlines()[0]
-        raise RecordError(source, None, f"cannot be read: {first}") from err
+    if name.endswith(PARQUET_SUFFIXES):
+        try:
+            return pq.read_table(path)
+        except (pa.ArrowInvalid, OSError) as err:
+            first = str(err).strip().splitlines()[0]
+            raise RecordError(source, None, f"cannot be read as Parquet: {first}") from err
+    raise RecordError(source, None, "unknown file type: expected .csv, .csv.gz, .tsv, .parquet or .pq")
 
 
 def _read_csv_text(path: Path) -> pa.Table:
@@ -185,6 +183,22 @@ def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str) -> None:
     raise RecordError(source, column, rule, example)
 
 
+TEXT_COLUMNS = ("case_id", "cluster_id", "proposed_action", "executed_action")
+CANONICAL_COLUMNS = ("analysis", "row_index", *TEXT_COLUMNS, "intervened", "utility_executed_local",
+                     "utility_proposed_local", "utility_proposed_global")  # fmt: skip
+
+
+def _canonical(raw: pa.Table, typed: pa.Table, analysis: str) -> pa.Table:
+    """Text columns from the input (no copy when they are already text) beside the typed columns of
+    records_normalize.sql (same row order), and the analysis label as a one-value dictionary."""
+    n = raw.num_rows
+    label = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([analysis]))
+    columns = {"analysis": label, "row_index": raw.column("row_index")}
+    columns.update({c: pc.cast(raw.column(c), pa.string()) for c in TEXT_COLUMNS})
+    columns.update({c: typed.column(c) for c in typed.column_names})
+    return pa.table({c: columns[c] for c in CANONICAL_COLUMNS})
+
+
 def records_from_table(
     table: pa.Table, source: str, analysis: str, data_sha256: str
 ) -> RecordSet:
@@ -192,7 +206,7 @@ def records_from_table(
     if table.num_rows == 0:
         raise RecordError(source, None, "file has no records")
     schema, raw = canonical_columns(table, source)
-    con = duckdb.connect()
+    con = connect()
     con.register("raw_records", raw)
     validate(con, source, schema)
     (n_cases, n_clusters, n_changed, n_changed_local, n_local, n_global, n_executed) = con.execute(
@@ -206,7 +220,7 @@ def records_from_table(
         level, has_local = FULL, True
     else:
         level, has_local = ROLE_SEPARATED, False
-    canonical = con.execute(load_sql("records_normalize"), {"analysis": analysis}).arrow().read_all()
+    canonical = _canonical(raw, con.execute(load_sql("records_normalize")).arrow().read_all(), analysis)
     return RecordSet(
         analysis=analysis,
         source=source,

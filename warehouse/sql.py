@@ -40,3 +40,18 @@ def materialize(con, name: str, sql_name: str, params=None):
     """Run `sql/<sql_name>.sql` into a native table `name` on `con` (DuckDB's relation API creates it,
     so no SQL is composed in Python)."""
     con.sql(load_sql(sql_name), params=params or None).create(name)
+
+
+def connect(memory_limit: str | None = None):
+    """An in-memory DuckDB connection for compute, with bounded memory: past the limit DuckDB spills
+    to a temporary folder instead of growing (AUTHEVAL_DUCKDB_MEMORY, default 512MB)."""
+    import os
+    import tempfile
+
+    import duckdb
+
+    spill = Path(tempfile.gettempdir()) / "autheval-duckdb-spill"
+    return duckdb.connect(config={
+        "memory_limit": memory_limit or os.environ.get("AUTHEVAL_DUCKDB_MEMORY", "512MB"),
+        "temp_directory": str(spill),
+    })

@@ -183,6 +183,8 @@ def find_duplicates(
     for rule in wanted:
         hashes = image_hashes.filter(pc.equal(image_hashes.column("hash_kind"), rule.hash_kind))
         if hashes.num_rows == 0:
+            if image_hashes.num_rows == 0:
+                continue  # no images at all: nothing to compare
             raise ValueError(f"no '{rule.hash_kind}' hashes for duplicate rule {rule}")
         groups = exact_groups(hashes)
         group_of = dict(zip(groups.column("image_id").to_pylist(), groups.column("exact_group_id").to_pylist()))

@@ -258,7 +258,7 @@ def _one_hot_diagnosis(table: pa.Table, source: str) -> tuple[list, np.ndarray]:
     return codes, ties & (top > 0)
 
 
-def _locate_images(image_ids: list, image_dir: Path | None, image_zip: Path | None) -> tuple[list, set | None]:
+def _locate_images(image_ids: list, image_dir: Path, image_zip: Path | None) -> tuple[list, set | None]:
     """Path string of each image: `<dir>/<id>.jpg`, or `<zip>!<member>` for the official zip.
 
     Also returns the set of paths known to exist inside the zip (None for a folder: stat each file),
@@ -272,7 +272,7 @@ def _locate_images(image_ids: list, image_dir: Path | None, image_zip: Path | No
         paths = [None if i is None else f"{root}!{members.get(f'{i}.jpg', f'{IMAGE_FOLDER}/{i}.jpg')}"
                  for i in image_ids]
         return paths, {f"{root}!{m}" for m in names}
-    root = (image_dir or Path(".")).resolve()
+    root = image_dir.resolve()
     return [None if i is None else str(root / f"{i}.jpg") for i in image_ids], None
 
 
@@ -288,8 +288,8 @@ def ingest(
 ) -> Ingested:
     """Ingest one metadata CSV (+ optional one-hot labels CSV) and an image folder or zip.
 
-    `images` is a folder of `<image_id>.jpg` files or the official zip; when the metadata has an
-    image-path column its paths win (relative ones are taken from the metadata's folder).
+    `images` is a folder of `<image_id>.jpg` files (default: the metadata's folder) or the official zip;
+    when the metadata has an image-path column its paths win (relative ones from the metadata's folder).
     `source` fills the `source` column where the file has none (default: 'isic2019' for the official
     file name, else the file's stem). `strict_checksums` turns a checksum mismatch on an official file
     name into a RecordError instead of a report row.
@@ -383,7 +383,7 @@ def ingest(
         paths = [None if p is None else str(Path(p) if Path(p).is_absolute() else base / p)
                  for p in meta.column(path_col).to_pylist()]
     else:
-        paths, in_zip = _locate_images(ids, image_dir, image_zip)
+        paths, in_zip = _locate_images(ids, image_dir or metadata.parent, image_zip)
 
     if source is None:
         source = "isic2019" if metadata.name == METADATA_FILE else metadata.stem
@@ -413,11 +413,10 @@ def ingest(
         report_rows.append(dict(source=msource, row_number=row["row_index"] + 1, image_id=row["image_id"],
                                 column_name=column, reason=row["reason"], value=row["value"], action=row["action"]))
     if check_files:
-        referenced = set()
+        referenced = {p for p in paths if p is not None}
         for i in range(n):
             if i in excluded or paths[i] is None:
                 continue
-            referenced.add(paths[i])
             if not (paths[i] in in_zip if in_zip is not None else os.path.isfile(paths[i])):
                 excluded.add(i)
                 report_rows.append(dict(source=msource, row_number=i + 1, image_id=ids[i], column_name=id_col,

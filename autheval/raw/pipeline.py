@@ -72,15 +72,14 @@ def run_raw_path(
     if dropped.num_rows:
         gone = dropped.column("removed_image_id")
         kept = images.filter(pc.invert(pc.is_in(images.column("image_id"), value_set=gone)))
-        image_hashes_kept = image_hashes.filter(pc.is_in(image_hashes.column("image_id"), value_set=kept.column("image_id")))
-    else:
-        image_hashes_kept = image_hashes
-    groups = exact_groups(hashes_of_kind(image_hashes_kept, "autheval"))
+    kept_hashes = image_hashes.filter(pc.is_in(image_hashes.column("image_id"), value_set=kept.column("image_id")))
+    groups = exact_groups(hashes_of_kind(kept_hashes, "autheval"))
     clusters = assign_clusters(kept, groups, union_groups(duplicates), key_rule=key_rule)
 
     if freeze is not None:
-        frozen = freeze if isinstance(freeze, pa.Table) else read_freeze(freeze)
-        splits = validate_freeze(frozen, clusters, source=str(freeze) if not isinstance(freeze, pa.Table) else "split_freeze")
+        given = isinstance(freeze, pa.Table)
+        frozen = freeze if given else read_freeze(freeze)
+        splits = validate_freeze(frozen, clusters, source="split_freeze" if given else str(freeze))
         split_of = dict(zip(splits.column("image_id").to_pylist(), splits.column("split").to_pylist()))
         clusters = clusters.append_column(
             "split", pa.array([split_of[i] for i in clusters.column("image_id").to_pylist()], pa.string()))

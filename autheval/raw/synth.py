@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 from PIL import Image, ImageDraw
 
-from autheval.raw.ingest import IMAGE_FOLDER, LABEL_COLUMNS, LABELS_FILE, METADATA_COLUMNS, METADATA_FILE, SYNTH_MANIFEST
+from autheval.raw.ingest import (IMAGE_FOLDER, LABEL_COLUMNS, LABELS_FILE, METADATA_COLUMNS, METADATA_FILE,
+                                 SYNTH_MANIFEST)
 from autheval.raw.phash import autheval_phash, hamming
 from warehouse.atomic import atomic_path, atomic_write_bytes, atomic_write_text
 
@@ -55,6 +58,13 @@ class SynthCohort:
     labels: Path
     images: Path
     truth: pa.Table  # image, role, source_image, lesion_id, perturbation, autheval_distance
+
+
+def _file_mode() -> int:
+    """Atomic writes create private (0600) temporary files; a cohort is for reading: 0644 less umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o644 & ~mask
 
 
 def _draw(rng: np.random.Generator, table: dict):
@@ -183,6 +193,12 @@ def synth_cohort(
             raise FileExistsError(f"{folder} already holds images; choose an empty folder or overwrite=True")
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    mode = _file_mode()
+
+    def publish(path: Path) -> Path:
+        os.chmod(path, mode)
+        return path
+
     rng = np.random.default_rng(seed)
     n_exact = int(round(n * exact_fraction)) if n >= 10 else 0
     n_near = int(round(n * near_fraction)) if n >= 10 else 0
@@ -210,7 +226,8 @@ def synth_cohort(
         meta = dict(records[src]["meta"])
         policy = j % 3
         if policy == 1:  # re-uploaded under another lesion id (another dataset's)
-            meta["lesion_id"] = f"HAM_{9000000 + j:07d}" if not str(meta["lesion_id"]).startswith("HAM_") else f"BCN_{9000000 + j:07d}"
+            other = "BCN_" if str(meta["lesion_id"]).startswith("HAM_") else "HAM_"
+            meta["lesion_id"] = f"{other}{9000000 + j:07d}"
         elif policy == 2:
             meta["lesion_id"] = None
         records.append({"lesion": records[src]["lesion"], "view": None, "role": role, "meta": meta, "source": src})
@@ -227,14 +244,15 @@ def synth_cohort(
     for index, record in enumerate(records):
         if record["role"] == "lesion_view":
             params, _ = lesions[record["lesion"]]
-            data = _jpeg(render_lesion(params, record["view"], size, seed=int(np.random.SeedSequence([seed, index]).generate_state(1)[0])), 92)
+            image_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+            data = _jpeg(render_lesion(params, record["view"], size, seed=image_seed), 92)
             perturbation, distance = None, None
         elif record["role"] == "exact_duplicate":
             data, perturbation, distance = blobs[record["source"]], "byte copy", 0
         else:
             data, perturbation, distance = _near_variant(blobs[record["source"]], np.random.default_rng([seed, index]))
         blobs[index] = data
-        atomic_write_bytes(folder / f"{names[index]}.jpg", data)
+        publish(atomic_write_bytes(folder / f"{names[index]}.jpg", data))
         truth.append({"image": names[index], "role": record["role"],
                       "source_image": None if record["source"] is None else names[record["source"]],
                       "lesion_id": record["meta"]["lesion_id"], "perturbation": perturbation,
@@ -247,19 +265,20 @@ def synth_cohort(
     label_lines = [",".join(("image",) + LABEL_COLUMNS)]
     for index in sorted(range(len(records)), key=lambda i: names[i]):
         m = records[index]["meta"]
-        meta_lines.append(",".join([names[index], fmt_age(m["age"]), m["site"] or "", m["lesion_id"] or "", m["sex"] or ""]))
-        label_lines.append(",".join([names[index]] + ["1.0" if c == m["diagnosis"] else "0.0" for c in LABEL_COLUMNS]))
-    atomic_write_text(root / METADATA_FILE, "\n".join(meta_lines) + "\n")
-    atomic_write_text(root / LABELS_FILE, "\n".join(label_lines) + "\n")
+        meta_lines.append(",".join([names[index], fmt_age(m["age"]), m["site"] or "", m["lesion_id"] or "",
+                                    m["sex"] or ""]))
+        label_lines.append(",".join([names[index]] + ["1.0" if c == m["diagnosis"] else "0.0"
+                                                      for c in LABEL_COLUMNS]))
+    publish(atomic_write_text(root / METADATA_FILE, "\n".join(meta_lines) + "\n"))
+    publish(atomic_write_text(root / LABELS_FILE, "\n".join(label_lines) + "\n"))
     truth_table = pa.Table.from_pylist(sorted(truth, key=lambda r: r["image"]), schema=pa.schema([
         ("image", pa.string()), ("role", pa.string()), ("source_image", pa.string()), ("lesion_id", pa.string()),
         ("perturbation", pa.string()), ("autheval_distance", pa.int32())]))
-    import pyarrow.csv as pacsv
-
     with atomic_path(root / TRUTH_FILE) as tmp:
         pacsv.write_csv(truth_table, tmp)
-    atomic_write_text(root / SYNTH_MANIFEST, json.dumps({
+    publish(root / TRUTH_FILE)
+    publish(atomic_write_text(root / SYNTH_MANIFEST, json.dumps({
         "generator": "autheval.raw.synth", "version": 1, "n": n, "seed": seed, "size": list(size),
-        "exact_duplicates": n_exact, "near_duplicates": n_near}, indent=2) + "\n")
+        "exact_duplicates": n_exact, "near_duplicates": n_near}, indent=2) + "\n"))
     return SynthCohort(root=root, metadata=root / METADATA_FILE, labels=root / LABELS_FILE, images=folder,
                        truth=truth_table)
