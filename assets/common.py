@@ -9,7 +9,7 @@ import pyarrow as pa
 from dagster import MaterializeResult, MetadataValue
 
 from warehouse.lake import Lake
-from warehouse.sql import load_sql
+from warehouse.sql import connect, load_sql
 
 # Groups (stages of the flow) and kinds, so the lineage reads left to right.
 INGEST, DUPLICATES, CONTEXT, PROPOSALS, REVIEW, SCORING, ESTIMATES, REPORTS, RECURRING = (
@@ -20,7 +20,7 @@ INGEST, DUPLICATES, CONTEXT, PROPOSALS, REVIEW, SCORING, ESTIMATES, REPORTS, REC
 
 def connect_with(lake: Lake, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the named lake tables registered as relations."""
-    con = duckdb.connect()
+    con = connect()
     for name in tables:
         con.register(name, lake.read(name))
     return con

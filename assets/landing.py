@@ -17,7 +17,7 @@ from dagster import (
     sensor,
 )
 
-from assets.common import RECURRING, write_table
+from assets.common import RECURRING
 from autheval.errors import RecordError
 from autheval.landing import landed_files, locate, mark_processed, partition_key, read_landed, set_aside
 from dagster_project.resources import LakeResource

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dagster import AssetCheckResult, asset, asset_check
 
-from assets.common import PROPOSALS, check_row, connect_with, query, write_table
+from assets.common import PROPOSALS, connect_with, query, write_table
 from assets.images import images
 from assets.reference import register_reference
 from autheval.reference_data import reference_path

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
 from dagster import DefaultScheduleStatus, MaterializeResult, MetadataValue, ScheduleDefinition, asset, define_asset_job
 
 from assets.common import RECURRING, connect_with, query, write_table

@@ -115,7 +115,7 @@ def cmd_demo(args) -> int:
     print(render(lake.read("contrasts").select(["contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero"]),
                  title="Paired contrast on identical clusters"))
     print(f"\nreport: {lake.root / 'reports' / 'report.html'}")
-    print(f"query:  autheval query \"select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates\""
+    print("query:  autheval query \"select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates\""
           + ("" if str(args.lake) == str(DEFAULT_LAKE_TEXT) else f" --lake {args.lake}"))
     return 1 if failed else 0
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 from autheval.bootstrap import replicate_products
 from autheval.errors import RecordError
 from autheval.records import FULL, PROPOSAL_ONLY, RecordSet
-from warehouse.sql import load_sql, materialize
+from warehouse.sql import connect, load_sql, materialize
 
 SCHEMES = ("reference", "evaluator", "poisson")
 DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
@@ -210,7 +210,7 @@ def estimate(
     if len(by_name) != len(recordsets):
         raise ValueError("analysis names must be unique")
 
-    con = duckdb.connect()
+    con = connect()
     con.register("records", pa.concat_tables([r.table for r in recordsets]))
     materialize(con, "cluster_stats", "cluster_stats")
     _replicate_metrics(con, scheme, reps, seed)

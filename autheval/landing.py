@@ -9,14 +9,13 @@ import re
 import shutil
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from autheval.errors import RecordError
 from autheval.records import CSV_SUFFIXES, PARQUET_SUFFIXES, RecordSet, file_sha256, read_table, records_from_table
 from warehouse.atomic import atomic_write_text
-from warehouse.sql import load_sql
+from warehouse.sql import connect, load_sql
 
 PERIOD_COLUMNS = ("timestamp", "batch")
 PROCESSED, REJECTED = "processed", "rejected"
@@ -52,7 +51,7 @@ def read_landed(path: Path) -> tuple[RecordSet, pa.Table]:
     if not present:
         raise RecordError(source, "timestamp", "a landed log needs a timestamp or a batch column")
     records = records_from_table(raw, source, partition_key(path), file_sha256(path))
-    con = duckdb.connect()
+    con = connect()
     n = raw.num_rows
     con.register("landed_raw", pa.table({
         "row_index": pa.array(range(n), pa.int64()),

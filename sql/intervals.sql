@@ -16,13 +16,23 @@ SELECT
     analysis,
     unit,
     metric,
-    any_value(value) FILTER (WHERE rep < 0) AS estimate,
-    quantile_cont(value, $lower) FILTER (WHERE rep >= 0 AND value IS NOT NULL AND NOT isnan(value))
-        AS ci_lower,
-    quantile_cont(value, $upper) FILTER (WHERE rep >= 0 AND value IS NOT NULL AND NOT isnan(value))
-        AS ci_upper,
-    count(*) FILTER (WHERE rep >= 0) AS reps,
-    count(*) FILTER (WHERE rep >= 0 AND (value IS NULL OR isnan(value))) AS reps_undefined
-FROM long
-GROUP BY analysis, unit, metric
+    estimate,
+    bounds[1] AS ci_lower,
+    bounds[2] AS ci_upper,
+    reps,
+    reps_undefined
+FROM (
+    SELECT
+        analysis,
+        unit,
+        metric,
+        any_value(value) FILTER (WHERE rep < 0) AS estimate,
+        -- one sort gives both quantiles
+        quantile_cont(value, [$lower, $upper])
+            FILTER (WHERE rep >= 0 AND value IS NOT NULL AND NOT isnan(value)) AS bounds,
+        count(*) FILTER (WHERE rep >= 0) AS reps,
+        count(*) FILTER (WHERE rep >= 0 AND (value IS NULL OR isnan(value))) AS reps_undefined
+    FROM long
+    GROUP BY analysis, unit, metric
+)
 ORDER BY analysis, unit, metric

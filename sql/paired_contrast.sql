@@ -12,11 +12,14 @@ WITH paired AS (
     JOIN replicate_metrics AS a ON a.analysis = c.arm_a
     JOIN replicate_metrics AS b ON b.analysis = c.arm_b AND b.unit = a.unit AND b.rep = a.rep
 )
-SELECT
-    contrast,
-    unit,
-    any_value(difference) FILTER (WHERE rep < 0) AS difference,
-    quantile_cont(difference, $lower) FILTER (WHERE rep >= 0 AND NOT isnan(difference)) AS ci_lower,
-    quantile_cont(difference, $upper) FILTER (WHERE rep >= 0 AND NOT isnan(difference)) AS ci_upper
-FROM paired
-GROUP BY contrast, unit
+SELECT contrast, unit, difference, bounds[1] AS ci_lower, bounds[2] AS ci_upper
+FROM (
+    SELECT
+        contrast,
+        unit,
+        any_value(difference) FILTER (WHERE rep < 0) AS difference,
+        quantile_cont(difference, [$lower, $upper]) FILTER (WHERE rep >= 0 AND NOT isnan(difference))
+            AS bounds
+    FROM paired
+    GROUP BY contrast, unit
+)

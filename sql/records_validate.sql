@@ -69,10 +69,11 @@ agg AS (
     FROM flagged
 ),
 duplicates AS (
-    SELECT case_id, min(row_index) AS first_row, count(*) AS n
-    FROM typed
+    -- straight from the input: a CTE used twice would be materialized whole
+    SELECT CAST(case_id AS VARCHAR) AS case_id, min(row_index) AS first_row, count(*) AS n
+    FROM raw_records
     WHERE case_id IS NOT NULL
-    GROUP BY case_id
+    GROUP BY CAST(case_id AS VARCHAR)
     HAVING count(*) > 1
 ),
 dup AS (

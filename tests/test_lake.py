@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, materialize
