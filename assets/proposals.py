@@ -8,13 +8,14 @@ from assets.common import PROPOSALS, connect_with, query, write_table
 from assets.images import images
 from assets.reference import register_reference
 from autheval.reference_data import reference_path
-from dagster_project.resources import LakeResource
+from dagster_project.resources import LakeResource, SourceResource
 
 
 @asset(group_name=PROPOSALS, kinds={"parquet"}, deps=[images], description=(
     "mechanism, policy_id, image_id, slate_size, a_head: what each proposal mechanism (MedGemma "
     "readout, LLaVA-Med head, CLIP probe) proposed for each test image."))
-def proposals(lake: LakeResource):
+def proposals(lake: LakeResource, source: SourceResource):
+    source.require_reference("proposals")
     table = query(register_reference(connect_with(lake.lake())), "proposals")
     return write_table(lake.lake(), "proposals", table,
                        mechanisms=", ".join(sorted(set(table.column("mechanism").to_pylist()))))

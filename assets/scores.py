@@ -7,13 +7,14 @@ from dagster import AssetCheckResult, asset, asset_check
 from assets.common import SCORING, check_row, connect_with, query, write_table
 from assets.reference import register_reference
 from assets.selections import selections
-from dagster_project.resources import LakeResource
+from dagster_project.resources import LakeResource, SourceResource
 
 
 @asset(group_name=SCORING, kinds={"parquet"}, deps=[selections], description=(
     "analysis, image_id, u_local_head, u_local_sel, u_global_head: U_z of the proposal and of the "
     "selection under the same declared local rule, and U_g of the proposal (benchmark rule)."))
-def scores(lake: LakeResource):
+def scores(lake: LakeResource, source: SourceResource):
+    source.require_reference("scores")
     return write_table(lake.lake(), "scores", query(register_reference(connect_with(lake.lake())), "scores"))
 
 

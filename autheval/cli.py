@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from autheval.errors import RecordError
+from warehouse.sql import load_sql
 
 
 def _schemes():
@@ -99,12 +100,34 @@ def cmd_demo(args) -> int:
     from warehouse.lake import Lake
 
     lake = Lake(args.lake)
-    print(f"Materializing the {args.source} study into {lake.root} (Dagster, in-process)", flush=True)
-    from dagster_project.demo import run_stages
+    from dagster_project.demo import RAW_STAGES, REFERENCE_STAGES, run_stages
+    from dagster_project.resources import SourceResource
 
-    checks = run_stages(lake.root, out=lambda line: print(line, flush=True))
+    if args.source == "reference":
+        source, stages, extra = SourceResource(kind="reference"), REFERENCE_STAGES, ()
+    else:
+        input_dir = args.input
+        if args.source == "synthetic" and input_dir is None:
+            from autheval.raw.synth import synth_cohort
+
+            input_dir = lake.root / "synthetic_cohort"
+            print(f"Writing a synthetic ISIC-shaped cohort of {args.n} images to {input_dir}", flush=True)
+            synth_cohort(args.n, input_dir, overwrite=True)
+        if input_dir is None:
+            raise RecordError("--input", None, "--source isic2019 needs --input DIR (the official ISIC 2019 files)")
+        source = SourceResource(kind=args.source, input_dir=str(Path(input_dir).resolve()),
+                                freeze=str(args.freeze.resolve()) if args.freeze else "")
+        stages, extra = RAW_STAGES, ("catalog",)
+    print(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)", flush=True)
+    checks = run_stages(lake.root, stages, out=lambda line: print(line, flush=True), source=source, extra=extra)
     failed = sorted(name for name, passed in checks.items() if not passed)
     print(f"asset checks: {len(checks) - len(failed)} of {len(checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    if args.source != "reference":
+        from warehouse.catalog import query
+
+        print()
+        print(render(query(lake, load_sql("raw_path_summary")), title=f"Raw path on {source.input_dir}"))
+        return 1 if failed else 0
     summary = lake.read("study_summary").to_pylist()
     for study, title in (("regimes", "Review regimes of the MedGemma readout"),
                          ("mechanisms", "Proposal mechanisms under the capacity ceiling")):
@@ -177,8 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     from warehouse.lake import DEFAULT_LAKE
 
     p = sub.add_parser("demo", help="run the reference study into the lake and print its tables")
-    p.add_argument("--source", choices=["reference"], default="reference",
-                   help="embedded data to run on (default: the published reference study)")
+    p.add_argument("--source", choices=["reference", "synthetic", "isic2019"], default="reference",
+                   help="reference: the published study (embedded); synthetic: a generated ISIC-shaped cohort "
+                        "through the raw path; isic2019: the official files in --input")
+    p.add_argument("--input", type=Path, help="cohort folder in the ISIC 2019 layout (synthetic or isic2019)")
+    p.add_argument("--freeze", type=Path, help="a split_freeze file to validate and use (raw sources)")
+    p.add_argument("--n", type=int, default=200, help="synthetic cohort size (default 200)")
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
     p.add_argument("--reps", type=int, default=5000, help="bootstrap replicates (default 5000)")
     p.set_defaults(func=cmd_demo)
@@ -188,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.set_defaults(func=cmd_query)
+
+    from autheval.raw.cli import register as register_raw
+
+    register_raw(sub)
 
     p = sub.add_parser("ui", help="the Dagster UI for this project on 127.0.0.1")
     p.add_argument("--port", type=int, default=3000, help="port (default 3000)")

@@ -10,24 +10,29 @@ from pathlib import Path
 from dagster import AssetSelection, DagsterInstance, materialize
 
 from dagster_project.definitions import build_definitions, study_assets
+from dagster_project.resources import SourceResource
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-REFERENCE_STAGES = ("ingest", "proposals", "review", "scoring", "estimates", "reports")
+REFERENCE_STAGES = ("ingest", "duplicates", "proposals", "review", "scoring", "estimates", "reports")
+RAW_STAGES = ("ingest", "duplicates")
 
 
-def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, extra_resources: dict | None = None) -> dict:
-    """Materialize each group in order; returns {check name: passed}. Raises if a stage fails."""
-    defs = build_definitions(str(lake_root))
+def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: SourceResource | None = None,
+               extra: tuple[str, ...] = ()) -> dict:
+    """Materialize each group in order, then the `extra` assets; returns {check name: passed}.
+    Raises if a stage fails."""
+    defs = build_definitions(str(lake_root), source)
     assets_defs = study_assets()
-    resources = {**defs.resources, **(extra_resources or {})}
+    resources = defs.resources
     instance = DagsterInstance.ephemeral()
     checks: dict[str, bool] = {}
-    for i, stage in enumerate(stages, 1):
+    steps = [(stage, AssetSelection.groups(stage)) for stage in stages] + [(a, AssetSelection.assets(a)) for a in extra]
+    for i, (stage, selection) in enumerate(steps, 1):
         started = time.perf_counter()
-        result = materialize(assets_defs, selection=AssetSelection.groups(stage), resources=resources,
+        result = materialize(assets_defs, selection=selection, resources=resources,
                              instance=instance, raise_on_error=True, run_config=QUIET)
         names = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events())
         for evaluation in result.get_asset_check_evaluations():
             checks[evaluation.check_name] = evaluation.passed
-        out(f"[{i}/{len(stages)}] {stage:<10} {time.perf_counter() - started:5.1f} s  {', '.join(names)}")
+        out(f"[{i}/{len(steps)}] {stage:<10} {time.perf_counter() - started:5.1f} s  {', '.join(names)}")
     return checks

@@ -18,7 +18,7 @@ from tests.conftest import ROOT, run_cli
 from warehouse.catalog import query
 from warehouse.lake import Lake
 
-TABLES = ["images", "clusters", "proposals", "selections", "scores", "records", "estimates", "contrasts",
+TABLES = ["images", "image_hashes", "duplicates", "duplicate_report", "clusters", "proposals", "selections", "scores", "records", "estimates", "contrasts",
           "study_summary"]  # fmt: skip
 
 
@@ -43,7 +43,8 @@ def test_all_asset_checks_pass(study_lake):
     _, checks = study_lake
     expected = {"images_unique_ids", "clusters_unique_ids", "clusters_within_one_split", "clusters_context_constant",
                 "proposals_match_frozen_heads", "scores_same_action_same_score", "estimates_gap_identity",
-                "estimates_supported_by_record_level", "estimates_match_published_summary"}  # fmt: skip
+                "estimates_supported_by_record_level", "estimates_match_published_summary",
+                "duplicate_report_matches_published"}  # fmt: skip
     assert expected <= set(checks)
     assert all(checks.values()), checks
 
@@ -52,6 +53,37 @@ def test_reference_state_is_recovered_for_every_test_image(study_lake):
     root, _ = study_lake
     rows = query(Lake(root), "select risk_stratum, count(*) as n from images where risk_stratum is not null group by 1 order by 1")
     assert {r["risk_stratum"]: r["n"] for r in rows.to_pylist()} == {"high": 871, "low": 392, "moderate": 652, "very_low": 2052}
+
+
+def test_reference_clusters_rederive_every_frozen_id(study_lake):
+    root, _ = study_lake
+    lake = Lake(root)
+    row = query(lake, "select count(*) as n, count(distinct cluster_id) as g, count(*) filter (where split = 'test') as t,"
+                      " count(distinct split_source) as s from clusters").to_pylist()[0]
+    assert row == {"n": 25331, "g": 13920, "t": 3967, "s": 1}
+    exact = query(lake, "select count(distinct component_id) as g, count(*) as n from duplicates where threshold = 0")
+    assert exact.to_pylist() == [{"g": 95, "n": 191}]
+
+
+def test_synthetic_cohort_through_the_raw_path(tmp_path):
+    from autheval.raw.synth import synth_cohort
+    from dagster_project.demo import RAW_STAGES
+    from dagster_project.resources import SourceResource
+
+    cohort = synth_cohort(60, tmp_path / "cohort", seed=7, size=(320, 240))
+    source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1)
+    checks = run_stages(tmp_path / "lake", RAW_STAGES, out=lambda line: None, source=source, extra=("catalog",))
+    assert checks and all(checks.values()), checks
+    lake = Lake(tmp_path / "lake")
+    assert query(lake, "select count(*) as n from images").to_pylist() == [{"n": 60}]
+    assert query(lake, "select count(*) as n from ingest_report where reason = 'checksum_mismatch'").to_pylist() == [{"n": 0}]
+    crossing = query(lake, "select count(*) as n from (select cluster_id from clusters group by 1 having count(distinct split) > 1)")
+    assert crossing.to_pylist() == [{"n": 0}]
+    planted = query(lake, "select count(*) as n from duplicates where threshold = 0").to_pylist()[0]["n"]
+    assert planted >= 2  # the cohort's planted exact duplicates were found
+    with pytest.raises(Exception, match="reference study"):
+        materialize(study_assets(), selection=["proposals"], resources=build_definitions(str(tmp_path / "lake"), source).resources,
+                    instance=DagsterInstance.ephemeral(), run_config=QUIET)
 
 
 def test_query_cli_answers_from_the_catalog(study_lake):
@@ -71,7 +103,7 @@ def test_definitions_load_with_schedule_sensor_and_checks():
     assert {s.name for s in defs.sensors} == {"landing_sensor"}
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert set(TABLES) | {"report", "catalog", "landed_records", "trend"} <= keys
-    assert len(list(defs.resolve_asset_graph().asset_check_keys)) >= 9
+    assert len(list(defs.resolve_asset_graph().asset_check_keys)) >= 10
 
 
 def test_dg_check_defs():
