@@ -45,6 +45,13 @@ def forest_plot_png(summary: pa.Table, contrasts: pa.Table | None = None) -> byt
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlabel("authority gap Delta = J_auth - J (95% whole-cluster bootstrap interval)")
     ax.set_title("Authority gaps by analysis and evaluation unit")
+    return _png(fig)
+
+
+def _png(fig) -> bytes:
+    """A finished figure as PNG bytes (no software tag, so the same figure gives the same bytes)."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})
@@ -122,8 +129,4 @@ def trend_plot_png(trend: pa.Table) -> bytes:
     ax.set_xticks(range(len(rows)), [r["period"] for r in rows], rotation=30, fontsize=8)
     ax.set_ylabel("Delta = J_auth - J")
     ax.set_title("Authority gap over time (95% whole-cluster bootstrap)")
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return buffer.getvalue()
+    return _png(fig)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import hashlib
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from warehouse.sql import load_sql
+from warehouse.sql import connect, load_sql
 
 KEY_RULES = ("auto", "patient_lesion_image", "lesion_image", "image")
 SEPARATOR = "\x1f"
@@ -94,7 +93,7 @@ def assign_clusters(
         "lesion_id": _blank_to_null(images.column("lesion_id")) if "lesion_id" in images.column_names else nulls,
         "patient_id": _blank_to_null(images.column("patient_id")) if "patient_id" in images.column_names else nulls,
     })
-    con = duckdb.connect()
+    con = connect()
     con.register("cluster_input", cluster_input)
     base = con.execute(load_sql("raw_cluster_base"), {"rule": rule}).arrow().read_all()
     image_ids = base.column("image_id").to_pylist()

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from warehouse.sql import load_sql
+from warehouse.sql import connect, load_sql
 
 USES = ("report", "cluster", "drop")
 
@@ -102,7 +102,7 @@ def near_pairs(values, k: int, con: duckdb.DuckDBPyConnection | None = None, met
     """
     if int(k) <= 0 or len(values) < 2:
         return PAIRS_SCHEMA.empty_table()
-    con = con or duckdb.connect()
+    con = con or connect()
     con.register("hash_values", _values_table(values))
     if method == "multi_index":
         con.register("hash_bands", band_layout(k))
@@ -133,7 +133,7 @@ def _image_phash(hashes: pa.Table) -> pa.Table:
 
 def exact_groups(hashes: pa.Table) -> pa.Table:
     """Exact-hash groups of (image_id, phash) rows: exact_group_id, group_size, image_id, image_hash."""
-    con = duckdb.connect()
+    con = connect()
     con.register("image_phash", _image_phash(hashes))
     return con.execute(load_sql("raw_exact_groups")).arrow().read_all()
 
@@ -159,7 +159,7 @@ def components(hashes: pa.Table, k: int, splits: pa.Table | None = None, method:
         "comp": pa.array(image_comp[keep].astype(np.int64)),
         "phash": pa.array(phash[keep], pa.uint64()),
     })
-    con = duckdb.connect()
+    con = connect()
     con.register("component_members", members)
     con.register("image_splits", _splits_table(splits))
     out = con.execute(load_sql("raw_components"), {"threshold": int(k)}).arrow().read_all()
@@ -257,6 +257,6 @@ def union_groups(duplicates: pa.Table) -> pa.Table:
 
 def cross_split_report(duplicates: pa.Table) -> pa.Table:
     """One row per component whose members span more than one split."""
-    con = duckdb.connect()
+    con = connect()
     con.register("duplicates", duplicates)
     return con.execute(load_sql("raw_cross_split")).arrow().read_all()

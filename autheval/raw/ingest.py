@@ -21,7 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autheval.errors import RecordError
-from warehouse.sql import load_sql
+from autheval.records import file_sha256
+from warehouse.sql import connect, load_sql
 
 METADATA_FILE = "ISIC_2019_Training_Metadata.csv"
 LABELS_FILE = "ISIC_2019_Training_GroundTruth.csv"
@@ -170,14 +171,6 @@ def prompt_text(value) -> str:
     return str(value)
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def diagnosis_map() -> pa.Table:
     """alias (lower case) -> code, risk stratum and ideal action level, for the SQL joins."""
     aliases = {code.lower(): code for code in RISK}
@@ -295,7 +288,7 @@ def ingest(
     name into a RecordError instead of a report row.
     """
     metadata = Path(metadata)
-    con = duckdb.connect()
+    con = connect()
     meta = read_csv(metadata, con)
     msource = str(metadata)
     if meta.num_rows == 0:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from autheval.errors import RecordError
-from warehouse.sql import load_sql
+from warehouse.sql import connect, load_sql
 
 SPLITS = ("train", "val", "test")
 SPLIT_SEED = 20260706
@@ -34,7 +33,7 @@ def cluster_signatures(clusters: pa.Table, images: pa.Table) -> pa.Table:
         columns[name] = images.column(name) if name in images.column_names else pa.nulls(images.num_rows, pa.string())
     columns["row_index"] = (images.column("row_index") if "row_index" in images.column_names
                             else pa.array(np.arange(images.num_rows, dtype=np.int64)))
-    con = duckdb.connect()
+    con = connect()
     con.register("image_columns", pa.table(columns))
     con.register("image_clusters", clusters.select(["image_id", "cluster_id"]))
     con.execute("CREATE TEMP TABLE split_input AS SELECT * FROM image_clusters JOIN image_columns USING (image_id)")
@@ -68,7 +67,7 @@ def assign_splits(clusters: pa.Table, images: pa.Table, seed: int = SPLIT_SEED, 
 
 def crossing_clusters(table: pa.Table) -> pa.Table:
     """Clusters whose images are in more than one split (image_id, cluster_id, split in; none expected)."""
-    con = duckdb.connect()
+    con = connect()
     con.register("cluster_splits", table.select(["image_id", "cluster_id", "split"]))
     return con.execute(load_sql("raw_split_crossing")).arrow().read_all()
 
@@ -91,7 +90,7 @@ def read_freeze(path: str | Path) -> pa.Table:
             raise RecordError(str(path), None, "file not found")
         table = pq.read_table(path)
         return table.cast(pa.schema([(f.name, pa.string()) for f in table.schema]))
-    return read_csv(path, duckdb.connect())
+    return read_csv(path, connect())
 
 
 def validate_freeze(freeze: pa.Table, computed: pa.Table, source: str = "split_freeze") -> pa.Table:
@@ -103,7 +102,7 @@ def validate_freeze(freeze: pa.Table, computed: pa.Table, source: str = "split_f
         if column not in freeze.column_names:
             raise RecordError(source, column, "required column is missing",
                               f"expected {', '.join(FREEZE_COLUMNS)}")
-    con = duckdb.connect()
+    con = connect()
     con.register("frozen_split", pa.table({
         "row_index": pa.array(np.arange(freeze.num_rows, dtype=np.int64)),
         "image_id": freeze.column("image_id").cast(pa.string()),
