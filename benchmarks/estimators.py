@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import pyarrow.parquet as pq
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,17 +35,10 @@ SHARED = ROOT.parent / "shared" / "reference"
 TRACES = {**REGIMES, **MECHANISMS}
 
 
-def trace_csv(table: str) -> Path:
+def trace_file(table: str) -> Path:
+    """The published CSV when ../shared is there, else the package's Parquet copy."""
     shared = SHARED / FILES[table]
-    if shared.exists():
-        return shared
-    # the numpy loop reads CSV: write the embedded Parquet copy out once
-    import duckdb
-
-    target = Path(tempfile.gettempdir()) / f"autheval_{table}.csv"
-    if not target.exists():
-        duckdb.read_parquet(str(reference_path(table))).write_csv(str(target))
-    return target
+    return shared if shared.exists() else reference_path(table)
 
 
 def best_of(runs: int, fn):
@@ -57,7 +52,7 @@ def best_of(runs: int, fn):
 
 
 def reference_traces(runs: int = 3) -> None:
-    paths = {name: trace_csv(table) for name, table in TRACES.items()}
+    paths = {name: trace_file(table) for name, table in TRACES.items()}
     contrast = [("CLIP probe", "LLaVA-Med head")]
 
     def numpy_loop(stats):
@@ -115,12 +110,7 @@ def scale_runs(cases: int, clusters: int, poisson_reps: int, reference_reps: int
         log = Path(tmp) / "log.parquet"
         t0 = time.perf_counter()
         con = duckdb.connect()
-        con.execute(load_sql("synthetic_log"), {"n_cases": cases, "n_clusters": clusters}).arrow().read_all()
-        rel = con.sql("SELECT 1")  # keep the connection warm; the write below is the timed part
-        del rel
         table = con.execute(load_sql("synthetic_log"), {"n_cases": cases, "n_clusters": clusters}).arrow().read_all()
-        import pyarrow.parquet as pq
-
         pq.write_table(table, log)
         del table
         con.close()

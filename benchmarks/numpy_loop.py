@@ -11,9 +11,14 @@ import numpy as np
 
 
 def load_trace(path) -> dict:
-    """Case trace CSV -> per-cluster arrays in ascending cluster_id order."""
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    """Case trace (CSV, or the package's Parquet copy) -> per-cluster arrays in ascending cluster_id order."""
+    if str(path).endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(path, columns=["cluster_id", "a_head", "a_exec", "Uz_head", "Uz_exec"]).to_pylist()
+    else:
+        with open(path, newline="") as handle:
+            rows = list(csv.DictReader(handle))
     clusters = sorted({r["cluster_id"] for r in rows})
     index = {c: i for i, c in enumerate(clusters)}
     g = len(clusters)

@@ -42,8 +42,6 @@ TRACES = ["trace_mixed", "trace_capacity_ceiling", "trace_safety_floor",
 
 @pytest.fixture(scope="module")
 def numpy_oracle():
-    if not (SHARED / "traces").exists():
-        pytest.skip("the numpy oracle reads the shared CSV traces")
     return {name: load_trace(reference_file(name)) for name in TRACES}
 
 
