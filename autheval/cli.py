@@ -97,12 +97,11 @@ def cmd_demo(args) -> int:
     import pyarrow as pa
 
     from autheval.tables import render
-    from warehouse.lake import Lake
-
-    lake = Lake(args.lake)
     from dagster_project.demo import RAW_STAGES, REFERENCE_STAGES, run_stages
     from dagster_project.resources import SourceResource
+    from warehouse.lake import DEFAULT_LAKE, Lake
 
+    lake = Lake(args.lake)
     if args.source == "reference":
         source, stages, extra = SourceResource(kind="reference"), REFERENCE_STAGES, ()
     else:
@@ -138,12 +137,9 @@ def cmd_demo(args) -> int:
     print(render(lake.read("contrasts").select(["contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero"]),
                  title="Paired contrast on identical clusters"))
     print(f"\nreport: {lake.root / 'reports' / 'report.html'}")
-    print("query:  autheval query \"select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates\""
-          + ("" if str(args.lake) == str(DEFAULT_LAKE_TEXT) else f" --lake {args.lake}"))
+    lake_flag = "" if lake.root == Lake(DEFAULT_LAKE).root else f" --lake {args.lake}"
+    print(f"query:  autheval query \"select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates\"{lake_flag}")
     return 1 if failed else 0
-
-
-DEFAULT_LAKE_TEXT = "warehouse/lake"
 
 
 def cmd_query(args) -> int:

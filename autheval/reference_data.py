@@ -25,17 +25,17 @@ FILES = {
     "authority_log_example": "examples/authority_log_example.csv",
 }
 
-# The study's analyses: review regimes of the MedGemma readout, and mechanisms under capacity.
-REGIMES = {
-    "mixed": "trace_mixed",
-    "capacity_ceiling": "trace_capacity_ceiling",
-    "safety_floor": "trace_safety_floor",
-}
-MECHANISMS = {
-    "LLaVA-Med head": "trace_llava_med_head",
-    "MedGemma readout": "trace_medgemma_readout",
-    "CLIP probe": "trace_clip_probe",
-}
+# (analysis, study, mechanism, regime, embedded trace): the published study, one row per analysis.
+REFERENCE_ANALYSES = (
+    ("mixed", "regimes", "MedGemma readout", "mixed", "trace_mixed"),
+    ("capacity_ceiling", "regimes", "MedGemma readout", "capacity_ceiling", "trace_capacity_ceiling"),
+    ("safety_floor", "regimes", "MedGemma readout", "safety_floor", "trace_safety_floor"),
+    ("LLaVA-Med head", "mechanisms", "LLaVA-Med head", "capacity_ceiling", "trace_llava_med_head"),
+    ("MedGemma readout", "mechanisms", "MedGemma readout", "capacity_ceiling", "trace_medgemma_readout"),
+    ("CLIP probe", "mechanisms", "CLIP probe", "capacity_ceiling", "trace_clip_probe"),
+)
+
+# The published paired contrast (arm_a minus arm_b).
 PUBLISHED_CONTRAST = ("CLIP probe", "LLaVA-Med head")
 
 
@@ -48,16 +48,6 @@ def reference_path(name: str) -> Path:
 
 def manifest() -> dict:
     return json.loads((DATA_DIR / "manifest.json").read_text(encoding="utf-8"))
-
-# (analysis, study, mechanism, regime, embedded trace): the published study, one row per analysis.
-REFERENCE_ANALYSES = (
-    ("mixed", "regimes", "MedGemma readout", "mixed", "trace_mixed"),
-    ("capacity_ceiling", "regimes", "MedGemma readout", "capacity_ceiling", "trace_capacity_ceiling"),
-    ("safety_floor", "regimes", "MedGemma readout", "safety_floor", "trace_safety_floor"),
-    ("LLaVA-Med head", "mechanisms", "LLaVA-Med head", "capacity_ceiling", "trace_llava_med_head"),
-    ("MedGemma readout", "mechanisms", "MedGemma readout", "capacity_ceiling", "trace_medgemma_readout"),
-    ("CLIP probe", "mechanisms", "CLIP probe", "capacity_ceiling", "trace_clip_probe"),
-)
 
 
 def trace_catalog():

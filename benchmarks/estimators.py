@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 
 from autheval.estimators import estimate  # noqa: E402
 from autheval.records import read_records  # noqa: E402
-from autheval.reference_data import FILES, MECHANISMS, REGIMES, reference_path  # noqa: E402
+from autheval.reference_data import FILES, REFERENCE_ANALYSES, reference_path  # noqa: E402
 from benchmarks.numpy_loop import load_trace, paired_contrast, reference_summary  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "reference"
-TRACES = {**REGIMES, **MECHANISMS}
+TRACES = {analysis: table for analysis, _, _, _, table in REFERENCE_ANALYSES}
 
 
 def trace_file(table: str) -> Path:
