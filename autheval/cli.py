@@ -79,23 +79,10 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def _interval(row: dict, key: str) -> str:
-    return f"{row[key]:+.4f} [{row[key + '_ci_lower']:+.4f}, {row[key + '_ci_upper']:+.4f}]"
-
-
-def _headline(row: dict) -> dict:
-    """One analysis as printed by the demo: p, delta and both gaps with 95% intervals."""
-    return {
-        "analysis": row["analysis"], "images": row["n_images"], "clusters": row["n_clusters"],
-        "p": round(row["intervention_rate"], 4), "delta": round(row["delta"], 4),
-        "Delta image-weighted [95% CI]": _interval(row, "Delta_authority_image"),
-        "Delta cluster-equal [95% CI]": _interval(row, "Delta_authority_cluster"),
-    }
-
-
 def cmd_demo(args) -> int:
     import pyarrow as pa
 
+    from autheval.report import headline
     from autheval.tables import render
     from dagster_project.demo import RAW_STAGES, REFERENCE_STAGES, run_stages
     from dagster_project.resources import SourceResource
@@ -130,7 +117,7 @@ def cmd_demo(args) -> int:
     summary = lake.read("study_summary").to_pylist()
     for study, title in (("regimes", "Review regimes of the MedGemma readout"),
                          ("mechanisms", "Proposal mechanisms under the capacity ceiling")):
-        rows = [_headline(r) for r in summary if r["study"] == study]
+        rows = [{k: v for k, v in headline(r).items() if k != "study"} for r in summary if r["study"] == study]
         print()
         print(render(pa.Table.from_pylist(rows), title=f"{title}: Delta = J_auth - J = p * delta"))
     print()

@@ -59,6 +59,21 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
+def _interval(row: dict, key: str) -> str:
+    return f"{row[key]:+.4f} [{row[key + '_ci_lower']:+.4f}, {row[key + '_ci_upper']:+.4f}]"
+
+
+def headline(row: dict) -> dict:
+    """One study_summary row as people read it: p, delta and both gaps with their 95% intervals."""
+    return {
+        "study": row["study"], "analysis": row["analysis"], "images": row["n_images"],
+        "clusters": row["n_clusters"], "p": round(row["intervention_rate"], 4),
+        "delta": round(row["delta"], 4),
+        "Delta image-weighted [95% CI]": _interval(row, "Delta_authority_image"),
+        "Delta cluster-equal [95% CI]": _interval(row, "Delta_authority_cluster"),
+    }
+
+
 def _fmt(value) -> str:
     if value is None:
         return "NA"
@@ -69,13 +84,17 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def _readable(summary: pa.Table) -> pa.Table:
+    return pa.Table.from_pylist([headline(r) for r in summary.to_pylist()])
+
+
 def _columns(table: pa.Table) -> list[str]:
     return [c for c in table.column_names if c not in ("scheme", "reps", "seed", "analysis_order")]
 
 
 def markdown_report(summary: pa.Table, contrasts: pa.Table | None, provenance: str) -> str:
     lines = ["# AuthEval lake: authority-preserving evaluation", "", provenance, ""]
-    for title, table in (("Authority gaps", summary), ("Paired contrasts", contrasts)):
+    for title, table in (("Authority gaps", _readable(summary)), ("Paired contrasts", contrasts)):
         if table is None or table.num_rows == 0:
             continue
         cols = _columns(table)
@@ -95,7 +114,7 @@ def html_report(summary: pa.Table, contrasts: pa.Table | None, provenance: str, 
         "<h1>AuthEval lake: authority-preserving evaluation</h1>",
         f"<p>{html.escape(provenance)}</p>",
     ]
-    for title, table in (("Authority gaps", summary), ("Paired contrasts", contrasts)):
+    for title, table in (("Authority gaps", _readable(summary)), ("Paired contrasts", contrasts)):
         if table is None or table.num_rows == 0:
             continue
         cols = _columns(table)
