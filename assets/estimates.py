@@ -32,8 +32,10 @@ STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
 )
 def estimates(context, lake: LakeResource):
     store = lake.lake()
-    con = connect_with(store, ["records"])
-    studies = con.execute("SELECT DISTINCT study, analysis FROM records ORDER BY ALL").fetchall()
+    records = store.read("records")
+    con = connect_with(store)
+    con.register("records", records)
+    studies = sorted(set(zip(records.column("study").to_pylist(), records.column("analysis").to_pylist())))
     estimate_parts, contrast_parts, order = [], [], {}
     for study in sorted({s for s, _ in studies}):
         recordsets = []
@@ -83,7 +85,7 @@ def estimates_supported_by_record_level(lake: LakeResource) -> AssetCheckResult:
 @asset_check(asset="estimates", description="the mixed analysis equals the published AuthEval summary (1e-12)")
 def estimates_match_published_summary(lake: LakeResource) -> AssetCheckResult:
     con = connect_with(lake.lake(), ["estimates"])
-    if con.execute("SELECT count(*) FROM estimates WHERE analysis = 'mixed'").fetchone()[0] == 0:
+    if "mixed" not in set(lake.lake().read("estimates").column("analysis").to_pylist()):
         return AssetCheckResult(passed=True, metadata={"skipped": "no reference analysis in this lake"})
     con.register("published", con.read_parquet(str(reference_path("summary_mixed"))).arrow().read_all())
     from warehouse.sql import load_sql

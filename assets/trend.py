@@ -21,8 +21,10 @@ ALL_PERIODS = "all"
     "interval (generic evaluator scheme): follow the authority gap over time; plot reports/trend.png."))
 def trend(lake: LakeResource):
     store = lake.lake()
-    con = connect_with(store, ["landed_records"])
-    periods = [p for (p,) in con.execute("SELECT DISTINCT period FROM landed_records ORDER BY 1").fetchall()]
+    landed = store.read("landed_records")
+    con = connect_with(store)
+    con.register("landed_records", landed)
+    periods = sorted(set(landed.column("period").to_pylist()))
     recordsets = []
     for period in [None, *periods]:
         table = query(con, "landed_all_to_date", {"period": period})

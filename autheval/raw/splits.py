@@ -36,7 +36,6 @@ def cluster_signatures(clusters: pa.Table, images: pa.Table) -> pa.Table:
     con = connect()
     con.register("image_columns", pa.table(columns))
     con.register("image_clusters", clusters.select(["image_id", "cluster_id"]))
-    con.execute("CREATE TEMP TABLE split_input AS SELECT * FROM image_clusters JOIN image_columns USING (image_id)")
     return con.execute(load_sql("raw_cluster_signatures")).arrow().read_all()
 
 
