@@ -158,22 +158,32 @@ def _stream_products(blocks, reps: int, columns: dict[str, str]) -> pa.Table:
 
 
 def _replicate_metrics(con, scheme: str, reps: int, seed: int) -> None:
-    """Create the temp table replicate_metrics(analysis, rep, unit, metric, value)."""
+    """Create replicate_metrics(analysis, rep, unit, <one column per metric>); rep -1 = the point."""
     if scheme == "evaluator":
-        materialize(con, "evaluator_clusters", "evaluator_clusters")
-        rows = con.table("evaluator_clusters").fetchnumpy()
-        keys = np.char.add(rows["analysis"].astype(str), np.char.add("\x1f", rows["metric"].astype(str)))
-        streams: dict = {}
-        for _, part in _groups(keys):
-            labels = {"analysis": rows["analysis"][part.start], "metric": rows["metric"][part.start]}
-            stream = (seed + int(rows["seed_offset"][part.start]), int(rows["n_clusters"][part.start]))
-            streams.setdefault(stream, []).append((labels, {c: rows[c][part] for c in EVALUATOR_TO_SUMS}))
-        sums = _stream_products(streams, reps, EVALUATOR_TO_SUMS)
-        n_clusters = [g for (_, g), members in streams.items() for _ in members]
-        sums = sums.append_column("c_n", pa.array(np.repeat(np.asarray(n_clusters, dtype=np.float64), reps)))
-        con.register("evaluator_sums", sums)
-        materialize(con, "replicate_metrics", "evaluator_metrics")
-        return
+        _evaluator_metrics(con, reps, seed)
+    else:
+        _shared_stream_metrics(con, scheme, reps, seed)
+
+
+def _evaluator_metrics(con, reps: int, seed: int) -> None:
+    """Per-metric streams (seed + offset), each over its own clusters (AuthEval's generic evaluator)."""
+    materialize(con, "evaluator_clusters", "evaluator_clusters")
+    rows = con.table("evaluator_clusters").fetchnumpy()
+    keys = np.char.add(rows["analysis"].astype(str), np.char.add("\x1f", rows["metric"].astype(str)))
+    streams: dict = {}
+    for _, part in _groups(keys):
+        labels = {"analysis": rows["analysis"][part.start], "metric": rows["metric"][part.start]}
+        stream = (seed + int(rows["seed_offset"][part.start]), int(rows["n_clusters"][part.start]))
+        streams.setdefault(stream, []).append((labels, {c: rows[c][part] for c in EVALUATOR_TO_SUMS}))
+    sums = _stream_products(streams, reps, EVALUATOR_TO_SUMS)
+    n_clusters = [g for (_, g), members in streams.items() for _ in members]
+    sums = sums.append_column("c_n", pa.array(np.repeat(np.asarray(n_clusters, dtype=np.float64), reps)))
+    con.register("evaluator_sums", sums)
+    materialize(con, "replicate_metrics", "evaluator_metrics")
+
+
+def _shared_stream_metrics(con, scheme: str, reps: int, seed: int) -> None:
+    """One set of resamples for every metric and unit: numpy's stream (reference) or Poisson in SQL."""
     point = con.execute(load_sql("replicates_point")).arrow().read_all()
     if scheme == "reference":
         rows = con.execute(load_sql("cluster_matrix")).fetchnumpy()
