@@ -33,6 +33,10 @@ def test_lake_tables_metadata_and_catalog(tmp_path):
     publish_catalog(lake)
     assert query(lake, "select sum(x) as s from estimates").to_pylist() == [{"s": 3.0}]
     assert query(lake, "select count(*) as n from records").to_pylist() == [{"n": 2}]
+    # folders that merely hold Parquet files (a landing folder, reports) are not tables
+    (lake.root / "landing").mkdir()
+    pq.write_table(pa.table({"x": [1]}), lake.root / "landing" / "waiting.parquet")
+    assert set(lake.tables()) == {"estimates", "records"}
 
 
 def test_catalog_is_read_only_for_readers(tmp_path):

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from warehouse.atomic import atomic_path
 
 DEFAULT_LAKE = Path("warehouse") / "lake"
+PARTITIONED_MARKER = ".partitioned_table"  # marks a folder of partitions as a table (not landing, reports...)
 _TABLE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _PARTITION = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -53,7 +54,9 @@ class Lake:
         return self._write(self.table_path(name), table, metadata)
 
     def write_partition(self, name: str, partition: str, table: pa.Table, metadata: dict | None = None) -> Path:
-        return self._write(self.partition_path(name, partition), table, metadata)
+        path = self._write(self.partition_path(name, partition), table, metadata)
+        (path.parent / PARTITIONED_MARKER).touch()
+        return path
 
     def read(self, name: str) -> pa.Table:
         path = self.table_path(name)
@@ -74,6 +77,6 @@ class Lake:
                 continue
             if entry.is_file() and entry.suffix == ".parquet" and _TABLE.match(entry.stem):
                 found[entry.stem] = str(entry)
-            elif entry.is_dir() and _TABLE.match(entry.name) and any(entry.glob("*.parquet")):
+            elif (entry / PARTITIONED_MARKER).exists() and any(entry.glob("*.parquet")):
                 found[entry.name] = str(entry / "*.parquet")
         return found
