@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -225,4 +224,3 @@ def test_landed_log_without_a_period_column_is_rejected(tmp_path):
     path = write_log(tmp_path, "x.csv", "note", ["a1,k1,a2,a1,-1.0,-2.0,hello"])
     with pytest.raises(RecordError, match="timestamp or a batch column"):
         read_landed(path)
-    shutil.rmtree(tmp_path)
