@@ -36,6 +36,7 @@ def estimates(context, lake: LakeResource):
     con = connect_with(store)
     con.register("records", records)
     studies = sorted(set(zip(records.column("study").to_pylist(), records.column("analysis").to_pylist())))
+    mechanism = dict(zip(records.column("analysis").to_pylist(), records.column("mechanism").to_pylist()))
     estimate_parts, contrast_parts, order = [], [], {}
     for study in sorted({s for s, _ in studies}):
         recordsets = []
@@ -45,7 +46,7 @@ def estimates(context, lake: LakeResource):
         recordsets.sort(key=_study_order)
         result = estimate(recordsets, scheme="reference", reps=DEFAULT_REPS, contrasts=STUDY_CONTRASTS.get(study, ()))
         context.log.info(f"{study}: {len(recordsets)} analyses, {result.reps} replicates, scheme {result.scheme}")
-        part = estimates_table(result)
+        part = estimates_table(result, model=mechanism)
         order.update({r.analysis: i for i, r in enumerate(recordsets)})
         part = part.add_column(0, "study", pa.array([study] * part.num_rows))
         estimate_parts.append(part)

@@ -67,8 +67,9 @@ def metric_seed(result: EstimationResult, metric: str) -> int:
     return result.seed + METRICS.index(metric) if result.scheme == "evaluator" else result.seed
 
 
-def estimate_rows(result: EstimationResult, model: str = "") -> list[dict]:
-    """The long estimates table with its provenance on every row."""
+def estimate_rows(result: EstimationResult, model: str | dict[str, str] = "") -> list[dict]:
+    """The long estimates table with its provenance on every row (`model`: one name for all
+    analyses, or the proposal mechanism per analysis)."""
     rows = []
     for row in result.estimates:
         records = result.records[row["analysis"]]
@@ -83,7 +84,7 @@ def estimate_rows(result: EstimationResult, model: str = "") -> list[dict]:
                 "record_level": records.level,
                 "source": records.source,
                 "data_sha256": records.data_sha256,
-                "model": model,
+                "model": model.get(row["analysis"], "") if isinstance(model, dict) else model,
             }
         )
     return rows

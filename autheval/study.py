@@ -25,7 +25,7 @@ def _table(columns, rows) -> pa.Table:
     return pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows], schema=schema)
 
 
-def estimates_table(result: EstimationResult, model: str = "") -> pa.Table:
+def estimates_table(result: EstimationResult, model: str | dict[str, str] = "") -> pa.Table:
     return _table(ESTIMATE_COLUMNS, estimate_rows(result, model))
 
 
