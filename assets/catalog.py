@@ -11,8 +11,10 @@ from assets.common import REPORTS
 from dagster_project.resources import LakeResource
 from warehouse.catalog import publish_catalog
 
-CATALOG_DEPS = ["images", "image_hashes", "duplicates", "duplicate_report", "clusters", "proposals", "selections", "scores", "records", "estimates",
-                "contrasts", "study_summary", "landed_records", "trend"]  # fmt: skip
+CATALOG_DEPS = [
+    "images", "image_hashes", "duplicates", "duplicate_report", "clusters", "proposals", "selections",
+    "scores", "records", "estimates", "contrasts", "study_summary", "landed_records", "trend",
+]  # fmt: skip
 
 
 @asset(group_name=REPORTS, kinds={"duckdb"}, deps=CATALOG_DEPS, pool="duckdb_catalog", description=(

@@ -30,10 +30,13 @@ def query(con: duckdb.DuckDBPyConnection, sql_name: str, params=None) -> pa.Tabl
     return con.execute(load_sql(sql_name), params or {}).arrow().read_all()
 
 
-def write_table(lake: Lake, name: str, table: pa.Table, metadata: dict | None = None, **extra) -> MaterializeResult:
-    """Write `name` atomically and describe it: rows, columns, file, plus any extra metadata."""
+def write_table(lake: Lake, name: str, table: pa.Table, metadata: dict | None = None,
+                asset_key: str | None = None, **extra) -> MaterializeResult:
+    """Write `name` atomically and describe it: rows, columns, file, plus any extra metadata
+    (`asset_key` names the output of a multi-asset)."""
     path = lake.write(name, table, metadata=metadata)
     return MaterializeResult(
+        asset_key=asset_key,
         metadata={
             "rows": table.num_rows,
             "columns": ", ".join(table.column_names),
@@ -43,11 +46,15 @@ def write_table(lake: Lake, name: str, table: pa.Table, metadata: dict | None = 
     )
 
 
-def check_row(lake: Lake, sql_name: str, tables: Iterable[str], aliases: dict[str, str] | None = None) -> dict:
-    """Run a check SQL file over lake tables (optionally registered under other names); one row."""
+def check_row(lake: Lake, sql_name: str, tables: Iterable[str], aliases: dict[str, str] | None = None,
+              extra: dict[str, pa.Table] | None = None) -> dict:
+    """Run a check SQL file over lake tables (optionally registered under other names, plus `extra`
+    tables from outside the lake); return its one row as a dict."""
     con = connect_with(lake, tables)
     for alias, name in (aliases or {}).items():
         con.register(alias, lake.read(name))
+    for name, table in (extra or {}).items():
+        con.register(name, table)
     cursor = con.execute(load_sql(sql_name))
     names = [d[0] for d in cursor.description]
     return dict(zip(names, cursor.fetchone()))

@@ -4,15 +4,17 @@ contrast of mechanisms on identical clusters. The statistics are the SQL estimat
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from dagster import AssetCheckResult, AssetSpec, asset_check, multi_asset
 
-from assets.common import ESTIMATES, check_row, connect_with, query, write_table
+from assets.common import ESTIMATES, check_row, query, write_table
 from assets.records import records
 from autheval.estimators import DEFAULT_REPS, estimate
 from autheval.records import records_from_table, table_sha256
-from autheval.reference_data import PUBLISHED_CONTRAST, reference_path
+from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
 from autheval.study import contrasts_table, estimates_table
 from dagster_project.resources import LakeResource
+from warehouse.sql import connect
 
 # The paired contrasts each study declares (arm_a minus arm_b).
 STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
@@ -33,7 +35,7 @@ STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
 def estimates(context, lake: LakeResource):
     store = lake.lake()
     records = store.read("records")
-    con = connect_with(store)
+    con = connect()
     con.register("records", records)
     studies = sorted(set(zip(records.column("study").to_pylist(), records.column("analysis").to_pylist())))
     mechanism = dict(zip(records.column("analysis").to_pylist(), records.column("mechanism").to_pylist()))
@@ -54,21 +56,13 @@ def estimates(context, lake: LakeResource):
             contrast_parts.append(contrasts_table(result))
     table = pa.concat_tables(estimate_parts)
     table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
-    yield _result("estimates", write_table(store, "estimates", table))
-    yield _result("contrasts", write_table(store, "contrasts", pa.concat_tables(contrast_parts)))
+    yield write_table(store, "estimates", table, asset_key="estimates")
+    yield write_table(store, "contrasts", pa.concat_tables(contrast_parts), asset_key="contrasts")
 
 
 def _study_order(records) -> int:
-    from autheval.reference_data import REFERENCE_ANALYSES
-
     names = [a for a, *_ in REFERENCE_ANALYSES]
     return names.index(records.analysis) if records.analysis in names else len(names)
-
-
-def _result(key: str, result):
-    from dagster import MaterializeResult
-
-    return MaterializeResult(asset_key=key, metadata=result.metadata)
 
 
 @asset_check(asset="estimates", description="Delta = p * delta for every analysis and unit (1e-12)")
@@ -85,13 +79,9 @@ def estimates_supported_by_record_level(lake: LakeResource) -> AssetCheckResult:
 
 @asset_check(asset="estimates", description="the mixed analysis equals the published AuthEval summary (1e-12)")
 def estimates_match_published_summary(lake: LakeResource) -> AssetCheckResult:
-    con = connect_with(lake.lake(), ["estimates"])
     if "mixed" not in set(lake.lake().read("estimates").column("analysis").to_pylist()):
         return AssetCheckResult(passed=True, metadata={"skipped": "no reference analysis in this lake"})
-    con.register("published", con.read_parquet(str(reference_path("summary_mixed"))).arrow().read_all())
-    from warehouse.sql import load_sql
-
-    cursor = con.execute(load_sql("check_published_summary"))
-    row = dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
+    published = pq.read_table(reference_path("summary_mixed"))
+    row = check_row(lake.lake(), "check_published_summary", ["estimates"], extra={"published": published})
     passed = row["metrics_compared"] == 6 and row["missing"] == 0 and row["max_abs_difference"] <= 1e-12
     return AssetCheckResult(passed=passed, metadata={k: float(v) for k, v in row.items()})

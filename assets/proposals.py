@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pyarrow.parquet as pq
 from dagster import AssetCheckResult, asset, asset_check
 
-from assets.common import PROPOSALS, connect_with, query, write_table
+from assets.common import PROPOSALS, check_row, connect_with, query, write_table
 from assets.images import images
 from assets.reference import register_reference
 from autheval.reference_data import reference_path
@@ -23,9 +24,6 @@ def proposals(lake: LakeResource, source: SourceResource):
 
 @asset_check(asset=proposals, description="the control heads equal the study's frozen heads")
 def proposals_match_frozen_heads(lake: LakeResource) -> AssetCheckResult:
-    con = connect_with(lake.lake(), ["proposals"])
-    con.register("frozen_heads", con.read_parquet(str(reference_path("frozen_proposal_heads"))).arrow().read_all())
-    from warehouse.sql import load_sql
-
-    violations, example = con.execute(load_sql("check_frozen_heads")).fetchone()
-    return AssetCheckResult(passed=violations == 0, metadata={"violations": violations, "example": str(example)})
+    frozen = pq.read_table(reference_path("frozen_proposal_heads"))
+    row = check_row(lake.lake(), "check_frozen_heads", ["proposals"], extra={"frozen_heads": frozen})
+    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dagster import DefaultScheduleStatus, MaterializeResult, MetadataValue, ScheduleDefinition, asset, define_asset_job
 
-from assets.common import RECURRING, connect_with, query, write_table
+from assets.common import RECURRING, query, write_table
 from assets.landing import landed_records
 from autheval.estimators import DEFAULT_REPS, estimate
 from autheval.records import records_from_table, table_sha256
@@ -12,6 +12,7 @@ from autheval.report import trend_plot_png
 from autheval.study import estimates_table
 from dagster_project.resources import LakeResource
 from warehouse.atomic import atomic_write_bytes
+from warehouse.sql import connect
 
 ALL_PERIODS = "all"
 
@@ -22,7 +23,7 @@ ALL_PERIODS = "all"
 def trend(lake: LakeResource):
     store = lake.lake()
     landed = store.read("landed_records")
-    con = connect_with(store)
+    con = connect()
     con.register("landed_records", landed)
     periods = sorted(set(landed.column("period").to_pylist()))
     recordsets = []
@@ -31,7 +32,8 @@ def trend(lake: LakeResource):
         label = ALL_PERIODS if period is None else period
         recordsets.append(records_from_table(table, f"lake:landed_records/{label}", label, table_sha256(table)))
     result = estimate(recordsets, scheme="evaluator", reps=DEFAULT_REPS)
-    table = estimates_table(result).rename_columns(["period", *estimates_table(result).column_names[1:]])
+    table = estimates_table(result)
+    table = table.rename_columns(["period", *table.column_names[1:]])
     write_table(store, "trend", table)
     png = trend_plot_png(table)
     plot = atomic_write_bytes(store.root / "reports" / "trend.png", png)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from pathlib import Path
 
 from autheval import __version__
 from autheval.estimators import METRICS, EstimationResult
+from autheval.tables import cell
 from warehouse.atomic import atomic_write_text
 
 SUMMARY_COLUMNS = (
@@ -41,16 +41,6 @@ ESTIMATE_COLUMNS = (
     "available", "status", "reason", "scheme", "reps", "seed", "quantile_lower", "quantile_upper",
     "record_level", "source", "data_sha256", "model",
 )  # fmt: skip
-
-
-def cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, float):
-        return "" if math.isnan(value) else repr(value)
-    return str(value)
 
 
 def csv_text(columns, rows) -> str:

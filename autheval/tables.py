@@ -10,6 +10,17 @@ import math
 import pyarrow as pa
 
 
+def cell(value) -> str:
+    """A CSV cell: floats as their shortest round-trip repr, booleans True/False, None empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(value)
+    return str(value)
+
+
 def _text(value) -> str:
     if value is None:
         return ""
@@ -28,7 +39,7 @@ def render(table: pa.Table, fmt: str = "table", title: str | None = None) -> str
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(columns)
         for row in rows:
-            writer.writerow(["" if row[c] is None else repr(row[c]) if isinstance(row[c], float) else row[c] for c in columns])
+            writer.writerow([cell(row[c]) for c in columns])
         return buffer.getvalue().rstrip("\n")
     cells = [[_text(row[c]) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
