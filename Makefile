@@ -3,19 +3,23 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+EXTRAS := lake,models,ibis,dev
+# pyproject.toml is the one list of pins; torch's pin is read from it.
+TORCH := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
 export HF_HUB_OFFLINE := 1
 export DS_ACCELERATOR := cpu
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test smoke bench clean
 
 install: $(STAMP)
 
-# torch first: the pinned CPU wheel on local disk (a bare torch requirement would pull a CUDA build).
-$(STAMP): requirements.txt pyproject.toml
+# torch first, on its own: the pinned CPU wheel on local disk (left to the resolver, a bare torch
+# requirement would pull a multi-GB CUDA build). Then the project with its declared dependencies.
+$(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -r requirements.txt
-	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/pip check
 	touch $(STAMP)
 
 demo: install
@@ -23,6 +27,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# build the wheel, install it into a fresh venv outside the checkout, run evaluate and demo from it
+smoke: install
+	$(BIN)/python -m pytest tests/test_packaging.py
 
 bench: install
 	$(BIN)/python benchmarks/estimators.py

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+SQL_PACKAGE = "sql"  # the top-level `sql/` folder, an importable package whose *.sql files are package data
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @lru_cache(maxsize=None)
 def load_sql(name: str) -> str:
-    """Return the text of `sql/<name>.sql`."""
+    """Return the text of `sql/<name>.sql` (from the checkout or the installed package alike)."""
     if not _NAME.match(name):
         raise ValueError(f"bad SQL file name {name!r}")
-    path = SQL_DIR / f"{name}.sql"
-    if not path.is_file():
-        raise FileNotFoundError(f"no SQL file {path}")
-    return path.read_text(encoding="utf-8")
+    resource = files(SQL_PACKAGE).joinpath(f"{name}.sql")
+    if not resource.is_file():
+        raise FileNotFoundError(f"no SQL file {name}.sql in the {SQL_PACKAGE!r} package ({resource})")
+    return resource.read_text(encoding="utf-8")
 
 
 def quote_identifier(name: str) -> str:
