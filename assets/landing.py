@@ -1,8 +1,11 @@
-"""landed_records: role-separated logs dropped into the landing folder, one partition per file.
+"""landed_records: role-separated logs dropped into the landing folder, one partition per distinct file.
 
-The sensor registers each new file as a partition and asks for its run. A malformed file fails its own
-run with the one-line reason and is moved to landing/rejected/ (with a .reason.txt); the other
-partitions stay as they were."""
+A partition is keyed by the file's content (the start of its SHA-256), so each distinct file lands
+exactly once whatever its name. The sensor asks for a run only once a file has looked the same (size,
+modification time) on two ticks; files under temporary names (`.name`, `*.tmp`, `*.part`) are ignored
+until renamed in. A malformed file fails its own run with the one-line reason and is moved to
+landing/rejected/<key>__<name> (with a .reason.txt); the other partitions stay as they were. The core
+logic is autheval.landing."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from dagster import (
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
     Failure,
+    MaterializeResult,
+    MetadataValue,
     RunRequest,
     SensorResult,
     asset,
@@ -19,53 +24,59 @@ from dagster import (
 
 from assets.common import RECURRING
 from autheval.errors import RecordError
-from autheval.landing import landed_files, locate, mark_processed, partition_key, read_landed, set_aside
+from autheval.landing import LANDED_TABLE, LandingChanged, locate, mark_processed, read_landed, set_aside, watch
 from dagster_project.resources import LakeResource
 
 landed_logs = DynamicPartitionsDefinition(name="landed_logs")
+FILE_TAG = "autheval/landed_file"  # the name the file was dropped under (a hint; the key is its content)
 
 
 @asset(group_name=RECURRING, kinds={"parquet"}, partitions_def=landed_logs, description=(
-    "One landed role-separated log per partition (AuthEval log schema + timestamp or batch), validated, "
-    "with its reporting period; lake table landed_records/<file>.parquet."))
+    "One landed role-separated log per partition, keyed by the file's content (SHA-256 prefix): AuthEval "
+    "log schema + timestamp or batch, validated, with its reporting period, the name it was dropped "
+    "under (landed_file) and its record level; lake table landed_records/<key>.parquet."))
 def landed_records(context, lake: LakeResource):
     key = context.partition_key
-    path = locate(lake.landing_dir(), key)
     try:
-        records, table = read_landed(path)
+        found = locate(lake.landing_dir(), key, context.run.tags.get(FILE_TAG))
+        records, table = read_landed(found.path, key, found.name, found.sha256)
+    except (FileNotFoundError, LandingChanged) as err:  # moved or rewritten since the sensor looked
+        raise Failure(description=str(err)) from err
     except RecordError as err:
-        moved = set_aside(path, str(err))
-        context.log.error(f"rejected {path.name}: {err} (moved to {moved})")
-        raise Failure(description=f"rejected {path.name}: {err}", metadata={"moved_to": str(moved)}) from err
-    store = lake.lake()
-    store.write_partition("landed_records", key, table, {"source": str(path), "data_sha256": records.data_sha256})
-    processed = mark_processed(path)
+        if not found.path.exists():
+            raise Failure(description=f"{found.path}: removed while it was being landed") from err
+        moved = set_aside(found, str(err))
+        context.log.error(f"rejected {found.name}: {err} (moved to {moved})")
+        raise Failure(description=f"rejected {found.name}: {err}", metadata={"moved_to": str(moved)}) from err
+    lake.lake().write_partition(LANDED_TABLE, key, table, {
+        "source": str(found.path), "landed_file": found.name, "data_sha256": records.data_sha256})
+    processed = mark_processed(found)
     periods = sorted(set(table.column("period").to_pylist()))
-    return _materialized(table, records, processed, periods)
-
-
-def _materialized(table, records, processed, periods):
-    from dagster import MaterializeResult, MetadataValue
-
     return MaterializeResult(metadata={
-        "rows": table.num_rows, "clusters": records.n_clusters, "record_level": records.level,
-        "periods": ", ".join(periods), "data_sha256": records.data_sha256,
+        "landed_file": found.name, "rows": table.num_rows, "clusters": records.n_clusters,
+        "record_level": records.level, "periods": ", ".join(periods), "data_sha256": records.data_sha256,
         "source": MetadataValue.path(str(processed)),
     })
 
 
 landed_logs_job = define_asset_job("landed_logs_job", selection=[landed_records],
-                                   description="Register one landed log as a partition of landed_records.")
+                                   description="Land one log file as a partition of landed_records.")
 
 
 @sensor(job=landed_logs_job, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
-        description="Watches the landing folder; each new CSV or Parquet log becomes a partition and a run.")
+        description="Watches the landing folder; each new, complete CSV or Parquet log (unchanged since the "
+                    "previous tick) becomes a partition keyed by its content, and a run.")
 def landing_sensor(context, lake: LakeResource):
+    tick = watch(lake.landing_dir(), lake.lake(), context.cursor)
+    for moved in tick.duplicates:
+        context.log.info(f"duplicate set aside: {moved}")
+    if not tick.requests:
+        waiting = f"; waiting for {', '.join(tick.waiting)} to stop changing" if tick.waiting else ""
+        return SensorResult(skip_reason=f"no new complete landed logs{waiting}", cursor=tick.cursor)
     known = set(context.instance.get_dynamic_partitions(landed_logs.name))
-    new = [partition_key(p) for p in landed_files(lake.landing_dir()) if partition_key(p) not in known]
-    if not new:
-        return SensorResult(skip_reason="no new landed logs")
+    new = [key for key, _ in tick.requests if key not in known]
     return SensorResult(
-        run_requests=[RunRequest(partition_key=k, run_key=k) for k in new],
-        dynamic_partitions_requests=[landed_logs.build_add_request(new)],
+        run_requests=[RunRequest(partition_key=key, run_key=key, tags={FILE_TAG: name}) for key, name in tick.requests],
+        dynamic_partitions_requests=[landed_logs.build_add_request(new)] if new else [],
+        cursor=tick.cursor,
     )

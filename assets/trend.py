@@ -2,43 +2,32 @@
 
 from __future__ import annotations
 
-from dagster import DefaultScheduleStatus, MaterializeResult, MetadataValue, ScheduleDefinition, asset, define_asset_job
+from dagster import DefaultScheduleStatus, MetadataValue, ScheduleDefinition, asset, define_asset_job
 
-from assets.common import RECURRING, query, write_table
+from assets.common import RECURRING, write_table
 from assets.landing import landed_records
-from autheval.estimators import DEFAULT_REPS, estimate
-from autheval.records import records_from_table, table_sha256
+from autheval.estimators import DEFAULT_REPS
+from autheval.landing import LANDED_TABLE, trend_plot_table, trend_table
 from autheval.report import trend_plot_png
-from autheval.study import estimates_table
 from dagster_project.resources import LakeResource
 from warehouse.atomic import atomic_write_bytes
-from warehouse.sql import connect
-
-ALL_PERIODS = "all"
 
 
 @asset(group_name=RECURRING, kinds={"parquet"}, deps=[landed_records], description=(
-    "period ('all' = every landed log to date, else YYYY-MM or batch), unit, metric, estimate and "
-    "interval (generic evaluator scheme): follow the authority gap over time; plot reports/trend.png."))
-def trend(lake: LakeResource):
+    "period ('all' = every landed log to date, else YYYY-MM or batch), pool (the record level of the "
+    "landed logs pooled, '+global' when they give the proposal's global score), unit, metric, estimate "
+    "and interval (generic evaluator scheme): follow the authority gap over time; plot reports/trend.png. "
+    "No landed data gives an empty table; a pool that cannot be evaluated gives rows saying why."))
+def trend(context, lake: LakeResource):
     store = lake.lake()
-    landed = store.read("landed_records")
-    con = connect()
-    con.register("landed_records", landed)
-    periods = sorted(set(landed.column("period").to_pylist()))
-    recordsets = []
-    for period in [None, *periods]:
-        table = query(con, "landed_all_to_date", {"period": period})
-        label = ALL_PERIODS if period is None else period
-        recordsets.append(records_from_table(table, f"lake:landed_records/{label}", label, table_sha256(table)))
-    result = estimate(recordsets, scheme="evaluator", reps=DEFAULT_REPS)
-    table = estimates_table(result)
-    table = table.rename_columns(["period", *table.column_names[1:]])
-    write_table(store, "trend", table)
-    png = trend_plot_png(table)
-    plot = atomic_write_bytes(store.root / "reports" / "trend.png", png)
-    return MaterializeResult(metadata={"periods": ", ".join(periods), "rows": table.num_rows,
-                                       "plot": MetadataValue.path(str(plot))})
+    landed = store.read(LANDED_TABLE) if LANDED_TABLE in store.tables() else None
+    result = trend_table(landed, reps=DEFAULT_REPS)
+    for reason in result.failed:
+        context.log.warning(reason)
+    plot = atomic_write_bytes(store.root / "reports" / "trend.png", trend_plot_png(trend_plot_table(result.table)))
+    return write_table(store, "trend", result.table, periods=", ".join(result.periods),
+                       pools=", ".join(result.pools), failed_pools=" | ".join(result.failed) or "none",
+                       plot=MetadataValue.path(str(plot)))
 
 
 recurring_evaluation_job = define_asset_job(

@@ -1,4 +1,5 @@
-"""The Dagster lake: the reference study materialized in-process, its checks, SQL access, landing."""
+"""The Dagster lake: the reference study materialized in-process, its checks, SQL access (landing and the
+trend: tests/test_landing.py)."""
 
 from __future__ import annotations
 
@@ -163,64 +164,3 @@ def test_two_writers_and_a_reader_at_once(study_lake):
     assert reader.returncode == 0, reader.stderr[-2000:]
     assert int(reader.stdout.strip()) > 5  # it really read, many times, while both wrote
     assert query(Lake(root), "select count(*) as n from estimates").to_pylist() == [{"n": 96}]
-
-
-LOG = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local,{col}\n"
-
-
-def write_log(folder: Path, name: str, col: str, rows: list[str]) -> Path:
-    path = folder / name
-    path.write_text(LOG.format(col=col) + "\n".join(rows) + "\n")
-    return path
-
-
-def test_landed_logs_become_partitions_and_a_trend(tmp_path):
-    from dagster import build_sensor_context
-
-    from assets.landing import landing_sensor
-
-    root = tmp_path / "lake"
-    landing = root / "landing"
-    landing.mkdir(parents=True)
-    write_log(landing, "2026-01.csv", "timestamp", [
-        "a1,k1,a2,a1,-1.0,-2.0,2026-01-03", "a2,k2,a0,a0,0.0,0.0,2026-01-04", "a3,k3,a3,a2,-0.5,-4.0,2026-01-09",
-        "a4,k4,a1,a1,0.0,0.0,2026-01-10"])  # fmt: skip
-    write_log(landing, "2026-02.csv", "timestamp", [
-        "b1,k1,a2,a2,-1.0,-1.0,2026-02-01", "b2,k5,a1,a0,-0.5,0.0,2026-02-11", "b3,k6,a3,a1,-2.0,-1.5,2026-02-20"])  # fmt: skip
-    write_log(landing, "broken.csv", "timestamp", ["c1,k7,a2,a1,abc,-2.0,2026-02-03"])
-    defs = build_definitions(str(root))
-    instance = DagsterInstance.ephemeral()
-    with build_sensor_context(instance=instance, resources=defs.resources) as context:
-        result = landing_sensor(context)
-    keys = [r.partition_key for r in result.run_requests]
-    assert keys == ["2026-01.csv", "2026-02.csv", "broken.csv"]
-    instance.add_dynamic_partitions("landed_logs", keys)
-    for key in ["2026-01.csv", "2026-02.csv"]:
-        assert materialize(study_assets(), selection=["landed_records"], partition_key=key, resources=defs.resources,
-                           instance=instance, run_config=QUIET).success
-    bad = materialize(study_assets(), selection=["landed_records"], partition_key="broken.csv", resources=defs.resources,
-                      instance=instance, run_config=QUIET, raise_on_error=False)
-    assert not bad.success
-    reason = (landing / "rejected" / "broken.csv.reason.txt").read_text()
-    assert "column 'utility_executed_local'" in reason and "finite number" in reason
-    assert (landing / "rejected" / "broken.csv").exists() and not (landing / "broken.csv").exists()
-    assert sorted(p.name for p in (landing / "processed").iterdir()) == ["2026-01.csv", "2026-02.csv"]
-    with build_sensor_context(instance=instance, resources=defs.resources) as context:
-        assert not landing_sensor(context).run_requests  # nothing new, the rejected file is not retried
-    assert materialize(study_assets(), selection=["trend", "catalog"], resources=defs.resources, instance=instance,
-                       run_config=QUIET).success
-    lake = Lake(root)
-    rows = query(lake, "select period, estimate, n from trend where metric = 'intervention_rate' and unit = 'image_weighted' order by period").to_pylist()
-    assert [(r["period"], r["n"]) for r in rows] == [("2026-01", 4), ("2026-02", 3), ("all", 7)]
-    assert rows[2]["estimate"] == pytest.approx(4 / 7)
-    assert query(lake, "select count(*) as n from landed_records").to_pylist() == [{"n": 7}]
-    assert (root / "reports" / "trend.png").stat().st_size > 1000
-
-
-def test_landed_log_without_a_period_column_is_rejected(tmp_path):
-    from autheval.errors import RecordError
-    from autheval.landing import read_landed
-
-    path = write_log(tmp_path, "x.csv", "note", ["a1,k1,a2,a1,-1.0,-2.0,hello"])
-    with pytest.raises(RecordError, match="timestamp or a batch column"):
-        read_landed(path)

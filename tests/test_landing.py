@@ -1,0 +1,275 @@
+"""Recurring evaluation: landing by content, only complete files, and a trend that pools what can be
+pooled. Everything runs in-process (dagster.materialize, build_sensor_context) on a temporary lake."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from dagster import DagsterInstance, build_sensor_context, materialize
+
+from dagster_project.definitions import build_definitions, study_assets
+from dagster_project.demo import QUIET
+from warehouse.catalog import query
+from warehouse.lake import Lake
+
+LOG = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local,{col}\n"
+ROLE_LOG = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,{col}\n"
+JAN = ["a1,k1,a2,a1,-1.0,-2.0,2026-01-03", "a2,k2,a0,a0,0.0,0.0,2026-01-04", "a3,k3,a3,a2,-0.5,-4.0,2026-01-09",
+       "a4,k4,a1,a1,0.0,0.0,2026-01-10"]  # fmt: skip
+FEB = ["b1,k1,a2,a2,-1.0,-1.0,2026-02-01", "b2,k5,a1,a0,-0.5,0.0,2026-02-11", "b3,k6,a3,a1,-2.0,-1.5,2026-02-20"]
+
+
+def write_log(folder: Path, name: str, col: str, rows: list[str], header: str = LOG) -> Path:
+    path = folder / name
+    path.write_text(header.format(col=col) + "\n".join(rows) + "\n")
+    return path
+
+
+class Lakeside:
+    """A temporary lake with its landing folder, one Dagster instance and the sensor's cursor."""
+
+    def __init__(self, root: Path, instance: DagsterInstance | None = None):
+        self.root = root
+        self.landing = root / "landing"
+        self.landing.mkdir(parents=True, exist_ok=True)
+        self.defs = build_definitions(str(root))
+        self.instance = instance or DagsterInstance.ephemeral()
+        self.cursor: str | None = None
+
+    def tick(self):
+        """One sensor evaluation; registers the partitions it asks for, as the daemon would."""
+        from assets.landing import landing_sensor
+
+        with build_sensor_context(instance=self.instance, resources=self.defs.resources, cursor=self.cursor) as context:
+            result = landing_sensor(context)
+        self.cursor = result.cursor
+        for request in result.dynamic_partitions_requests or []:
+            self.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+        return result.run_requests or []
+
+    def land(self, request) -> bool:
+        return materialize(study_assets(), selection=["landed_records"], partition_key=request.partition_key,
+                           resources=self.defs.resources, instance=self.instance, run_config=QUIET,
+                           tags=request.tags, raise_on_error=False).success
+
+    def settle(self) -> list[tuple[str, bool]]:
+        """Tick until nothing is waiting (two looks), landing every request: [(key, success)]."""
+        done = []
+        for _ in range(3):
+            for request in self.tick():
+                done.append((request.partition_key, self.land(request)))
+        return done
+
+    def folder(self, name: str) -> list[str]:
+        where = self.landing / name
+        return sorted(p.name for p in where.iterdir()) if where.is_dir() else []
+
+    def landed(self) -> list[dict]:
+        return Lake(self.root).read("landed_records").select(["landed_key", "landed_file", "case_id"]).to_pylist()
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lakeside:
+    return Lakeside(tmp_path / "lake")
+
+
+def test_landed_logs_become_partitions_and_a_trend(lake):
+    write_log(lake.landing, "2026-01.csv", "timestamp", JAN)
+    write_log(lake.landing, "2026-02.csv", "timestamp", FEB)
+    write_log(lake.landing, "broken.csv", "timestamp", ["c1,k7,a2,a1,abc,-2.0,2026-02-03"])
+    assert lake.tick() == []  # first look: remembered, not yet known to be complete
+    requests = lake.tick()
+    assert sorted(r.tags["autheval/landed_file"] for r in requests) == ["2026-01.csv", "2026-02.csv", "broken.csv"]
+    assert all(len(r.partition_key) == 20 for r in requests)
+    results = {r.tags["autheval/landed_file"]: lake.land(r) for r in requests}
+    assert results == {"2026-01.csv": True, "2026-02.csv": True, "broken.csv": False}
+    rejected = lake.folder("rejected")
+    assert len(rejected) == 2 and rejected[0].endswith("__broken.csv")
+    reason = (lake.landing / "rejected" / rejected[1]).read_text()
+    assert rejected[1] == rejected[0] + ".reason.txt"
+    assert "column 'utility_executed_local'" in reason and "finite number" in reason
+    assert not (lake.landing / "broken.csv").exists()
+    assert [n.split("__", 1)[1] for n in lake.folder("processed")] == ["2026-01.csv", "2026-02.csv"]
+    assert lake.tick() == []  # nothing new; the rejected file is not retried
+    assert materialize(study_assets(), selection=["trend", "catalog"], resources=lake.defs.resources,
+                       instance=lake.instance, run_config=QUIET).success
+    store = Lake(lake.root)
+    rows = query(store, "select period, pool, estimate, n from trend where metric = 'intervention_rate' "
+                        "and unit = 'image_weighted' order by period").to_pylist()
+    assert [(r["period"], r["pool"], r["n"]) for r in rows] == [
+        ("2026-01", "full_counterfactual", 4), ("2026-02", "full_counterfactual", 3), ("all", "full_counterfactual", 7)]
+    assert rows[2]["estimate"] == pytest.approx(4 / 7)
+    landed = query(store, "select landed_file, count(*) as n from landed_records group by 1 order by 1").to_pylist()
+    assert landed == [{"landed_file": "2026-01.csv", "n": 4}, {"landed_file": "2026-02.csv", "n": 3}]
+    assert (lake.root / "reports" / "trend.png").stat().st_size > 1000
+
+
+def test_landed_log_without_a_period_column_is_rejected(tmp_path):
+    from autheval.errors import RecordError
+    from autheval.landing import read_landed
+
+    path = write_log(tmp_path, "x.csv", "note", ["a1,k1,a2,a1,-1.0,-2.0,hello"])
+    with pytest.raises(RecordError, match="timestamp or a batch column"):
+        read_landed(path)
+
+
+def test_a_corrected_file_under_a_rejected_name_lands(lake):
+    write_log(lake.landing, "jan.csv", "timestamp", ["c1,k7,a2,a1,abc,-2.0,2026-01-03"])
+    assert [ok for _, ok in lake.settle()] == [False]
+    assert not (lake.landing / "jan.csv").exists()
+    write_log(lake.landing, "jan.csv", "timestamp", JAN)  # the fix, under the same name
+    assert [ok for _, ok in lake.settle()] == [True]
+    assert [r["landed_file"] for r in lake.landed()] == ["jan.csv"] * 4
+    assert [n.split("__", 1)[1] for n in lake.folder("processed")] == ["jan.csv"]
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["ephemeral", "persistent"])
+def test_same_name_new_content_lands_separately_and_overwrites_nothing(tmp_path, persistent):
+    if persistent:
+        home = tmp_path / "dagster_home"
+        home.mkdir()
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        instance = DagsterInstance.local_temp(str(home), overrides={"telemetry": {"enabled": False}})
+    else:
+        instance = DagsterInstance.ephemeral()
+    lake = Lakeside(tmp_path / "lake", instance)
+    write_log(lake.landing, "jan.csv", "timestamp", JAN)
+    [(first, ok)] = lake.settle()
+    assert ok
+    partition = Lake(lake.root).partition_path("landed_records", first)
+    landed_bytes = partition.read_bytes()
+    [processed] = lake.folder("processed")
+    processed_bytes = (lake.landing / "processed" / processed).read_bytes()
+    write_log(lake.landing, "jan.csv", "timestamp", FEB)  # new content, same name
+    if not persistent:
+        lake.instance = DagsterInstance.ephemeral()  # a fresh instance knows nothing of the first run
+    [(second, ok)] = lake.settle()
+    assert ok and second != first
+    assert partition.read_bytes() == landed_bytes
+    assert (lake.landing / "processed" / processed).read_bytes() == processed_bytes
+    assert len(lake.folder("processed")) == 2
+    assert sorted({(r["landed_key"], r["landed_file"]) for r in lake.landed()}) == sorted(
+        [(first, "jan.csv"), (second, "jan.csv")])
+    assert len(lake.landed()) == 7  # both files' cases, ids qualified by content key in the trend
+    assert materialize(study_assets(), selection=["trend"], resources=lake.defs.resources, instance=lake.instance,
+                       run_config=QUIET).success
+
+
+def test_names_that_sanitize_alike_all_land(lake):
+    for i, name in enumerate(["jan b.csv", "jan+b.csv", "jan_b.csv"]):
+        write_log(lake.landing, name, "batch", [f"x{i},k{i},a2,a1,-1.0,-2.0,b{i}"])
+    results = lake.settle()
+    assert len(results) == 3 and all(ok for _, ok in results)
+    assert len({key for key, _ in results}) == 3
+    assert sorted(r["landed_file"] for r in lake.landed()) == ["jan b.csv", "jan+b.csv", "jan_b.csv"]
+    assert lake.folder("rejected") == []
+
+
+def test_an_identical_file_dropped_twice_lands_once(lake):
+    path = write_log(lake.landing, "jan.csv", "timestamp", JAN)
+    content = path.read_bytes()
+    [(key, ok)] = lake.settle()
+    assert ok
+    (lake.landing / "jan.csv").write_bytes(content)  # dropped again, same name
+    (lake.landing / "copy of jan.csv").write_bytes(content)  # and under another name
+    lake.instance = DagsterInstance.ephemeral()  # whatever the instance
+    assert lake.settle() == []
+    assert not (lake.landing / "jan.csv").exists() and not (lake.landing / "copy of jan.csv").exists()
+    duplicates = lake.folder("duplicates")
+    assert sorted(n for n in duplicates if not n.endswith(".reason.txt")) == [f"{key}__copy of jan.csv", f"{key}__jan.csv"]
+    assert "already landed" in (lake.landing / "duplicates" / f"{key}__jan.csv.reason.txt").read_text()
+    assert len(lake.folder("processed")) == 1
+    assert len(lake.landed()) == 4
+
+
+def test_two_identical_files_waiting_together_land_once(lake):
+    write_log(lake.landing, "a.csv", "timestamp", JAN)
+    shutil.copy(lake.landing / "a.csv", lake.landing / "b.csv")
+    results = lake.settle()
+    assert [ok for _, ok in results] == [True]
+    assert len(lake.folder("processed")) == 1 and len(lake.folder("duplicates")) == 2
+    assert len(lake.landed()) == 4
+
+
+def test_a_growing_file_lands_only_once_complete(lake):
+    header = LOG.format(col="batch")
+    rows = [f"c{i},k{i % 50},a2,a1,-1.0,-2.0,b1\n" for i in range(1000)]
+    path = lake.landing / "big.csv"
+    path.write_text(header + "".join(rows[:500]))
+    (lake.landing / ".big2.csv.tmp").write_text(header + "".join(rows))  # the atomic convention: ignored
+    (lake.landing / "big3.csv.part").write_text(header + "".join(rows))
+    assert lake.tick() == []  # first look
+    with path.open("a") as handle:
+        handle.write("".join(rows[500:700]))
+    assert lake.tick() == []  # it grew since the last look: not complete
+    with path.open("a") as handle:
+        handle.write("".join(rows[700:]))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    assert lake.tick() == []  # changed again
+    os.replace(lake.landing / ".big2.csv.tmp", lake.landing / "big2.csv")  # renamed in when complete
+    [request] = lake.tick()  # big.csv unchanged since the last look; big2.csv seen for the first time
+    assert request.tags["autheval/landed_file"] == "big.csv"
+    assert lake.land(request)
+    assert len(lake.landed()) == 1000
+    assert lake.settle() == []  # big2.csv holds the same bytes: set aside, not landed again
+    assert len(lake.landed()) == 1000 and len(lake.folder("duplicates")) == 2
+    assert (lake.landing / "big3.csv.part").exists()  # never touched while it has a temporary name
+
+
+def test_full_and_role_separated_logs_give_a_trend_and_the_catalog_publishes(lake):
+    write_log(lake.landing, "full.csv", "timestamp", JAN)
+    write_log(lake.landing, "role.csv", "timestamp",
+              ["r1,k1,a2,a1,-1.0,2026-02-01", "r2,k8,a0,a0,0.0,2026-02-02", "r3,k9,a3,a3,-0.5,2026-02-05"],
+              header=ROLE_LOG)
+    assert sorted(ok for _, ok in lake.settle()) == [True, True]
+    result = materialize(study_assets(), selection=["trend", "catalog"], resources=lake.defs.resources,
+                         instance=lake.instance, run_config=QUIET)
+    assert result.success
+    store = Lake(lake.root)
+    rows = query(store, "select pool, period, metric, estimate, available, status, n from trend "
+                        "where unit = 'image_weighted' and metric in ('intervention_rate', 'Delta_authority') "
+                        "order by pool, period, metric").to_pylist()
+    got = {(r["pool"], r["period"], r["metric"]): r for r in rows}
+    assert set(got) == {(pool, period, metric) for pool, period in [
+        ("full_counterfactual", "2026-01"), ("full_counterfactual", "all"), ("role_separated", "2026-02"),
+        ("role_separated", "all")] for metric in ("intervention_rate", "Delta_authority")}
+    assert got[("full_counterfactual", "all", "Delta_authority")]["available"]
+    assert got[("full_counterfactual", "all", "Delta_authority")]["estimate"] == pytest.approx((-2.0 - 4.0 + 1.0 + 0.5) / 4)
+    assert got[("role_separated", "all", "intervention_rate")]["estimate"] == pytest.approx(1 / 3)
+    role_gap = got[("role_separated", "all", "Delta_authority")]
+    assert not role_gap["available"] and role_gap["status"] == "not_recoverable"
+    assert query(store, "select count(*) as n from landed_records").to_pylist() == [{"n": 7}]
+
+
+def test_a_pool_that_cannot_be_evaluated_is_reported_not_raised():
+    import pyarrow as pa
+
+    from autheval.landing import trend_table
+
+    # two landed files of one pool whose pooled rows break a rule (an unchangeable cluster has no id)
+    table = pa.table({
+        "analysis": ["k1", "k2"], "row_index": [0, 0], "case_id": ["a", "b"], "cluster_id": ["c", None],
+        "proposed_action": ["a1", "a1"], "executed_action": ["a1", "a1"], "intervened": [False, False],
+        "utility_executed_local": [0.0, 0.0], "utility_proposed_local": [None, None],
+        "utility_proposed_global": pa.nulls(2, pa.float64()), "period": ["2026-01", "2026-02"],
+        "landed_file": ["a.csv", "b.csv"], "landed_key": ["k1", "k2"], "record_level": ["role_separated"] * 2,
+    })
+    trend = trend_table(table, reps=50)
+    assert len(trend.failed) == 1 and "cluster_id" in trend.failed[0]
+    assert trend.table.num_rows == 3 * 2 * 8 and not any(trend.table.column("available").to_pylist())
+    assert set(trend.table.column("reason").to_pylist()) == {trend.failed[0]}
+
+
+def test_no_landed_data_gives_an_empty_trend(lake):
+    result = materialize(study_assets(), selection=["trend", "catalog"], resources=lake.defs.resources,
+                         instance=lake.instance, run_config=QUIET)
+    assert result.success
+    trend = pq.read_table(lake.root / "trend.parquet")
+    assert trend.num_rows == 0
+    assert trend.column_names[:5] == ["period", "pool", "unit", "metric", "estimate"]
+    assert {"ci_lower", "ci_upper", "available", "reason", "record_level"} <= set(trend.column_names)
+    assert query(Lake(lake.root), "select count(*) as n from trend").to_pylist() == [{"n": 0}]
