@@ -74,9 +74,10 @@ def landing_sensor(context, lake: LakeResource):
         waiting = f"; waiting for {', '.join(tick.waiting)} to stop changing" if tick.waiting else ""
         return SensorResult(skip_reason=f"no new complete landed logs{waiting}", cursor=tick.cursor)
     known = set(context.instance.get_dynamic_partitions(landed_logs.name))
-    new = [key for key, _ in tick.requests if key not in known]
+    new = [key for key, _, _ in tick.requests if key not in known]
     return SensorResult(
-        run_requests=[RunRequest(partition_key=key, run_key=key, tags={FILE_TAG: name}) for key, name in tick.requests],
+        run_requests=[RunRequest(partition_key=key, run_key=run_key, tags={FILE_TAG: name})
+                      for key, name, run_key in tick.requests],
         dynamic_partitions_requests=[landed_logs.build_add_request(new)] if new else [],
         cursor=tick.cursor,
     )

@@ -214,10 +214,11 @@ def mark_processed(found: Landed) -> Path:
 
 @dataclass
 class Tick:
-    """What one look at the landing folder found: (key, name) pairs to land, files still changing,
-    duplicates moved aside, and the cursor to remember for the next look."""
+    """What one look at the landing folder found: (key, name, run key) of each file to land (the run
+    key names the content and the file's (size, mtime), so a later drop of content that never landed
+    gets a run again), files still changing, duplicates moved aside, and the cursor for the next look."""
 
-    requests: list[tuple[str, str]] = field(default_factory=list)
+    requests: list[tuple[str, str, str]] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
     duplicates: list[Path] = field(default_factory=list)
     cursor: str = "{}"
@@ -263,7 +264,7 @@ def watch(landing: Path, lake: Lake, cursor: str | None) -> Tick:
             seen.pop(path.name)
         elif key not in requested:  # a second identical waiting file is a duplicate once the first lands
             requested.add(key)
-            tick.requests.append((key, path.name))
+            tick.requests.append((key, path.name, f"{key}-{signature[0]}-{signature[1]}"))
     tick.cursor = json.dumps({"files": seen}, sort_keys=True)
     return tick
 

@@ -245,6 +245,26 @@ def test_full_and_role_separated_logs_give_a_trend_and_the_catalog_publishes(lak
     assert query(store, "select count(*) as n from landed_records").to_pylist() == [{"n": 7}]
 
 
+def test_logs_pool_by_record_level_and_global_score(tmp_path):
+    import pyarrow as pa
+
+    from autheval.landing import read_landed, trend_table
+
+    full = write_log(tmp_path, "full.csv", "timestamp", JAN)
+    role = write_log(tmp_path, "role.csv", "batch", ["r1,k1,a2,a1,-1.0,w1", "r2,k2,a0,a0,0.0,w2"], header=ROLE_LOG)
+    role_global = write_log(tmp_path, "role_g.csv", "batch", ["g1,k1,a2,a1,-1.0,-0.5,w1", "g2,k3,a1,a1,0.0,-0.2,w1"],
+                            header=ROLE_LOG.replace("{col}", "utility_proposed_global,{col}"))
+    landed = pa.concat_tables([read_landed(p)[1] for p in (full, role, role_global)])
+    trend = trend_table(landed, reps=50)
+    assert trend.failed == []
+    assert trend.pools == ["full_counterfactual", "role_separated", "role_separated+global"]
+    rows = {(r["pool"], r["period"], r["unit"], r["metric"]): r for r in trend.table.to_pylist()}
+    assert rows[("role_separated+global", "all", "image_weighted", "J_std")]["estimate"] == pytest.approx(-0.35)
+    assert not rows[("role_separated", "all", "image_weighted", "J_std")]["available"]
+    assert rows[("role_separated", "w2", "image_weighted", "intervention_rate")]["estimate"] == 0.0
+    assert {p for p, *_ in rows} == set(trend.pools)
+
+
 def test_a_pool_that_cannot_be_evaluated_is_reported_not_raised():
     import pyarrow as pa
 
