@@ -1,4 +1,5 @@
-"""Plain-text rendering of small result tables for the terminal (used by demo and query)."""
+"""Plain-text rendering of result tables for the terminal: whole small tables (demo) or streamed
+record batches (query)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import csv
 import io
 import json
 import math
+from decimal import Decimal
+from typing import Iterable, TextIO
 
 import pyarrow as pa
 
@@ -30,24 +33,66 @@ def _text(value) -> str:
 
 
 def render(table: pa.Table, fmt: str = "table", title: str | None = None) -> str:
-    rows = table.to_pylist()
-    columns = table.column_names
+    """A whole (small) table as text; `write_batches` is the streaming form for large results."""
+    buffer = io.StringIO()
+    if title:
+        buffer.write(title + "\n")
+    write_batches(table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)], fmt, buffer)
+    return buffer.getvalue().rstrip("\n")
+
+
+def json_safe(value):
+    """JSON has no NaN or Infinity tokens: non-finite floats become null (also inside lists/structs);
+    decimals become numbers."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Decimal):  # DuckDB's exact decimals (e.g. `x * 0.5`) as JSON numbers
+        return json_safe(float(value))
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def write_batches(batches: Iterable[pa.RecordBatch], fmt: str, out: TextIO) -> int:
+    """Write record batches to `out` as they come (memory bounded by one batch); returns the row count.
+
+    `table`: aligned columns, widths taken from the header and the first batch; `csv`: shortest
+    round-trip floats, empty for null and NaN; `json`: one array of row objects, non-finite numbers null."""
+    rows_written = 0
+    widths: list[int] | None = None
+    columns: list[str] = []
+    first = True
+    for batch in batches:
+        if first:
+            columns = batch.schema.names
+            if fmt == "csv":
+                writer = csv.writer(out, lineterminator="\n")
+                writer.writerow(columns)
+            elif fmt == "json":
+                out.write("[")
+        rows = batch.to_pylist()
+        if fmt == "csv":
+            writer.writerows([cell(row[c]) for c in columns] for row in rows)
+        elif fmt == "json":
+            for i, row in enumerate(rows):
+                sep = "\n" if first and i == 0 else ",\n"
+                out.write(sep + json.dumps(json_safe(row), default=str, allow_nan=False))
+        else:
+            cells = [[_text(row[c]) for c in columns] for row in rows]
+            if widths is None:  # the header, once
+                widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+                out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n")
+                out.write("  ".join("-" * w for w in widths) + "\n")
+            for r in cells:
+                line = "  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(r, widths))
+                out.write(line.rstrip() + "\n")
+        rows_written += len(rows)
+        first = False
     if fmt == "json":
-        return json.dumps(rows, default=str, indent=1)
-    if fmt == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([cell(row[c]) for c in columns])
-        return buffer.getvalue().rstrip("\n")
-    cells = [[_text(row[c]) for c in columns] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = [title] if title else []
-    lines.append("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(r, widths)) for r in cells]
-    return "\n".join(lines)
+        out.write("[]\n" if first else "\n]\n" if rows_written else "]\n")
+    return rows_written
 
 
 def _numeric(text: str) -> bool:
