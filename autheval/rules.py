@@ -1,0 +1,291 @@
+"""Declared local rules of the simulated review: one versioned YAML file, parsed and validated by a
+pydantic schema (AuthEval reference spec sections 0.1, 2, 3 and 4).
+
+The study's values ship as `autheval/data/rules/default.yaml`; a service replaces the file with its
+own. A broken file is one line naming the key and the rule (`rules.yaml: profiles.clinic.capacity:
+must be one of a0..a3`), raised as RuleError (exit code 2 in the CLI), so nothing runs on rules that
+were not what the author meant. Every row computed from the rules names `version` and the file's
+SHA-256 (`RuleFile.version`, `RuleFile.sha256`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.functional_validators import BeforeValidator
+
+from autheval.errors import RecordError
+
+ACTIONS = ("a0", "a1", "a2", "a3")  # ordinal: index = action level (spec 0.1)
+RISK_LEVELS = ("very_low", "low", "moderate", "high")  # index = ideal action level
+PROFILE_RULES = ("missing_tokens", "nan_age_bin", "image_id")  # spec 1.5 and 9.1
+DEFAULT_RULES = files("autheval") / "data" / "rules" / "default.yaml"
+
+
+class RuleError(RecordError):
+    """A rule file broke its schema: `str(err)` is `FILE: KEY.PATH: rule`, one line (exit code 2)."""
+
+    def __init__(self, source: str, key: str | None, rule: str):
+        super().__init__(source, key, rule)
+        self.args = (f"{source}: {key}: {rule}" if key else f"{source}: {rule}",)
+
+
+def _action(value):
+    """An action name a0..a3 (levels are written as names so a file reads like a trace)."""
+    if value not in ACTIONS:
+        raise ValueError(f"must be one of {ACTIONS[0]}..{ACTIONS[-1]} (got {value!r})")
+    return value
+
+
+Action = Annotated[str, BeforeValidator(_action)]
+Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+def _per_risk_level(mapping: dict) -> dict:
+    """A table keyed by every risk stratum, in the ordinal order, and nothing else."""
+    if not isinstance(mapping, dict):
+        return mapping  # pydantic names the type error
+    missing = [r for r in RISK_LEVELS if r not in mapping]
+    extra = [k for k in mapping if k not in RISK_LEVELS]
+    if extra:
+        raise ValueError(f"unknown risk level {extra[0]!r}: the keys are {', '.join(RISK_LEVELS)}")
+    if missing:
+        raise ValueError(f"missing risk level {missing[0]!r}: the keys are {', '.join(RISK_LEVELS)}")
+    return {r: mapping[r] for r in RISK_LEVELS}
+
+
+class _Strict(BaseModel):
+    """Every section: unknown keys are errors, values are never coerced from other types."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class Profile(_Strict):
+    capacity: Action
+    floor_policy: Name
+    w_under: Weight
+    w_over: Weight
+
+
+class ProxyBins(_Strict):
+    thresholds: list[Annotated[float, Field(allow_inf_nan=False)]]
+
+    @field_validator("thresholds")
+    @classmethod
+    def _increasing(cls, value):
+        if len(value) != len(RISK_LEVELS) - 1:
+            raise ValueError(f"must list {len(RISK_LEVELS) - 1} thresholds, one between each pair of risk levels")
+        if any(b <= a for a, b in zip(value, value[1:])):
+            raise ValueError("must be strictly increasing")
+        return value
+
+
+class ProfileAssignment(_Strict):
+    missing_age_and_site: Literal["missing_tokens", "nan_age_bin", "image_id"]
+
+
+class Floor(_Strict):
+    base: Annotated[dict[str, Annotated[int, Field(ge=0, le=len(ACTIONS) - 1, strict=True)]],
+                    BeforeValidator(_per_risk_level)]
+    shift: dict[Name, Annotated[int, Field(strict=True)]] = Field(min_length=1)
+
+
+class SensLevel(_Strict):
+    name: Name
+    w_under: Weight
+    w_over: Weight
+
+
+class OverLevel(_Strict):
+    name: Name
+    w_over: Weight
+
+
+def _unique_names(levels):
+    names = [level.name for level in levels]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError(f"level {name!r} is listed twice")
+    return levels
+
+
+class SensFactor(_Strict):
+    namespace: Name
+    levels: list[SensLevel] = Field(min_length=1)
+    _unique = field_validator("levels")(_unique_names)
+
+
+class OverFactor(_Strict):
+    namespace: Name
+    levels: list[OverLevel] = Field(min_length=1)
+    _unique = field_validator("levels")(_unique_names)
+
+
+class PrivateFactors(_Strict):
+    sens: SensFactor
+    burden: OverFactor
+    aversion: OverFactor
+
+
+class RefusalOverride(_Strict):
+    level: Name
+    removes: Action
+
+
+class BurdenOverride(_Strict):
+    level: Name
+    removes: Action
+    if_band_has: Annotated[dict[str, Action], BeforeValidator(_per_risk_level)]
+
+
+class Overrides(_Strict):
+    patient_refusal: RefusalOverride
+    patient_burden: BurdenOverride
+
+
+class GlobalUtility(_Strict):
+    w_under: Weight
+    w_over: Weight
+
+
+class Rules(_Strict):
+    """The whole rule file. Field order is the file's order (see default.yaml for what each means)."""
+
+    version: Name
+    actions: list[str]
+    severity: Annotated[dict[str, Weight], BeforeValidator(_per_risk_level)]
+    proxy_bins: ProxyBins
+    profiles: dict[Name, Profile] = Field(min_length=1)
+    profile_assignment: ProfileAssignment
+    floor: Floor
+    context_seed: Annotated[int, Field(strict=True)]
+    private_factors: PrivateFactors
+    overrides: Overrides
+    empty_band_default: Annotated[dict[str, Action], BeforeValidator(_per_risk_level)]
+    global_utility: GlobalUtility
+
+    @field_validator("actions")
+    @classmethod
+    def _ordinal(cls, value):
+        if list(value) != list(ACTIONS):
+            raise ValueError(f"must be the ordinal action list {', '.join(ACTIONS)} in this order "
+                             f"(got {', '.join(map(str, value))})")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_references(self):
+        """Names used in one section must be declared in another; reported at the key that uses them."""
+        policies = list(self.floor.shift)
+        for name, profile in self.profiles.items():
+            if profile.floor_policy not in policies:
+                raise _KeyedError(("profiles", name, "floor_policy"),
+                                  f"must be one of {', '.join(policies)} (the keys of floor.shift)")
+        for override, factor in (("patient_refusal", "aversion"), ("patient_burden", "burden")):
+            levels = [level.name for level in getattr(self.private_factors, factor).levels]
+            if getattr(self.overrides, override).level not in levels:
+                raise _KeyedError(("overrides", override, "level"),
+                                  f"must be one of {', '.join(levels)} (the levels of private_factors.{factor})")
+        return self
+
+
+class _KeyedError(ValueError):
+    """A cross-section error that knows its own key path (pydantic would report it at the root)."""
+
+    def __init__(self, loc: tuple, message: str):
+        super().__init__(message)
+        self.loc, self.message = loc, message
+
+
+@dataclass(frozen=True)
+class RuleFile:
+    """Validated rules plus what every derived row must name: the version and the file's SHA-256."""
+
+    rules: Rules
+    source: str
+    sha256: str
+    text: str
+
+    @property
+    def version(self) -> str:
+        return self.rules.version
+
+
+def default_rules_text() -> str:
+    """The study's rule file, as shipped in the package."""
+    return DEFAULT_RULES.read_text(encoding="utf-8")
+
+
+def _key_path(loc: tuple) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item == "[key]":
+            continue
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts)
+
+
+def _rule_text(error: dict) -> str:
+    """pydantic's message, said as a rule (`must be >= 0 (got -1.2)`)."""
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')} (got {value!r})"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx.get('le')} (got {value!r})"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '').replace(' or ', ', ')} (got {value!r})"
+    if kind == "value_error":
+        err = ctx.get("error")
+        return str(err) if err is not None else error["msg"].removeprefix("Value error, ")
+    return f"{error['msg'][:1].lower()}{error['msg'][1:]} (got {value!r})"
+
+
+def parse_rules(text: str, source: str = "rules.yaml") -> RuleFile:
+    """Validate rule-file text; raise RuleError naming the first broken key."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise RuleError(source, None, f"not valid YAML{where}: {problem}") from err
+    if not isinstance(data, dict):
+        raise RuleError(source, None, "must be a YAML mapping of rule sections (see `autheval rules show`)")
+    try:
+        rules = Rules.model_validate(data)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        keyed = (first.get("ctx") or {}).get("error")
+        if isinstance(keyed, _KeyedError):
+            raise RuleError(source, _key_path(keyed.loc), keyed.message) from None
+        raise RuleError(source, _key_path(first["loc"]) or None, _rule_text(first)) from None
+    sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return RuleFile(rules=rules, source=source, sha256=sha, text=text)
+
+
+def load_rules(path: str | Path | None = None) -> RuleFile:
+    """The rule file at `path`, or the study's default rules when `path` is None."""
+    if path is None:
+        return parse_rules(default_rules_text(), source="default.yaml")
+    path = Path(path)
+    if not path.is_file():
+        raise RuleError(str(path), None, "file not found")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RuleError(str(path), None, "is not UTF-8 text") from err
+    return parse_rules(text, source=str(path))
