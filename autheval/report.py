@@ -127,6 +127,18 @@ def html_report(summary: pa.Table, contrasts: pa.Table | None, provenance: str, 
     return "\n".join(parts)
 
 
+def trend_plot_rows(trend: pa.Table) -> list[dict]:
+    """The image-weighted Delta rows of a trend in plot order: 'all' (or, with several pools,
+    'all (<pool>)') first, then the periods."""
+    rows = [r for r in trend.to_pylist() if r["metric"] == "Delta_authority" and r["unit"] == "image_weighted"]
+    rows.sort(key=lambda r: (not _is_all_to_date(r), r["period"]))
+    return rows
+
+
+def _is_all_to_date(row: dict) -> bool:
+    return row["period"].split(" (")[0] == "all"
+
+
 def trend_plot_png(trend: pa.Table) -> bytes:
     """Delta_authority (image-weighted) with its interval per period, 'all' first, as PNG bytes."""
     import matplotlib
@@ -134,14 +146,13 @@ def trend_plot_png(trend: pa.Table) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in trend.to_pylist() if r["metric"] == "Delta_authority" and r["unit"] == "image_weighted"]
-    rows.sort(key=lambda r: (r["period"] != "all", r["period"]))
+    rows = trend_plot_rows(trend)
     fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(rows) + 2), 3.6), dpi=110)
     for x, r in enumerate(rows):
         if r["estimate"] is None:
             ax.annotate("not recoverable", (x, 0), ha="center", fontsize=7, color="grey")
             continue
-        colour = "#d62728" if r["period"] == "all" else "#1f77b4"
+        colour = "#d62728" if _is_all_to_date(r) else "#1f77b4"
         ax.plot([x, x], [r["ci_lower"], r["ci_upper"]], color=colour, lw=2)
         ax.plot([x], [r["estimate"]], "o", color=colour)
     ax.axhline(0.0, color="grey", lw=1, ls="--")

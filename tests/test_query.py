@@ -183,3 +183,4 @@ def test_lake_files_respect_the_umask(tmp_path, mask, mode):
         os.umask(old)
     assert path.stat().st_mode & 0o777 == mode
     assert catalog_path(lake).stat().st_mode & 0o777 == mode
+
