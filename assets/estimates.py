@@ -9,11 +9,11 @@ from dagster import AssetCheckResult, AssetSpec, asset_check, multi_asset
 
 from assets.common import ESTIMATES, check_row, query, write_table
 from assets.records import records
-from autheval.estimators import DEFAULT_REPS, estimate
+from autheval.estimators import estimate
 from autheval.records import records_from_table, table_sha256
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
 from autheval.study import contrasts_table, estimates_table
-from dagster_project.resources import LakeResource
+from dagster_project.resources import LakeResource, SourceResource
 from warehouse.sql import connect
 
 # The paired contrasts each study declares (arm_a minus arm_b).
@@ -32,7 +32,7 @@ STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
             "authority gap between mechanisms on identical clusters (one shared resampling stream).")),
     ],
 )
-def estimates(context, lake: LakeResource):
+def estimates(context, lake: LakeResource, source: SourceResource):
     store = lake.lake()
     records = store.read("records")
     con = connect()
@@ -46,7 +46,7 @@ def estimates(context, lake: LakeResource):
             table = query(con, "records_of_analysis", {"analysis": analysis})
             recordsets.append(records_from_table(table, f"lake:records/{analysis}", analysis, table_sha256(table)))
         recordsets.sort(key=_study_order)
-        result = estimate(recordsets, scheme="reference", reps=DEFAULT_REPS, contrasts=STUDY_CONTRASTS.get(study, ()))
+        result = estimate(recordsets, scheme="reference", reps=source.reps, contrasts=STUDY_CONTRASTS.get(study, ()))
         context.log.info(f"{study}: {len(recordsets)} analyses, {result.reps} replicates, scheme {result.scheme}")
         part = estimates_table(result, model=mechanism)
         order.update({r.analysis: i for i, r in enumerate(recordsets)})

@@ -7,8 +7,31 @@ import argparse
 import sys
 from pathlib import Path
 
+from autheval import __version__
 from autheval.errors import RecordError
 from warehouse.sql import load_sql
+
+DESCRIPTION = """\
+Authority-preserving evaluation of medical vision-language assistants.
+
+A model proposes an action (how urgently a lesion is reviewed); the local service keeps the authority
+to accept or replace it. autheval scores both under the same local rule and reports the authority gap
+Delta = J_auth - J = p * delta, with whole-cluster bootstrap intervals, per image and per cluster."""
+
+EPILOG = """\
+examples:
+  autheval evaluate --input log.csv --output-dir results
+  autheval compare --arm "A=a.csv" --arm "B=b.csv" --output-dir results
+  autheval demo                      # the reference study into warehouse/lake, then its tables
+  autheval query "select * from study_summary"
+
+Results go to stdout (and files); progress and errors go to stderr. Bad input ends with one line
+naming the file, flag or column, and exit code 2.
+Run `autheval COMMAND --help` for the options of each command."""
+
+# One seed range for every scheme: numpy's streams take any non-negative integer, the evaluator adds
+# a per-metric offset (at most 7) and the poisson scheme hashes the seed in signed 64-bit SQL integers.
+SEED_MAX = 2**62 - 1
 
 
 def _schemes():
@@ -19,13 +42,31 @@ def _schemes():
 
 def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheme", choices=_schemes(), default=None,
-                        help="bootstrap scheme (default: reference for case traces, evaluator for logs)")
-    parser.add_argument("--reps", type=int, default=5000, help="bootstrap replicates (default 5000)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed (default: the scheme's: reference/poisson 20260711, evaluator 20260710)")
-    parser.add_argument("--lower", type=float, default=0.025, help="lower quantile (default 0.025)")
-    parser.add_argument("--upper", type=float, default=0.975, help="upper quantile (default 0.975)")
-    parser.add_argument("--output-dir", type=Path, default=Path("."), help="where results are written")
+                        help="how clusters are resampled: reference (AuthEval's analysis scheme), evaluator "
+                             "(AuthEval's log evaluator) or poisson (Poisson(1) weights, for very large logs); "
+                             "default: reference for case traces, evaluator for logs")
+    parser.add_argument("--reps", type=int, default=5000, metavar="N",
+                        help="bootstrap replicates (default 5000)")
+    parser.add_argument("--seed", type=int, default=None, metavar="S",
+                        help=f"random seed, an integer from 0 to {SEED_MAX} (2^62 - 1) for every scheme "
+                             "(default: the scheme's own, 20260711 for reference and poisson, 20260710 for "
+                             "evaluator)")
+    parser.add_argument("--lower", type=float, default=0.025, metavar="Q",
+                        help="lower quantile of the interval (default 0.025)")
+    parser.add_argument("--upper", type=float, default=0.975, metavar="Q",
+                        help="upper quantile of the interval (default 0.975)")
+    parser.add_argument("--output-dir", type=Path, default=Path("."), metavar="DIR",
+                        help="folder for the result files, created if missing (default: the current folder); "
+                             "all files are replaced together or none is")
+
+
+def _check_bootstrap_flags(args) -> None:
+    """Fail before any work, in one line naming the flag."""
+    from autheval.outputs import check_output_dir
+
+    if args.seed is not None and not 0 <= args.seed <= SEED_MAX:
+        raise RecordError("--seed", None, f"must be an integer from 0 to {SEED_MAX} (2^62 - 1), got {args.seed}")
+    check_output_dir(args.output_dir)
 
 
 def _default_scheme(recordsets) -> str:
@@ -37,6 +78,7 @@ def cmd_evaluate(args) -> int:
     from autheval.outputs import write_evaluate_outputs
     from autheval.records import read_records
 
+    _check_bootstrap_flags(args)
     records = read_records(args.input)
     scheme = args.scheme or _default_scheme([records])
     result = estimate([records], scheme=scheme, reps=args.reps, seed=args.seed,
@@ -65,6 +107,7 @@ def cmd_compare(args) -> int:
     from autheval.outputs import write_compare_outputs
     from autheval.records import read_records
 
+    _check_bootstrap_flags(args)
     arms = [_parse_arm(a) for a in args.arm]
     records = [read_records(path, analysis=name) for name, path in arms]
     if args.contrast:
@@ -79,6 +122,35 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _progress(line: str) -> None:
+    """Progress is for the person watching: stderr, so stdout carries only results."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _check_demo_flags(args) -> None:
+    """Everything `demo` is told is checked before Dagster starts: one line naming the flag, exit 2."""
+    from autheval.outputs import check_output_dir
+
+    check_output_dir(args.lake, "--lake")
+    if args.reps < 1:
+        raise RecordError("--reps", None, f"must be a positive number of replicates, got {args.reps}")
+    if args.source == "reference":
+        for flag, value in (("--input", args.input), ("--freeze", args.freeze)):
+            if value is not None:
+                raise RecordError(flag, None, "is for the synthetic and isic2019 sources; the reference source is embedded")
+        return
+    if args.source == "isic2019" and args.input is None:
+        raise RecordError("--input", None, "--source isic2019 needs --input DIR (the official ISIC 2019 files)")
+    if args.input is not None and not args.input.is_dir():
+        what = "is a file, not a folder" if args.input.exists() else "no such folder"
+        raise RecordError("--input", None, f"{args.input}: {what} (expected the ISIC 2019 files)")
+    if args.freeze is not None and not args.freeze.is_file():
+        what = "is a folder, not a file" if args.freeze.exists() else "no such file"
+        raise RecordError("--freeze", None, f"{args.freeze}: {what}")
+    if args.input is None and args.n < 1:
+        raise RecordError("--n", None, f"must be a positive number of images, got {args.n}")
+
+
 def cmd_demo(args) -> int:
     import pyarrow as pa
 
@@ -88,24 +160,23 @@ def cmd_demo(args) -> int:
     from dagster_project.resources import SourceResource
     from warehouse.lake import DEFAULT_LAKE, Lake
 
+    _check_demo_flags(args)
     lake = Lake(args.lake)
     if args.source == "reference":
-        source, stages, extra = SourceResource(kind="reference"), REFERENCE_STAGES, ()
+        source, stages, extra = SourceResource(kind="reference", reps=args.reps), REFERENCE_STAGES, ()
     else:
         input_dir = args.input
-        if args.source == "synthetic" and input_dir is None:
-            from autheval.raw.synth import synth_cohort
+        if input_dir is None:
+            from autheval.raw.cli import write_synthetic_cohort
 
             input_dir = lake.root / "synthetic_cohort"
-            print(f"Writing a synthetic ISIC-shaped cohort of {args.n} images to {input_dir}", flush=True)
-            synth_cohort(args.n, input_dir, overwrite=True)
-        if input_dir is None:
-            raise RecordError("--input", None, "--source isic2019 needs --input DIR (the official ISIC 2019 files)")
+            _progress(f"Writing a synthetic ISIC-shaped cohort of {args.n} images to {input_dir}")
+            write_synthetic_cohort(args.n, input_dir, overwrite=True)
         source = SourceResource(kind=args.source, input_dir=str(Path(input_dir).resolve()),
-                                freeze=str(args.freeze.resolve()) if args.freeze else "")
+                                freeze=str(args.freeze.resolve()) if args.freeze else "", reps=args.reps)
         stages, extra = RAW_STAGES, ("catalog",)
-    print(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)", flush=True)
-    checks = run_stages(lake.root, stages, out=lambda line: print(line, flush=True), source=source, extra=extra)
+    _progress(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)")
+    checks = run_stages(lake.root, stages, out=_progress, source=source, extra=extra)
     failed = sorted(name for name, passed in checks.items() if not passed)
     print(f"asset checks: {len(checks) - len(failed)} of {len(checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     if args.source != "reference":
@@ -164,33 +235,59 @@ def cmd_ui(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autheval", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="autheval", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("evaluate", help="evaluate one record file (AuthEval log or case trace)")
-    p.add_argument("--input", required=True, type=Path, help="CSV or Parquet record file")
+    p = sub.add_parser(
+        "evaluate", help="evaluate one record file (AuthEval log or case trace)",
+        description="Evaluate one record file (CSV or Parquet). The schema is detected from the columns: the "
+                    "AuthEval log schema (case_id, [cluster_id], proposed_action, executed_action, "
+                    "utility_executed_local, [utility_proposed_local], [utility_proposed_global]) or the "
+                    "case-trace schema (image_id, cluster_id, a_head, a_exec, Uz_head, Uz_exec, [Ug_head]). "
+                    "Writes summary.json, summary.md, authority_summary.csv and estimates.csv to --output-dir "
+                    "and prints their paths. A number the record cannot support is reported as not "
+                    "recoverable, never as a number.")
+    p.add_argument("--input", required=True, type=Path, metavar="FILE", help="the record file (CSV or Parquet)")
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("compare", help="compare proposal mechanisms on identical clusters")
-    p.add_argument("--arm", action="append", required=True, metavar="NAME=PATH",
-                   help="one arm (repeat); the first is the baseline of the default contrasts")
+    p = sub.add_parser(
+        "compare", help="compare proposal mechanisms on identical clusters",
+        description="Compare the authority gap of several proposal mechanisms (arms) evaluated on the same "
+                    "clusters. Writes proposal_dependence_summary.csv, paired_contrast.csv and estimates.csv "
+                    "to --output-dir and prints their paths.")
+    p.add_argument("--arm", action="append", required=True, metavar="NAME=FILE",
+                   help="one arm: a name and its record file (repeat the flag for each arm); the first arm is "
+                        "the baseline of the default contrasts")
     p.add_argument("--contrast", action="append", metavar='"A minus B"',
-                   help="a paired contrast (repeat); default: each later arm minus the first")
+                   help="a paired contrast of two arm names (repeatable); default: each later arm minus the first")
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_compare)
 
     from warehouse.lake import DEFAULT_LAKE
 
-    p = sub.add_parser("demo", help="run the reference study into the lake and print its tables")
+    p = sub.add_parser(
+        "demo", help="build the lake from the reference study (or a cohort) and print its tables",
+        description="Materialize the lake's whole asset graph in this process (Dagster; no daemon or web "
+                    "server) and print the asset-check tally and the study's tables to stdout; progress goes "
+                    "to stderr. The default source is the published AuthEval reference study, shipped with "
+                    "the package; the report is <lake>/reports/report.html. Exit code 1 if an asset check fails.")
     p.add_argument("--source", choices=["reference", "synthetic", "isic2019"], default="reference",
-                   help="reference: the published study (embedded); synthetic: a generated ISIC-shaped cohort "
-                        "through the raw path; isic2019: the official files in --input")
-    p.add_argument("--input", type=Path, help="cohort folder in the ISIC 2019 layout (synthetic or isic2019)")
-    p.add_argument("--freeze", type=Path, help="a split_freeze file to validate and use (raw sources)")
-    p.add_argument("--n", type=int, default=200, help="synthetic cohort size (default 200)")
-    p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
-    p.add_argument("--reps", type=int, default=5000, help="bootstrap replicates (default 5000)")
+                   help="reference: the published study (embedded, the default); synthetic: a generated "
+                        "ISIC-shaped cohort through the raw path; isic2019: the official ISIC 2019 files in --input")
+    p.add_argument("--input", type=Path, metavar="DIR",
+                   help="a cohort folder in the ISIC 2019 layout (isic2019: required; synthetic: instead of "
+                        "generating one)")
+    p.add_argument("--freeze", type=Path, metavar="FILE",
+                   help="a split_freeze.csv to validate and use (synthetic and isic2019 sources)")
+    p.add_argument("--n", type=int, default=200, help="size of the generated synthetic cohort (default 200)")
+    p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, metavar="DIR",
+                   help=f"lake folder, created if missing (default {DEFAULT_LAKE})")
+    p.add_argument("--reps", type=int, default=5000, metavar="N",
+                   help="bootstrap replicates of the estimates (default 5000, as published; with another N "
+                        "the published-summary check compares the point estimates only)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("query", help="read-only SQL over the lake's catalog")

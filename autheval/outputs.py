@@ -1,5 +1,6 @@
 """Result files: summary.json / summary.md / authority_summary.csv for one record, and the
-proposal-dependence and paired-contrast tables for several arms. Every file is written atomically.
+proposal-dependence and paired-contrast tables for several arms. A set of result files is written
+all or nothing: into a temporary folder inside the output folder first, then each renamed into place.
 
 CSV numbers are Python float reprs (shortest round-trip), as in the published AuthEval files, so the
 same inputs give the same bytes.
@@ -10,12 +11,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from autheval import __version__
+from autheval.errors import RecordError
 from autheval.estimators import METRICS, EstimationResult
 from autheval.tables import cell
-from warehouse.atomic import atomic_write_text
 
 SUMMARY_COLUMNS = (
     "estimand", "n_images", "n_clusters", "J_auth", "J", "intervention_rate", "delta",
@@ -196,6 +200,48 @@ def summary_markdown(result: EstimationResult, analysis: str) -> str:
     return "\n".join(lines)
 
 
+def check_output_dir(path: str | os.PathLike, flag: str = "--output-dir") -> Path:
+    """Fail early, in one line naming `flag`, when `path` cannot be (or become) a folder this process
+    can write: it is a file, it lies under a file, or the folder it would be made in is not writable."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise RecordError(flag, None, f"{path} is a file, not a folder")
+    existing = path
+    while not existing.exists():  # the nearest existing folder, where the missing ones would be made
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RecordError(flag, None, f"{path} lies under {existing}, which is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RecordError(flag, None, f"{existing} is not writable")
+    return path
+
+
+def write_files(out_dir: str | os.PathLike, files: dict[str, str], flag: str = "--output-dir") -> list[Path]:
+    """Write {file name: text} into `out_dir` all or nothing: every file goes to a temporary folder inside
+    `out_dir`, and only when all are written are they renamed into place (same file system, so each
+    rename is atomic). A target that is a folder, or an output folder that cannot be written, is one
+    line naming `flag`; nothing is left behind."""
+    out_dir = check_output_dir(out_dir, flag)
+    for name in files:
+        if (out_dir / name).is_dir():
+            raise RecordError(flag, None, f"{out_dir / name} is a folder; {name} cannot be written there")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".autheval-", suffix=".tmp", dir=out_dir))
+    except OSError as err:
+        raise RecordError(flag, None, f"cannot write to {out_dir}: {err.strerror or err}") from err
+    try:
+        for name, text in files.items():
+            (staging / name).write_bytes(text.encode("utf-8"))  # mode from the umask
+        for name in files:
+            os.replace(staging / name, out_dir / name)
+    except OSError as err:
+        raise RecordError(flag, None, f"cannot write to {out_dir}: {err.strerror or err}") from err
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out_dir / name for name in files]
+
+
 def write_evaluate_outputs(result: EstimationResult, analysis: str, out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
     files = {
@@ -204,7 +250,7 @@ def write_evaluate_outputs(result: EstimationResult, analysis: str, out_dir: Pat
         "authority_summary.csv": csv_text(SUMMARY_COLUMNS, authority_summary_rows(result, analysis)),
         "estimates.csv": csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
     }
-    return [atomic_write_text(out_dir / name, text) for name, text in files.items()]
+    return write_files(out_dir, files)
 
 
 def proposal_rows(result: EstimationResult) -> list[dict]:
@@ -238,4 +284,4 @@ def write_compare_outputs(result: EstimationResult, out_dir: Path) -> list[Path]
         "paired_contrast.csv": csv_text(CONTRAST_COLUMNS, result.contrasts),
         "estimates.csv": csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
     }
-    return [atomic_write_text(out_dir / name, text) for name, text in files.items()]
+    return write_files(out_dir, files)

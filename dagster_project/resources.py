@@ -6,6 +6,7 @@ import os
 
 from dagster import ConfigurableResource
 
+from autheval.estimators import DEFAULT_REPS
 from warehouse.lake import DEFAULT_LAKE, Lake
 
 LAKE_ENV = "AUTHEVAL_LAKE"
@@ -44,6 +45,7 @@ class SourceResource(ConfigurableResource):
     input_dir: str = ""
     freeze: str = ""
     workers: int = 0  # hashing processes; 0 = all cores
+    reps: int = DEFAULT_REPS  # bootstrap replicates of the estimates (`autheval demo --reps`)
 
     def check(self) -> None:
         if self.kind not in SOURCES:

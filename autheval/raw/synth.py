@@ -23,6 +23,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -182,8 +183,10 @@ def synth_cohort(
     exact_fraction: float = 0.04,
     near_fraction: float = 0.04,
     overwrite: bool = False,
+    progress: Callable[[], None] | None = None,
 ) -> SynthCohort:
-    """Write a synthetic ISIC-2019-shaped cohort of `n` images into `out_dir` (see module doc)."""
+    """Write a synthetic ISIC-2019-shaped cohort of `n` images into `out_dir` (see module doc);
+    `progress` is called once per image written."""
     if n < 1:
         raise ValueError("n must be at least 1")
     root = Path(out_dir)
@@ -253,6 +256,8 @@ def synth_cohort(
             data, perturbation, distance = _near_variant(blobs[record["source"]], np.random.default_rng([seed, index]))
         blobs[index] = data
         publish(atomic_write_bytes(folder / f"{names[index]}.jpg", data))
+        if progress is not None:
+            progress()
         truth.append({"image": names[index], "role": record["role"],
                       "source_image": None if record["source"] is None else names[record["source"]],
                       "lesion_id": record["meta"]["lesion_id"], "perturbation": perturbation,
