@@ -248,8 +248,8 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
     * `uz`: U_z of both published actions, bit for bit, on the rows of trace-identified clusters;
     * `control_selections`: the engine's selection = a_exec for both controls under capacity on every
       row it can decide without the unshipped gate scores;
-    * `implied`: a (profile, bin) per cluster under which every control row is reproduced, and the
-      intervention counts of spec 3.8 that the engine then gives;
+    * `implied`: a (profile, bin) per cluster under which every control row is reproduced, the
+      intervention counts of spec 3.8 that the engine then gives, and its records against the traces;
     * `profile_rule`: per declared missing-age-and-site rule, the clusters whose profile it reproduces
       when every reference image lacks age and site (the shipped files carry neither).
     """
@@ -278,7 +278,7 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
     run_sql(con, "contexts", "contexts", params)
     run_sql(con, "reference_trace_selections", "reference_trace_selections")
     con.register("selections", con.table("reference_trace_selections").arrow().read_all())
-    run_sql(con, "review_scores", "review_scores", params)
+    run_sql(con, "review_scores", "reference_trace_scores", params)
     out["uz"] = check(con, "check_reference_uz")
     con.unregister("selections")
 
@@ -310,10 +310,12 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
     run_sql(con, "reference_implied_s_gate", "s_gate")
     run_sql(con, "contexts", "contexts", params)
     build_selections(con, params, regimes=("capacity_ceiling",))
+    build_scores(con, params)
     implied = con.table("reference_implied_contexts").arrow().read_all()
     out["implied"] = {
         "clusters": implied.num_rows,
         "control_selections": check(con, "check_reference_control_selections"),
+        "control_records": check(con, "check_reference_control_records"),
         "change_counts": {r["analysis"]: r for r in _fetch(con, "review_change_counts").to_pylist()},
     }
     return out

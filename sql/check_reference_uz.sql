@@ -1,7 +1,8 @@
 -- Check: the declared rules reproduce the published U_z of both actions bit for bit on every trace
 -- row whose cluster profile the traces identify (AuthEval spec 3.4: 16,020 rows of the five distinct
--- traces). Compares review_scores of the published actions with the trace values by exact equality.
--- Input: reference_trace_selections, review_scores, reference_cluster_profiles. Returns one row.
+-- traces). Compares the engine's scores of the published actions with the trace values by exact equality.
+-- Input: reference_trace_selections, reference_trace_scores (review_scores.sql over them),
+-- reference_cluster_profiles. Returns one row.
 WITH identified AS (
     SELECT cluster_id FROM reference_cluster_profiles WHERE n_fitting = 1
 ),
@@ -12,7 +13,7 @@ compared AS (
         s.u_local_head = t.trace_u_local_head AND s.u_local_sel = t.trace_u_local_sel AS reproduced
     FROM reference_trace_selections AS t
     JOIN identified AS i ON i.cluster_id = t.cluster_id
-    LEFT JOIN review_scores AS s ON s.analysis = t.analysis AND s.image_id = t.image_id
+    LEFT JOIN reference_trace_scores AS s ON s.analysis = t.analysis AND s.image_id = t.image_id
 )
 SELECT
     count(*) AS identified_rows,

@@ -76,7 +76,8 @@ SELECT
     fa.level AS aversion,
     CASE WHEN h.all_profiled THEN p.capacity END AS capacity,
     CASE WHEN h.all_profiled THEN p.floor_policy END AS floor_policy,
-    CASE WHEN h.all_profiled THEN least(greatest(r.floor_base + p.floor_shift, 0), $max_level) END AS floor,
+    CASE WHEN h.all_profiled AND r.floor_base IS NOT NULL
+         THEN least(greatest(r.floor_base + p.floor_shift, 0), $max_level) END AS floor,
     CASE WHEN h.all_profiled THEN p.w_under * fs.w_under END AS w_under,
     CASE WHEN h.all_profiled THEN ((p.w_over * fs.w_over) * fb.w_over) * fa.w_over END AS w_over,
     h.n_images,
