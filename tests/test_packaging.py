@@ -134,6 +134,13 @@ def test_sql_is_package_data_read_through_importlib_resources():
     assert "sql" in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
 
 
+def test_ci_runs_the_wheel_smoke_test():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^make test$", ci, re.M)  # make test runs the whole suite, this file included
+    assert "not slow" not in PYPROJECT["tool"]["pytest"]["ini_options"].get("addopts", "")
+    assert "\ntest: install\n\t$(BIN)/python -m pytest\n" in (ROOT / "Makefile").read_text()
+
+
 # --- the wheel, installed into a fresh venv, run away from the checkout ---------------------------------
 
 BUILD_INPUTS = ("pyproject.toml", "README.md", "autheval", "warehouse", "assets", "dagster_project", "models", "sql")
