@@ -6,7 +6,7 @@ from typing import Iterable
 
 import duckdb
 import pyarrow as pa
-from dagster import MaterializeResult, MetadataValue
+from dagster import MaterializeResult, MetadataValue, TableColumn, TableSchema
 
 from warehouse.lake import Lake
 from warehouse.sql import connect, load_sql
@@ -30,16 +30,22 @@ def query(con: duckdb.DuckDBPyConnection, sql_name: str, params=None) -> pa.Tabl
     return con.execute(load_sql(sql_name), params or {}).arrow().read_all()
 
 
+def table_schema(table: pa.Table) -> TableSchema:
+    """The Arrow schema as Dagster's TableSchema (column name and Arrow type)."""
+    return TableSchema(columns=[TableColumn(f.name, str(f.type)) for f in table.schema])
+
+
 def write_table(lake: Lake, name: str, table: pa.Table, metadata: dict | None = None,
                 asset_key: str | None = None, **extra) -> MaterializeResult:
-    """Write `name` atomically and describe it: rows, columns, file, plus any extra metadata
-    (`asset_key` names the output of a multi-asset)."""
+    """Write `name` atomically and describe it: Dagster's standard `dagster/row_count` and
+    `dagster/column_schema`, the file, plus any extra metadata (`asset_key` names the output of a
+    multi-asset)."""
     path = lake.write(name, table, metadata=metadata)
     return MaterializeResult(
         asset_key=asset_key,
         metadata={
-            "rows": table.num_rows,
-            "columns": ", ".join(table.column_names),
+            "dagster/row_count": MetadataValue.int(table.num_rows),
+            "dagster/column_schema": MetadataValue.table_schema(table_schema(table)),
             "path": MetadataValue.path(str(path)),
             **extra,
         }

@@ -1,42 +1,86 @@
-"""images: one row per image (ids, lesion, metadata, reference state, path, source), with the
-ingestion report and the input files' checksums beside it."""
+"""The ingest step: every input file read once. `images` (one row per usable image), its perceptual
+hashes, the images that could not be decoded, the ingestion report and the input files' checksums,
+declared as one multi-asset so that each side table has its own lineage.
+
+For a raw cohort this is `autheval.raw.pipeline.read_cohort`, the same function `run_raw_path` runs
+first; for the reference study the tables come from the embedded traces and published hashes."""
 
 from __future__ import annotations
 
 import pyarrow as pa
-from dagster import AssetCheckResult, asset, asset_check
+from dagster import AssetCheckResult, AssetSpec, asset_check, multi_asset
 
 from assets.common import INGEST, check_row, connect_with, query, write_table
 from assets.reference import register_reference
-from autheval.reference_data import manifest
+from autheval.raw.ingest import REPORT_SCHEMA
+from autheval.raw.phash import FAILURES_SCHEMA
+from autheval.raw.pipeline import DEFAULT_KINDS, read_cohort
+from autheval.reference_data import manifest, reference_path
 from dagster_project.resources import LakeResource, SourceResource
 
+KINDS = DEFAULT_KINDS  # hash kinds: 'autheval' (the study's) and 'imagehash'
 
-@asset(group_name=INGEST, kinds={"parquet"}, description=(
-    "Every image of the study: image_id, lesion_id, patient_id, age, sex, anatomic_site, diagnosis, "
-    "risk_stratum (the reference state), path, source. Side tables: ingest_report (every row left out "
-    "or repaired, and why) and input_files (SHA-256 of each input file)."))
-def images(lake: LakeResource, source: SourceResource):
+SPECS = [  # in the order they are written (each after what it depends on)
+    AssetSpec("input_files", group_name=INGEST, kinds={"parquet"}, description=(
+        "role, path, bytes, sha256, expected_sha256, checksum_ok: every input file (metadata, labels, "
+        "images folder or zip) with its SHA-256, compared with the published one for official files.")),
+    AssetSpec("image_hashes", group_name=INGEST, kinds={"parquet"}, deps=["input_files"], description=(
+        "image_id, hash_kind, phash (UBIGINT), image_hash (16 hex), path, size, mtime_ns, format (the "
+        "format found in the file's bytes): perceptual hashes per readable image and declared kind. A "
+        "rerun hashes only new or changed files.")),
+    AssetSpec("hash_failures", group_name=INGEST, kinds={"parquet"}, deps=["input_files"], description=(
+        "image_id, path, error: the images that could not be read or decoded (left out of images, one "
+        "unreadable_image row each in ingest_report).")),
+    AssetSpec("images", group_name=INGEST, kinds={"parquet"}, deps=["input_files", "hash_failures"], description=(
+        "Every usable image of the study: image_id, lesion_id, patient_id, age, sex, anatomic_site, "
+        "diagnosis, risk_stratum (the reference state), path, source. Unreadable images are left out "
+        "and reported in ingest_report.")),
+    AssetSpec("ingest_report", group_name=INGEST, kinds={"parquet"},
+              deps=["input_files", "image_hashes", "hash_failures"], description=(
+        "source, row_number, image_id, column_name, reason, value, action: one row per problem found "
+        "while reading the inputs (excluded, kept, ignored or recorded), e.g. missing_image, "
+        "unreadable_image, format_mismatch, checksum_mismatch. Nothing is dropped silently.")),
+]  # fmt: skip
+
+
+@multi_asset(specs=SPECS, name="ingest")
+def ingest(context, lake: LakeResource, source: SourceResource):
     source.check()
     store = lake.lake()
+    extra: dict[str, dict] = {}
     if source.is_reference:
-        table = query(register_reference(connect_with(store)), "images")
-        files = pa.Table.from_pylist([{"name": k, **v} for k, v in sorted(manifest().items())])
-        report = None
+        tables = _reference_tables(store)
     else:
-        from autheval.raw.ingest import ingest_isic2019
+        previous = store.read("image_hashes") if store.table_path("image_hashes").exists() else None
+        cohort = read_cohort(source.input_dir, kinds=KINDS, workers=source.workers or None,
+                             previous_hashes=previous, checksums=source.kind == "isic2019")
+        tables = cohort.tables()
+        run = cohort.hashing
+        extra["image_hashes"] = dict(files_hashed=run.n_files_hashed, rows_reused=run.n_rows_reused,
+                                     seconds=round(run.seconds, 2))
+        context.log.info(f"hashed {run.n_files_hashed} files in {run.seconds:.1f} s, reused {run.n_rows_reused} rows; "
+                         f"{run.failures.num_rows} unreadable")
+    extra["images"] = dict(images_with_reference_state=len(tables["images"].column("risk_stratum").drop_null()))
+    for spec in SPECS:
+        name = spec.key.to_user_string()
+        yield write_table(store, name, tables[name], {"source": source.kind}, asset_key=name, **extra.get(name, {}))
 
-        ingested = ingest_isic2019(source.input_dir, checksums=source.kind == "isic2019")
-        table, report, files = ingested.images, ingested.report, ingested.input_files
-    store.write("input_files", files)
-    if report is not None:
-        store.write("ingest_report", report)
-    return write_table(store, "images", table, {"source": source.kind},
-                       images_with_reference_state=len(table.column("risk_stratum").drop_null()),
-                       report_rows=0 if report is None else report.num_rows)
+
+def _reference_tables(store) -> dict[str, pa.Table]:
+    """The reference study's ingest tables: images from the frozen split and traces, the published
+    hashes, the embedded files' checksums; nothing unreadable or to report."""
+    con = register_reference(connect_with(store))
+    con.register("phash_report", con.read_parquet(str(reference_path("phash_duplicate_report"))).arrow().read_all())
+    return {
+        "input_files": pa.Table.from_pylist([{"name": k, **v} for k, v in sorted(manifest().items())]),
+        "image_hashes": query(con, "reference_image_hashes"),
+        "hash_failures": FAILURES_SCHEMA.empty_table(),
+        "images": query(con, "images"),
+        "ingest_report": REPORT_SCHEMA.empty_table(),
+    }
 
 
-@asset_check(asset=images, description="image ids are unique")
+@asset_check(asset="images", description="image ids are unique")
 def images_unique_ids(lake: LakeResource) -> AssetCheckResult:
     row = check_row(lake.lake(), "check_unique_images", [], {"checked": "images"})
     return AssetCheckResult(passed=row["duplicates"] == 0, metadata={k: str(v) for k, v in row.items()})

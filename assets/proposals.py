@@ -6,13 +6,12 @@ import pyarrow.parquet as pq
 from dagster import AssetCheckResult, asset, asset_check
 
 from assets.common import PROPOSALS, check_row, connect_with, query, write_table
-from assets.images import images
 from assets.reference import register_reference
 from autheval.reference_data import reference_path
 from dagster_project.resources import LakeResource, SourceResource
 
 
-@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=[images], description=(
+@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images"], description=(
     "mechanism, policy_id, image_id, slate_size, a_head: what each proposal mechanism (MedGemma "
     "readout, LLaVA-Med head, CLIP probe) proposed for each test image."))
 def proposals(lake: LakeResource, source: SourceResource):

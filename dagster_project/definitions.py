@@ -1,17 +1,29 @@
 """The Dagster definitions of the lake: assets, checks, jobs, the landing sensor and the schedule.
 
 `dagster dev -m dagster_project` (or `autheval ui`) serves them; `autheval demo` materializes them
-in-process. The lake root comes from AUTHEVAL_LAKE (default warehouse/lake)."""
+in-process. The lake root comes from AUTHEVAL_LAKE (default warehouse/lake), through the resources'
+EnvVar fields.
+
+The instance settings live here too (INSTANCE_SETTINGS: the `duckdb_catalog` pool, limit 1, so one
+catalog publish runs at a time; telemetry off): the demo's instance is built from them, `autheval ui`
+writes them into its DAGSTER_HOME, and ./dagster.yaml (what `dagster dev` run from the repository uses
+when DAGSTER_HOME is unset) is `instance_yaml()`."""
 
 from __future__ import annotations
 
-from dagster import AssetSelection, Definitions, define_asset_job, load_asset_checks_from_modules, load_assets_from_modules
+from dagster import (
+    AssetSelection,
+    DagsterInstance,
+    Definitions,
+    define_asset_job,
+    load_asset_checks_from_modules,
+    load_assets_from_modules,
+)
 
 import assets.catalog
 import assets.clusters
 import assets.duplicates
 import assets.estimates
-import assets.image_hashes
 import assets.images
 import assets.landing
 import assets.proposals
@@ -20,11 +32,41 @@ import assets.reports
 import assets.scores
 import assets.selections
 import assets.trend
-from dagster_project.resources import LakeResource, SourceResource, default_lake_root, default_source
+from dagster_project.resources import SourceResource, default_source, lake_resource
 
-STUDY_MODULES = [assets.images, assets.image_hashes, assets.duplicates, assets.clusters, assets.proposals, assets.selections, assets.scores,
+STUDY_MODULES = [assets.images, assets.duplicates, assets.clusters, assets.proposals, assets.selections, assets.scores,
                  assets.records, assets.estimates, assets.reports, assets.catalog, assets.landing,
                  assets.trend]  # fmt: skip
+
+# Concurrency pools and their limits: the catalog is published by one step at a time, in every run.
+CATALOG_POOL = "duckdb_catalog"
+POOL_LIMITS = {CATALOG_POOL: 1}
+INSTANCE_SETTINGS = {
+    "telemetry": {"enabled": False},
+    # every pool of the project is limited to 1 (the only pool is the catalog's); POOL_LIMITS also
+    # sets it by name on the instances this project builds
+    "concurrency": {"pools": {"default_limit": min(POOL_LIMITS.values())}},
+}
+
+
+def instance_yaml() -> str:
+    """INSTANCE_SETTINGS as a dagster.yaml."""
+    import yaml
+
+    return yaml.safe_dump(INSTANCE_SETTINGS, sort_keys=True)
+
+
+def configure_instance(instance: DagsterInstance) -> DagsterInstance:
+    """Set POOL_LIMITS on an instance (its pools then show these limits in the UI)."""
+    for pool, limit in POOL_LIMITS.items():
+        instance.event_log_storage.set_concurrency_slots(pool, limit)
+    return instance
+
+
+def project_instance() -> DagsterInstance:
+    """An in-memory instance with the project's settings and pool limits (the demo's)."""
+    return configure_instance(DagsterInstance.ephemeral(settings=INSTANCE_SETTINGS))
+
 
 raw_path_job = define_asset_job(
     "raw_path", selection=AssetSelection.groups("ingest", "duplicates") | AssetSelection.assets("catalog"),
@@ -49,7 +91,7 @@ def build_definitions(lake_root: str | None = None, source: SourceResource | Non
         jobs=[reference_study_job, raw_path_job, assets.landing.landed_logs_job, assets.trend.recurring_evaluation_job],
         sensors=[assets.landing.landing_sensor],
         schedules=[assets.trend.recurring_evaluation_schedule],
-        resources={"lake": LakeResource(root=lake_root or default_lake_root()), "source": source or default_source()},
+        resources={"lake": lake_resource(lake_root), "source": source or default_source()},
     )
 
 

@@ -1,36 +1,50 @@
-"""Dagster resources: where the lake lives. The storage code itself is in warehouse/ (no Dagster)."""
+"""Dagster resources: where the lake lives and which data it is built from. The storage code itself
+is in warehouse/ (no Dagster).
+
+Fields read the environment through Dagster's EnvVar (resolved when a run starts and shown in the UI):
+AUTHEVAL_LAKE (lake root, default warehouse/lake), AUTHEVAL_LANDING (default <lake>/landing),
+AUTHEVAL_SOURCE (reference | synthetic | isic2019), AUTHEVAL_INPUT, AUTHEVAL_FREEZE."""
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, EnvVar
 
 from autheval.estimators import DEFAULT_REPS
 from warehouse.lake import DEFAULT_LAKE, Lake
 
 LAKE_ENV = "AUTHEVAL_LAKE"
 LANDING_ENV = "AUTHEVAL_LANDING"
+INPUT_ENV = "AUTHEVAL_INPUT"
+FREEZE_ENV = "AUTHEVAL_FREEZE"
 
 
-def default_lake_root() -> str:
-    return os.environ.get(LAKE_ENV, str(DEFAULT_LAKE))
+def env_or(name: str, default: str) -> EnvVar | str:
+    """EnvVar(name) where the variable is set, else the default: the field then follows the variable
+    (Dagster resolves it when a run starts), and an unset variable is no configuration error."""
+    var = EnvVar(name)
+    return var if var.get_value() is not None else default
 
 
 class LakeResource(ConfigurableResource):
     """The Parquet lake root (catalog at <root>/autheval.duckdb; landing folder <root>/landing unless
-    AUTHEVAL_LANDING or `landing` says otherwise)."""
+    `landing` says otherwise)."""
 
-    root: str
+    root: str = str(DEFAULT_LAKE)
     landing: str = ""
 
     def lake(self) -> Lake:
         return Lake(self.root)
 
-    def landing_dir(self):
-        from pathlib import Path
+    def landing_dir(self) -> Path:
+        return Path(self.landing or Path(self.root) / "landing").resolve()
 
-        return Path(self.landing or os.environ.get(LANDING_ENV, "") or Path(self.root) / "landing").resolve()
+
+def lake_resource(root: str | None = None) -> LakeResource:
+    """The lake at `root`, else at $AUTHEVAL_LAKE (default warehouse/lake); landing at $AUTHEVAL_LANDING
+    (default <root>/landing)."""
+    return LakeResource(root=root or env_or(LAKE_ENV, str(DEFAULT_LAKE)), landing=env_or(LANDING_ENV, ""))
 
 
 SOURCE_ENV = "AUTHEVAL_SOURCE"
@@ -65,6 +79,7 @@ class SourceResource(ConfigurableResource):
 
 
 def default_source() -> SourceResource:
-    return SourceResource(kind=os.environ.get(SOURCE_ENV, "reference"),
-                          input_dir=os.environ.get("AUTHEVAL_INPUT", ""),
-                          freeze=os.environ.get("AUTHEVAL_FREEZE", ""))
+    """The source named by $AUTHEVAL_SOURCE, $AUTHEVAL_INPUT and $AUTHEVAL_FREEZE (default: the
+    embedded reference study)."""
+    return SourceResource(kind=env_or(SOURCE_ENV, "reference"), input_dir=env_or(INPUT_ENV, ""),
+                          freeze=env_or(FREEZE_ENV, ""))

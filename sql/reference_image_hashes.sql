@@ -7,6 +7,7 @@ SELECT
     image_hash,
     image_path AS path,
     CAST(NULL AS BIGINT) AS size,
-    CAST(NULL AS BIGINT) AS mtime_ns
+    CAST(NULL AS BIGINT) AS mtime_ns,
+    CAST(NULL AS VARCHAR) AS format  -- no file was read: the hashes are the published ones
 FROM phash_report
 ORDER BY image_id

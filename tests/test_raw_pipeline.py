@@ -66,8 +66,8 @@ def test_planted_duplicates_are_found_and_clustered(result, cohort):
         if lesion:
             lesions.setdefault(lesion, set()).add(clusters[image])
     assert all(len(c) == 1 for c in lesions.values())
-    exact_rows = [r for r in dups if r["threshold"] == 0]
-    assert not any(r["component_crosses_split"] for r in exact_rows)
+    exact_rows = [r for r in result["duplicate_report"].to_pylist() if r["threshold"] == 0]
+    assert exact_rows and all(r["component_crosses_split"] is False for r in exact_rows)
 
 
 def test_rerun_reuses_hashes_and_gives_the_same_tables(result, cohort):
@@ -107,3 +107,30 @@ def test_synth_command(tmp_path, capsys):
     assert "wrote 12 images" in capsys.readouterr().out
     assert len(list((tmp_path / "c" / "ISIC_2019_Training_Input").glob("*.jpg"))) == 12
     assert (tmp_path / "c" / "ISIC_2019_Training_Metadata.csv").is_file()
+
+
+def test_unreadable_and_misnamed_images_are_reported(tmp_path):
+    import io
+
+    from PIL import Image
+
+    cohort = synth_cohort(12, tmp_path / "c", seed=3, size=(96, 64))
+    files = sorted(cohort.images.glob("*.jpg"))
+    files[0].write_bytes(b"\xff\xd8\xff truncated")
+    with Image.open(files[1]) as image:
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+    files[1].write_bytes(buffer.getvalue())
+    result = run_raw_path(cohort.root, workers=1, progress=False, checksums=False)
+    report = {(r["image_id"], r["reason"]): r for r in result["ingest_report"].to_pylist()}
+    assert set(report) == {(files[0].stem, "unreadable_image"), (files[1].stem, "format_mismatch")}
+    assert report[(files[0].stem, "unreadable_image")]["action"] == "excluded"
+    assert report[(files[1].stem, "format_mismatch")]["action"] == "kept"
+    assert report[(files[1].stem, "format_mismatch")]["value"].startswith("named JPEG, holds PNG")
+    assert files[0].stem not in result["images"]["image_id"].to_pylist()
+    assert result["images"].num_rows == result["clusters"].num_rows == 11
+    formats = dict(zip(result["image_hashes"]["image_id"].to_pylist(), result["image_hashes"]["format"].to_pylist()))
+    assert formats[files[1].stem] == "PNG" and formats[files[2].stem] == "JPEG"
+    again = run_raw_path(cohort.root, workers=1, progress=False, checksums=False, previous_hashes=result["image_hashes"])
+    assert again["image_hashes"].equals(result["image_hashes"])  # reused rows keep their format
+    assert again["ingest_report"].equals(result["ingest_report"])

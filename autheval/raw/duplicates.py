@@ -212,6 +212,16 @@ def find_duplicates(
                           ("component_id", "ascending"), ("image_id", "ascending")])
 
 
+def with_splits(duplicates: pa.Table, splits: pa.Table) -> pa.Table:
+    """The duplicates table with each member's split and component_crosses_split filled in from
+    `splits` (image_id, split: the clusters table), without searching for duplicates again. Equal to
+    find_duplicates(image_hashes, rules, splits) for the duplicates find_duplicates(image_hashes, rules)."""
+    con = connect()
+    con.register("duplicates", duplicates)
+    con.register("image_splits", _splits_table(splits))
+    return con.execute(load_sql("raw_duplicate_splits")).arrow().read_all().cast(DUPLICATES_SCHEMA)
+
+
 def removals(duplicates: pa.Table) -> pa.Table:
     """For the 'drop' rules: components (unioned across drop rules) keep their smallest image_id;
     every other member is listed as removed, with the component that removed it."""

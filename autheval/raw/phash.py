@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import re
 import sys
 import time
 import zipfile
@@ -42,6 +43,7 @@ IMAGE_HASHES_SCHEMA = pa.schema([
     ("path", pa.string()),
     ("size", pa.int64()),
     ("mtime_ns", pa.int64()),
+    ("format", pa.string()),  # the format Pillow detected in the file's bytes (JPEG, PNG, ...), whatever its name
 ])
 FAILURES_SCHEMA = pa.schema([("image_id", pa.string()), ("path", pa.string()), ("error", pa.string())])
 
@@ -117,12 +119,29 @@ def stat_image(path: str) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
+# The format a file name promises, by extension (compared with the format found in the bytes).
+FORMAT_OF_SUFFIX = {".jpg": "JPEG", ".jpeg": "JPEG", ".jpe": "JPEG", ".png": "PNG", ".tif": "TIFF",
+                    ".tiff": "TIFF", ".bmp": "BMP", ".gif": "GIF", ".webp": "WEBP"}
+
+
+def named_format(path: str) -> str | None:
+    """The format a path's extension names (None for an unknown extension)."""
+    return FORMAT_OF_SUFFIX.get(os.path.splitext(path)[1].lower())
+
+
 def hash_bytes(data: bytes, kinds) -> dict[str, int]:
     """Every requested kind from one file's bytes (one full decode shared by the full-decode kinds)."""
+    return decode_hashes(data, kinds)[0]
+
+
+def decode_hashes(data: bytes, kinds) -> tuple[dict[str, int], str | None]:
+    """(hashes of every requested kind, the format Pillow detected) from one file's bytes."""
     out = {}
+    detected = None
     full = [k for k in kinds if k != "autheval_draft"]
     if full:
         with Image.open(io.BytesIO(data)) as image:
+            detected = image.format
             image.load()
             grey = image.convert("L")
         if "autheval" in full:
@@ -131,23 +150,30 @@ def hash_bytes(data: bytes, kinds) -> dict[str, int]:
             out["imagehash"] = imagehash_phash(grey)
     if "autheval_draft" in kinds:
         with Image.open(io.BytesIO(data)) as image:
+            detected = detected or image.format
             image.draft("L", DRAFT_SIZE)
             image.load()
             out["autheval_draft"] = autheval_phash(image)
-    return out
+    return out, detected
 
 
 def hash_file(path: str, kinds=("autheval",)) -> dict[str, int]:
     return hash_bytes(read_image_bytes(path), kinds)
 
 
-def _hash_batch(batch: list[tuple[int, str, tuple]]) -> list[tuple[int, dict | None, str | None]]:
+def _error_text(err: Exception) -> str:
+    """One line naming the error, without object addresses (the same file gives the same text)."""
+    return re.sub(r" <[^<>]* at 0x[0-9a-fA-F]+>", "", f"{type(err).__name__}: {err}".splitlines()[0])
+
+
+def _hash_batch(batch: list[tuple[int, str, tuple]]) -> list[tuple[int, dict | None, str | None, str | None]]:
     results = []
     for index, path, kinds in batch:
         try:
-            results.append((index, hash_file(path, kinds), None))
+            hashes, detected = decode_hashes(read_image_bytes(path), kinds)
+            results.append((index, hashes, detected, None))
         except Exception as err:  # an unreadable image is a reported failure, not a crash
-            results.append((index, None, f"{type(err).__name__}: {err}".splitlines()[0]))
+            results.append((index, None, None, _error_text(err)))
     return results
 
 
@@ -210,9 +236,10 @@ def hash_images(
     ids = images.column("image_id").to_pylist()
     paths = images.column("path").to_pylist()
     reuse: dict[tuple[str, str], tuple] = {}
-    if previous is not None and previous.num_rows:
-        for row in previous.select(["image_id", "hash_kind", "phash", "path", "size", "mtime_ns"]).to_pylist():
-            reuse[(row["image_id"], row["hash_kind"])] = (row["path"], row["size"], row["mtime_ns"], row["phash"])
+    if previous is not None and previous.num_rows and "format" in previous.column_names:  # older tables: re-hash
+        for row in previous.select(["image_id", "hash_kind", "phash", "path", "size", "mtime_ns", "format"]).to_pylist():
+            reuse[(row["image_id"], row["hash_kind"])] = (row["path"], row["size"], row["mtime_ns"], row["phash"],
+                                                          row["format"])
 
     rows: list[dict] = []
     failures: list[dict] = []
@@ -230,7 +257,8 @@ def hash_images(
         for kind in kinds:
             hit = reuse.get((image_id, kind))
             if hit is not None and hit[:3] == (path, size, mtime):
-                rows.append(dict(image_id=image_id, hash_kind=kind, phash=hit[3], path=path, size=size, mtime_ns=mtime))
+                rows.append(dict(image_id=image_id, hash_kind=kind, phash=hit[3], path=path, size=size, mtime_ns=mtime,
+                                 format=hit[4]))
                 n_reused += 1
             else:
                 needed.append(kind)
@@ -243,14 +271,14 @@ def hash_images(
     bar = _progress(progress and bool(todo), len(todo))
 
     def collect(results):
-        for index, hashes, error in results:
+        for index, hashes, detected, error in results:
             if error is not None:
                 failures.append(dict(image_id=ids[index], path=paths[index], error=error))
                 continue
             size, mtime = stats[index]
             for kind, value in hashes.items():
                 rows.append(dict(image_id=ids[index], hash_kind=kind, phash=value, path=paths[index],
-                                 size=size, mtime_ns=mtime))
+                                 size=size, mtime_ns=mtime, format=detected))
         if bar is not None:
             bar.advance(bar.task_ids[0], len(results))
 
