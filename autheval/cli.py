@@ -201,17 +201,21 @@ def cmd_demo(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from autheval.tables import render
-    from warehouse.catalog import query
-    from warehouse.lake import Lake
-    import duckdb
+    import os
 
+    from autheval.tables import write_batches
+    from warehouse.catalog import stream
+    from warehouse.lake import Lake
+
+    lake = Lake(args.lake)
     try:
-        table = query(Lake(args.lake), args.sql)
-    except (duckdb.Error, FileNotFoundError) as err:
-        print(f"autheval: error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        write_batches(stream(lake, args.sql), args.format, sys.stdout)
+        sys.stdout.flush()
+    except FileNotFoundError as err:
+        print(f"autheval: error: {err}", file=sys.stderr)
         return 2
-    print(render(table, args.format))
+    except BrokenPipeError:  # `autheval query ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
@@ -290,10 +294,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "the published-summary check compares the point estimates only)")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("query", help="read-only SQL over the lake's catalog")
-    p.add_argument("sql", help="a SQL query, e.g. \"select * from estimates\"")
+    p = sub.add_parser(
+        "query", help="read-only SQL over the lake's catalog, streamed to stdout",
+        description="Run one read-only statement (SELECT, WITH ... SELECT, DESCRIBE, SHOW, EXPLAIN) over the "
+                    "lake's catalog and stream the result to stdout. Anything else (COPY, SET, CREATE, "
+                    "several statements, reading files outside the lake) is refused with exit code 2.")
+    p.add_argument("sql", help="one SQL statement, e.g. \"select * from estimates\"")
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="table (aligned text), csv, or json (one array of row objects; JSON has no NaN or "
+                        "Infinity, so non-finite numbers are written as null)")
     p.set_defaults(func=cmd_query)
 
     from autheval.raw.cli import register as register_raw
