@@ -233,6 +233,10 @@ def test_fallback_is_the_highest_band_action():
     assert outcome(got, "i", "capacity_ceiling") == ("a1", "fallback", None)
     assert outcome(got, "j", "capacity_ceiling") == ("a1", "down_substitution", None)
     assert outcome(got, "i", "safety_floor") == ("a3", "none", None)
+    got = select([context_row("c", "MSK_like", "moderate")],  # safety band {a2, a3}
+                 [{"image_id": "k", "cluster_id": "c", "slate": ["a0", "a1"]}])
+    assert outcome(got, "k", "safety_floor") == ("a3", "fallback", None)
+    assert outcome(got, "k", "mixed") == ("a3", "fallback", None)
 
 
 def test_unknown_band_is_counted_not_guessed():
@@ -254,8 +258,9 @@ def test_unknown_regime_is_refused():
 # Scores and records
 
 
-def score(context: dict, risk: str, a_head: str, a_sel: str, cluster_id: str = "c") -> dict:
+def score(context: dict, risk: str, a_head: str, a_sel: str, cluster_id: str = "c", rule_file=RULES) -> dict:
     con, params = engine(
+        rule_file,
         contexts=pa.Table.from_pylist([context]),
         images=pa.table({"image_id": ["i"], "risk_stratum": [risk]}),
         selections=pa.table({"analysis": ["m / mixed"], "mechanism": ["m"], "regime": ["mixed"], "image_id": ["i"],
@@ -281,6 +286,16 @@ def test_under_escalation_is_weight_times_severity_times_gap():
     assert got["u_global_head"] == ((-1.2) * 4.0) * 2.0
     got = score({"cluster_id": "c", "w_under": 1.2 * 1.25, "w_over": 0.75}, "high", "a2", "a2")
     assert math.isclose(got["u_local_head"], -6.0) and got["u_global_head"] == -4.8
+
+
+def test_under_escalation_multiplies_weight_and_severity_first():
+    data = yaml.safe_load(default_rules_text())
+    data["severity"]["high"] = 3.3  # not a power of two: the association shows in the last bit
+    rules = parse_rules(yaml.safe_dump(data, sort_keys=False))
+    w_under = 1.3 * 0.95
+    got = score({"cluster_id": "c", "w_under": w_under, "w_over": 2.0}, "high", "a0", "a0", rule_file=rules)
+    assert got["u_local_head"] == ((-w_under) * 3.3) * 3 == -12.226499999999998
+    assert got["u_local_head"] != (-w_under) * (3.3 * 3)
 
 
 def test_unknown_risk_or_context_scores_null():
