@@ -307,8 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_query)
 
     from autheval.raw.cli import register as register_raw
+    from models.cct_cli import register as register_aggregate
 
     register_raw(sub)
+    register_aggregate(sub)
 
     p = sub.add_parser("ui", help="the Dagster UI for this project on 127.0.0.1")
     p.add_argument("--port", type=int, default=3000, help="port (default 3000)")

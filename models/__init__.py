@@ -1,0 +1,1 @@
+"""Proposal mechanisms and model-training code (torch, transformers, scikit-learn); no Dagster imports."""
