@@ -1,0 +1,523 @@
+"""VLM likelihood scorer (AuthEval spec 5.1): the mean token log-likelihood of each of the four risk
+continuations given the image and the public metadata, softmax-ed into p_very_low..p_high.
+
+Why it is not the reference's loop (one image per forward pass, four padded rows): here a batch of
+images runs the shared prompt once (`use_cache=True`), the key/value cache is repeated four times in the
+batch dimension, and the four continuations of every image run in one second pass on that cache. The
+prompt (about 400 tokens with 256 image tokens on MedGemma) is computed once instead of four times and
+only the last prompt position is projected onto the vocabulary. `method="padded_rows"` is the
+reference's scheme (prompt + continuation rows, right-padded), batched over images, projecting only the
+positions it scores; it is the fallback for a model whose cache cannot be repeated. `method="reference"`
+is the same with every position's logits, as the reference computes them: at batch size 1 it is the
+benchmark's baseline.
+
+Results go to a resumable Parquet cache keyed by (model, revision, prompt id, image id): one part file
+per chunk, each written atomically, so an interrupted run loses no finished row and a rerun scores only
+the images not yet in the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from models.prompts import (ACTIONS, BACKEND, CONTINUATIONS, LEVELS, PROMPT_ID, PUBLIC_COLUMNS, RISK_SCORES,
+                            chat_messages, risk_prompt)
+
+METHODS = ("shared_prefix", "padded_rows", "reference")
+KEY_COLUMNS = ("model", "revision", "prompt_id", "image_id")
+CACHE_SCHEMA = pa.schema(
+    [("model", pa.string()), ("revision", pa.string()), ("prompt_id", pa.string()), ("image_id", pa.string())]
+    + [(f"ll_{level}", pa.float64()) for level in LEVELS]
+    + [(f"n_tokens_{level}", pa.int32()) for level in LEVELS]
+    + [(f"p_{level}", pa.float64()) for level in LEVELS]
+    + [("s_assistant", pa.float64()), ("backend", pa.string()), ("method", pa.string()),
+       ("device", pa.string()), ("dtype", pa.string()), ("scored_at", pa.timestamp("us", tz="UTC"))]
+)
+PROPOSALS_SCHEMA = pa.schema(
+    [("mechanism", pa.string()), ("image_id", pa.string()), ("slate", pa.list_(pa.string())),
+     ("a_head", pa.string())]
+    + [(f"p_{level}", pa.float64()) for level in LEVELS] + [("source", pa.string())]
+)
+
+
+@dataclass(frozen=True)
+class ScorerConfig:
+    """A model is a local directory (nothing is downloaded); an optional LoRA adapter directory on top
+    makes a fine-tuned model its own mechanism. `revision` defaults to a content hash of the files."""
+
+    model_dir: str
+    adapter_dir: str | None = None
+    model_name: str | None = None   # default: the directory name (+ "+" adapter directory name)
+    revision: str | None = None     # default: sha256 of the model (and adapter) files
+    batch_size: int = 8
+    chunk_images: int = 64          # images per cache part file (a crash loses at most one unflushed chunk)
+    method: str = "shared_prefix"
+    device: str | None = None       # default: cuda when present, else cpu
+    prompt_id: str = PROMPT_ID
+
+    def name(self) -> str:
+        if self.model_name:
+            return self.model_name
+        base = Path(self.model_dir).name
+        return f"{base}+{Path(self.adapter_dir).name}" if self.adapter_dir else base
+
+
+# ---------------------------------------------------------------- model identity and loading
+
+
+def directory_sha256(path: str | Path) -> str:
+    """Content hash of a model directory: relative names and bytes of every file, in sorted order."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(root).as_posix().encode() + b"\0")
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def model_revision(config: ScorerConfig) -> str:
+    if config.revision:
+        return config.revision
+    revision = directory_sha256(config.model_dir)
+    if config.adapter_dir:
+        revision = hashlib.sha256(f"{revision}+{directory_sha256(config.adapter_dir)}".encode()).hexdigest()
+    return revision
+
+
+def load_model(model_dir: str, adapter_dir: str | None = None, device=None):
+    """(model, processor, device, dtype) from local directories only; a LoRA adapter is merged in."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from models.device import choose_device, dtype_for
+
+    device = choose_device(device)
+    dtype = dtype_for(device)
+    processor = AutoProcessor.from_pretrained(model_dir, backend="pil", local_files_only=True)  # = use_fast=False
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=dtype, local_files_only=True)
+    if adapter_dir:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter_dir, local_files_only=True).merge_and_unload()
+    model.to(device).eval()
+    torch.set_grad_enabled(False)
+    return model, processor, device, dtype
+
+
+def continuation_token_ids(processor) -> list[list[int]]:
+    """Each continuation tokenized alone, without special tokens (spec 5.1 step 1)."""
+    tokenizer = processor.tokenizer
+    return [tokenizer(CONTINUATIONS[level], add_special_tokens=False)["input_ids"] for level in LEVELS]
+
+
+def pad_token_id(processor) -> int:
+    tokenizer = processor.tokenizer
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
+def encode_prompts(processor, images: list, prompts: list[str]) -> dict:
+    """Chat template + processor for a batch, right-padded (real prompt tokens first in every row)."""
+    processor.tokenizer.padding_side = "right"
+    conversations = [chat_messages(image, text) for image, text in zip(images, prompts)]
+    return processor.apply_chat_template(conversations, add_generation_prompt=True, tokenize=True,
+                                         return_dict=True, return_tensors="pt",
+                                         processor_kwargs={"padding": True})
+
+
+# ---------------------------------------------------------------- scoring a batch
+
+
+def score_batch(model, processor, images: list, prompts: list[str], method: str = "shared_prefix") -> np.ndarray:
+    """(B, 4) mean token log-likelihoods of the four continuations for B (image, prompt) pairs."""
+    encoded = encode_prompts(processor, images, prompts)
+    cont_ids = continuation_token_ids(processor)
+    if method == "shared_prefix":
+        return _score_shared_prefix(model, encoded, cont_ids, pad_token_id(processor))
+    if method in ("padded_rows", "reference"):
+        return _score_padded_rows(model, encoded, cont_ids, pad_token_id(processor), all_logits=method == "reference")
+    raise ValueError(f"unknown scoring method {method!r}; expected one of {METHODS}")
+
+
+def _model_inputs(model, encoded: dict) -> dict:
+    device, dtype = model.device, model.dtype
+    inputs = {k: v.to(device) for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    if "pixel_values" in encoded:
+        inputs["pixel_values"] = encoded["pixel_values"].to(device, dtype)
+    return inputs
+
+
+def _score_shared_prefix(model, encoded: dict, cont_ids: list[list[int]], pad_id: int) -> np.ndarray:
+    import torch
+
+    inputs = _model_inputs(model, encoded)
+    mask = inputs["attention_mask"]
+    batch, prompt_width = mask.shape
+    prompt_len = mask.sum(dim=1)                                    # right-padded: real tokens first
+    last = torch.unique(prompt_len - 1)                             # positions whose logits are needed
+    prefix = model(**inputs, use_cache=True, logits_to_keep=last)
+    row_of = torch.searchsorted(last, prompt_len - 1)
+    first_logits = prefix.logits[torch.arange(batch, device=mask.device), row_of]        # (B, V)
+    cache = prefix.cache
+    n_cont = len(cont_ids)
+    cache.batch_repeat_interleave(n_cont)                           # row b*4+j continues image b
+
+    width = max(len(ids) for ids in cont_ids)
+    cont = torch.full((n_cont, width), pad_id, dtype=torch.long, device=mask.device)
+    cont_mask = torch.zeros((n_cont, width), dtype=mask.dtype, device=mask.device)
+    for j, ids in enumerate(cont_ids):
+        cont[j, : len(ids)] = torch.tensor(ids, device=mask.device)
+        cont_mask[j, : len(ids)] = 1
+    cont = cont.repeat(batch, 1)                                    # (4B, M), row b*4+j = continuation j
+    cont_mask = cont_mask.repeat(batch, 1)
+    attention = torch.cat([mask.repeat_interleave(n_cont, dim=0), cont_mask], dim=1)
+    positions = prompt_len.repeat_interleave(n_cont).unsqueeze(1) + torch.arange(width, device=mask.device)
+    logits = model(input_ids=cont, attention_mask=attention, position_ids=positions, cache=cache,
+                   use_cache=True).logits
+    # token 0 is predicted by the last prompt position, token t >= 1 by continuation position t-1
+    step_logits = torch.cat([first_logits.repeat_interleave(n_cont, dim=0).unsqueeze(1), logits[:, : width - 1]],
+                            dim=1)
+    logprobs = _token_logprobs(step_logits, cont)
+    return _masked_mean(logprobs, cont_mask).view(batch, n_cont).cpu().numpy()
+
+
+def _score_padded_rows(model, encoded: dict, cont_ids: list[list[int]], pad_id: int,
+                       all_logits: bool = False) -> np.ndarray:
+    """The reference's rows (prompt_b + continuation_j, right-padded), all images of the batch at once.
+    Only the positions that predict a continuation token are projected onto the vocabulary, unless
+    `all_logits` (the reference computes every position's logits: the benchmark's baseline does too)."""
+    import torch
+
+    inputs = _model_inputs(model, encoded)
+    mask = inputs["attention_mask"]
+    batch = mask.shape[0]
+    n_cont = len(cont_ids)
+    prompt_len = mask.sum(dim=1).tolist()
+    width = max(prompt_len) + max(len(ids) for ids in cont_ids)
+    rows = torch.full((batch * n_cont, width), pad_id, dtype=torch.long, device=mask.device)
+    row_mask = torch.zeros_like(rows)
+    types = torch.zeros_like(rows) if "token_type_ids" in inputs else None
+    targets = torch.zeros_like(rows)
+    target_mask = torch.zeros_like(rows)
+    for b in range(batch):
+        length = prompt_len[b]
+        for j, ids in enumerate(cont_ids):
+            r = b * n_cont + j
+            rows[r, :length] = inputs["input_ids"][b, :length]
+            rows[r, length: length + len(ids)] = torch.tensor(ids, device=mask.device)
+            row_mask[r, : length + len(ids)] = 1
+            if types is not None:
+                types[r, :length] = inputs["token_type_ids"][b, :length]
+            # logits at P-1 .. P-2+m predict the continuation tokens
+            targets[r, length - 1: length - 1 + len(ids)] = torch.tensor(ids, device=mask.device)
+            target_mask[r, length - 1: length - 1 + len(ids)] = 1
+    forward = {"input_ids": rows, "attention_mask": row_mask}
+    if types is not None:
+        forward["token_type_ids"] = types
+    if "pixel_values" in inputs:
+        forward["pixel_values"] = inputs["pixel_values"].repeat_interleave(n_cont, dim=0)
+    keep = width if all_logits else width - (min(prompt_len) - 1)
+    logits = model(**forward, use_cache=False, logits_to_keep=keep).logits
+    logprobs = _token_logprobs(logits, targets[:, width - keep:])
+    return _masked_mean(logprobs, target_mask[:, width - keep:]).view(batch, n_cont).cpu().numpy()
+
+
+def _token_logprobs(logits, tokens):
+    """log p(token) at each position, in float32 (logits may be bf16: logsumexp in fp32 keeps the digits)."""
+    import torch
+
+    logits = logits.float()
+    picked = torch.gather(logits, -1, tokens.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+def _masked_mean(values, mask):
+    mask = mask.to(values.dtype)
+    return (values * mask).sum(dim=1).double() / mask.sum(dim=1).double()
+
+
+def naive_continuation_loglik(model, processor, image, prompt: str) -> np.ndarray:
+    """The oracle: for each continuation a separate, unpadded forward pass over prompt + continuation."""
+    import torch
+
+    encoded = _model_inputs(model, encode_prompts(processor, [image], [prompt]))
+    out = []
+    for ids in continuation_token_ids(processor):
+        cont = torch.tensor([ids], device=model.device)
+        length = encoded["input_ids"].shape[1]
+        forward = {"input_ids": torch.cat([encoded["input_ids"], cont], dim=1)}
+        forward["attention_mask"] = torch.ones_like(forward["input_ids"])
+        if "token_type_ids" in encoded:
+            forward["token_type_ids"] = torch.cat([encoded["token_type_ids"], torch.zeros_like(cont)], dim=1)
+        if "pixel_values" in encoded:
+            forward["pixel_values"] = encoded["pixel_values"]
+        logits = model(**forward, use_cache=False).logits[0, length - 1: length - 1 + len(ids)].double()
+        out.append(float(torch.log_softmax(logits, dim=-1)[torch.arange(len(ids)), cont[0]].mean()))
+    return np.array(out)
+
+
+def probabilities(loglik: np.ndarray) -> np.ndarray:
+    """softmax over the four mean log-likelihoods in float64 (spec 5.1 step 4); no clipping here (the
+    readout clips at 1e-8 when it takes logs)."""
+    loglik = np.asarray(loglik, dtype=np.float64)
+    shifted = np.exp(loglik - loglik.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def public_inputs(images: pa.Table) -> pa.Table:
+    """The lake's `images` table reduced to what a proposer may see (`path` becomes `image_path`)."""
+    if "image_path" not in images.column_names and "path" in images.column_names:
+        images = images.rename_columns(["image_path" if c == "path" else c for c in images.column_names])
+    return images.select([c for c in PUBLIC_COLUMNS if c in images.column_names])
+
+
+def check_inputs(images: pa.Table) -> None:
+    from autheval.errors import RecordError
+
+    forbidden = [c for c in images.column_names if c not in PUBLIC_COLUMNS]
+    if forbidden:
+        raise RecordError("scorer input", forbidden[0], "only public fields reach the proposer "
+                          f"({', '.join(PUBLIC_COLUMNS)}); select them with public_inputs()")
+    for column in ("image_id", "image_path"):
+        if column not in images.column_names:
+            raise RecordError("scorer input", column, "required column is missing")
+    ids = images.column("image_id").to_pylist()
+    if len(set(ids)) != len(ids):
+        raise RecordError("scorer input", "image_id", "image ids must be unique")
+
+
+def open_rgb(path: str):
+    from PIL import Image
+
+    from autheval.raw.phash import read_image_bytes
+
+    with Image.open(io.BytesIO(read_image_bytes(path))) as image:
+        return image.convert("RGB")
+
+
+# ---------------------------------------------------------------- the resumable cache
+
+
+def key_directory(cache_dir: str | Path, model: str, revision: str, prompt_id: str) -> Path:
+    tag = hashlib.sha256(f"{model}\x1f{revision}\x1f{prompt_id}".encode()).hexdigest()[:16]
+    return Path(cache_dir) / tag
+
+
+def read_cache(cache_dir: str | Path, model: str | None = None, revision: str | None = None,
+               prompt_id: str | None = None) -> pa.Table:
+    """Every finished row under `cache_dir` (or of one key), one row per key (first part wins)."""
+    root = Path(cache_dir)
+    if model is not None:
+        parts = sorted(key_directory(root, model, revision, prompt_id).glob("part-*.parquet"))
+    else:
+        parts = sorted(root.glob("*/part-*.parquet"))
+    if not parts:
+        return CACHE_SCHEMA.empty_table()
+    table = pa.concat_tables([pq.read_table(p, schema=CACHE_SCHEMA) for p in parts])
+    keys = list(zip(*(table.column(c).to_pylist() for c in KEY_COLUMNS)))
+    seen, keep = set(), []
+    for i, key in enumerate(keys):
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    return table.take(keep) if len(keep) < len(keys) else table
+
+
+def write_part(directory: Path, rows: list[dict]) -> Path:
+    """One chunk of finished rows as its own Parquet file, written to a temporary name and renamed."""
+    from warehouse.atomic import atomic_path
+
+    target = directory / f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+    with atomic_path(target) as tmp:
+        pq.write_table(pa.Table.from_pylist(rows, schema=CACHE_SCHEMA), tmp)
+    return target
+
+
+def compact(directory: Path) -> int:
+    """Merge a key's part files into one (after a run), so the cache does not grow a file per chunk.
+    The merged file lands before the old parts go: a crash in between leaves duplicates, which
+    read_cache drops."""
+    parts = sorted(directory.glob("part-*.parquet"))
+    if len(parts) <= 1:
+        return len(parts)
+    table = pa.concat_tables([pq.read_table(p, schema=CACHE_SCHEMA) for p in parts])
+    rows = table.to_pylist()
+    write_part(directory, _dedupe(rows))
+    for part in parts:
+        part.unlink()
+    return 1
+
+
+def _dedupe(rows: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for row in rows:
+        key = tuple(row[c] for c in KEY_COLUMNS)
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------- the run
+
+
+def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, *, progress: bool = True,
+                 on_batch: Callable[[int], None] | None = None) -> tuple[pa.Table, dict]:
+    """Score every image of `images` (public columns only) not yet in the cache; return the cache rows of
+    these images in input order and the run's metadata (images/s, device, data hash, config).
+
+    `on_batch(n_done)` is called after each scored batch (a hook for progress reporting and for tests
+    that interrupt a run)."""
+    from autheval.records import table_sha256
+
+    check_inputs(images)
+    if config.method not in METHODS:
+        raise ValueError(f"unknown scoring method {config.method!r}; expected one of {METHODS}")
+    model_name, revision = config.name(), model_revision(config)
+    directory = key_directory(cache_dir, model_name, revision, config.prompt_id)
+    cached = read_cache(cache_dir, model_name, revision, config.prompt_id)
+    done = set(cached.column("image_id").to_pylist())
+    todo = [row for row in images.to_pylist() if row["image_id"] not in done]
+
+    started = time.perf_counter()
+    device_name, dtype_name_, load_s, scoring_s, parts = None, None, 0.0, 0.0, 0
+    if todo:
+        from models.device import dtype_name
+
+        model, processor, device, dtype = load_model(config.model_dir, config.adapter_dir, config.device)
+        device_name, dtype_name_ = str(device), dtype_name(dtype)
+        load_s = time.perf_counter() - started
+        n_tokens = [len(ids) for ids in continuation_token_ids(processor)]
+        scoring_started = time.perf_counter()
+        pending: list[dict] = []
+        bar = _progress(len(todo), f"scoring {model_name}", enabled=progress)
+        try:
+            for begin in range(0, len(todo), config.batch_size):
+                batch = todo[begin: begin + config.batch_size]
+                pictures = [open_rgb(row["image_path"]) for row in batch]
+                prompts = [risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site")) for row in batch]
+                loglik = score_batch(model, processor, pictures, prompts, config.method)
+                pending.extend(_cache_rows(batch, loglik, n_tokens, model_name, revision, config, device_name, dtype_name_))
+                bar.advance(len(batch))
+                if len(pending) >= config.chunk_images:
+                    write_part(directory, pending)
+                    parts += 1
+                    pending = []
+                if on_batch is not None:
+                    on_batch(begin + len(batch))
+        finally:
+            if pending:                                     # finished rows survive an exception
+                write_part(directory, pending)
+                parts += 1
+            bar.close()
+        scoring_s = time.perf_counter() - scoring_started
+        compact(directory)
+
+    cached = read_cache(cache_dir, model_name, revision, config.prompt_id)
+    order = {image_id: i for i, image_id in enumerate(images.column("image_id").to_pylist())}
+    mine = [i for i, image_id in enumerate(cached.column("image_id").to_pylist()) if image_id in order]
+    result = cached.take(mine)
+    result = result.take(np.argsort([order[i] for i in result.column("image_id").to_pylist()], kind="stable"))
+    metadata = {
+        "model": model_name, "revision": revision, "prompt_id": config.prompt_id,
+        "images": images.num_rows, "images_scored": len(todo), "images_from_cache": images.num_rows - len(todo),
+        "images_per_s": round(len(todo) / scoring_s, 3) if scoring_s > 0 else None,
+        "device": device_name, "dtype": dtype_name_, "model_load_s": round(load_s, 3),
+        "scoring_s": round(scoring_s, 3), "parts_written": parts, "cache_dir": str(directory),
+        "data_sha256": table_sha256(images), "config": json.dumps(asdict(config), sort_keys=True),
+    }
+    return result, metadata
+
+
+def _cache_rows(batch: list[dict], loglik: np.ndarray, n_tokens: list[int], model: str, revision: str,
+                config: ScorerConfig, device: str, dtype: str) -> list[dict]:
+    import datetime as dt
+
+    now = dt.datetime.now(dt.timezone.utc)
+    probs = probabilities(loglik)
+    rows = []
+    for row, ll, p in zip(batch, loglik, probs):
+        p_rounded = [round(float(x), 8) for x in p]        # the reference cache keeps 8 decimals
+        record = {"model": model, "revision": revision, "prompt_id": config.prompt_id, "image_id": row["image_id"],
+                  "s_assistant": round(float(np.dot(p, RISK_SCORES)), 8), "backend": BACKEND,
+                  "method": config.method, "device": device, "dtype": dtype, "scored_at": now}
+        for k, level in enumerate(LEVELS):
+            record[f"ll_{level}"] = float(ll[k])
+            record[f"n_tokens_{level}"] = n_tokens[k]
+            record[f"p_{level}"] = p_rounded[k]
+        rows.append(record)
+    return rows
+
+
+class _Progress:
+    """A rich progress bar on stderr (or nothing)."""
+
+    def __init__(self, total: int, label: str, enabled: bool):
+        self._bar = None
+        if enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("images"), TimeRemainingColumn(), console=Console(file=sys.stderr))
+            self._bar.start()
+            self._task = self._bar.add_task(label, total=total)
+
+    def advance(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _progress(total: int, label: str, enabled: bool) -> _Progress:
+    return _Progress(total, label, enabled)
+
+
+# ---------------------------------------------------------------- proposals
+
+
+def proposals_from_scores(scores: pa.Table, mechanism: str, source: str = "model") -> pa.Table:
+    """The agreed proposals contract from scorer rows: the slate ranks the four actions by probability
+    (ties to the lower action), a_head is its first entry. (The MedGemma readout instead ranks by its
+    locked class scores: see models/readout.py.)"""
+    p = np.column_stack([scores.column(f"p_{level}").to_numpy() for level in LEVELS]) if scores.num_rows else \
+        np.zeros((0, len(LEVELS)))
+    order = np.argsort(-p, axis=1, kind="stable")
+    slates = [[ACTIONS[k] for k in row] for row in order]
+    columns = {"mechanism": [mechanism] * scores.num_rows, "image_id": scores.column("image_id").to_pylist(),
+               "slate": slates, "a_head": [s[0] for s in slates]}
+    for k, level in enumerate(LEVELS):
+        columns[f"p_{level}"] = p[:, k]
+    columns["source"] = [source] * scores.num_rows
+    return pa.table(columns, schema=PROPOSALS_SCHEMA)
+
+
+def continuation_loglik(scores: pa.Table) -> pa.Table:
+    """Scorer rows in long form: one row per (image, continuation) with its mean token log-likelihood."""
+    n = scores.num_rows
+    return pa.table({
+        "model": [m for m in scores.column("model").to_pylist() for _ in LEVELS],
+        "image_id": [i for i in scores.column("image_id").to_pylist() for _ in LEVELS],
+        "level": list(LEVELS) * n,
+        "continuation": [CONTINUATIONS[level].lstrip(" ") for level in LEVELS] * n,
+        "loglik_mean": [x for row in zip(*(scores.column(f"ll_{lv}").to_pylist() for lv in LEVELS)) for x in row],
+    })

@@ -1,0 +1,154 @@
+"""The VLM likelihood scorer on the tiny Gemma3: the batched shared-prefix scores equal a naive forward
+pass per continuation, and the Parquet cache survives a crash and is not rescored."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("transformers")
+
+from models import scorer  # noqa: E402
+from models.prompts import LEVELS, risk_prompt  # noqa: E402
+from models.tiny import ensure_tiny_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma3(tmp_path_factory):
+    return ensure_tiny_model("tiny-gemma3", tmp_path_factory.getbasetemp() / "tiny-models", seed=0)
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_gemma3):
+    model, processor, _, _ = scorer.load_model(str(tiny_gemma3), device="cpu")
+    return model, processor
+
+
+def lesion_images(n: int, seed: int = 1):
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 256, (30 + 7 * i, 41, 3), dtype=np.uint8)) for i in range(n)]
+
+
+METADATA = [(55.0, "female", "anterior torso"), (None, None, None), (80.0, "male", "palms/soles")]
+
+
+@pytest.mark.parametrize("method", ["shared_prefix", "padded_rows"])
+def test_batched_scores_equal_naive_forward_per_continuation(loaded, method):
+    model, processor = loaded
+    images = lesion_images(len(METADATA))
+    prompts = [risk_prompt(*meta) for meta in METADATA]  # different prompt lengths in one batch
+    batched = scorer.score_batch(model, processor, images, prompts, method)
+    naive = np.array([scorer.naive_continuation_loglik(model, processor, im, pr) for im, pr in zip(images, prompts)])
+    assert batched.shape == (3, 4)
+    assert np.abs(batched - naive).max() < 1e-5
+    # the continuations are told apart far beyond the tolerance, so an off-by-one position would show
+    assert np.ptp(naive, axis=1).min() > 1e-2
+
+
+def test_probabilities_softmax_in_float64():
+    ll = np.array([[-1.0, -2.0, -3.0, -4.0]])
+    p = scorer.probabilities(ll)
+    expected = np.exp(ll) / np.exp(ll).sum()
+    assert np.allclose(p, expected, atol=1e-15) and p.dtype == np.float64
+
+
+def write_images(folder, n: int) -> pa.Table:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, image in enumerate(lesion_images(n, seed=7)):
+        path = folder / f"ISIC_{i:07d}.png"
+        image.save(path)
+        paths.append(str(path))
+    meta = [METADATA[i % len(METADATA)] for i in range(n)]
+    return pa.table({"image_id": [f"ISIC_{i:07d}" for i in range(n)], "image_path": paths,
+                     "age": [m[0] for m in meta], "sex": [m[1] for m in meta],
+                     "anatomic_site": [m[2] for m in meta]})
+
+
+class Crash(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize("chunk_images", [2, 100])
+def test_crash_then_rerun_loses_nothing_and_skips_finished_rows(tiny_gemma3, tmp_path, monkeypatch, chunk_images):
+    images = write_images(tmp_path / "images", 7)
+    cache = tmp_path / "cache"
+    config = scorer.ScorerConfig(model_dir=str(tiny_gemma3), batch_size=2, chunk_images=chunk_images, device="cpu")
+
+    def crash_after_two_batches(done: int) -> None:
+        if done >= 4:
+            raise Crash("killed after 4 rows")
+
+    with pytest.raises(Crash):
+        scorer.score_images(images, config, cache, progress=False, on_batch=crash_after_two_batches)
+    survived = scorer.read_cache(cache)
+    assert sorted(survived.column("image_id").to_pylist()) == [f"ISIC_{i:07d}" for i in range(4)]
+
+    scored = []
+    real_score_batch = scorer.score_batch
+
+    def counting_score_batch(model, processor, pictures, prompts, method):
+        scored.append(len(pictures))
+        return real_score_batch(model, processor, pictures, prompts, method)
+
+    monkeypatch.setattr(scorer, "score_batch", counting_score_batch)
+    result, meta = scorer.score_images(images, config, cache, progress=False)
+    assert scored == [2, 1]                      # only the 3 unfinished images were scored
+    assert meta["images_scored"] == 3 and meta["images_from_cache"] == 4
+    assert result.column("image_id").to_pylist() == images.column("image_id").to_pylist()
+    first = {r["image_id"]: r for r in survived.to_pylist()}
+    for row in result.to_pylist()[:4]:           # finished rows are kept as they were
+        assert row["ll_high"] == first[row["image_id"]]["ll_high"]
+
+    # a third run scores nothing at all
+    scored.clear()
+    again, meta = scorer.score_images(images, config, cache, progress=False)
+    assert scored == [] and meta["images_scored"] == 0 and again.equals(result)
+
+    # and the cached values are the ones an uninterrupted run gives
+    fresh, _ = scorer.score_images(images, config, tmp_path / "fresh", progress=False)
+    for level in LEVELS:
+        assert np.allclose(fresh.column(f"ll_{level}").to_numpy(), result.column(f"ll_{level}").to_numpy(),
+                           atol=1e-5)
+    p = np.column_stack([result.column(f"p_{level}").to_numpy() for level in LEVELS])
+    assert np.allclose(p.sum(axis=1), 1.0, atol=1e-7)
+
+
+def test_cache_is_keyed_by_model_revision_and_prompt(tiny_gemma3, tmp_path, monkeypatch):
+    images = write_images(tmp_path / "images", 2)
+    cache = tmp_path / "cache"
+    base = scorer.ScorerConfig(model_dir=str(tiny_gemma3), batch_size=2, device="cpu", revision="r1")
+    scorer.score_images(images, base, cache, progress=False)
+    calls = []
+    monkeypatch.setattr(scorer, "score_batch", lambda m, p, pics, prompts, method: calls.append(1) or
+                        np.zeros((len(pics), 4)))
+    _, meta = scorer.score_images(images, scorer.ScorerConfig(**{**base.__dict__, "revision": "r2"}), cache,
+                                  progress=False)
+    assert calls == [1] and meta["images_scored"] == 2
+    assert scorer.read_cache(cache).num_rows == 4
+
+
+def test_proposer_sees_only_public_fields(tiny_gemma3, tmp_path):
+    from autheval.errors import RecordError
+
+    images = write_images(tmp_path / "images", 1).append_column("diagnosis", pa.array(["MEL"]))
+    config = scorer.ScorerConfig(model_dir=str(tiny_gemma3), device="cpu")
+    with pytest.raises(RecordError, match="diagnosis"):
+        scorer.score_images(images, config, tmp_path / "cache", progress=False)
+    lake_images = images.rename_columns(["path" if c == "image_path" else c for c in images.column_names])
+    assert scorer.public_inputs(lake_images).column_names == ["image_id", "image_path", "age", "sex",
+                                                              "anatomic_site"]
+
+
+def test_proposals_contract():
+    scores = pa.table({"image_id": ["a", "b"], "p_very_low": [0.1, 0.25], "p_low": [0.2, 0.25],
+                       "p_moderate": [0.3, 0.25], "p_high": [0.4, 0.25]})
+    proposals = scorer.proposals_from_scores(scores, "tiny-gemma3 argmax")
+    assert proposals.column_names == ["mechanism", "image_id", "slate", "a_head", "p_very_low", "p_low",
+                                      "p_moderate", "p_high", "source"]
+    assert proposals.column("slate").to_pylist() == [["a3", "a2", "a1", "a0"], ["a0", "a1", "a2", "a3"]]
+    assert proposals.column("a_head").to_pylist() == ["a3", "a0"]
+    assert set(proposals.column("source").to_pylist()) == {"model"}
