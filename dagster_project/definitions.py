@@ -5,9 +5,9 @@ in-process. The lake root comes from AUTHEVAL_LAKE (default warehouse/lake), thr
 EnvVar fields.
 
 The instance settings live here too (INSTANCE_SETTINGS: the `duckdb_catalog` pool, limit 1, so one
-catalog publish runs at a time; telemetry off): the demo's instance is built from them, `autheval ui`
-writes them into its DAGSTER_HOME, and ./dagster.yaml (what `dagster dev` run from the repository uses
-when DAGSTER_HOME is unset) is `instance_yaml()`."""
+catalog publish runs at a time; telemetry off): the demo's instance is built from them
+(`project_instance()`), ./dagster.yaml (what `dagster dev` run from the repository uses when DAGSTER_HOME
+is unset) is `instance_yaml()`, and so is the dagster.yaml `autheval ui` writes into its DAGSTER_HOME."""
 
 from __future__ import annotations
 

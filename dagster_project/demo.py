@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from dagster import AssetSelection, DagsterEventType, materialize
+from dagster._core.errors import DagsterAssetCheckFailedError
 
 from dagster_project.definitions import build_definitions, project_instance, study_assets
 from dagster_project.resources import SourceResource
@@ -26,10 +27,22 @@ class CheckTally(dict):
         self.skipped: list[str] = []
 
 
+class BlockingCheckFailed(ValueError):
+    """A blocking check failed, so the stage's downstream tables (the report, the catalog) were not
+    written. A ValueError so that the command line reports it in one line; `checks` is the tally."""
+
+    def __init__(self, stage: str, checks: CheckTally):
+        failed = sorted(name for name, passed in checks.items() if not passed)
+        super().__init__(f"stage {stage} stopped: blocking asset check failed: {', '.join(failed)}; "
+                         "nothing downstream of it (report, catalog) was published")
+        self.checks = checks
+
+
 def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: SourceResource | None = None,
                extra: tuple[str, ...] = ()) -> CheckTally:
     """Materialize each group in order, then the `extra` assets; returns {check name: passed} of the
-    checks that ran (with `.skipped`, those that did not). Raises if a stage fails."""
+    checks that ran (with `.skipped`, those that did not). Raises if a stage fails (BlockingCheckFailed
+    when a blocking check stopped it)."""
     defs = build_definitions(str(lake_root), source)
     assets_defs = study_assets()
     resources = defs.resources
@@ -38,15 +51,27 @@ def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: Sour
     steps = [(stage, AssetSelection.groups(stage)) for stage in stages] + [(a, AssetSelection.assets(a)) for a in extra]
     for i, (stage, selection) in enumerate(steps, 1):
         started = time.perf_counter()
-        result = materialize(assets_defs, selection=selection, resources=resources,
-                             instance=instance, raise_on_error=True, run_config=QUIET)
-        names = sorted(e.asset_key.to_user_string() for e in result.get_asset_materialization_events())
-        for evaluation in result.get_asset_check_evaluations():
-            checks[evaluation.check_name] = evaluation.passed
-        planned = instance.get_records_for_run(result.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED).records
-        for record in planned:
-            name = record.event_log_entry.dagster_event.event_specific_data.asset_check_key.name
-            if name not in checks and name not in checks.skipped:
-                checks.skipped.append(name)
+        try:
+            run_id = materialize(assets_defs, selection=selection, resources=resources,
+                                 instance=instance, raise_on_error=True, run_config=QUIET).run_id
+        except DagsterAssetCheckFailedError:
+            _tally(instance, instance.get_runs(limit=1)[0].run_id, checks)
+            raise BlockingCheckFailed(stage, checks) from None
+        names = _tally(instance, run_id, checks)
         out(f"[{i}/{len(steps)}] {stage:<10} {time.perf_counter() - started:5.1f} s  {', '.join(names)}")
     return checks
+
+
+def _tally(instance, run_id: str, checks: CheckTally) -> list[str]:
+    """Add a run's check evaluations (and the planned checks that did not run) to `checks`; return
+    the names of the assets it materialized."""
+    def records(kind):
+        return [r.event_log_entry.dagster_event for r in instance.get_records_for_run(run_id, of_type=kind).records]
+
+    for event in records(DagsterEventType.ASSET_CHECK_EVALUATION):
+        checks[event.event_specific_data.check_name] = event.event_specific_data.passed
+    for event in records(DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED):
+        name = event.event_specific_data.asset_check_key.name
+        if name not in checks and name not in checks.skipped:
+            checks.skipped.append(name)
+    return sorted(e.asset_key.to_user_string() for e in records(DagsterEventType.ASSET_MATERIALIZATION))

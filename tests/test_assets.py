@@ -201,6 +201,22 @@ def test_a_failed_blocking_check_stops_report_and_catalog(records_lake, monkeypa
     assert not records_lake.table_path("study_summary").exists()
 
 
+def test_the_demo_stops_at_a_failed_blocking_check_and_tallies_skipped_checks(records_lake, monkeypatch):
+    import assets.estimates
+    from dagster_project.demo import BlockingCheckFailed
+
+    checks = run_stages(records_lake.root, stages=("estimates", "reports"), out=lambda line: None)
+    assert checks == {"estimates_gap_identity": True, "estimates_supported_by_record_level": True}
+    assert checks.skipped == ["estimates_match_published_summary"]  # no reference analysis: not run, not passed
+    (records_lake.root / "reports" / "report.md").unlink()
+    real = assets.estimates.check_row
+    monkeypatch.setattr(assets.estimates, "check_row", lambda lake, name, *a, **k: {
+        **real(lake, name, *a, **k), **({"max_residual": 0.5} if name == "check_estimates_identity" else {})})
+    with pytest.raises(BlockingCheckFailed, match="stage estimates stopped: blocking asset check failed: estimates_gap_identity"):
+        run_stages(records_lake.root, stages=("estimates", "reports"), out=lambda line: None)
+    assert not (records_lake.root / "reports" / "report.md").exists()
+
+
 def test_estimates_and_trend_share_one_grouping_function():
     from autheval.recordsets import recordsets_by
     from warehouse.sql import connect
