@@ -38,7 +38,7 @@ PARTS = {
 # Pinned packages no code imports yet, and the open issue that needs each (anything else pinned is used).
 NEEDED_BY = {
     "pydantic": "issue 8 (the declared local rules file)", "pyyaml": "issue 8 (the declared local rules file)",
-    "torch": "issue 9 (models)", "transformers": "issue 9", "deepspeed": "issue 9", "peft": "issue 9",
+    "torch": "issue 9 (models)", "transformers": "issue 9", "deepspeed": "issue 9", "peft": "issue 9", "tokenizers": "issue 9 (tiny test models)",
     "accelerate": "issue 9", "scikit-learn": "issue 9 (readout)", "ibis-framework": "issue 11 (engine seam)",
     "sqlglot": "issue 11", "pandas": "issue 8 (row-wise benchmark baseline)",
     "dagster-webserver": "`autheval ui` runs `dagster dev`", "dagster-dg-cli": "`dg check defs` in tests",
