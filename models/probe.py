@@ -1,0 +1,229 @@
+"""Linear probe over a frozen vision tower ("vision control", AuthEval spec 5.4).
+
+Features of each image come from the frozen tower in batches (GPU when present) and are cached in
+Parquet keyed by (model, image_id): the cache is a folder of part files, each written atomically, so an
+interrupted extraction keeps every finished batch and a rerun extracts only the missing images.
+
+The probe is one linear layer trained with torch on train features (seeded; epochs, lr, weight decay
+and batch from `ProbeConfig`); after every epoch it is scored on validation and the epoch is chosen by
+the spec's order (lowest ordinal MAE, then highest balanced accuracy, then highest macro-F1, then the
+earlier epoch). The operational head thresholds s = p . RS with tau fitted on validation. Test
+features are never passed to training: they meet only the locked probe (`ProbeFit.proposals`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict
+
+from models.level_metrics import best_by_spec_order, level_metrics
+from models.option_head import fit_tau
+from models.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
+
+PROBE_SEED = 20260710
+N_LEVELS = 4
+FEATURE_SCHEMA = pa.schema([("model", pa.string()), ("image_id", pa.string()), ("feature", pa.list_(pa.float32()))])
+
+
+class ProbeConfig(BaseModel):
+    """The study's probe settings (spec 5.4) as defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    epochs: int = 80
+    lr: float = 0.003
+    weight_decay: float = 0.001
+    batch_size: int = 1024
+    seed: int = PROBE_SEED
+    device: str | None = None  # None: CUDA when present, else CPU
+
+
+def _device(prefer: str | None):
+    import torch
+
+    return torch.device(prefer or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+# ---------------------------------------------------------------- feature cache
+
+def cached_features(cache_dir: str | Path, model_key: str) -> pa.Table:
+    """Every cached feature row of one model (the first row per image if a part was written twice)."""
+    parts = sorted(Path(cache_dir).glob("part-*.parquet"))
+    if not parts:
+        return FEATURE_SCHEMA.empty_table()
+    table = pa.concat_tables([pq.read_table(p, schema=FEATURE_SCHEMA) for p in parts])
+    import pyarrow.compute as pc
+
+    table = table.filter(pc.equal(table.column("model"), model_key))
+    _, first = np.unique(np.asarray(table.column("image_id").to_pylist(), dtype=object), return_index=True)
+    return table.take(np.sort(first))
+
+
+def extract_features(tower, processor, image_ids: list[str], load_image, cache_dir: str | Path, model_key: str,
+                     batch_size: int = 64, device: str | None = None, progress=None) -> pa.Table:
+    """Pooled features of the frozen `tower` for `image_ids`, through the resumable Parquet cache.
+
+    `load_image(image_id)` returns a PIL image; `processor` turns a list of images into `pixel_values`;
+    `tower` is a vision model whose output has `pooler_output` (CLIPVisionModel, SigLIP) or
+    `image_embeds`. Only images missing from the cache are run; each finished batch is one part file.
+    Returns the cached rows of `image_ids`, in their order."""
+    import torch
+
+    from warehouse.atomic import atomic_path
+
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    done = set(cached_features(cache_dir, model_key).column("image_id").to_pylist())
+    todo = [i for i in image_ids if i not in done]
+    dev = _device(device)
+    tower = tower.to(dev).eval()
+    next_part = len(list(cache_dir.glob("part-*.parquet")))
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start:start + batch_size]
+        pixels = processor(images=[load_image(i) for i in batch], return_tensors="pt")["pixel_values"]
+        with torch.inference_mode():
+            out = tower(pixel_values=pixels.to(dev, dtype=next(tower.parameters()).dtype))
+        pooled = getattr(out, "image_embeds", None)
+        if pooled is None:
+            pooled = out.pooler_output
+        features = pooled.float().cpu().numpy()
+        part = pa.table({"model": [model_key] * len(batch), "image_id": batch,
+                         "feature": pa.array(list(features), pa.list_(pa.float32()))}, schema=FEATURE_SCHEMA)
+        with atomic_path(cache_dir / f"part-{next_part:06d}.parquet") as tmp:
+            pq.write_table(part, tmp)
+        next_part += 1
+        if progress:
+            progress(len(batch))
+    cached = cached_features(cache_dir, model_key)
+    index = {image_id: k for k, image_id in enumerate(cached.column("image_id").to_pylist())}
+    return cached.take([index[i] for i in image_ids])
+
+
+def feature_matrix(features: pa.Table) -> np.ndarray:
+    """The `feature` list column as a float32 matrix (n, d)."""
+    column = features.column("feature").combine_chunks()
+    return np.asarray(column.values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(len(column), -1)
+
+
+# ---------------------------------------------------------------- training
+
+def _seed_everything(seed: int):
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def _probabilities(layer, x) -> np.ndarray:
+    import torch
+
+    with torch.inference_mode():
+        return torch.softmax(layer(x), dim=1).double().cpu().numpy()
+
+
+@dataclass
+class ProbeFit:
+    """A locked probe: the chosen epoch's linear layer and the validation-fitted tau."""
+
+    weight: np.ndarray     # (4, d)
+    bias: np.ndarray       # (4,)
+    tau: np.ndarray        # (3,)
+    chosen_epoch: int
+    epoch_table: list[dict]
+    validation_metrics: dict
+    validation_head_mae: float
+    data_sha256: str
+    config: ProbeConfig
+
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        logits = np.asarray(features, dtype=np.float64) @ self.weight.T + self.bias
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def heads(self, features: np.ndarray) -> np.ndarray:
+        """The operational head: #(tau < p . RS) (not the argmax, spec 9.4)."""
+        return threshold_heads(expected_risk_scores(self.probabilities(features)), self.tau)
+
+    def proposals(self, image_ids, features: np.ndarray, mechanism: str = "CLIP probe", source: str = "model") -> pa.Table:
+        probs = self.probabilities(features)
+        heads = threshold_heads(expected_risk_scores(probs), self.tau)
+        return proposals_table(mechanism, image_ids, nearest_level_slates(heads), probs, source)
+
+    def metadata(self) -> dict:
+        return {"chosen_epoch": self.chosen_epoch, "epoch_table": self.epoch_table,
+                "validation_metrics": self.validation_metrics, "tau": self.tau.tolist(),
+                "validation_head_mae": self.validation_head_mae, "data_sha256": self.data_sha256,
+                "config": self.config.model_dump()}
+
+
+def _hash_arrays(*arrays) -> str:
+    digest = hashlib.sha256()
+    for array in arrays:
+        digest.update(np.ascontiguousarray(array).tobytes())
+        digest.update(b"\x1e")
+    return digest.hexdigest()
+
+
+def train_probe(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray,
+                config: ProbeConfig | None = None) -> ProbeFit:
+    """Train the linear probe on train, choose the epoch on validation by the spec's order, fit tau on
+    validation. Deterministic for a seed on CPU."""
+    import torch
+
+    config = config or ProbeConfig()
+    generator = _seed_everything(config.seed)
+    device = _device(config.device)
+    x = torch.as_tensor(np.asarray(train_x, dtype=np.float32))
+    y = torch.as_tensor(np.asarray(train_y, dtype=np.int64))
+    vx = torch.as_tensor(np.asarray(val_x, dtype=np.float32)).to(device)
+    val_y = np.asarray(val_y, dtype=np.int64)
+    layer = torch.nn.Linear(x.shape[1], N_LEVELS).to(device)
+    optimizer = torch.optim.AdamW(layer.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    epoch_table, states = [], {}
+    for epoch in range(1, config.epochs + 1):
+        layer.train()
+        order = torch.randperm(x.shape[0], generator=generator)
+        total = 0.0
+        for start in range(0, x.shape[0], config.batch_size):
+            idx = order[start:start + config.batch_size]
+            optimizer.zero_grad()
+            loss = loss_fn(layer(x[idx].to(device)), y[idx].to(device))
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * idx.numel()
+        layer.eval()
+        predicted = _probabilities(layer, vx).argmax(axis=1)
+        epoch_table.append({"epoch": epoch, "train_loss": total / x.shape[0], **level_metrics(predicted, val_y)})
+        states[epoch] = (layer.weight.detach().double().cpu().numpy().copy(),
+                         layer.bias.detach().double().cpu().numpy().copy())
+    best = best_by_spec_order(epoch_table, tie_key="epoch")
+    weight, bias = states[best["epoch"]]
+    fit = ProbeFit(weight, bias, np.zeros(3), best["epoch"], epoch_table,
+                   {k: best[k] for k in ("mae", "balanced_accuracy", "macro_f1", "accuracy")}, float("nan"),
+                   _hash_arrays(np.asarray(train_x, np.float32), np.asarray(train_y, np.int64),
+                                np.asarray(val_x, np.float32), val_y), config)
+    tau, head_mae = fit_tau(expected_risk_scores(fit.probabilities(val_x)), val_y)
+    fit.tau, fit.validation_head_mae = tau, head_mae
+    return fit
+
+
+def train_probe_from_tables(features: pa.Table, labels: pa.Table, config: ProbeConfig | None = None) -> ProbeFit:
+    """The asset's one call: `features` (image_id, feature) from the cache, `labels` (image_id, split,
+    ideal_action_level). Only train and val rows are read; test rows are dropped here."""
+    level = dict(zip(labels.column("image_id").to_pylist(), labels.column("ideal_action_level").to_pylist()))
+    split = dict(zip(labels.column("image_id").to_pylist(), labels.column("split").to_pylist()))
+    ids = features.column("image_id").to_pylist()
+    matrix = feature_matrix(features)
+    rows = {s: [k for k, i in enumerate(ids) if split.get(i) == s and level.get(i) is not None] for s in ("train", "val")}
+    if not rows["train"] or not rows["val"]:
+        raise ValueError("the probe needs labelled train and val images")
+    return train_probe(matrix[rows["train"]], np.asarray([level[ids[k]] for k in rows["train"]]),
+                       matrix[rows["val"]], np.asarray([level[ids[k]] for k in rows["val"]]), config)

@@ -1,0 +1,126 @@
+"""The linear probe over a frozen vision tower (AuthEval spec 5.4): resumable Parquet feature cache, seeded
+torch training, epoch chosen on validation by the spec's order, tau fitted on validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from models import probe
+from models.probe import ProbeConfig, cached_features, extract_features, feature_matrix, train_probe
+
+CONFIG = ProbeConfig(epochs=6, lr=0.05, weight_decay=0.001, batch_size=32, seed=20260710, device="cpu")
+
+
+def synthetic_features(n_per_level=40, d=8, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 3, size=(4, d))
+    y = np.repeat(np.arange(4), n_per_level)
+    x = centres[y] + rng.normal(0, 1.0, size=(y.size, d))
+    order = rng.permutation(y.size)
+    return x[order].astype(np.float32), y[order]
+
+
+def test_probe_trains_and_locks_on_validation():
+    train_x, train_y = synthetic_features(seed=0)
+    val_x, val_y = synthetic_features(n_per_level=15, seed=0)
+    fit = train_probe(train_x, train_y, val_x, val_y, CONFIG)
+    assert [r["epoch"] for r in fit.epoch_table] == list(range(1, 7))
+    expected = min(fit.epoch_table, key=lambda r: (r["mae"], -r["balanced_accuracy"], -r["macro_f1"], r["epoch"]))
+    assert fit.chosen_epoch == expected["epoch"]
+    assert fit.validation_metrics["balanced_accuracy"] > 0.9
+    # tau on validation: the thresholded head is at least as good as the best constant level
+    assert fit.validation_head_mae <= np.abs(val_y - 1).mean() and list(fit.tau) == sorted(fit.tau)
+    assert np.mean(np.abs(fit.heads(val_x) - val_y)) == pytest.approx(fit.validation_head_mae)
+    meta = fit.metadata()
+    assert meta["config"]["epochs"] == 6 and len(meta["data_sha256"]) == 64 and len(meta["tau"]) == 3
+    rows = fit.proposals(["t1", "t2"], val_x[:2]).to_pylist()
+    assert rows[0]["mechanism"] == "CLIP probe" and rows[0]["a_head"] == rows[0]["slate"][0]
+    # seeded: the same run gives the same probe
+    again = train_probe(train_x, train_y, val_x, val_y, CONFIG)
+    assert np.array_equal(again.weight, fit.weight) and again.chosen_epoch == fit.chosen_epoch
+
+
+# scripted validation metrics per epoch: (mae, balanced accuracy, macro-F1)
+SCRIPTS = {
+    "lowest mae": ([(0.5, 0.9, 0.9), (0.3, 0.1, 0.1), (0.4, 0.95, 0.95), (0.6, 1.0, 1.0)], 2),
+    "mae tie -> bacc": ([(0.5, 0.9, 0.9), (0.3, 0.5, 0.9), (0.3, 0.6, 0.1), (0.6, 1.0, 1.0)], 3),
+    "bacc tie -> f1": ([(0.3, 0.6, 0.2), (0.3, 0.6, 0.3), (0.3, 0.6, 0.25), (0.6, 1.0, 1.0)], 2),
+    "all tie -> earlier": ([(0.5, 0.5, 0.5), (0.3, 0.6, 0.3), (0.3, 0.6, 0.3), (0.3, 0.6, 0.3)], 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCRIPTS))
+def test_epoch_is_chosen_by_the_spec_order(monkeypatch, case):
+    script, chosen = SCRIPTS[case]
+    calls = iter(script)
+
+    def scripted(predicted, truth):
+        mae, bacc, f1 = next(calls)
+        return {"mae": mae, "balanced_accuracy": bacc, "macro_f1": f1, "accuracy": 0.0}
+
+    train_x, train_y = synthetic_features(n_per_level=10, seed=1)
+    config = CONFIG.model_copy(update={"epochs": 4})
+    monkeypatch.setattr(probe, "level_metrics", scripted)
+    fit = train_probe(train_x, train_y, train_x, train_y, config)
+    assert fit.chosen_epoch == chosen
+    monkeypatch.undo()
+    # the locked weights are that epoch's: a run stopped after it ends with the same layer
+    stopped = train_probe(train_x, train_y, train_x, train_y, CONFIG.model_copy(update={"epochs": chosen}))
+    assert np.array_equal(fit.weight, stopped.weight) and np.array_equal(fit.bias, stopped.bias)
+
+
+class FakeTower(torch.nn.Module):
+    """A frozen 'vision tower': mean pixel per channel as the pooled output."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(1))
+
+    def forward(self, pixel_values):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(pooler_output=pixel_values.mean(dim=(2, 3)) * self.scale)
+
+
+def fake_processor(images, return_tensors):
+    return {"pixel_values": torch.tensor(np.stack([np.full((3, 4, 4), v, dtype=np.float32) for v in images]))}
+
+
+def test_feature_cache_is_resumable(tmp_path):
+    ids = [f"img{k}" for k in range(7)]
+    loaded, crashed = [], []
+
+    def load(image_id):
+        if image_id == "img5" and not crashed:
+            crashed.append(image_id)
+            raise RuntimeError("interrupted")
+        loaded.append(image_id)
+        return float(image_id[3:])
+
+    cache = tmp_path / "features"
+    with pytest.raises(RuntimeError):
+        extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2)
+    assert cached_features(cache, "fake-tower").column("image_id").to_pylist() == ids[:4]  # two batches kept
+    loaded.clear()
+    table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2)
+    assert loaded == ["img4", "img5", "img6"]  # finished images are not extracted again
+    assert table.column("image_id").to_pylist() == ids
+    assert feature_matrix(table)[:, 0].tolist() == [float(k) for k in range(7)]
+    assert cached_features(cache, "another-model").num_rows == 0  # keyed by model
+
+
+def test_features_from_the_tiny_clip_tower(tmp_path):
+    tiny = pytest.importorskip("models.tiny")
+    from PIL import Image
+    from transformers import CLIPImageProcessor, CLIPVisionModel
+
+    path = tiny.build_tiny_clip_vision(tmp_path / "clip")
+    tower = CLIPVisionModel.from_pretrained(path)
+    processor = CLIPImageProcessor.from_pretrained(path)
+    images = {f"i{k}": Image.new("RGB", (40, 40), (50 * k, 20, 100)) for k in range(3)}
+    table = extract_features(tower, processor, list(images), images.__getitem__, tmp_path / "cache", "tiny-clip",
+                             batch_size=2)
+    assert feature_matrix(table).shape == (3, 32) and isinstance(table, pa.Table)
