@@ -12,7 +12,8 @@ from dagster_project.resources import LakeResource
 from warehouse.catalog import publish_catalog
 
 CATALOG_DEPS = [
-    "images", "image_hashes", "duplicates", "duplicate_report", "clusters", "proposals", "selections",
+    "input_files", "images", "ingest_report", "image_hashes", "hash_failures", "duplicates",
+    "duplicate_removals", "duplicate_report", "clusters", "proposals", "selections",
     "scores", "records", "estimates", "contrasts", "study_summary", "landed_records", "trend",
 ]  # fmt: skip
 

@@ -156,7 +156,7 @@ def cmd_demo(args) -> int:
 
     from autheval.report import headline
     from autheval.tables import render
-    from dagster_project.demo import RAW_STAGES, REFERENCE_STAGES, run_stages
+    from dagster_project.demo import RAW_STAGES, REFERENCE_STAGES, BlockingCheckFailed, run_stages
     from dagster_project.resources import SourceResource
     from warehouse.lake import DEFAULT_LAKE, Lake
 
@@ -176,9 +176,14 @@ def cmd_demo(args) -> int:
                                 freeze=str(args.freeze.resolve()) if args.freeze else "", reps=args.reps)
         stages, extra = RAW_STAGES, ("catalog",)
     _progress(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)")
-    checks = run_stages(lake.root, stages, out=_progress, source=source, extra=extra)
+    try:
+        checks = run_stages(lake.root, stages, out=_progress, source=source, extra=extra)
+    except BlockingCheckFailed as err:  # not bad input: the data broke a guarded rule (exit 1)
+        print(f"autheval: error: {err}", file=sys.stderr)
+        return 1
     failed = sorted(name for name, passed in checks.items() if not passed)
-    print(f"asset checks: {len(checks) - len(failed)} of {len(checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(f"asset checks: {len(checks) - len(failed)} of {len(checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else "")
+          + (f"; skipped (not applicable to this source): {', '.join(sorted(checks.skipped))}" if checks.skipped else ""))
     if args.source != "reference":
         from warehouse.catalog import query
 
@@ -230,7 +235,9 @@ def cmd_ui(args) -> int:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 1\n")
+        from dagster_project.definitions import instance_yaml
+
+        config.write_text(instance_yaml())
     env = {**os.environ, "DAGSTER_HOME": str(home), "AUTHEVAL_LAKE": str(lake.root)}
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "dev", "-m", "dagster_project", "-h", "127.0.0.1", "-p", str(args.port)]
@@ -307,9 +314,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_query)
 
     from autheval.raw.cli import register as register_raw
+    from autheval.rules_cli import register as register_rules
     from models.cct_cli import register as register_aggregate
 
     register_raw(sub)
+    register_rules(sub)
     register_aggregate(sub)
 
     p = sub.add_parser("ui", help="the Dagster UI for this project on 127.0.0.1")

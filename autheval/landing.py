@@ -32,8 +32,8 @@ from autheval.records import (
     file_sha256,
     read_table,
     records_from_table,
-    table_sha256,
 )
+from autheval.recordsets import recordsets_by
 from autheval.study import estimates_table
 from warehouse.atomic import atomic_write_text
 from warehouse.lake import Lake
@@ -286,22 +286,18 @@ def empty_trend(reps: int = DEFAULT_REPS) -> pa.Table:
 def _pool_rows(con, pool: str, periods: list[str], reps: int) -> tuple[list[dict], str | None]:
     """Estimate one pool (all its periods to date, then each period). A pooling that breaks a record
     rule gives rows saying so (available false, the one-line reason) and the reason, never an exception."""
-    labels = {}
+    labels = {f"{pool}/{ALL_PERIODS if period is None else period}": (period, ALL_PERIODS if period is None else period)
+              for period in [None, *periods]}
     try:
-        recordsets = []
-        for period in [None, *periods]:
-            label = ALL_PERIODS if period is None else period
-            table = con.execute(load_sql("landed_all_to_date"), {"pool": pool, "period": period}).arrow().read_all()
-            analysis = f"{pool}/{label}"
-            labels[analysis] = label
-            recordsets.append(records_from_table(table, f"lake:{LANDED_TABLE}/{analysis}", analysis, table_sha256(table)))
+        recordsets = recordsets_by(con, LANDED_TABLE, "landed_all_to_date",
+                                   [(analysis, {"pool": pool, "period": period}) for analysis, (period, _) in labels.items()])
         result = estimate(recordsets, scheme=TREND_SCHEME, reps=reps)
     except (RecordError, ValueError) as err:
         reason = f"the landed {pool} logs cannot be pooled: {str(err).splitlines()[0]}"
         return _failed_rows(pool, [ALL_PERIODS, *periods], reps, reason), reason
     rows = estimates_table(result).to_pylist()
     for row in rows:
-        row["period"], row["pool"] = labels[row.pop("analysis")], pool
+        row["period"], row["pool"] = labels[row.pop("analysis")][1], pool
     return rows, None
 
 

@@ -257,3 +257,18 @@ def test_the_catalog_pool_limit_lives_in_the_definitions():
     assert instance.event_log_storage.get_concurrency_info(CATALOG_POOL).slot_count == 1
     # `dagster dev` from the repository (no DAGSTER_HOME) reads ./dagster.yaml: the same settings
     assert yaml.safe_load((ROOT / "dagster.yaml").read_text()) == INSTANCE_SETTINGS == yaml.safe_load(instance_yaml())
+
+
+def test_demo_command_exits_1_with_one_line_on_a_failed_blocking_check(monkeypatch, tmp_path, capsys):
+    import dagster_project.demo as demo
+    from autheval.cli import main
+
+    def stop(*args, **kwargs):
+        tally = demo.CheckTally()
+        tally["estimates_gap_identity"] = False
+        raise demo.BlockingCheckFailed("estimates", tally)
+
+    monkeypatch.setattr(demo, "run_stages", stop)
+    assert main(["demo", "--lake", str(tmp_path / "lake")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("autheval: error: stage estimates stopped") and "estimates_gap_identity" in err[-1]
