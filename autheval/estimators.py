@@ -22,14 +22,19 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from autheval.bootstrap import replicate_products
+from autheval.bootstrap import lockstep_blocks, product_blocks
 from autheval.errors import RecordError
-from autheval.records import FULL, PROPOSAL_ONLY, RecordSet
+from autheval.records import FULL, PROPOSAL_ONLY, RecordSet, warn
 from warehouse.sql import connect, load_sql, materialize
 
 SCHEMES = ("reference", "evaluator", "poisson")
 DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
 DEFAULT_REPS = 5000
+# Replicates are streamed in blocks, so memory does not grow with them until the interval step, which
+# keeps every replicate value of every metric and unit (reps x 16 doubles per analysis: 128 MB here).
+MAX_REPS = 1_000_000
+MIN_STABLE_REPS = 1000  # fewer replicates: the interval ends are noisy (a warning)
+POISSON_BLOCK_REPS = 1 << 16  # replicates per poisson query (bounds its GROUP BY)
 DEFAULT_QUANTILES = (0.025, 0.975)
 METRICS = (
     "J",
@@ -101,6 +106,7 @@ class EstimationResult:
     estimates: list[dict] = field(default_factory=list)
     checks: list[dict] = field(default_factory=list)
     contrasts: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # degenerate intervals (also issued as warnings)
 
     def estimate(self, analysis: str, unit: str, metric: str) -> dict:
         for row in self.estimates:
@@ -141,20 +147,28 @@ def _groups(keys: np.ndarray) -> list[tuple[object, slice]]:
     return [(keys[a], slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _stream_products(blocks, reps: int, columns: dict[str, str]) -> pa.Table:
-    """Replicate sums for row blocks sharing one stream: {(seed, G): [(labels, {col: array})]}."""
-    parts = []
-    for (seed, _), members in blocks.items():
-        width = len(columns)
-        matrix = np.column_stack([m[c] for _, m in members for c in columns])
-        sums = replicate_products(seed, reps, matrix)
-        for i, (labels, _) in enumerate(members):
-            table = {k: [v] * reps for k, v in labels.items()}
-            table["rep"] = np.arange(reps, dtype=np.int64)
-            for j, name in enumerate(columns.values()):
-                table[name] = sums[:, i * width + j]
-            parts.append(pa.table(table))
-    return pa.concat_tables(parts)
+def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, columns: dict[str, str]) -> None:
+    """Append to replicate_metrics the metrics of every replicate of row blocks sharing numpy streams,
+    {(seed, G): [(labels, {col: array})]}: one block of replicates at a time, all streams in lockstep,
+    is registered as `sums_name` and turned into metrics by `metrics_sql` (bounded memory)."""
+    keys = list(streams)
+    matrices = [(seed, np.column_stack([m[c] for _, m in streams[(seed, g)] for c in columns]))
+                for seed, g in keys]
+    width = len(columns)
+    for start, sums_per_stream in lockstep_blocks(matrices, reps):
+        parts = []
+        for (seed, g), sums in zip(keys, sums_per_stream):
+            rows = sums.shape[0]
+            rep = pa.array(np.arange(start, start + rows, dtype=np.int64))
+            for i, (labels, _) in enumerate(streams[(seed, g)]):
+                block = {k: pa.array([v] * rows, pa.string()) for k, v in labels.items()}
+                block["rep"] = rep
+                for j, name in enumerate(columns.values()):
+                    block[name] = pa.array(sums[:, i * width + j])
+                parts.append(pa.table(block))
+        con.register(sums_name, pa.concat_tables(parts))
+        con.sql(load_sql(metrics_sql)).insert_into("replicate_metrics")
+    con.unregister(sums_name)
 
 
 def _replicate_metrics(con, scheme: str, reps: int, seed: int) -> None:
@@ -166,37 +180,102 @@ def _replicate_metrics(con, scheme: str, reps: int, seed: int) -> None:
 
 
 def _evaluator_metrics(con, reps: int, seed: int) -> None:
-    """Per-metric streams (seed + offset), each over its own clusters (AuthEval's generic evaluator)."""
+    """Per-metric streams (seed + offset), each over its own clusters (AuthEval's generic evaluator).
+    Each stream's replicate sums are appended block by block to one DuckDB table (which spills past
+    its memory limit), then turned into metrics in one pass; a stream's blocks are the ones
+    `product_blocks` has always drawn, so the numbers do not depend on the other streams."""
     materialize(con, "evaluator_clusters", "evaluator_clusters")
+    materialize(con, "evaluator_sums", "evaluator_point")  # the point estimates (rep -1) first
     rows = con.table("evaluator_clusters").fetchnumpy()
     keys = np.char.add(rows["analysis"].astype(str), np.char.add("\x1f", rows["metric"].astype(str)))
     streams: dict = {}
     for _, part in _groups(keys):
-        labels = {"analysis": rows["analysis"][part.start], "metric": rows["metric"][part.start]}
+        labels = {"analysis": str(rows["analysis"][part.start]), "metric": str(rows["metric"][part.start])}
         stream = (seed + int(rows["seed_offset"][part.start]), int(rows["n_clusters"][part.start]))
         streams.setdefault(stream, []).append((labels, {c: rows[c][part] for c in EVALUATOR_TO_SUMS}))
-    sums = _stream_products(streams, reps, EVALUATOR_TO_SUMS)
-    n_clusters = [g for (_, g), members in streams.items() for _ in members]
-    sums = sums.append_column("c_n", pa.array(np.repeat(np.asarray(n_clusters, dtype=np.float64), reps)))
-    con.register("evaluator_sums", sums)
+    width = len(EVALUATOR_TO_SUMS)
+    for (stream_seed, g), members in streams.items():
+        matrix = np.column_stack([m[c] for _, m in members for c in EVALUATOR_TO_SUMS])
+        for start, sums in product_blocks(stream_seed, reps, matrix):
+            n = sums.shape[0]
+            parts = []
+            for i, (labels, _) in enumerate(members):
+                block = {k: pa.array([v] * n, pa.string()) for k, v in labels.items()}
+                block["rep"] = pa.array(np.arange(start, start + n, dtype=np.int64))
+                for j, name in enumerate(EVALUATOR_TO_SUMS.values()):
+                    block[name] = pa.array(sums[:, i * width + j])
+                block["c_n"] = pa.array(np.full(n, float(g)))
+                parts.append(pa.table(block))
+            con.from_arrow(pa.concat_tables(parts)).insert_into("evaluator_sums")
     materialize(con, "replicate_metrics", "evaluator_metrics")
 
 
 def _shared_stream_metrics(con, scheme: str, reps: int, seed: int) -> None:
-    """One set of resamples for every metric and unit: numpy's stream (reference) or Poisson in SQL."""
-    point = con.execute(load_sql("replicates_point")).arrow().read_all()
+    """One set of resamples for every metric and unit: numpy's stream (reference) or Poisson in SQL.
+    The point (rep -1) first, then the replicates block by block."""
+    con.register("replicate_sums", con.execute(load_sql("replicates_point")).arrow().read_all())
+    materialize(con, "replicate_metrics", "replicate_metrics")
     if scheme == "reference":
         rows = con.execute(load_sql("cluster_matrix")).fetchnumpy()
         streams = {}
         for analysis, part in _groups(rows["analysis"]):
             stream = (seed, int(rows["n_clusters"][part.start]))
-            streams.setdefault(stream, []).append(({"analysis": analysis}, {c: rows[c][part] for c in MATRIX_TO_SUMS}))
-        replicates = _stream_products(streams, reps, MATRIX_TO_SUMS)
+            streams.setdefault(stream, []).append(({"analysis": str(analysis)}, {c: rows[c][part] for c in MATRIX_TO_SUMS}))
+        _stream_metrics(con, "replicate_sums", "replicate_metrics", streams, reps, MATRIX_TO_SUMS)
     else:
-        replicates = con.execute(load_sql("replicates_poisson"), {"reps": reps, "seed": seed}).arrow().read_all()
-    replicates = replicates.select(point.column_names).cast(point.schema)
-    con.register("replicate_sums", pa.concat_tables([point, replicates]))
-    materialize(con, "replicate_metrics", "replicate_metrics")
+        for first in range(0, reps, POISSON_BLOCK_REPS):
+            params = {"first_rep": first, "reps": min(POISSON_BLOCK_REPS, reps - first), "seed": seed}
+            con.register("replicate_sums", con.execute(load_sql("replicates_poisson"), params).arrow().read_all())
+            con.sql(load_sql("replicate_metrics")).insert_into("replicate_metrics")
+    con.unregister("replicate_sums")
+
+
+def check_reps(reps: int) -> int:
+    """The replicate count, or RecordError naming --reps when it is out of range."""
+    if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)):
+        raise RecordError("--reps", None, f"must be a whole number, got {reps!r}")
+    if not 1 <= reps <= MAX_REPS:
+        raise RecordError("--reps", None, f"must be between 1 and {MAX_REPS:,} (got {reps:,}); "
+                          "intervals keep every replicate value, so memory grows with replicates")
+    return int(reps)
+
+
+def warn_if_no_contrast(arms: Sequence[str], contrasts: Sequence) -> bool:
+    """A comparison with nothing to compare: warn (one line) and return True."""
+    if contrasts:
+        return False
+    if len(arms) < 2:
+        warn(f"compare was given one arm ({', '.join(arms) or 'none'}): no paired contrast was asked; "
+             "give a second --arm (or use evaluate)")
+    else:
+        warn("compare: no paired contrast was asked")
+    return True
+
+
+def degenerate_warnings(result: "EstimationResult") -> list[str]:
+    """Why some intervals of `result` mean little: one cluster, fewer than MIN_STABLE_REPS replicates,
+    or an interval that does not contain its own point estimate."""
+    messages = []
+    if result.reps < MIN_STABLE_REPS:
+        messages.append(f"{result.reps} bootstrap replicates (fewer than {MIN_STABLE_REPS}): the interval "
+                        "ends are noisy; use --reps 1000 or more")
+    for analysis, records in result.records.items():
+        rows = [r for r in result.estimates if r["analysis"] == analysis and r["available"]
+                and r["ci_lower"] is not None]
+        if rows and records.n_clusters == 1:
+            messages.append(f"{analysis}: one cluster, so every replicate resamples the same cluster and "
+                            "the intervals are degenerate")
+            continue
+        outside = []
+        for r in rows:
+            est, lo, hi = r["estimate"], r["ci_lower"], r["ci_upper"]
+            tol = 1e-12 * max(1.0, abs(est), abs(lo), abs(hi))
+            if est is not None and not (lo - tol <= est <= hi + tol):
+                outside.append(f"{r['metric']} ({r['unit']})")
+        if outside:
+            messages.append(f"{analysis}: the interval excludes its own point estimate for {', '.join(outside)} "
+                            "(a skewed or degenerate bootstrap distribution)")
+    return messages
 
 
 def estimate(
@@ -210,8 +289,7 @@ def estimate(
     """Estimate every metric in both units for each record set, and the paired contrasts."""
     if scheme not in SCHEMES:
         raise ValueError(f"unknown scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
-    if reps <= 0:
-        raise ValueError("reps must be positive")
+    reps = check_reps(reps)
     lower, upper = quantiles
     if not 0.0 <= lower < upper <= 1.0:
         raise ValueError("quantiles must satisfy 0 <= lower < upper <= 1")
@@ -263,6 +341,9 @@ def estimate(
 
     if contrasts:
         result.contrasts = _paired_contrasts(con, by_name, contrasts, q)
+    result.warnings = degenerate_warnings(result)
+    for message in result.warnings:
+        warn(message)
     return result
 
 

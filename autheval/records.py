@@ -10,6 +10,7 @@ Both become one canonical table in the log's column names (see sql/records_norma
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,12 @@ TRACE_TO_LOG = {
     "Ug_head": "utility_proposed_global",
 }
 TRACE_REQUIRED = ("image_id", "cluster_id", "a_head", "a_exec", "Uz_head", "Uz_exec")
+# Columns of AuthEval's case traces that the estimators recompute from the others (or do not need):
+# known, so neither a near-miss of a name we use nor worth a warning.
+TRACE_DERIVED = ("policy_id", "slate_size", "intervention_type", "intervened", "delta_authority_i",
+                 "delta_utility_i")  # fmt: skip
+MAX_EDITS = 2  # an unused column this close to a known name is a misspelling, not an extra column
+OTHER_DELIMITERS = {";": "semicolon", "\t": "tab", "|": "pipe", ",": "comma"}
 
 # Record levels (what a record can support) and the generic evaluator's mode names.
 FULL = "full_counterfactual"
@@ -67,6 +74,7 @@ class RecordSet:
     n_changed: int
     data_sha256: str
     table: pa.Table
+    unused_columns: tuple[str, ...] = ()  # input columns no estimator reads (listed as a warning)
 
     @property
     def mode(self) -> str:
@@ -76,6 +84,54 @@ class RecordSet:
         if self.has_local:
             return "full"
         return "observable_plus_global" if self.has_global else "observable_only"
+
+
+class AuthEvalWarning(UserWarning):
+    """Something a user should know that does not stop the run (ignored columns, a degenerate
+    interval, a comparison without a contrast). The CLI prints each as one line on stderr."""
+
+
+def warn(message: str) -> None:
+    """Issue an AuthEvalWarning (one line)."""
+    warnings.warn(message, AuthEvalWarning, stacklevel=3)
+
+
+def print_warnings_plainly(stream=None) -> None:
+    """Print AuthEvalWarnings as `autheval: warning: <message>` lines (on stderr by default), every
+    time they are issued; other warnings keep Python's format. For the command line."""
+    import sys
+
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, AuthEvalWarning):
+            print(f"autheval: warning: {message}", file=stream or sys.stderr, flush=True)
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    warnings.simplefilter("always", AuthEvalWarning)
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Damerau-Levenshtein distance (optimal string alignment: insertions, deletions, substitutions
+    and transpositions of adjacent characters, each one edit)."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def closest_name(name: str, candidates) -> str | None:
+    """The candidate within MAX_EDITS edits of `name` (compared case-insensitively), nearest first."""
+    scored = sorted((edit_distance(name.lower(), c.lower()), i, c) for i, c in enumerate(candidates))
+    return scored[0][2] if scored and scored[0][0] <= MAX_EDITS else None
 
 
 def file_sha256(path: str | Path) -> str:
@@ -121,6 +177,7 @@ def _read_csv_text(path: Path) -> pa.Table:
     delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
     parse = csv.ParseOptions(delimiter=delimiter)
     try:
+        _check_delimiter(path, delimiter)
         with csv.open_csv(path, parse_options=parse) as reader:  # the header gives the column names
             names = reader.schema.names
         convert = csv.ConvertOptions(
@@ -133,16 +190,70 @@ def _read_csv_text(path: Path) -> pa.Table:
         raise RecordError(str(path), None, f"cannot be read as CSV: {first}") from err
 
 
-def canonical_columns(table: pa.Table, source: str) -> tuple[str, pa.Table]:
-    """Detect the schema from the columns and return (schema, table in the log's column names)."""
+def _check_delimiter(path: Path, delimiter: str) -> None:
+    """A header that is one column which another delimiter would split: say so, instead of a parse
+    error or a missing column."""
+    import csv
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+            header = handle.readline().rstrip("\r\n")
+    except OSError:
+        return  # unreadable: the CSV reader says why
+    names = next(csv.reader([header], delimiter=delimiter), [])
+    if len(names) != 1:
+        return
+    for other, label in OTHER_DELIMITERS.items():
+        if other != delimiter and len(names[0].split(other)) > 1:
+            expected = OTHER_DELIMITERS[delimiter]
+            raise RecordError(
+                str(path), None, f"the delimiter looks wrong: the header is one column holding {label}s "
+                f"({names[0][:60]!r}); expected {expected}-separated columns",
+            )
+
+
+def header_names(table: pa.Table, source: str) -> pa.Table:
+    """Column names without surrounding spaces; a name given twice is an error."""
+    names = [name.strip() for name in table.column_names]
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise RecordError(source, name, "the header names this column more than once (duplicate column)")
+        seen.add(name)
+    return table.rename_columns(names) if names != table.column_names else table
+
+
+def _misspelling(source: str, unused, known) -> None:
+    """An unused column within MAX_EDITS of a known name that is absent is a misspelling: an error."""
+    for name in unused:
+        guess = closest_name(name, known)
+        if guess is not None:
+            raise RecordError(source, name, f"unknown column; did you mean {guess!r}? (it would be ignored)")
+
+
+def canonical_columns(table: pa.Table, source: str, used: tuple[str, ...] = ()) -> tuple[str, pa.Table]:
+    """Detect the schema from the columns and return (schema, table in the log's column names).
+    Names are stripped of surrounding spaces; an unknown column close to an absent known name is an
+    error (did you mean); `used` names columns the caller reads besides the record's own."""
+    schema, raw, _ = _canonical_columns(table, source, used)
+    return schema, raw
+
+
+def _canonical_columns(table: pa.Table, source: str, used=()) -> tuple[str, pa.Table, tuple[str, ...]]:
+    table = header_names(table, source)
     names = set(table.column_names)
     if names & {"case_id", "proposed_action", "executed_action"}:
         schema, mapping, required = "log", {c: c for c in LOG_COLUMNS}, LOG_REQUIRED
         if "executed_action" not in names and "utility_executed_local" not in names:
             required = ("case_id", "proposed_action")  # a proposal-only record
+        known = LOG_COLUMNS
     elif names & {"image_id", "a_head", "a_exec"}:
         schema, mapping, required = "trace", TRACE_TO_LOG, TRACE_REQUIRED
+        known = (*TRACE_TO_LOG, *TRACE_DERIVED)
     else:
+        _misspelling(source, table.column_names, (*LOG_COLUMNS, *TRACE_TO_LOG))
         raise RecordError(
             source,
             None,
@@ -150,6 +261,8 @@ def canonical_columns(table: pa.Table, source: str) -> tuple[str, pa.Table]:
             "executed_action, utility_executed_local, ...) or the case-trace columns (image_id, "
             f"cluster_id, a_head, a_exec, Uz_head, Uz_exec); found {', '.join(table.column_names)}",
         )
+    unused = tuple(c for c in table.column_names if c not in known and c not in used)
+    _misspelling(source, unused, [k for k in known if k not in names])
     for column in required:
         if column not in names:
             raise RecordError(source, column, f"required column is missing for the {schema} schema")
@@ -162,7 +275,7 @@ def canonical_columns(table: pa.Table, source: str) -> tuple[str, pa.Table]:
         columns["cluster_id"] = columns["case_id"]
     for column in LOG_COLUMNS:
         columns.setdefault(column, pa.nulls(n, pa.string()))
-    return schema, pa.table({k: columns[k] for k in ("row_index", *LOG_COLUMNS)})
+    return schema, pa.table({k: columns[k] for k in ("row_index", *LOG_COLUMNS)}), unused
 
 
 def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str) -> None:
@@ -200,20 +313,21 @@ def _canonical(raw: pa.Table, typed: pa.Table, analysis: str) -> pa.Table:
 
 
 def records_from_table(
-    table: pa.Table, source: str, analysis: str, data_sha256: str
+    table: pa.Table, source: str, analysis: str, data_sha256: str, used: tuple[str, ...] = ()
 ) -> RecordSet:
-    """Validate an in-memory record table (log or trace columns) and canonicalise it."""
+    """Validate an in-memory record table (log or trace columns) and canonicalise it. `used`: columns
+    the caller reads itself (not reported as unused)."""
+    schema, raw, unused = _canonical_columns(table, source, tuple(used))
     if table.num_rows == 0:
         raise RecordError(source, None, "file has no records")
-    schema, raw = canonical_columns(table, source)
     con = connect()
     con.register("raw_records", raw)
     validate(con, source, schema)
     (n_cases, n_clusters, n_changed, n_changed_local, n_local, n_global, n_executed) = con.execute(
         load_sql("records_profile")
     ).fetchone()
-    if n_executed == 0:
-        level, has_local = PROPOSAL_ONLY, n_local == n_cases
+    if n_executed == 0:  # no selection: nothing about authority, whatever scores the proposal has
+        level, has_local = PROPOSAL_ONLY, False
     elif n_changed > 0 and n_changed_local == n_changed:
         level, has_local = FULL, True
     elif n_changed == 0 and n_local > 0:
@@ -233,6 +347,7 @@ def records_from_table(
         n_changed=n_changed,
         data_sha256=data_sha256,
         table=canonical,
+        unused_columns=unused,
     )
 
 
@@ -240,4 +355,7 @@ def read_records(path: str | Path, analysis: str | None = None) -> RecordSet:
     """Read, validate and canonicalise one record file."""
     path = Path(path)
     table = read_table(path)
-    return records_from_table(table, str(path), analysis or path.stem, file_sha256(path))
+    records = records_from_table(table, str(path), analysis or path.stem, file_sha256(path))
+    if records.unused_columns:
+        warn(f"{path}: columns not used (ignored): {', '.join(records.unused_columns)}")
+    return records

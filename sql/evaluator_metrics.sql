@@ -1,21 +1,12 @@
 -- The `evaluator` scheme's values in the replicate_metrics layout (rep = -1 is the point estimate):
 -- image_weighted = (resampled) sum of values / (resampled) case count; cluster_equal = mean of the
 -- (resampled) per-cluster means. Replicate r of every metric's own stream share a row.
--- Input: evaluator_clusters, evaluator_sums(analysis, metric, rep, w_s, w_n, c_m, c_n) from the
--- multiplicity products. Portable SQL.
-WITH sums AS (
-    SELECT analysis, metric, CAST(-1 AS BIGINT) AS rep, fsum(s) AS w_s, sum(n) AS w_n, fsum(m) AS c_m,
-           CAST(count(*) AS DOUBLE) AS c_n
-    FROM evaluator_clusters
-    GROUP BY analysis, metric
+-- Input: evaluator_sums(analysis, metric, rep, w_s, w_n, c_m, c_n): evaluator_point.sql (rep -1) and
+-- the multiplicity products of every replicate. Portable SQL.
+WITH long AS (
+    SELECT analysis, rep, 'image_weighted' AS unit, metric, w_s / w_n AS value FROM evaluator_sums
     UNION ALL
-    SELECT analysis, metric, rep, w_s, w_n, c_m, c_n
-    FROM evaluator_sums
-),
-long AS (
-    SELECT analysis, rep, 'image_weighted' AS unit, metric, w_s / w_n AS value FROM sums
-    UNION ALL
-    SELECT analysis, rep, 'cluster_equal', metric, c_m / c_n FROM sums
+    SELECT analysis, rep, 'cluster_equal', metric, c_m / c_n FROM evaluator_sums
 )
 SELECT
     analysis,

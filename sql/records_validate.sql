@@ -65,7 +65,22 @@ agg AS (
         arg_min(case_id, row_index) FILTER (WHERE changed AND prop_text IS NULL) AS c11,
         count(*) FILTER (WHERE glob_text IS NULL) AS n12,
         min(row_index) FILTER (WHERE glob_text IS NULL) AS i12,
-        arg_min(case_id, row_index) FILTER (WHERE glob_text IS NULL) AS c12
+        arg_min(case_id, row_index) FILTER (WHERE glob_text IS NULL) AS c12,
+        -- overflow: sums of |values| times the row count bound every point and replicate sum (a
+        -- replicate draws at most rows clusters, 11x for poisson weights, 2x for differences)
+        count(*) AS n_all,
+        sum(abs(exec_value)) FILTER (WHERE isfinite(exec_value)) AS abs13,
+        arg_max(row_index, abs(exec_value)) FILTER (WHERE isfinite(exec_value)) AS i13,
+        arg_max(case_id, abs(exec_value)) FILTER (WHERE isfinite(exec_value)) AS c13,
+        arg_max(exec_text, abs(exec_value)) FILTER (WHERE isfinite(exec_value)) AS v13,
+        sum(abs(prop_value)) FILTER (WHERE isfinite(prop_value)) AS abs14,
+        arg_max(row_index, abs(prop_value)) FILTER (WHERE isfinite(prop_value)) AS i14,
+        arg_max(case_id, abs(prop_value)) FILTER (WHERE isfinite(prop_value)) AS c14,
+        arg_max(prop_text, abs(prop_value)) FILTER (WHERE isfinite(prop_value)) AS v14,
+        sum(abs(glob_value)) FILTER (WHERE isfinite(glob_value)) AS abs15,
+        arg_max(row_index, abs(glob_value)) FILTER (WHERE isfinite(glob_value)) AS i15,
+        arg_max(case_id, abs(glob_value)) FILTER (WHERE isfinite(glob_value)) AS c15,
+        arg_max(glob_text, abs(glob_value)) FILTER (WHERE isfinite(glob_value)) AS v15
     FROM flagged
 ),
 duplicates AS (
@@ -118,5 +133,17 @@ violations AS (
     SELECT 12, 'utility_proposed_global', 'must be given on every row or on none (missing here)',
            i12, c12, NULL, n12
     FROM agg WHERE n12 > 0 AND rows_with_glob > 0
+    UNION ALL
+    SELECT 13, 'utility_executed_local', 'values so large that sums overflow to infinity: the sum of '
+           || '|values| times the number of rows must stay below 1e306; the largest value', i13, c13, v13, 1
+    FROM agg WHERE NOT abs13 * n_all < 1e306
+    UNION ALL
+    SELECT 14, 'utility_proposed_local', 'values so large that sums overflow to infinity: the sum of '
+           || '|values| times the number of rows must stay below 1e306; the largest value', i14, c14, v14, 1
+    FROM agg WHERE NOT abs14 * n_all < 1e306
+    UNION ALL
+    SELECT 15, 'utility_proposed_global', 'values so large that sums overflow to infinity: the sum of '
+           || '|values| times the number of rows must stay below 1e306; the largest value', i15, c15, v15, 1
+    FROM agg WHERE NOT abs15 * n_all < 1e306
 )
 SELECT * FROM violations ORDER BY rule_order

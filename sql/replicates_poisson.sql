@@ -3,12 +3,17 @@
 -- table is stored, memory stays constant, and the SQL is portable (DuckDB and Spark give the same
 -- weights: integer arithmetic only, every intermediate below 2^62, no engine hash function).
 -- This is a different (asymptotically equivalent) bootstrap from the exact numpy-stream schemes.
--- Input: cluster_stats; parameters $reps, $seed. Output: the layout of replicates_point.sql.
+-- A replicate's weights depend only on (seed, rep, cluster_rank), so replicates can be computed in
+-- blocks: this query makes replicates $first_rep ... $first_rep + $reps - 1.
+-- Weights: the Poisson(1) quantile of u, a uniform on the grid k / 2147483647 (thresholds: the
+-- Poisson(1) CDF at 0..10, e^-1 * sum_{j<=k} 1/j!; weights above 11 (probability 1e-9) are cut to 11).
+-- Input: cluster_stats; parameters $first_rep, $reps, $seed. Output: the layout of replicates_point.sql.
 WITH reps AS (
     SELECT
         CAST(rep AS BIGINT) AS rep,
         (CAST(rep AS BIGINT) * 48271 + CAST($seed AS BIGINT) % 2147483647) % 2147483647 AS rep_key
-    FROM generate_series(0, CAST($reps AS BIGINT) - 1) AS t(rep)
+    FROM generate_series(CAST($first_rep AS BIGINT), CAST($first_rep AS BIGINT) + CAST($reps AS BIGINT) - 1)
+        AS t(rep)
 ),
 mixed AS (
     SELECT

@@ -10,6 +10,8 @@ from tests.conftest import run_cli
 
 HEADER = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local\n"
 GOOD = ["c1,k1,a0,a0,0.0,0.0", "c2,k2,a1,a0,-1.0,-2.0", "c3,k2,a2,a2,-0.5,-0.5"]
+GLOBAL = HEADER.strip() + ",utility_proposed_global\n"
+GOOD_GLOBAL = [row + ",-1.0" for row in GOOD]
 
 
 def write(tmp_path: Path, text: str, name: str = "log.csv") -> Path:
@@ -29,6 +31,23 @@ CASES = [
     ("non-finite utility", HEADER + "\n".join([*GOOD, "c4,k3,a0,a1,-1.0,inf"]) + "\n", "utility_proposed_local", "finite number"),
     ("same action different score", HEADER + "\n".join([*GOOD, "c4,k3,a1,a1,-1.0,-2.0"]) + "\n", "utility_proposed_local", "identical actions must have identical scores"),
     ("partial proposal score", HEADER + "\n".join([*GOOD, "c4,k3,a3,a1,-1.0,"]) + "\n", "utility_proposed_local", "every changed row or on none"),
+    ("empty proposed action", HEADER + "\n".join([*GOOD, "c4,k3,,a1,-1.0,-1.0"]) + "\n", "proposed_action", "must not be empty"),
+    ("empty executed action", HEADER + "\n".join([*GOOD, "c4,k3,a1,,-1.0,-1.0"]) + "\n", "executed_action", "must not be empty"),
+    ("empty executed utility", HEADER + "\n".join([*GOOD, "c4,k3,a1,a1,,-1.0"]) + "\n", "utility_executed_local", "must not be empty"),
+    ("non-finite global score", GLOBAL + "\n".join([*GOOD_GLOBAL, "c4,k3,a1,a1,-1.0,-1.0,-inf"]) + "\n", "utility_proposed_global", "finite number"),
+    ("non-numeric global score", GLOBAL + "\n".join([*GOOD_GLOBAL, "c4,k3,a1,a1,-1.0,-1.0,n/a"]) + "\n", "utility_proposed_global", "finite number"),
+    ("partial global score", GLOBAL + "\n".join([*GOOD_GLOBAL, "c4,k3,a1,a1,-1.0,-1.0,"]) + "\n", "utility_proposed_global", "every row or on none"),
+    ("duplicate header column", "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,cluster_id\nc1,k1,a0,a0,0.0,k1\n", "cluster_id", "more than once"),
+    ("duplicate after stripping", "case_id,cluster_id,proposed_action,executed_action,utility_executed_local, cluster_id\nc1,k1,a0,a0,0.0,k1\n", "cluster_id", "more than once"),
+    ("semicolon delimiter", HEADER.replace(",", ";") + "\n".join(r.replace(",", ";") for r in GOOD) + "\n", None, "delimiter looks wrong"),
+    ("semicolon with decimal commas", "case_id;proposed_action;executed_action;utility_executed_local\nc1;a;a;-0,5\n", None, "delimiter looks wrong"),
+    ("misspelled column", HEADER.replace("utility_proposed_local", "utility_proposed_locl") + "\n".join(GOOD) + "\n", "utility_proposed_locl", "did you mean 'utility_proposed_local'"),
+    ("misspelled cluster column", HEADER.replace("cluster_id", "clsuter_id") + "\n".join(GOOD) + "\n", "clsuter_id", "did you mean 'cluster_id'"),
+    ("misspelled required column", HEADER.replace("case_id", "Case_ID") + "\n".join(GOOD) + "\n", "Case_ID", "did you mean 'case_id'"),
+    ("overflowing utility", HEADER + "\n".join([*GOOD, "c4,k3,a1,a1,1.5e308,1.5e308"]) + "\n", "utility_executed_local", "overflow"),
+    ("overflowing sum", HEADER + "\n".join([*GOOD, "c4,k3,a1,a1,1e306,1e306"]) + "\n", "utility_executed_local", "overflow"),
+    ("overflowing proposal score", HEADER + "\n".join([*GOOD, "c4,k3,a1,a3,-1.0,-1e307"]) + "\n", "utility_proposed_local", "overflow"),
+    ("overflowing global score", GLOBAL + "\n".join([*GOOD_GLOBAL, "c4,k3,a1,a1,-1.0,-1.0,-9e305"]) + "\n", "utility_proposed_global", "overflow"),
 ]  # fmt: skip
 
 
@@ -89,3 +108,49 @@ def test_parquet_input_is_validated_too(tmp_path):
                              "utility_executed_local": [0.0, float("nan")]}), path)  # fmt: skip
     result = run_cli("evaluate", "--input", str(path))
     assert result.returncode == 2 and "column 'utility_executed_local'" in result.stderr
+
+
+def test_tsv_with_commas_says_the_delimiter_looks_wrong(tmp_path):
+    path = write(tmp_path, HEADER + "\n".join(GOOD) + "\n", name="log.tsv")
+    result = run_cli("evaluate", "--input", str(path))
+    assert result.returncode == 2 and "delimiter looks wrong" in result.stderr and "comma" in result.stderr
+
+
+def test_overflow_names_the_largest_value(tmp_path):
+    path = write(tmp_path, HEADER + "\n".join([*GOOD, "c4,k3,a1,a1,-1.7e308,-1.7e308"]) + "\n")
+    result = run_cli("evaluate", "--input", str(path))
+    assert result.returncode == 2 and "row 4" in result.stderr and "'-1.7e308'" in result.stderr
+
+
+def test_large_but_safe_utilities_are_accepted(tmp_path):
+    """The overflow rule is not a magnitude rule: 1e300 on a few rows sums without overflow."""
+    from autheval.records import read_records
+
+    records = read_records(write(tmp_path, HEADER + "\n".join([*GOOD, "c4,k3,a1,a1,1e300,1e300"]) + "\n"))
+    assert records.n_cases == 4
+
+
+def test_header_names_are_stripped(tmp_path):
+    """`cluster_id ` (trailing space) is the cluster column, not an ignored one: same clusters, same
+    numbers as the clean header."""
+    from autheval.estimators import estimate
+    from autheval.records import read_records
+
+    clean = read_records(write(tmp_path, HEADER + "\n".join(GOOD) + "\n", "clean.csv"))
+    spaced = read_records(write(tmp_path, HEADER.replace("cluster_id", " cluster_id ") + "\n".join(GOOD) + "\n", "spaced.csv"))
+    assert spaced.n_clusters == clean.n_clusters == 2 and spaced.level == clean.level
+    assert spaced.unused_columns == ()
+    a = estimate([clean], scheme="reference", reps=1000).estimates
+    b = estimate([spaced], scheme="reference", reps=1000).estimates
+    assert [(r["estimate"], r["ci_lower"], r["ci_upper"]) for r in a] == [(r["estimate"], r["ci_lower"], r["ci_upper"]) for r in b]
+
+
+def test_edit_distance():
+    from autheval.records import closest_name, edit_distance
+
+    assert edit_distance("utility_proposed_locl", "utility_proposed_local") == 1
+    assert edit_distance("clsuter_id", "cluster_id") == 1  # a transposition is one edit
+    assert edit_distance("cluster", "cluster_id") == 3
+    assert edit_distance("", "abc") == 3 and edit_distance("abc", "abc") == 0
+    assert closest_name("CASE_ID", ["case_id", "cluster_id"]) == "case_id"
+    assert closest_name("notes", ["case_id", "cluster_id"]) is None
