@@ -152,6 +152,8 @@ def _check_demo_flags(args) -> None:
 
 
 def cmd_demo(args) -> int:
+    _check_demo_flags(args)  # before Dagster is imported: a bad flag costs no start-up
+
     import pyarrow as pa
 
     from autheval.report import headline
@@ -160,7 +162,6 @@ def cmd_demo(args) -> int:
     from dagster_project.resources import SourceResource
     from warehouse.lake import DEFAULT_LAKE, Lake
 
-    _check_demo_flags(args)
     lake = Lake(args.lake)
     if args.source == "reference":
         source, stages, extra = SourceResource(kind="reference", reps=args.reps), REFERENCE_STAGES, ()
