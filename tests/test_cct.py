@@ -77,6 +77,11 @@ def test_confonly_weights_by_confidence_margin():
     # beta is not used by confonly: the same result whatever beta says
     again = aggregate(variant_probabilities(long_table({"A": A})), "confonly", lam=lam, beta=99.0)
     assert again.beta is None and again.prob[0].tolist() == pytest.approx(expected, abs=1e-12)
+    # the margin, not the top probability: F0 has the larger top1 (0.45 > 0.4) but no margin (0 < 0.1)
+    F = [[0.45, 0.45, 0.1, 0.0], [0.1, 0.2, 0.3, 0.4]]
+    w0 = math.exp(lam * 0.0) / (math.exp(lam * 0.0) + math.exp(lam * 0.1))
+    result = aggregate(variant_probabilities(long_table({"F": F})), "confonly", lam=lam)
+    assert result.prob[0].tolist() == pytest.approx([w0 * a + (1 - w0) * b for a, b in zip(*F)], abs=1e-12)
 
 
 def test_consonly_downweights_the_deviating_variant():
@@ -88,6 +93,11 @@ def test_consonly_downweights_the_deviating_variant():
     options, probs = ranked(aggregate_table(long_table({"B": B}), "consonly", beta=beta), "B")
     assert options == ["a0", "a3", "a1", "a2"]
     assert probs == pytest.approx([expected[0], expected[3], expected[1], expected[2]], abs=1e-12)
+    # lam is not used by consonly, even where the margins differ
+    F = [[0.45, 0.45, 0.1, 0.0], [0.1, 0.2, 0.3, 0.4]]
+    plain = aggregate(variant_probabilities(long_table({"F": F})), "consonly", beta=beta)
+    with_lam = aggregate(variant_probabilities(long_table({"F": F})), "consonly", lam=99.0, beta=beta)
+    assert with_lam.lam is None and with_lam.prob.tolist() == plain.prob.tolist()
     # equal margins: confonly cannot tell the variants apart and gives the barycenter
     conf = aggregate(variant_probabilities(long_table({"B": B})), "confonly", lam=10.0)
     assert conf.prob[0].tolist() == pytest.approx([0.5, 0.1, 0.1, 0.3], abs=1e-12)
@@ -192,10 +202,29 @@ def test_bad_table_through_the_installed_command(tmp_path):
     assert "sum to 1 within 1e-6" in result.stderr
 
 
+def test_a_failed_write_leaves_no_output(tmp_path, monkeypatch):
+    from pyarrow import csv
+
+    def crash_midway(table, path):
+        Path(path).write_text("case_id,option\n")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(csv, "write_csv", crash_midway)
+    out = tmp_path / "out.csv"
+    with pytest.raises(OSError):
+        main(["aggregate", "--input", str(write_csv(tmp_path / "p.csv", GOOD)), "--method", "cc", "--output", str(out)])
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["p.csv"]
+
+
 def test_flags_the_method_does_not_use_are_refused(tmp_path, capsys):
     source = write_csv(tmp_path / "probs.csv", GOOD)
     assert main(["aggregate", "--input", str(source), "--method", "meanprob", "--lam", "2",
                  "--output", str(tmp_path / "o.csv")]) == 2
     assert "--lam" in capsys.readouterr().err
+    assert main(["aggregate", "--input", str(source), "--method", "consonly", "--lam", "2",
+                 "--output", str(tmp_path / "o.csv")]) == 2
+    assert main(["aggregate", "--input", str(source), "--method", "confonly", "--beta", "2",
+                 "--output", str(tmp_path / "o.csv")]) == 2
+    assert not (tmp_path / "o.csv").exists()
     with pytest.raises(RecordError):
         variant_probabilities(pa.table({"case_id": ["A"], "variant": [0], "option": ["a0"], "prob": [0.5]}), "t")
