@@ -258,3 +258,20 @@ def cct_proposals(table: pa.Table, method: str, lam: float | None = None, beta: 
     meta = {"method": method, "lam": result.lam, "beta": result.beta, "n_cases": int(len(data.case_ids)),
             "n_variants": int(data.probs.shape[1]), "options": list(data.options)}
     return result.proposals(mechanism, source), meta
+
+
+def variant_table_from_scores(scores: pa.Table) -> pa.Table:
+    """A scorer's wide rows (`image_id, variant, p_very_low ... p_high`, one per image and prompt variant)
+    as the long `(case_id, variant, option, prob)` table the aggregators read (level k = action a_k)."""
+    from models.slates import PROBABILITY_COLUMNS
+
+    n, m = scores.num_rows, len(PROBABILITY_COLUMNS)
+    probs = np.column_stack([np.asarray(scores.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
+                             for c in PROBABILITY_COLUMNS])
+    return pa.table({
+        "case_id": pa.array(np.repeat(np.asarray(scores.column("image_id").to_pylist(), dtype=object), m).tolist(),
+                            pa.string()),
+        "variant": pa.array(np.repeat(np.asarray(scores.column("variant").to_pylist(), dtype=np.int64), m)),
+        "option": pa.array(list(KNOWN_OPTIONS) * n, pa.string()),
+        "prob": pa.array(probs.ravel(), pa.float64()),
+    })

@@ -224,3 +224,24 @@ def train_readout(probabilities: np.ndarray, labels: np.ndarray, cluster_ids, im
         data_sha256=data_sha256(np.asarray(probabilities, dtype=np.float64), labels, groups),
         config=config, policy_ids=[policy_id(b) for b in config.biases],
     )
+
+
+def _probability_matrix(scores: pa.Table) -> np.ndarray:
+    return np.column_stack([np.asarray(scores.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
+                            for c in PROBABILITY_COLUMNS])
+
+
+def train_readout_table(validation_scores: pa.Table, config: ReadoutConfig | None = None) -> ReadoutFit:
+    """The training asset's one call: validation rows with `image_id, cluster_id, ideal_action_level`
+    and the scorer's `p_very_low ... p_high`. Returns the fit; `fit.metadata()` is the asset metadata."""
+    return train_readout(_probability_matrix(validation_scores),
+                         np.asarray(validation_scores.column("ideal_action_level").to_pylist(), dtype=np.int64),
+                         validation_scores.column("cluster_id").to_pylist(),
+                         validation_scores.column("image_id").to_pylist(), config)
+
+
+def readout_proposals_table(scores: pa.Table, lock: ReadoutLock | None = None, bias: float = 0.0,
+                            mechanism: str = "MedGemma readout", source: str = "model") -> pa.Table:
+    """The proposals asset's one call: `image_id, p_very_low ... p_high` (a scorer cache) -> proposals."""
+    return readout_proposals(scores.column("image_id").to_pylist(), _probability_matrix(scores), lock, bias,
+                             mechanism, source)

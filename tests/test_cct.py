@@ -228,3 +228,14 @@ def test_flags_the_method_does_not_use_are_refused(tmp_path, capsys):
     assert not (tmp_path / "o.csv").exists()
     with pytest.raises(RecordError):
         variant_probabilities(pa.table({"case_id": ["A"], "variant": [0], "option": ["a0"], "prob": [0.5]}), "t")
+
+
+def test_scorer_rows_become_the_long_table():
+    from models.cct import variant_table_from_scores
+
+    wide = pa.table({"image_id": ["i1", "i1"], "variant": [0, 1], "p_very_low": [0.5, 0.1], "p_low": [0.3, 0.2],
+                     "p_moderate": [0.2, 0.3], "p_high": [0.0, 0.4]})
+    long = variant_table_from_scores(wide)
+    assert long.to_pylist()[:2] == [{"case_id": "i1", "variant": 0, "option": "a0", "prob": 0.5},
+                                    {"case_id": "i1", "variant": 0, "option": "a1", "prob": 0.3}]
+    assert aggregate_table(long, "meanprob").to_pylist() == aggregate_table(long_table({"i1": A}), "meanprob").to_pylist()

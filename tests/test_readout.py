@@ -252,3 +252,14 @@ def test_train_readout_picks_the_known_best_c():
     # deterministic: same data, same lock
     again = train_readout(probs, levels, clusters, config=config)
     assert again.lock.coef.tolist() == fit.lock.coef.tolist() and again.data_sha256 == fit.data_sha256
+
+
+def test_table_entry_points_for_the_assets():
+    probs, levels, clusters = synthetic_validation(n_clusters=80, seed=5)
+    table = pa.table({"image_id": [f"img{k}" for k in range(len(levels))], "cluster_id": clusters.tolist(),
+                      "ideal_action_level": levels.tolist(),
+                      **{c: probs[:, k] for k, c in enumerate(("p_very_low", "p_low", "p_moderate", "p_high"))}})
+    fit = readout.train_readout_table(table, ReadoutConfig(c_grid=(1.0,)))
+    assert fit.chosen_c == 1.0 and fit.n_design + fit.n_lock == table.num_rows
+    proposals = readout.readout_proposals_table(table.slice(0, 3))
+    assert proposals.column("slate").to_pylist() == action_labels(published_lock().slates(probs[:3])).tolist()
