@@ -22,13 +22,14 @@ DRAW_VALUES = 1 << 19  # indices drawn per bincount (4 MiB): stays in cache
 
 
 def multiplicity_blocks(
-    seed: int, n_clusters: int, reps: int, block_values: int = BLOCK_VALUES
+    seed: int, n_clusters: int, reps: int, block_values: int | None = None
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (first_rep, counts): counts[r, c] = times cluster rank c is drawn in replicate first_rep + r.
 
     The yielded array is a reused buffer: use it before asking for the next block.
     """
     g = n_clusters
+    block_values = block_values or BLOCK_VALUES
     rng = np.random.default_rng(seed)
     block = max(1, min(reps, block_values // g))
     draw_rows = max(1, min(block, DRAW_VALUES // g))
@@ -44,14 +45,14 @@ def multiplicity_blocks(
         yield start, buffer[:rows]
 
 
-def block_rows(n_clusters: int, n_columns: int, reps: int, block_values: int = BLOCK_VALUES) -> int:
+def block_rows(n_clusters: int, n_columns: int, reps: int, block_values: int | None = None) -> int:
     """Replicates per block: at most REP_BLOCK, and the multiplicities (rows x G) and the sums
     (rows x k) each stay within `block_values` doubles (at least one replicate per block)."""
-    return max(1, min(reps, REP_BLOCK, block_values // max(n_clusters, n_columns, 1)))
+    return max(1, min(reps, REP_BLOCK, (block_values or BLOCK_VALUES) // max(n_clusters, n_columns, 1)))
 
 
 def product_blocks(
-    seed: int, reps: int, matrix: np.ndarray, block_values: int = BLOCK_VALUES
+    seed: int, reps: int, matrix: np.ndarray, block_values: int | None = None
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (first_rep, sums): sums[r] = the weighted column sums of replicate first_rep + r, i.e. the
     multiplicities of the stream `seed` times the (G x k) statistics matrix, one block at a time, so
@@ -64,7 +65,7 @@ def product_blocks(
 
 
 def lockstep_blocks(
-    streams: Sequence[tuple[int, np.ndarray]], reps: int, block_values: int = BLOCK_VALUES
+    streams: Sequence[tuple[int, np.ndarray]], reps: int, block_values: int | None = None
 ) -> Iterator[tuple[int, list[np.ndarray]]]:
     """Yield (first_rep, [sums per stream]) for the same block of replicates of several streams
     (seed, G x k matrix), so that everything about one replicate is in one block. All the streams'

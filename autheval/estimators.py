@@ -347,6 +347,10 @@ def estimate(
     return result
 
 
+def _cases(n) -> str:
+    return "no" if n is None else str(int(n))
+
+
 def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
     pairs = []
     for arm_a, arm_b in contrasts:
@@ -364,7 +368,7 @@ def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
             first["contrast"],
             "cluster_id",
             "a paired contrast needs identical clusters with identical case counts in both arms",
-            f"cluster {first['cluster_id']!r}: {first['n_arm_a']} vs {first['n_arm_b']} cases",
+            f"cluster {first['cluster_id']!r}: {_cases(first['n_arm_a'])} vs {_cases(first['n_arm_b'])} cases",
         )
     rows = _rows(con, load_sql("paired_contrast"), q)
     unit_order = {u: i for i, u in enumerate(UNITS)}

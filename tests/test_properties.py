@@ -104,3 +104,49 @@ def test_identity_check_catches_a_broken_replicate():
     con.register("replicate_metrics", pa.Table.from_pylist(rows))
     (check,) = con.execute(load_sql("identity_check")).fetchall()
     assert check[2] == 0.0 and abs(check[3] - 0.1) < 1e-12 and check[4] == 1
+
+
+def test_identity_check_catches_a_gap_below_p_times_delta():
+    """A residual is a distance: a point or replicate gap 0.1 *below* p * delta is reported as 0.1."""
+    import duckdb
+
+    from warehouse.sql import load_sql
+
+    con = duckdb.connect()
+    rows = [{"analysis": "x", "unit": "cluster_equal", "rep": rep, "Delta_authority": gap,
+             "intervention_rate": p, "delta": d}
+            for rep, (gap, p, d) in {-1: (0.15, 0.5, 0.5), 0: (0.25, 0.5, 0.5), 1: (0.05, 0.5, 0.3)}.items()]
+    con.register("replicate_metrics", pa.Table.from_pylist(rows))
+    (check,) = con.execute(load_sql("identity_check")).fetchall()
+    assert abs(check[2] - 0.1) < 1e-12 and abs(check[3] - 0.1) < 1e-12 and check[4] == 0
+
+
+def contrast_arm(name, cluster_sizes, gap=-1.0):
+    """A full log with the given number of cases per cluster (every second case changed)."""
+    rows, i = [], 0
+    for c, size in enumerate(cluster_sizes):
+        for _ in range(size):
+            changed = i % 2 == 0
+            rows.append({"case_id": f"case{i}", "cluster_id": f"k{c}", "proposed_action": "a1",
+                         "executed_action": "a0" if changed else "a1", "utility_executed_local": 0.0,
+                         "utility_proposed_local": gap if changed else 0.0})
+            i += 1
+    return records_from_table(pa.Table.from_pylist(rows), name, name, "0" * 64)
+
+
+def test_paired_contrast_needs_identical_case_counts():
+    """Same cluster ids are not enough: a cluster with another number of cases in one arm is refused."""
+    import pytest
+
+    from autheval.errors import RecordError
+
+    a, b = contrast_arm("a", [2, 3, 1]), contrast_arm("b", [2, 3, 1], gap=-2.0)
+    result = estimate([a, b], reps=100, contrasts=[("a", "b")])
+    assert [c["unit"] for c in result.contrasts] == ["image_weighted", "cluster_equal"]
+    c = contrast_arm("c", [2, 2, 2])
+    with pytest.raises(RecordError, match="identical case counts") as err:
+        estimate([a, c], reps=100, contrasts=[("a", "c")])
+    assert "'k1': 3 vs 2 cases" in str(err.value)
+    d = contrast_arm("d", [2, 3])
+    with pytest.raises(RecordError, match="'k2': 1 vs no cases"):
+        estimate([a, d], reps=100, contrasts=[("a", "d")])

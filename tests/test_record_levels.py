@@ -103,6 +103,33 @@ def test_proposal_only_recovers_nothing_about_authority(tmp_path):
     assert result.estimate(records.analysis, "image_weighted", "J_std")["estimate"] == pytest.approx(-0.5)
 
 
+def test_proposal_only_log_gets_no_local_score(tmp_path):
+    """Scores of the proposal alone do not make J_auth, Delta_utility (or anything about authority) a
+    number when nothing was selected: the record is proposal-only whatever scores it carries."""
+    header = "case_id,proposed_action,utility_proposed_local,utility_proposed_global"
+    records = read_records(log(tmp_path, ["c1,a0,-1.0,-2.0", "c2,a3,0.0,-1.0"], header))
+    assert records.level == PROPOSAL_ONLY and not records.has_local and records.mode == "proposal_only"
+    result = estimate([records], scheme="evaluator", reps=100)
+    for unit in ("image_weighted", "cluster_equal"):
+        for metric in ("J", "intervention_rate", "J_auth", "Delta_authority", "delta", "Delta_total", "Delta_utility"):
+            row = result.estimate(records.analysis, unit, metric)
+            assert row["available"] is False and row["estimate"] is None and row["status"] == "not_recoverable", metric
+        assert result.estimate(records.analysis, unit, "J_std")["estimate"] == pytest.approx(-1.5)
+
+
+def test_local_score_on_unchanged_rows_only_is_not_full(tmp_path):
+    """A proposal score on some rows is not a full record: the changed rows (the ones that carry the
+    gap) have none, so J_auth, Delta and delta are not recoverable."""
+    header = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local"
+    rows = ["c1,k1,a0,a0,-0.5,-0.5", "c2,k2,a2,a1,-1.0,", "c3,k3,a1,a1,0.0,"]
+    records = read_records(log(tmp_path, rows, header))
+    assert records.level == ROLE_SEPARATED and not records.has_local and records.mode == "observable_only"
+    result = estimate([records], scheme="reference", reps=100)
+    for metric in ("J_auth", "Delta_authority", "delta", "Delta_utility"):
+        row = result.estimate(records.analysis, "image_weighted", metric)
+        assert row["available"] is False and row["estimate"] is None, metric
+
+
 def test_trace_with_global_scores_reports_the_utility_terms(tmp_out):
     result = run_cli("evaluate", "--input", str(reference_file("trace_clip_probe")), "--output-dir", str(tmp_out), "--reps", "200")
     assert result.returncode == 0, result.stderr
