@@ -114,7 +114,6 @@ def load_model(model_dir: str, adapter_dir: str | None = None, device=None):
 
         model = PeftModel.from_pretrained(model, adapter_dir, local_files_only=True).merge_and_unload()
     model.to(device).eval()
-    torch.set_grad_enabled(False)
     return model, processor, device, dtype
 
 
@@ -143,6 +142,13 @@ def encode_prompts(processor, images: list, prompts: list[str]) -> dict:
 
 def score_batch(model, processor, images: list, prompts: list[str], method: str = "shared_prefix") -> np.ndarray:
     """(B, 4) mean token log-likelihoods of the four continuations for B (image, prompt) pairs."""
+    import torch
+
+    with torch.inference_mode():
+        return _score_encoded(model, processor, images, prompts, method)
+
+
+def _score_encoded(model, processor, images: list, prompts: list[str], method: str) -> np.ndarray:
     encoded = encode_prompts(processor, images, prompts)
     cont_ids = continuation_token_ids(processor)
     if method == "shared_prefix":
@@ -254,17 +260,18 @@ def naive_continuation_loglik(model, processor, image, prompt: str) -> np.ndarra
     import torch
 
     encoded = _model_inputs(model, encode_prompts(processor, [image], [prompt]))
+    length = encoded["input_ids"].shape[1]
     out = []
     for ids in continuation_token_ids(processor):
         cont = torch.tensor([ids], device=model.device)
-        length = encoded["input_ids"].shape[1]
         forward = {"input_ids": torch.cat([encoded["input_ids"], cont], dim=1)}
         forward["attention_mask"] = torch.ones_like(forward["input_ids"])
         if "token_type_ids" in encoded:
             forward["token_type_ids"] = torch.cat([encoded["token_type_ids"], torch.zeros_like(cont)], dim=1)
         if "pixel_values" in encoded:
             forward["pixel_values"] = encoded["pixel_values"]
-        logits = model(**forward, use_cache=False).logits[0, length - 1: length - 1 + len(ids)].double()
+        with torch.inference_mode():
+            logits = model(**forward, use_cache=False).logits[0, length - 1: length - 1 + len(ids)].double()
         out.append(float(torch.log_softmax(logits, dim=-1)[torch.arange(len(ids)), cont[0]].mean()))
     return np.array(out)
 
