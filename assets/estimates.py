@@ -40,11 +40,17 @@ def estimates(context, lake: LakeResource, source: SourceResource):
     studies = sorted(set(zip(records.column("study").to_pylist(), records.column("analysis").to_pylist())))
     mechanism = dict(zip(records.column("analysis").to_pylist(), records.column("mechanism").to_pylist()))
     estimate_parts, contrast_parts, order = [], [], {}
+    mechanism_order = _mechanism_order(store, source)
     for study in sorted({s for s, _ in studies}):
         recordsets = recordsets_by(con, "records", "records_of_analysis",
                                    [(a, {"analysis": a}) for s, a in studies if s == study])
-        recordsets.sort(key=_study_order)
-        result = estimate(recordsets, scheme="reference", reps=source.reps, contrasts=STUDY_CONTRASTS.get(study, ()))
+        if source.is_reference:
+            recordsets.sort(key=_study_order)
+            contrasts = STUDY_CONTRASTS.get(study, ())
+        else:
+            recordsets.sort(key=lambda r: mechanism_order.get(mechanism[r.analysis], len(mechanism_order)))
+            contrasts = every_pair([r.analysis for r in recordsets])
+        result = estimate(recordsets, scheme="reference", reps=source.reps, contrasts=contrasts)
         context.log.info(f"{study}: {len(recordsets)} analyses, {result.reps} replicates, scheme {result.scheme}")
         part = estimates_table(result, model=mechanism)
         order.update({r.analysis: i for i, r in enumerate(recordsets)})
@@ -53,9 +59,23 @@ def estimates(context, lake: LakeResource, source: SourceResource):
         if result.contrasts:
             contrast_parts.append(contrasts_table(result))
     table = pa.concat_tables(estimate_parts)
+    contrast_table = pa.concat_tables(contrast_parts) if contrast_parts else contrasts_table(None)
     table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
     yield write_table(store, "estimates", table, asset_key="estimates")
-    yield write_table(store, "contrasts", pa.concat_tables(contrast_parts), asset_key="contrasts")
+    yield write_table(store, "contrasts", contrast_table, asset_key="contrasts")
+
+
+def every_pair(analyses: list[str]) -> list[tuple[str, str]]:
+    """Every paired contrast within a study: each later analysis minus each earlier one, in the order
+    the mechanisms were declared (first appearance in `proposals`)."""
+    return [(later, earlier) for j, later in enumerate(analyses) for earlier in analyses[:j]]
+
+
+def _mechanism_order(store, source: SourceResource) -> dict[str, int]:
+    if source.is_reference:
+        return {}
+    names = store.read("proposals").column("mechanism").to_pylist()
+    return {name: i for i, name in enumerate(dict.fromkeys(names))}
 
 
 def _study_order(records) -> int:

@@ -3,26 +3,49 @@
 from __future__ import annotations
 
 import pyarrow.parquet as pq
-from dagster import AssetCheckResult, asset, asset_check
+from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
 
 from assets.common import PROPOSALS, check_row, connect_with, query, write_table
 from assets.reference import register_reference
+from autheval.proposals import read_proposals
 from autheval.reference_data import reference_path
 from dagster_project.resources import LakeResource, SourceResource
 
 
 @asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images"], description=(
-    "mechanism, policy_id, image_id, slate_size, a_head: what each proposal mechanism (MedGemma "
-    "readout, LLaVA-Med head, CLIP probe) proposed for each test image."))
+    "What each proposal mechanism proposed for each image. Raw cohorts: mechanism, image_id, slate "
+    "(ranked actions), a_head, p_very_low, p_low, p_moderate, p_high, source (a proposals file, "
+    "validated). Reference study: mechanism, policy_id, image_id, slate_size, a_head of the MedGemma "
+    "readout, LLaVA-Med head and CLIP probe (their slates are not shipped)."))
 def proposals(lake: LakeResource, source: SourceResource):
-    source.require_reference("proposals")
-    table = query(register_reference(connect_with(lake.lake())), "proposals")
-    return write_table(lake.lake(), "proposals", table,
-                       mechanisms=", ".join(sorted(set(table.column("mechanism").to_pylist()))))
+    store = lake.lake()
+    if source.is_reference:
+        table = query(register_reference(connect_with(store)), "proposals")
+    else:
+        table = raw_source_proposals(store, source)
+    mechanisms = list(dict.fromkeys(table.column("mechanism").to_pylist()))
+    return write_table(store, "proposals", table, mechanisms=", ".join(mechanisms))
 
 
-@asset_check(asset=proposals, description="the control heads equal the study's frozen heads")
-def proposals_match_frozen_heads(lake: LakeResource) -> AssetCheckResult:
+def raw_source_proposals(store, source: SourceResource):
+    """A raw cohort's proposals in the contract (mechanism, image_id, slate, a_head, p_*, source):
+    the source's proposals file, validated against the lake's images."""
+    path = source.proposals_file()
+    if path is None:
+        raise ValueError("no proposals for this cohort: name a proposals file (CSV or Parquet with mechanism, "
+                         "image_id and the four probabilities, a slate or an a_head) as the source's `proposals`")
+    return read_proposals(path, store.read("images").column("image_id"))
+
+
+@multi_asset_check(specs=[AssetCheckSpec(
+    "proposals_match_frozen_heads", asset="proposals", description=(
+        "the control heads equal the study's frozen heads; not run, so shown as skipped, for a raw cohort"))],
+    can_subset=True)
+def proposals_match_frozen_heads(context, lake: LakeResource, source: SourceResource):
+    if not source.is_reference:
+        context.log.info("proposals_match_frozen_heads skipped: the frozen heads belong to the reference study")
+        return
     frozen = pq.read_table(reference_path("frozen_proposal_heads"))
     row = check_row(lake.lake(), "check_frozen_heads", ["proposals"], extra={"frozen_heads": frozen})
-    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
+    yield AssetCheckResult(check_name="proposals_match_frozen_heads", passed=row["violations"] == 0,
+                           metadata={k: str(v) for k, v in row.items()})

@@ -8,15 +8,21 @@ from assets.clusters import clusters
 from assets.common import SCORING, connect_with, query, write_table
 from assets.scores import scores
 from assets.selections import selections
-from dagster_project.resources import LakeResource
+from autheval.review import run_sql
+from dagster_project.resources import LakeResource, SourceResource
 
 
 @asset(group_name=SCORING, kinds={"parquet"}, deps=[selections, scores, clusters], description=(
     "The AuthEval log view of each analysis: case_id, cluster_id, proposed_action, executed_action, "
     "utility_executed_local, utility_proposed_local, utility_proposed_global, record_level. Exported "
     "records carry scores, never the private context."))
-def records(lake: LakeResource):
-    con = connect_with(lake.lake(), ["selections", "scores", "clusters"])
-    table = query(con, "records")
+def records(lake: LakeResource, source: SourceResource):
+    if source.is_reference:
+        table = query(connect_with(lake.lake(), ["selections", "scores", "clusters"]), "records")
+    else:
+        con = connect_with(lake.lake(), [])
+        con.register("review_scores", lake.lake().read("scores"))
+        run_sql(con, "review_records", "review_records")
+        table = query(con, "records_of_review")
     return write_table(lake.lake(), "records", table,
                        analyses=", ".join(sorted(set(table.column("analysis").to_pylist()))))

@@ -7,6 +7,8 @@ from dagster import AssetCheckResult, asset, asset_check
 from assets.common import SCORING, check_row, connect_with, query, write_table
 from assets.reference import register_reference
 from assets.selections import selections
+from autheval.review import register_rules, run_sql
+from autheval.rules import load_rules
 from dagster_project.resources import LakeResource, SourceResource
 
 
@@ -14,8 +16,16 @@ from dagster_project.resources import LakeResource, SourceResource
     "analysis, image_id, u_local_head, u_local_sel, u_global_head: U_z of the proposal and of the "
     "selection under the same declared local rule, and U_g of the proposal (benchmark rule)."))
 def scores(lake: LakeResource, source: SourceResource):
-    source.require_reference("scores")
-    return write_table(lake.lake(), "scores", query(register_reference(connect_with(lake.lake())), "scores"))
+    store = lake.lake()
+    if source.is_reference:
+        return write_table(store, "scores", query(register_reference(connect_with(store)), "scores"))
+    rule_file = load_rules(source.rules or None)
+    con = connect_with(store, ["selections", "contexts", "images", "clusters"])
+    params = register_rules(con, rule_file)
+    run_sql(con, "review_scores", "review_scores", params)
+    return write_table(store, "scores", con.table("review_scores").arrow().read_all(),
+                       {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
+                       rule_version=rule_file.version, rule_sha256=rule_file.sha256)
 
 
 @asset_check(asset=scores, additional_deps=[selections], description="the same action implies the same score")

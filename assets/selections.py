@@ -2,19 +2,45 @@
 
 from __future__ import annotations
 
-from dagster import asset
+from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
 
 from assets.common import REVIEW, connect_with, query, write_table
 from assets.proposals import proposals
 from assets.reference import register_reference
+from autheval.review import build_selections, check, register_rules
+from autheval.rules import load_rules
 from dagster_project.resources import LakeResource, SourceResource
 
 
-@asset(group_name=REVIEW, kinds={"parquet"}, deps=[proposals], description=(
-    "analysis, study, mechanism, regime, image_id, a_head, a_sel, change_type: the proposal and the "
-    "action the local service selected under each review regime (mixed, capacity ceiling, safety floor)."))
+@asset(group_name=REVIEW, kinds={"parquet"}, deps=[proposals, "contexts", "clusters"], description=(
+    "analysis, mechanism, regime, image_id, cluster_id, a_head, a_sel, change_type (none, "
+    "down_substitution, up_substitution, fallback), override (patient_refusal, patient_burden, "
+    "empty_band_default): the proposal and the action the local service selected under each review "
+    "regime (mixed, capacity ceiling, safety floor). Raw cohorts: the declared local rules applied to "
+    "every mechanism's slate; reference study: the published traces."))
 def selections(lake: LakeResource, source: SourceResource):
-    source.require_reference("selections")
-    table = query(register_reference(connect_with(lake.lake())), "selections")
+    store = lake.lake()
+    if source.is_reference:
+        table = query(register_reference(connect_with(store)), "selections")
+    else:
+        rule_file = load_rules(source.rules or None)
+        con = connect_with(store, ["contexts", "clusters"])
+        con.register("all_proposals", store.read("proposals"))
+        con.register("proposals", query(con, "evaluated_proposals"))
+        build_selections(con, register_rules(con, rule_file))
+        table = con.table("selections").arrow().read_all()
     changed = sum(1 for t in table.column("change_type").to_pylist() if t != "none")
-    return write_table(lake.lake(), "selections", table, changed_rows=changed)
+    return write_table(store, "selections", table, changed_rows=changed)
+
+
+@multi_asset_check(specs=[AssetCheckSpec(
+    "selections_band_not_empty", asset="selections", blocking=True, description=(
+        "every selection had a non-empty admissible band and a selected action (spec 3.8); not run, so "
+        "shown as skipped, for the reference study's replayed traces"))], can_subset=True)
+def selections_band_not_empty(context, lake: LakeResource, source: SourceResource):
+    if source.is_reference:
+        context.log.info("selections_band_not_empty skipped: the reference selections are replayed traces")
+        return
+    row = check(connect_with(lake.lake(), ["selections"]), "check_selections_band")
+    yield AssetCheckResult(check_name="selections_band_not_empty", passed=row["violations"] == 0,
+                           metadata={k: str(v) for k, v in row.items()})

@@ -135,7 +135,8 @@ def _check_demo_flags(args) -> None:
     if args.reps < 1:
         raise RecordError("--reps", None, f"must be a positive number of replicates, got {args.reps}")
     if args.source == "reference":
-        for flag, value in (("--input", args.input), ("--freeze", args.freeze)):
+        for flag, value in (("--input", args.input), ("--freeze", args.freeze), ("--proposals", args.proposals),
+                            ("--rules", args.rules), ("--gate-scores", args.gate_scores)):
             if value is not None:
                 raise RecordError(flag, None, "is for the synthetic and isic2019 sources; the reference source is embedded")
         return
@@ -149,6 +150,17 @@ def _check_demo_flags(args) -> None:
         raise RecordError("--freeze", None, f"{args.freeze}: {what}")
     if args.input is None and args.n < 1:
         raise RecordError("--n", None, f"must be a positive number of images, got {args.n}")
+    for flag, value in (("--proposals", args.proposals), ("--gate-scores", args.gate_scores)):
+        if value is not None and not value.is_file():
+            raise RecordError(flag, None, f"{value}: no such file")
+    if args.rules is not None:
+        from autheval.rules import load_rules
+
+        load_rules(args.rules)  # a bad rule file is one line naming the key, before anything runs
+    if args.proposals is not None:
+        from autheval.proposals import read_proposals
+
+        read_proposals(args.proposals)  # every rule but the image ids (checked against the lake's images)
 
 
 def cmd_demo(args) -> int:
@@ -156,9 +168,7 @@ def cmd_demo(args) -> int:
 
     import pyarrow as pa
 
-    from autheval.report import headline
-    from autheval.tables import render
-    from dagster_project.demo import RAW_STAGES, REFERENCE_STAGES, BlockingCheckFailed, run_stages
+    from dagster_project.demo import COHORT_STAGES, RAW_STAGES, REFERENCE_STAGES, BlockingCheckFailed, run_stages
     from dagster_project.resources import SourceResource
     from warehouse.lake import DEFAULT_LAKE, Lake
 
@@ -173,9 +183,18 @@ def cmd_demo(args) -> int:
             input_dir = lake.root / "synthetic_cohort"
             _progress(f"Writing a synthetic ISIC-shaped cohort of {args.n} images to {input_dir}")
             write_synthetic_cohort(args.n, input_dir, overwrite=True)
-        source = SourceResource(kind=args.source, input_dir=str(Path(input_dir).resolve()),
-                                freeze=str(args.freeze.resolve()) if args.freeze else "", reps=args.reps)
-        stages, extra = RAW_STAGES, ("catalog",)
+
+        def resolved(path):
+            return str(path.resolve()) if path else ""
+
+        source = SourceResource(kind=args.source, input_dir=str(Path(input_dir).resolve()), freeze=resolved(args.freeze),
+                                reps=args.reps, proposals=resolved(args.proposals), rules=resolved(args.rules),
+                                gate_scores=resolved(args.gate_scores), evaluate_split=args.evaluate_split)
+        if source.proposals_file():
+            stages, extra = COHORT_STAGES, ()
+        else:
+            stages, extra = RAW_STAGES, ("catalog",)
+            _progress("No proposals for this cohort (--proposals FILE): the raw path and the review contexts only")
     _progress(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)")
     try:
         checks = run_stages(lake.root, stages, out=_progress, source=source, extra=extra)
@@ -185,25 +204,47 @@ def cmd_demo(args) -> int:
     failed = sorted(name for name, passed in checks.items() if not passed)
     print(f"asset checks: {len(checks) - len(failed)} of {len(checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else "")
           + (f"; skipped (not applicable to this source): {', '.join(sorted(checks.skipped))}" if checks.skipped else ""))
-    if args.source != "reference":
-        from warehouse.catalog import query
-
-        print()
-        print(render(query(lake, load_sql("raw_path_summary")), title=f"Raw path on {source.input_dir}"))
-        return 1 if failed else 0
-    summary = lake.read("study_summary").to_pylist()
-    for study, title in (("regimes", "Review regimes of the MedGemma readout"),
-                         ("mechanisms", "Proposal mechanisms under the capacity ceiling")):
-        rows = [{k: v for k, v in headline(r).items() if k != "study"} for r in summary if r["study"] == study]
-        print()
-        print(render(pa.Table.from_pylist(rows), title=f"{title}: Delta = J_auth - J = p * delta"))
-    print()
-    print(render(lake.read("contrasts").select(["contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero"]),
-                 title="Paired contrast on identical clusters"))
-    print(f"\nreport: {lake.root / 'reports' / 'report.html'}")
+    _print_demo_tables(lake, source, stages)
     lake_flag = "" if lake.root == Lake(DEFAULT_LAKE).root else f" --lake {args.lake}"
     print(f"query:  autheval query \"select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates\"{lake_flag}")
     return 1 if failed else 0
+
+
+REFERENCE_TITLES = (("regimes", "Review regimes of the MedGemma readout"),
+                    ("mechanisms", "Proposal mechanisms under the capacity ceiling"))
+
+
+def _print_demo_tables(lake, source, stages) -> None:
+    """The headline tables of what the demo built: the raw path, then every study's gaps, the paired
+    contrasts and (raw cohorts) fairness."""
+    import pyarrow as pa
+
+    from autheval.report import headline
+    from autheval.tables import render
+    from warehouse.catalog import query
+
+    if not source.is_reference:
+        print()
+        print(render(query(lake, load_sql("raw_path_summary")), title=f"Raw path on {source.input_dir}"))
+    if "estimates" not in stages:
+        return
+    summary = lake.read("study_summary").to_pylist()
+    studies = REFERENCE_TITLES if source.is_reference else [
+        (study, f"Proposal mechanisms under the {study.replace('_', ' ')} regime")
+        for study in dict.fromkeys(r["study"] for r in summary)]
+    for study, title in studies:
+        rows = [{k: v for k, v in headline(r).items() if k != "study"} for r in summary if r["study"] == study]
+        print()
+        print(render(pa.Table.from_pylist(rows), title=f"{title}: Delta = J_auth - J = p * delta"))
+    contrasts = lake.read("contrasts")
+    if contrasts.num_rows:
+        print()
+        print(render(contrasts.select(["contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero"]),
+                     title="Paired contrasts on identical clusters"))
+    if not source.is_reference:
+        print()
+        print(render(query(lake, load_sql("fairness_summary")), title="Fairness: min/max group accuracy (1 = equal)"))
+    print(f"\nreport: {lake.root / 'reports' / 'report.html'}")
 
 
 def cmd_query(args) -> int:
@@ -295,6 +336,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--freeze", type=Path, metavar="FILE",
                    help="a split_freeze.csv to validate and use (synthetic and isic2019 sources)")
     p.add_argument("--n", type=int, default=200, help="size of the generated synthetic cohort (default 200)")
+    p.add_argument("--proposals", type=Path, metavar="FILE",
+                   help="proposals of your mechanisms (CSV or Parquet: mechanism, image_id and per row the four "
+                        "probabilities p_very_low..p_high, a slate \"a2 a1 a3 a0\" or an a_head); synthetic "
+                        "cohorts bring their own")
+    p.add_argument("--rules", type=Path, metavar="FILE",
+                   help="declared local rules (YAML, see `autheval rules show`); default: the study's")
+    p.add_argument("--gate-scores", type=Path, metavar="FILE",
+                   help="per-image gate scores (image_id, s_gate) to use as given instead of fitting the gate proxy")
+    p.add_argument("--evaluate-split", choices=["test", "val", "train", "all"], default="test",
+                   help="the split the review and the estimates run on (default test)")
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, metavar="DIR",
                    help=f"lake folder, created if missing (default {DEFAULT_LAKE})")
     p.add_argument("--reps", type=int, default=5000, metavar="N",

@@ -15,3 +15,17 @@ class RecordError(ValueError):
         if example:
             text += f" ({example})"
         super().__init__(text)
+
+
+def first_violation(source: str, violation: tuple, key_name: str = "id") -> RecordError:
+    """The RecordError for the first row of a `*_validate.sql` result: (rule_order, column_name, rule,
+    row_index, key, bad_value, n_rows), with the example row, key and value in one line."""
+    _, column, rule, row_index, key, bad_value, n_rows = violation
+    example = f"row {row_index + 1}"
+    if key is not None:
+        example += f", {key_name} {key!r}"
+    if bad_value is not None:
+        example += f", value {bad_value!r}"
+    if n_rows > 1:
+        example += f"; {n_rows} rows in all"
+    return RecordError(source, column, rule, example)

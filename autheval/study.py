@@ -25,10 +25,13 @@ def _table(columns, rows) -> pa.Table:
     return pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows], schema=schema)
 
 
-def estimates_table(result: EstimationResult, model: str | dict[str, str] = "") -> pa.Table:
-    return _table(ESTIMATE_COLUMNS, estimate_rows(result, model))
+def estimates_table(result: EstimationResult | None, model: str | dict[str, str] = "") -> pa.Table:
+    """The estimates of `result` (None: an empty table with the estimates' schema)."""
+    return _table(ESTIMATE_COLUMNS, [] if result is None else estimate_rows(result, model))
 
 
-def contrasts_table(result: EstimationResult) -> pa.Table:
-    rows = [{**c, "scheme": result.scheme, "reps": result.reps, "seed": result.seed} for c in result.contrasts]
+def contrasts_table(result: EstimationResult | None) -> pa.Table:
+    """The paired contrasts of `result` (None: an empty table with the contrasts' schema)."""
+    rows = [] if result is None else [{**c, "scheme": result.scheme, "reps": result.reps, "seed": result.seed}
+                                      for c in result.contrasts]
     return _table((*CONTRAST_COLUMNS, "scheme", "reps", "seed"), rows)

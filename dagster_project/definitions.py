@@ -22,8 +22,10 @@ from dagster import (
 
 import assets.catalog
 import assets.clusters
+import assets.contexts
 import assets.duplicates
 import assets.estimates
+import assets.gate_proxy
 import assets.images
 import assets.landing
 import assets.proposals
@@ -31,12 +33,13 @@ import assets.records
 import assets.reports
 import assets.scores
 import assets.selections
+import assets.subgroups
 import assets.trend
 from dagster_project.resources import SourceResource, default_source, lake_resource
 
-STUDY_MODULES = [assets.images, assets.duplicates, assets.clusters, assets.proposals, assets.selections, assets.scores,
-                 assets.records, assets.estimates, assets.reports, assets.catalog, assets.landing,
-                 assets.trend]  # fmt: skip
+STUDY_MODULES = [assets.images, assets.duplicates, assets.clusters, assets.gate_proxy, assets.contexts,
+                 assets.proposals, assets.selections, assets.scores, assets.records, assets.estimates,
+                 assets.subgroups, assets.reports, assets.catalog, assets.landing, assets.trend]  # fmt: skip
 
 # Concurrency pools and their limits: the catalog is published by one step at a time, in every run.
 CATALOG_POOL = "duckdb_catalog"
@@ -69,8 +72,16 @@ def project_instance() -> DagsterInstance:
 
 
 raw_path_job = define_asset_job(
-    "raw_path", selection=AssetSelection.groups("ingest", "duplicates") | AssetSelection.assets("catalog"),
-    description="A raw ISIC-layout cohort (source synthetic or isic2019): images, hashes, duplicates, clusters, splits.",
+    "raw_path", selection=AssetSelection.groups("ingest", "duplicates", "context") | AssetSelection.assets("catalog"),
+    description="A raw ISIC-layout cohort (source synthetic or isic2019): images, hashes, duplicates, clusters, "
+                "splits, gate proxy and review contexts.",
+)
+
+cohort_study_job = define_asset_job(
+    "cohort_study", selection=AssetSelection.groups(
+        "ingest", "duplicates", "context", "proposals", "review", "scoring", "estimates", "reports"),
+    description="A raw cohort end to end: the raw path, the declared local review of every proposal mechanism "
+                "under each regime, scores, records, estimates with paired contrasts, subgroups, the report.",
 )
 
 reference_study_job = define_asset_job(
@@ -88,7 +99,7 @@ def build_definitions(lake_root: str | None = None, source: SourceResource | Non
     return Definitions(
         assets=load_assets_from_modules(STUDY_MODULES),
         asset_checks=load_asset_checks_from_modules(STUDY_MODULES),
-        jobs=[reference_study_job, raw_path_job, assets.landing.landed_logs_job, assets.trend.recurring_evaluation_job],
+        jobs=[reference_study_job, raw_path_job, cohort_study_job, assets.landing.landed_logs_job, assets.trend.recurring_evaluation_job],
         sensors=[assets.landing.landing_sensor],
         schedules=[assets.trend.recurring_evaluation_schedule],
         resources={"lake": lake_resource(lake_root), "source": source or default_source()},

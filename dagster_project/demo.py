@@ -13,9 +13,10 @@ from dagster._core.errors import DagsterAssetCheckFailedError
 from dagster_project.definitions import build_definitions, project_instance, study_assets
 from dagster_project.resources import SourceResource
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures reach the caller as one line
 REFERENCE_STAGES = ("ingest", "duplicates", "proposals", "review", "scoring", "estimates", "reports")
-RAW_STAGES = ("ingest", "duplicates")
+RAW_STAGES = ("ingest", "duplicates", "context")  # a raw cohort without proposals
+COHORT_STAGES = ("ingest", "duplicates", "context", "proposals", "review", "scoring", "estimates", "reports")
 
 
 class CheckTally(dict):

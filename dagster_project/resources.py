@@ -60,6 +60,11 @@ class SourceResource(ConfigurableResource):
     freeze: str = ""
     workers: int = 0  # hashing processes; 0 = all cores
     reps: int = DEFAULT_REPS  # bootstrap replicates of the estimates (`autheval demo --reps`)
+    proposals: str = ""  # a proposals file (CSV or Parquet); synthetic: <input_dir>/proposals.csv if present
+    rules: str = ""  # declared local rules (YAML); default: the study's rules shipped in the package
+    gate_scores: str = ""  # per-image s_gate given by the source (image_id, s_gate), instead of the proxy
+    evaluate_split: str = "test"  # the split the review and the estimates run on; 'all' for every image
+    min_group_clusters: int = 30  # subgroups with fewer clusters (or images) are reported as not estimable
 
     def check(self) -> None:
         if self.kind not in SOURCES:
@@ -70,6 +75,20 @@ class SourceResource(ConfigurableResource):
     @property
     def is_reference(self) -> bool:
         return self.kind == "reference"
+
+    def require_raw(self, what: str) -> None:
+        """Raw-path tables (gate proxy, contexts) need a cohort: the reference study ships neither its
+        images' metadata nor its gate scores."""
+        if self.is_reference:
+            raise ValueError(f"{what} is built from a raw cohort (source synthetic or isic2019); the reference "
+                             "study ships no image metadata or gate scores")
+
+    def proposals_file(self) -> str | None:
+        """The proposals file of a raw source: as configured, else the synthetic cohort's own."""
+        if self.proposals:
+            return self.proposals
+        default = Path(self.input_dir) / "proposals.csv"
+        return str(default) if self.kind == "synthetic" and default.is_file() else None
 
     def require_reference(self, what: str) -> None:
         """The reference study's traces exist only for the embedded reference source."""

@@ -81,7 +81,14 @@ def test_synthetic_cohort_through_the_raw_path(tmp_path):
     assert crossing.to_pylist() == [{"n": 0}]
     planted = query(lake, "select count(*) as n from duplicates where threshold = 0").to_pylist()[0]["n"]
     assert planted >= 2  # the cohort's planted exact duplicates were found
-    with pytest.raises(Exception, match="reference study"):
+    # the cohort's own proposals file is validated into the proposals contract
+    materialize(study_assets(), selection=["proposals"], resources=build_definitions(str(tmp_path / "lake"), source).resources,
+                instance=DagsterInstance.ephemeral(), run_config=QUIET)
+    assert pq.read_schema(lake.table_path("proposals")).names == [
+        "mechanism", "image_id", "slate", "a_head", "p_very_low", "p_low", "p_moderate", "p_high", "source"]
+    # a cohort without a proposals file (the official ISIC files) stops there with the reason
+    (cohort.root / "proposals.csv").unlink()
+    with pytest.raises(Exception, match="no proposals for this cohort"):
         materialize(study_assets(), selection=["proposals"], resources=build_definitions(str(tmp_path / "lake"), source).resources,
                     instance=DagsterInstance.ephemeral(), run_config=QUIET)
 

@@ -6,8 +6,9 @@ Written into `out_dir`:
 * ISIC_2019_Training_Metadata.csv     image,age_approx,anatom_site_general,lesion_id,sex
 * ISIC_2019_Training_GroundTruth.csv  image,MEL,NV,BCC,AK,BKL,DF,VASC,SCC,UNK (one-hot, 0.0/1.0)
 * ISIC_2019_Training_Input/<image>.jpg
-* synth_truth.csv (what was planted: multi-image lesions, exact and near duplicates) and
-  synth_manifest.json (generator, n, seed, size) -- side files the official release does not have.
+* synth_truth.csv (what was planted: multi-image lesions, exact and near duplicates),
+  synth_manifest.json (generator, n, seed, size) and proposals.csv (three simulated proposal
+  mechanisms, autheval/raw/synth_proposals.py) -- side files the official release does not have.
 
 Deliberate structure: multi-image lesions (several views of one lesion), exact duplicates (byte
 copies under a new id, sometimes with another or no lesion id, as ISIC's cross-dataset re-uploads),
@@ -33,6 +34,7 @@ from PIL import Image, ImageDraw
 from autheval.raw.ingest import (IMAGE_FOLDER, LABEL_COLUMNS, LABELS_FILE, METADATA_COLUMNS, METADATA_FILE,
                                  SYNTH_MANIFEST)
 from autheval.raw.phash import autheval_phash, hamming
+from autheval.raw.synth_proposals import write_proposals
 from warehouse.atomic import atomic_path, atomic_write_bytes, atomic_write_text
 
 SYNTH_SEED = 20260706
@@ -276,6 +278,8 @@ def synth_cohort(
                                                       for c in LABEL_COLUMNS]))
     publish(atomic_write_text(root / METADATA_FILE, "\n".join(meta_lines) + "\n"))
     publish(atomic_write_text(root / LABELS_FILE, "\n".join(label_lines) + "\n"))
+    ordered = sorted(range(len(records)), key=lambda i: names[i])
+    publish(write_proposals(root, [names[i] for i in ordered], [records[i]["meta"]["diagnosis"] for i in ordered], seed))
     truth_table = pa.Table.from_pylist(sorted(truth, key=lambda r: r["image"]), schema=pa.schema([
         ("image", pa.string()), ("role", pa.string()), ("source_image", pa.string()), ("lesion_id", pa.string()),
         ("perturbation", pa.string()), ("autheval_distance", pa.int32())]))

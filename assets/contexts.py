@@ -1,0 +1,36 @@
+"""contexts: the private, cluster-shared context of the simulated local review (AuthEval spec 3.2-3.5)
+under the declared local rules: profile, mean gate score and its risk bin, the three private factors,
+capacity and floor. Private: never copied into an exported record. The SQL is autheval/review.py's."""
+
+from __future__ import annotations
+
+from dagster import AssetCheckResult, asset, asset_check
+
+from assets.common import CONTEXT, connect_with, query, write_table
+from autheval.review import build_contexts, check, register_rules
+from autheval.rules import load_rules
+from dagster_project.resources import LakeResource, SourceResource
+
+
+@asset(group_name=CONTEXT, kinds={"parquet"}, deps=["images", "clusters", "gate_proxy"], description=(
+    "cluster_id, profile, s_gate, risk_bin, sens, burden, aversion, capacity, floor_policy, floor, "
+    "w_under, w_over, rule_version, rule_sha256: one row per evaluated cluster (private, local)."))
+def contexts(lake: LakeResource, source: SourceResource):
+    source.require_raw("contexts")
+    store = lake.lake()
+    rule_file = load_rules(source.rules or None)
+    con = connect_with(store, ["images", "clusters", "gate_proxy"])
+    con.register("s_gate", query(con, "evaluated_gate_scores", {"split": source.evaluate_split}))
+    params = register_rules(con, rule_file)
+    build_contexts(con, params)
+    table = con.table("contexts").arrow().read_all()
+    return write_table(store, "contexts", table, {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
+                       rule_version=rule_file.version, rule_sha256=rule_file.sha256,
+                       evaluated_split=source.evaluate_split)
+
+
+@asset_check(asset=contexts, blocking=True, description="every evaluated cluster has a profile and a gate score")
+def contexts_complete(lake: LakeResource) -> AssetCheckResult:
+    con = connect_with(lake.lake(), ["contexts"])
+    row = check(con, "check_contexts_complete")
+    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})

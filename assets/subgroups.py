@@ -1,0 +1,38 @@
+"""subgroups and fairness (DermoGPT section 3): the authority gap and the accuracy of both roles per
+declared group (sex, age band, anatomic site, workflow profile, source, Fitzpatrick type where a source
+has it), and min/max group accuracy per grouping. The statistics are autheval/subgroups.py."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from dagster import AssetSpec, multi_asset
+
+from assets.common import ESTIMATES, write_table
+from autheval.subgroups import GROUPINGS, no_images, subgroup_tables
+from dagster_project.resources import LakeResource, SourceResource
+
+
+@multi_asset(specs=[
+    AssetSpec("subgroups", group_name=ESTIMATES, kinds={"parquet"}, deps=["records", "images", "contexts"],
+              description=(
+        "analysis, grouping, group_value, n_images, n_clusters, estimable, reason, accuracy and balanced "
+        "accuracy of the proposal and of the selected action, then unit, metric, estimate and interval of "
+        "a whole-cluster bootstrap within the group; groups under the declared minimum are not estimable.")),
+    AssetSpec("fairness", group_name=ESTIMATES, kinds={"parquet"}, deps=["records", "images", "contexts"],
+              description=(
+        "analysis, grouping, min/max group accuracy for the proposal and for the selected action "
+        "(1 = every group equally accurate), over the estimable groups with a known value.")),
+])
+def subgroups(context, lake: LakeResource, source: SourceResource):
+    store = lake.lake()
+    contexts = store.read("contexts") if "contexts" in store.tables() else pa.table(
+        {"cluster_id": pa.array([], pa.string()), "profile": pa.array([], pa.string())})
+    images = store.read("images") if "images" in store.tables() else no_images()
+    out = subgroup_tables(store.read("records"), images, contexts, groupings=GROUPINGS,
+                          min_clusters=source.min_group_clusters, min_images=source.min_group_clusters,
+                          reps=source.reps)
+    estimable = sum(out.groups.column("estimable").to_pylist())
+    context.log.info(f"{out.groups.num_rows} groups, {estimable} estimable")
+    yield write_table(store, "subgroups", out.subgroups, asset_key="subgroups", groups=out.groups.num_rows,
+                      estimable_groups=estimable, min_group_clusters=source.min_group_clusters)
+    yield write_table(store, "fairness", out.fairness, asset_key="fairness")

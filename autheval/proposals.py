@@ -1,0 +1,84 @@
+"""Bring your own proposals: a proposals file (CSV or Parquet) in the lake's `proposals` contract.
+
+The contract (shared by every mechanism, file-provided or model-made): mechanism, image_id, slate
+(ranked actions a0..a3, length 2 or 4), a_head (= slate[0]), p_very_low, p_low, p_moderate, p_high
+(nullable), source. A file gives each row's ranking in one of three forms: the four probabilities
+(slate = stable descending order, ties to the lower level), an explicit `slate` ("a2 a1 a3 a0"), or
+only `a_head` (AuthEval spec 5.5's nearest-level rule). Validation and slates are SQL
+(sql/proposals_file_validate.sql, sql/proposals_file_slates.sql); a broken rule is one RecordError
+line naming the file, the column, the rule and the first offending row.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from autheval.errors import RecordError, first_violation
+from autheval.records import closest_name, read_table, warn
+from warehouse.sql import connect, load_sql
+
+PROBABILITY_COLUMNS = ("p_very_low", "p_low", "p_moderate", "p_high")
+FILE_COLUMNS = ("mechanism", "image_id", "slate", "a_head", *PROBABILITY_COLUMNS)
+CONTRACT_SCHEMA = pa.schema([
+    ("mechanism", pa.string()), ("image_id", pa.string()), ("slate", pa.list_(pa.string())),
+    ("a_head", pa.string()), *[(c, pa.float64()) for c in PROBABILITY_COLUMNS], ("source", pa.string()),
+])
+
+
+def _as_text_columns(table: pa.Table, source: str, default_mechanism: str | None) -> pa.Table:
+    """The file's columns by contract name, as text (a Parquet list slate becomes "a2 a1 ...")."""
+    names = [n.strip() for n in table.column_names]
+    table = table.rename_columns(names)
+    for name in names:
+        if name not in FILE_COLUMNS and name != "source":
+            guess = closest_name(name, FILE_COLUMNS)
+            if guess:
+                raise RecordError(source, name, f"unknown column; did you mean '{guess}'?")
+    unused = [n for n in names if n not in FILE_COLUMNS and n != "source"]
+    if unused:
+        warn(f"{source}: columns not used by proposals: {', '.join(unused)}")
+    if "image_id" not in names:
+        raise RecordError(source, "image_id", "required column is missing")
+    if "mechanism" not in names and not default_mechanism:
+        raise RecordError(source, "mechanism", "required column is missing")
+    if not {"slate", "a_head", *PROBABILITY_COLUMNS} & set(names):
+        raise RecordError(source, "slate", "give the four probabilities, a slate or an a_head column")
+    n = table.num_rows
+    columns = {"row_index": pa.array(range(n), pa.int64())}
+    for name in FILE_COLUMNS:
+        if name not in names:
+            value = default_mechanism if name == "mechanism" else None
+            columns[name] = pa.array([value] * n, pa.string())
+            continue
+        column = table.column(name)
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            column = pa.array([None if v is None else " ".join(map(str, v)) for v in column.to_pylist()], pa.string())
+        columns[name] = column.cast(pa.string())
+    return pa.table(columns)
+
+
+def proposals_from_table(table: pa.Table, source: str, image_ids: pa.Array | None = None,
+                         default_mechanism: str | None = None, origin: str = "file") -> pa.Table:
+    """Validate a proposals table and return it in the contract. `image_ids`, when given, is the
+    evaluated image set: an id outside it is an error. `origin` fills the `source` column."""
+    if table.num_rows == 0:
+        raise RecordError(source, None, "file has no proposals")
+    raw = _as_text_columns(table, source, default_mechanism)
+    con = connect()
+    con.register("raw_proposals", raw)
+    known = pa.table({"image_id": pa.array([] if image_ids is None else image_ids, pa.string())})
+    con.register("known_images", known)
+    violations = con.execute(load_sql("proposals_file_validate"), {"check_images": image_ids is not None}).fetchall()
+    if violations:
+        raise first_violation(source, violations[0], "image")
+    result = con.execute(load_sql("proposals_file_slates"), {"source": origin}).arrow().read_all()
+    return result.cast(CONTRACT_SCHEMA)
+
+
+def read_proposals(path: str | Path, image_ids: pa.Array | None = None) -> pa.Table:
+    """Read and validate a proposals file; a file without a `mechanism` column names its mechanism
+    after the file (its stem)."""
+    path = Path(path)
+    return proposals_from_table(read_table(path), str(path), image_ids, default_mechanism=path.stem.split(".")[0])
