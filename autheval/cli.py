@@ -134,6 +134,8 @@ def _check_demo_flags(args) -> None:
     check_output_dir(args.lake, "--lake")
     if args.reps < 1:
         raise RecordError("--reps", None, f"must be a positive number of replicates, got {args.reps}")
+    if args.min_group_clusters < 1:
+        raise RecordError("--min-group-clusters", None, f"must be at least 1, got {args.min_group_clusters}")
     if args.source == "reference":
         for flag, value in (("--input", args.input), ("--freeze", args.freeze), ("--proposals", args.proposals),
                             ("--rules", args.rules), ("--gate-scores", args.gate_scores)):
@@ -189,7 +191,8 @@ def cmd_demo(args) -> int:
 
         source = SourceResource(kind=args.source, input_dir=str(Path(input_dir).resolve()), freeze=resolved(args.freeze),
                                 reps=args.reps, proposals=resolved(args.proposals), rules=resolved(args.rules),
-                                gate_scores=resolved(args.gate_scores), evaluate_split=args.evaluate_split)
+                                gate_scores=resolved(args.gate_scores), evaluate_split=args.evaluate_split,
+                                min_group_clusters=args.min_group_clusters)
         if source.proposals_file():
             stages, extra = COHORT_STAGES, ()
         else:
@@ -283,7 +286,7 @@ def cmd_ui(args) -> int:
     env = {**os.environ, "DAGSTER_HOME": str(home), "AUTHEVAL_LAKE": str(lake.root)}
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "dev", "-m", "dagster_project", "-h", "127.0.0.1", "-p", str(args.port)]
-    print(f"Dagster UI on http://127.0.0.1:{args.port} (lake {lake.root}); Ctrl-C stops it", flush=True)
+    _progress(f"Dagster UI on http://127.0.0.1:{args.port} (lake {lake.root}); Ctrl-C stops it")
     os.execve(command[0], command, env)
 
 
@@ -346,6 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-image gate scores (image_id, s_gate) to use as given instead of fitting the gate proxy")
     p.add_argument("--evaluate-split", choices=["test", "val", "train", "all"], default="test",
                    help="the split the review and the estimates run on (default test)")
+    p.add_argument("--min-group-clusters", type=int, default=30, metavar="N",
+                   help="subgroups with fewer clusters or images are reported as not estimable (default 30)")
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, metavar="DIR",
                    help=f"lake folder, created if missing (default {DEFAULT_LAKE})")
     p.add_argument("--reps", type=int, default=5000, metavar="N",
