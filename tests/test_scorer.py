@@ -88,13 +88,13 @@ def test_crash_then_rerun_loses_nothing_and_skips_finished_rows(tiny_gemma3, tmp
     assert sorted(survived.column("image_id").to_pylist()) == [f"ISIC_{i:07d}" for i in range(4)]
 
     scored = []
-    real_score_batch = scorer.score_batch
+    real_score_encoded = scorer.score_encoded
 
-    def counting_score_batch(model, processor, pictures, prompts, method):
-        scored.append(len(pictures))
-        return real_score_batch(model, processor, pictures, prompts, method)
+    def counting_score_encoded(model, processor, encoded, method):
+        scored.append(len(encoded["input_ids"]))
+        return real_score_encoded(model, processor, encoded, method)
 
-    monkeypatch.setattr(scorer, "score_batch", counting_score_batch)
+    monkeypatch.setattr(scorer, "score_encoded", counting_score_encoded)
     result, meta = scorer.score_images(images, config, cache, progress=False)
     assert scored == [2, 1]                      # only the 3 unfinished images were scored
     assert meta["images_scored"] == 3 and meta["images_from_cache"] == 4
@@ -123,8 +123,8 @@ def test_cache_is_keyed_by_model_revision_and_prompt(tiny_gemma3, tmp_path, monk
     base = scorer.ScorerConfig(model_dir=str(tiny_gemma3), batch_size=2, device="cpu", revision="r1")
     scorer.score_images(images, base, cache, progress=False)
     calls = []
-    monkeypatch.setattr(scorer, "score_batch", lambda m, p, pics, prompts, method: calls.append(1) or
-                        np.zeros((len(pics), 4)))
+    monkeypatch.setattr(scorer, "score_encoded", lambda m, p, encoded, method: calls.append(1) or
+                        np.zeros((len(encoded["input_ids"]), 4)))
     _, meta = scorer.score_images(images, scorer.ScorerConfig(**{**base.__dict__, "revision": "r2"}), cache,
                                   progress=False)
     assert calls == [1] and meta["images_scored"] == 2
