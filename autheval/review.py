@@ -2,8 +2,8 @@
 
     images, clusters, s_gate + rules  -> contexts      (sql/image_profiles.sql, sql/contexts.sql)
     proposals x contexts x regimes    -> selections    (sql/review_bands.sql, sql/review_selections.sql)
-    selections + contexts + images    -> scores        (sql/review_scores.sql)
-    scores                            -> records       (sql/review_records.sql, the AuthEval log layout)
+    selections + contexts + images    -> scores        (sql/scored_selections.sql, sql/review_scores.sql)
+    the same scored selections        -> records       (sql/review_records.sql, the AuthEval log layout)
 
 Everything runs on one DuckDB connection (warehouse.sql.connect()); the tables stay on it, so a
 10M-row review never passes through Python. An asset calls `run_review(...)` in one line; the
@@ -31,7 +31,8 @@ MISSING_METADATA_IMAGE = "ISIC_0014818_downsampled"  # spec 9.1: the traces need
 
 
 def rule_tables(rule_file: RuleFile) -> dict[str, pa.Table]:
-    """The rules as the three lookup tables the review SQL joins (profiles, factor levels, strata)."""
+    """The rules as the lookup tables the review SQL joins (profiles, factor levels, strata) and one
+    row of constants (version, SHA-256, the global utility's weights) for SQL that binds nothing."""
     rules = rule_file.rules
     level = {a: i for i, a in enumerate(ACTIONS)}
     profiles = [
@@ -51,10 +52,14 @@ def rule_tables(rule_file: RuleFile) -> dict[str, pa.Table]:
          "burden_keep_level": level[burden.if_band_has[r]], "empty_default_level": level[rules.empty_band_default[r]]}
         for i, r in enumerate(RISK_LEVELS)
     ]
+    constants = {"rule_version": [rule_file.version], "rule_sha256": [rule_file.sha256],
+                 "global_w_under": [float(rules.global_utility.w_under)],
+                 "global_w_over": [float(rules.global_utility.w_over)]}
     return {
         "rule_profiles": pa.Table.from_pylist(profiles),
         "rule_factor_levels": pa.Table.from_pylist(factors),
         "rule_risk_levels": pa.Table.from_pylist(strata),
+        "rule_constants": pa.table(constants),
     }
 
 
@@ -105,6 +110,15 @@ def run_sql(con, sql_name: str, table: str, params: dict[str, object] | None = N
     con.sql(sql, params=_params(sql, params or {}) or None).create(table)
 
 
+def copy_to_parquet(con, sql_name: str, path, params: dict[str, object] | None = None) -> None:
+    """Stream `sql/<sql_name>.sql` to a Parquet file (sql/copy_to_parquet.sql): bounded memory."""
+    from warehouse.sql import quote_literal
+
+    query = load_sql(sql_name)
+    text = load_sql("copy_to_parquet").replace("{path}", quote_literal(str(path))).replace("{query}", query)
+    con.execute(text, _params(query, params or {}) or None)
+
+
 def _plain(name: str) -> str:
     from warehouse.sql import quote_identifier
 
@@ -145,9 +159,16 @@ def build_selections(con, params: dict[str, object], regimes=REGIMES) -> None:
 
 
 def build_scores(con, params: dict[str, object]) -> None:
-    """`review_scores` and `records` from `selections`, `contexts` and `images`."""
+    """`scored_selections` (a view), then the tables `review_scores` and `records`, from
+    `selections`, `clusters`, `contexts` and `images`."""
+    _scored_selections(con, params)
     run_sql(con, "review_scores", "review_scores", params)
     run_sql(con, "review_records", "records", params)
+
+
+def _scored_selections(con, params: dict[str, object]) -> None:
+    """The selections joined with both actions' utilities, as a (lazy) view its projections read."""
+    con.sql(load_sql("scored_selections")).create_view("scored_selections")
 
 
 def check(con, sql_name: str, params: dict[str, object] | None = None) -> dict:
@@ -187,6 +208,35 @@ def run_review(con, images, clusters, s_gate, proposals, rules: RuleFile | None 
     checks = {name: check(con, name) for name in ("check_contexts_complete", "check_selections_band")}
     fetch = {name: con.table(name).arrow().read_all() for name in ("contexts", "selections", "review_scores", "records")}
     return ReviewTables(fetch["contexts"], fetch["selections"], fetch["review_scores"], fetch["records"], checks)
+
+
+def write_review(con, folder, rules: RuleFile | None = None, regimes=REGIMES) -> dict[str, object]:
+    """The same stages for inputs too large to hold: `images`, `clusters`, `s_gate` and `proposals`
+    registered on `con` (e.g. views over Parquet); the per-image and per-cluster tables stay in
+    DuckDB, and contexts, selections and scores are each streamed to `<folder>/<name>.parquet` and read
+    back by the next stage (as the lake's assets do), so memory stays bounded by DuckDB's limit;
+    `records` (the AuthEval log layout of the scored selections) is left as a view for its writer.
+    Returns the Parquet paths by table name."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    con.execute("SET preserve_insertion_order = false")  # row order is not part of these tables
+    params = register_rules(con, rules or load_rules())
+    build_contexts(con, params)
+    _register_regimes(con, regimes)
+    run_sql(con, "review_bands", "review_bands", params)
+    paths = {"contexts": folder / "contexts.parquet"}
+    con.table("contexts").write_parquet(str(paths["contexts"]))
+    for sql_name, view, name in (("review_selections", "selections", "selections"),
+                                 ("review_scores", "review_scores", "scores")):
+        if name == "scores":
+            _scored_selections(con, params)
+        paths[name] = folder / f"{name}.parquet"
+        copy_to_parquet(con, sql_name, paths[name], params)
+        con.read_parquet(str(paths[name])).create_view(view)
+    con.sql(load_sql("review_records")).create_view("records")  # left for its writer
+    return paths
 
 
 def record_sets(records: pa.Table, source: str = "records"):
@@ -278,6 +328,7 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
     run_sql(con, "contexts", "contexts", params)
     run_sql(con, "reference_trace_selections", "reference_trace_selections")
     con.register("selections", con.table("reference_trace_selections").arrow().read_all())
+    _scored_selections(con, params)
     run_sql(con, "review_scores", "reference_trace_scores", params)
     out["uz"] = check(con, "check_reference_uz")
     con.unregister("selections")

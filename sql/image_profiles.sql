@@ -32,11 +32,15 @@ signed AS (
             ELSE coalesce(age_bin, 'nan') || '|' || coalesce(anatomic_site, '__missing_site__')
         END AS profile_signature
     FROM binned
+),
+signatures AS (  -- hash each distinct signature once: a few dozen unless the image_id rule applies
+    SELECT
+        profile_signature,
+        list_extract($profiles,
+            CAST(CAST('0x' || left(sha256(profile_signature), 12) AS UBIGINT) % $n_profiles AS INTEGER) + 1
+        ) AS profile
+    FROM (SELECT DISTINCT profile_signature FROM signed) AS distinct_signatures
 )
-SELECT
-    image_id,
-    profile_signature,
-    list_extract($profiles,
-        CAST(CAST('0x' || left(sha256(profile_signature), 12) AS UBIGINT) % $n_profiles AS INTEGER) + 1
-    ) AS profile
-FROM signed
+SELECT s.image_id, s.profile_signature, g.profile
+FROM signed AS s
+JOIN signatures AS g ON g.profile_signature = s.profile_signature

@@ -2,7 +2,7 @@
 -- AuthEval log layout (case_id = image_id, proposed = the slate head, executed = the selection), at
 -- the full-counterfactual level (the proposal's local score is on every row), ready for
 -- autheval.records.records_from_table and the estimators. The private context is not copied.
--- Input: review_scores. No parameters.
+-- Input: scored_selections. No parameters.
 SELECT
     analysis,
     mechanism,
@@ -16,4 +16,4 @@ SELECT
     u_global_head AS utility_proposed_global,
     rule_version,
     rule_sha256
-FROM review_scores
+FROM scored_selections

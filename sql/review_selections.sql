@@ -6,55 +6,85 @@
 -- analysis = mechanism || ' / ' || regime. band_mask: bit l set = a<l> admissible.
 -- Input: proposals(mechanism, image_id, slate, a_head), clusters(image_id, cluster_id), regimes,
 -- review_bands. Parameters: $rule_version, $rule_sha256.
-WITH slates AS (
+WITH band_by_cluster AS (
+    SELECT
+        cluster_id,
+        max(band_mask) FILTER (WHERE regime = 'capacity_ceiling') AS capacity_mask,
+        max(override) FILTER (WHERE regime = 'capacity_ceiling') AS capacity_override,
+        max(band_mask) FILTER (WHERE regime = 'safety_floor') AS safety_mask,
+        max(override) FILTER (WHERE regime = 'safety_floor') AS safety_override,
+        max(band_mask) FILTER (WHERE regime = 'mixed') AS mixed_mask,
+        max(override) FILTER (WHERE regime = 'mixed') AS mixed_override
+    FROM review_bands
+    GROUP BY cluster_id
+),
+slates AS (  -- one row per proposal, joined to its cluster's bands before the regimes multiply it
     SELECT
         p.mechanism,
         p.image_id,
         c.cluster_id,
         p.a_head,
-        CAST(substr(p.a_head, 2) AS INTEGER) AS head_level,
-        CAST(substr(p.slate[1], 2) AS INTEGER) AS s1,
-        CAST(substr(p.slate[2], 2) AS INTEGER) AS s2,
-        CAST(substr(p.slate[3], 2) AS INTEGER) AS s3,
-        CAST(substr(p.slate[4], 2) AS INTEGER) AS s4
+        CASE p.a_head WHEN 'a0' THEN 0 WHEN 'a1' THEN 1 WHEN 'a2' THEN 2 WHEN 'a3' THEN 3 END AS head_level,
+        CASE p.slate[1] WHEN 'a0' THEN 0 WHEN 'a1' THEN 1 WHEN 'a2' THEN 2 WHEN 'a3' THEN 3 END AS s1,
+        CASE p.slate[2] WHEN 'a0' THEN 0 WHEN 'a1' THEN 1 WHEN 'a2' THEN 2 WHEN 'a3' THEN 3 END AS s2,
+        CASE p.slate[3] WHEN 'a0' THEN 0 WHEN 'a1' THEN 1 WHEN 'a2' THEN 2 WHEN 'a3' THEN 3 END AS s3,
+        CASE p.slate[4] WHEN 'a0' THEN 0 WHEN 'a1' THEN 1 WHEN 'a2' THEN 2 WHEN 'a3' THEN 3 END AS s4,
+        b.capacity_mask, b.capacity_override, b.safety_mask, b.safety_override, b.mixed_mask, b.mixed_override
     FROM proposals AS p
     LEFT JOIN clusters AS c ON c.image_id = p.image_id
+    LEFT JOIN band_by_cluster AS b ON b.cluster_id = c.cluster_id
+),
+banded AS (
+    SELECT
+        s.*,
+        g.regime,
+        s.mechanism || ' / ' || g.regime AS analysis,
+        CASE g.regime
+            WHEN 'capacity_ceiling' THEN s.capacity_mask WHEN 'safety_floor' THEN s.safety_mask
+            WHEN 'mixed' THEN s.mixed_mask
+        END AS band_mask,
+        CASE g.regime
+            WHEN 'capacity_ceiling' THEN s.capacity_override WHEN 'safety_floor' THEN s.safety_override
+            WHEN 'mixed' THEN s.mixed_override
+        END AS override
+    FROM slates AS s
+    CROSS JOIN regimes AS g
 ),
 chosen AS (
     SELECT
-        s.mechanism,
-        g.regime,
-        s.image_id,
-        s.cluster_id,
-        s.a_head,
-        s.head_level,
-        b.band_mask,
-        b.override,
+        analysis,
+        mechanism,
+        regime,
+        image_id,
+        cluster_id,
+        a_head,
+        head_level,
+        band_mask,
+        override,
         CASE
-            WHEN b.band_mask IS NULL OR b.band_mask = 0 THEN NULL
-            WHEN (b.band_mask >> s.s1) & 1 = 1 THEN s.s1
-            WHEN (b.band_mask >> s.s2) & 1 = 1 THEN s.s2
-            WHEN (b.band_mask >> s.s3) & 1 = 1 THEN s.s3
-            WHEN (b.band_mask >> s.s4) & 1 = 1 THEN s.s4
+            WHEN band_mask IS NULL OR band_mask = 0 THEN NULL
+            WHEN (band_mask >> s1) & 1 = 1 THEN s1
+            WHEN (band_mask >> s2) & 1 = 1 THEN s2
+            WHEN (band_mask >> s3) & 1 = 1 THEN s3
+            WHEN (band_mask >> s4) & 1 = 1 THEN s4
         END AS slate_level,
         CASE
-            WHEN b.band_mask >= 8 THEN 3
-            WHEN b.band_mask >= 4 THEN 2
-            WHEN b.band_mask >= 2 THEN 1
-            WHEN b.band_mask = 1 THEN 0
+            WHEN band_mask >= 8 THEN 3
+            WHEN band_mask >= 4 THEN 2
+            WHEN band_mask >= 2 THEN 1
+            WHEN band_mask = 1 THEN 0
         END AS top_level
-    FROM slates AS s
-    CROSS JOIN regimes AS g
-    LEFT JOIN review_bands AS b ON b.cluster_id = s.cluster_id AND b.regime = g.regime
+    FROM banded
 )
 SELECT
-    mechanism || ' / ' || regime AS analysis,
+    analysis,
     mechanism,
     regime,
     image_id,
     cluster_id,
     a_head,
-    'a' || CAST(coalesce(slate_level, top_level) AS VARCHAR) AS a_sel,
+    CASE coalesce(slate_level, top_level) WHEN 0 THEN 'a0' WHEN 1 THEN 'a1' WHEN 2 THEN 'a2' WHEN 3 THEN 'a3' END
+        AS a_sel,
     CASE
         WHEN band_mask IS NULL OR band_mask = 0 THEN NULL
         WHEN slate_level IS NULL THEN 'fallback'

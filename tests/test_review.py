@@ -263,11 +263,12 @@ def score(context: dict, risk: str, a_head: str, a_sel: str, cluster_id: str = "
         rule_file,
         contexts=pa.Table.from_pylist([context]),
         images=pa.table({"image_id": ["i"], "risk_stratum": [risk]}),
+        clusters=pa.table({"image_id": ["i"], "cluster_id": [cluster_id]}),
         selections=pa.table({"analysis": ["m / mixed"], "mechanism": ["m"], "regime": ["mixed"], "image_id": ["i"],
                              "cluster_id": [cluster_id], "a_head": [a_head], "a_sel": [a_sel]}),
     )
-    review.run_sql(con, "review_scores", "review_scores", params)
-    return rows(con, "review_scores")[0]
+    review.build_scores(con, params)
+    return rows(con, "scored_selections")[0]
 
 
 def test_scores_multiply_in_the_studys_order():
