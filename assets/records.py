@@ -8,7 +8,6 @@ from assets.clusters import clusters
 from assets.common import SCORING, connect_with, query, write_table
 from assets.scores import scores
 from assets.selections import selections
-from autheval.review import run_sql
 from dagster_project.resources import LakeResource, SourceResource
 
 
@@ -20,9 +19,6 @@ def records(lake: LakeResource, source: SourceResource):
     if source.is_reference:
         table = query(connect_with(lake.lake(), ["selections", "scores", "clusters"]), "records")
     else:
-        con = connect_with(lake.lake(), [])
-        con.register("review_scores", lake.lake().read("scores"))
-        run_sql(con, "review_records", "review_records")
-        table = query(con, "records_of_review")
+        table = query(connect_with(lake.lake(), ["selections", "scores"]), "records_of_review")
     return write_table(lake.lake(), "records", table,
                        analyses=", ".join(sorted(set(table.column("analysis").to_pylist()))))

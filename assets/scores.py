@@ -2,28 +2,32 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 from dagster import AssetCheckResult, asset, asset_check
 
 from assets.common import SCORING, check_row, connect_with, query, write_table
 from assets.reference import register_reference
 from assets.selections import selections
-from autheval.review import register_rules, run_sql
+from autheval.raw.ingest import RISK
+from autheval.review import build_scores, register_rules
 from autheval.rules import load_rules
 from dagster_project.resources import LakeResource, SourceResource
 
 
 @asset(group_name=SCORING, kinds={"parquet"}, deps=[selections], description=(
     "analysis, image_id, u_local_head, u_local_sel, u_global_head: U_z of the proposal and of the "
-    "selection under the same declared local rule, and U_g of the proposal (benchmark rule)."))
+    "selection under the same declared local rule, and U_g of the proposal (benchmark rule); raw "
+    "cohorts also s_hier, the hierarchical similarity of a proposed diagnosis (secondary, never U_z)."))
 def scores(lake: LakeResource, source: SourceResource):
     store = lake.lake()
     if source.is_reference:
         return write_table(store, "scores", query(register_reference(connect_with(store)), "scores"))
     rule_file = load_rules(source.rules or None)
-    con = connect_with(store, ["selections", "contexts", "images", "clusters"])
+    con = connect_with(store, ["selections", "contexts", "images", "clusters", "proposals"])
     params = register_rules(con, rule_file)
-    run_sql(con, "review_scores", "review_scores", params)
-    return write_table(store, "scores", con.table("review_scores").arrow().read_all(),
+    build_scores(con, params)
+    con.register("diagnosis_risk", pa.table({"diagnosis": list(RISK), "risk_stratum": list(RISK.values())}))
+    return write_table(store, "scores", query(con, "scores_hierarchical"),
                        {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
                        rule_version=rule_file.version, rule_sha256=rule_file.sha256)
 

@@ -2,7 +2,8 @@
 
 The contract (shared by every mechanism, file-provided or model-made): mechanism, image_id, slate
 (ranked actions a0..a3, length 2 or 4), a_head (= slate[0]), p_very_low, p_low, p_moderate, p_high
-(nullable), source. A file gives each row's ranking in one of three forms: the four probabilities
+(nullable), diagnosis (nullable: a mechanism that also proposes a diagnosis, scored by hierarchical
+similarity beside U_z), source. A file gives each row's ranking in one of three forms: the four probabilities
 (slate = stable descending order, ties to the lower level), an explicit `slate` ("a2 a1 a3 a0"), or
 only `a_head` (AuthEval spec 5.5's nearest-level rule). Validation and slates are SQL
 (sql/proposals_file_validate.sql, sql/proposals_file_slates.sql); a broken rule is one RecordError
@@ -16,14 +17,16 @@ from pathlib import Path
 import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
+from autheval.raw.ingest import RISK
 from autheval.records import closest_name, read_table, warn
 from warehouse.sql import connect, load_sql
 
 PROBABILITY_COLUMNS = ("p_very_low", "p_low", "p_moderate", "p_high")
-FILE_COLUMNS = ("mechanism", "image_id", "slate", "a_head", *PROBABILITY_COLUMNS)
+FILE_COLUMNS = ("mechanism", "image_id", "slate", "a_head", *PROBABILITY_COLUMNS, "diagnosis")
 CONTRACT_SCHEMA = pa.schema([
     ("mechanism", pa.string()), ("image_id", pa.string()), ("slate", pa.list_(pa.string())),
-    ("a_head", pa.string()), *[(c, pa.float64()) for c in PROBABILITY_COLUMNS], ("source", pa.string()),
+    ("a_head", pa.string()), *[(c, pa.float64()) for c in PROBABILITY_COLUMNS], ("diagnosis", pa.string()),
+    ("source", pa.string()),
 ])
 
 
@@ -70,6 +73,7 @@ def proposals_from_table(table: pa.Table, source: str, image_ids: pa.Array | Non
     con.register("raw_proposals", raw)
     known = pa.table({"image_id": pa.array([] if image_ids is None else image_ids, pa.string())})
     con.register("known_images", known)
+    con.register("known_diagnoses", pa.table({"diagnosis": sorted(RISK)}))
     violations = con.execute(load_sql("proposals_file_validate"), {"check_images": image_ids is not None}).fetchall()
     if violations:
         raise first_violation(source, violations[0], "image")

@@ -1,12 +1,12 @@
 -- A validated proposals file in the `proposals` contract: mechanism, image_id, slate (ranked actions),
--- a_head, p_very_low, p_low, p_moderate, p_high, source. The ranking comes from, per row:
+-- a_head, p_very_low, p_low, p_moderate, p_high, diagnosis, source. The ranking comes from, per row:
 --   * the four probabilities: stable descending order, ties to the lower level;
 --   * an explicit slate: as given;
 --   * only a_head: AuthEval spec 5.5's nearest-level rule, (|level - head|, then the higher level).
 -- Input: raw_proposals (as in proposals_file_validate.sql, already valid); $source.
 WITH typed AS (
     SELECT
-        row_index, trim(mechanism) AS mechanism, trim(image_id) AS image_id,
+        row_index, trim(mechanism) AS mechanism, trim(image_id) AS image_id, upper(trim(diagnosis)) AS diagnosis,
         CAST(substr(a_head, 2) AS INTEGER) AS head_level,
         CAST(p_very_low AS DOUBLE) AS p_very_low, CAST(p_low AS DOUBLE) AS p_low,
         CAST(p_moderate AS DOUBLE) AS p_moderate, CAST(p_high AS DOUBLE) AS p_high,
@@ -32,7 +32,7 @@ ranked AS (
 )
 SELECT
     mechanism, image_id, slate, slate[1] AS a_head,
-    p_very_low, p_low, p_moderate, p_high,
+    p_very_low, p_low, p_moderate, p_high, diagnosis,
     CAST($source AS VARCHAR) AS source
 FROM ranked
 ORDER BY row_index

@@ -1,13 +1,14 @@
 -- Rule violations of a user's proposals file: the first offending row per broken rule, in rule order.
 -- Input: raw_proposals(row_index, mechanism, image_id, slate, a_head, p_very_low, p_low, p_moderate,
---        p_high), all text; known_images(image_id) (empty when the image set is not known yet);
+--        p_high, diagnosis), all text; known_images(image_id) (empty when the image set is not known
+--        yet); known_diagnoses(diagnosis) (the ISIC 2019 codes);
 --        $check_images (whether known_images is the evaluated image set).
 -- Output: rule_order, column_name, rule, row_index, image_id, bad_value, n_rows.
 -- A row gives its ranking in one of three forms: the four probabilities, an explicit `slate`
 -- ("a2 a1 a3 a0", length 2 or 4, a permutation of distinct actions), or only `a_head`.
 WITH typed AS (
     SELECT
-        row_index, mechanism, image_id, slate, a_head,
+        row_index, mechanism, image_id, slate, a_head, upper(trim(diagnosis)) AS diagnosis,
         [p_very_low, p_low, p_moderate, p_high] AS p_text,
         [TRY_CAST(p_very_low AS DOUBLE), TRY_CAST(p_low AS DOUBLE), TRY_CAST(p_moderate AS DOUBLE),
          TRY_CAST(p_high AS DOUBLE)] AS p,
@@ -37,7 +38,8 @@ checked AS (
         n_p = 0 AND len(items) = 0 AND a_head IS NULL AS r9,
         a_head IN ('a0', 'a1', 'a2', 'a3') AND len(items) IN (2, 4) AND items[1] <> a_head AS r10,
         $check_images AND image_id IS NOT NULL
-            AND image_id NOT IN (SELECT image_id FROM known_images) AS r12
+            AND image_id NOT IN (SELECT image_id FROM known_images) AS r12,
+        diagnosis IS NOT NULL AND diagnosis NOT IN (SELECT diagnosis FROM known_diagnoses) AS r13
     FROM flagged
 ),
 duplicates AS (
@@ -72,6 +74,9 @@ rules AS (
         mechanism, count(*) OVER () FROM duplicates
     UNION ALL SELECT 12, 'image_id', 'unknown image id (not in the lake''s images)', row_index, image_id,
         NULL, count(*) OVER () FROM checked WHERE r12
+    UNION ALL SELECT 13, 'diagnosis', 'must be an ISIC 2019 diagnosis code (' ||
+        (SELECT string_agg(diagnosis, ' ' ORDER BY diagnosis) FROM known_diagnoses) || ')', row_index,
+        image_id, diagnosis, count(*) OVER () FROM checked WHERE r13
 )
 SELECT rule_order, column_name, rule, row_index, image_id, bad_value, n_rows
 FROM rules

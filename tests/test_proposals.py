@@ -95,3 +95,10 @@ def test_columns_misspelled_missing_or_unused(tmp_path):
         read_proposals(_write(tmp_path, "image,a_head\ni1,a1\n"), IMAGES)
     with pytest.warns(UserWarning, match="not used by proposals: confidence_note"):
         read_proposals(_write(tmp_path, " image_id ,a_head,confidence_note\ni1,a1,high\n"), IMAGES)
+
+
+def test_a_proposed_diagnosis_is_kept_and_checked(tmp_path):
+    table = read_proposals(_write(tmp_path, "mechanism,image_id,a_head,diagnosis\nm,i1,a3, mel\nm,i2,a0,\n"), IMAGES)
+    assert table.column("diagnosis").to_pylist() == ["MEL", None]
+    with pytest.raises(RecordError, match="column 'diagnosis': must be an ISIC 2019 diagnosis code"):
+        read_proposals(_write(tmp_path, "mechanism,image_id,a_head,diagnosis\nm,i1,a3,melanoma?\n"), IMAGES)
