@@ -103,7 +103,7 @@ def _parse_contrast(text: str) -> tuple[str, str]:
 
 
 def cmd_compare(args) -> int:
-    from autheval.estimators import estimate
+    from autheval.estimators import estimate, warn_if_no_contrast
     from autheval.outputs import write_compare_outputs
     from autheval.records import read_records
 
@@ -114,6 +114,7 @@ def cmd_compare(args) -> int:
         contrasts = [_parse_contrast(c) for c in args.contrast]
     else:  # every later arm against the first
         contrasts = [(name, arms[0][0]) for name, _ in arms[1:]]
+    warn_if_no_contrast([name for name, _ in arms], contrasts)
     scheme = args.scheme or _default_scheme(records)
     result = estimate(records, scheme=scheme, reps=args.reps, seed=args.seed,
                       quantiles=(args.lower, args.upper), contrasts=contrasts)
@@ -388,6 +389,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("evaluate", "compare", "demo"):
+        from autheval.records import print_warnings_plainly
+
+        print_warnings_plainly()  # one `autheval: warning: ...` line each, on stderr
     try:
         return args.func(args)
     except RecordError as err:

@@ -30,6 +30,7 @@ from autheval.records import (
     PARQUET_SUFFIXES,
     RecordSet,
     file_sha256,
+    header_names,
     read_table,
     records_from_table,
 )
@@ -141,14 +142,14 @@ def read_landed(path: Path, key: str | None = None, name: str | None = None,
     sha256 = sha256 or file_sha256(path)
     key = key or content_key(sha256)
     name = name or original_name(path)
-    raw = read_table(path)
+    raw = header_names(read_table(path), str(path))  # ' timestamp' is the period column too
     if file_sha256(path) != sha256:
         raise LandingChanged(f"{path}: the file changed while it was being read; it will be looked at again")
     source = str(path)
     present = [c for c in PERIOD_COLUMNS if c in raw.column_names]
     if not present:
         raise RecordError(source, "timestamp", "a landed log needs a timestamp or a batch column")
-    records = records_from_table(raw, source, key, sha256)
+    records = records_from_table(raw, source, key, sha256, used=PERIOD_COLUMNS)
     con = connect()
     n = raw.num_rows
     con.register("landed_raw", pa.table({

@@ -194,3 +194,15 @@ def test_demo_checks_its_input_before_materializing(tmp_path):
                             str(tmp_path / "freeze.csv"), "--lake", str(lake)), "--freeze", "no such file")
     _one_line_error(run_cli("demo", "--reps", "0", "--lake", str(lake)), "--reps")
     assert not lake.exists()  # nothing was materialized
+
+
+def test_warnings_are_one_plain_line_each_on_stderr(tmp_path):
+    log = tmp_path / "one.csv"
+    log.write_text("case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local\n"
+                   "a,c1,a1,a2,-1,-2\nb,c2,a1,a1,0,0\n")
+    result = run_cli("compare", "--arm", f"A={log}", "--reps", "100", "--output-dir", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert "autheval: warning: compare was given one arm (A): no paired contrast was asked; give a second --arm (or use evaluate)" in lines
+    assert all(line.startswith("autheval: warning: ") for line in lines), lines
+    assert "AuthEvalWarning" not in result.stderr

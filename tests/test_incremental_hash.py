@@ -60,11 +60,6 @@ def test_same_size_rewrite_of_a_file_is_hashed_again(tmp_path):
     assert again.table.select(["image_id", "phash"]).equals(fresh.table.select(["image_id", "phash"]))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "autheval/raw/phash.py keys reuse on (path, size, mtime) only; a zip member's stored date has 2 s "
-    "resolution and open archives are cached by path, so a same-size member rewritten in the same "
-    "2 s (or in the same process) keeps its old hash. Fix: add the member's CRC-32 (ZipInfo.CRC) to "
-    "the key and re-open an archive whose size or mtime changed."))
 def test_same_size_rewrite_of_a_zip_member_is_hashed_again(tmp_path):
     first_bytes, second_bytes = same_size_pair()
     archive = tmp_path / "ISIC_2019_Training_Input.zip"

@@ -117,6 +117,15 @@ def test_landed_log_without_a_period_column_is_rejected(tmp_path):
         read_landed(path)
 
 
+def test_a_spaced_period_header_is_the_period_and_no_unused_column_warning(tmp_path, recwarn):
+    from autheval.landing import read_landed
+
+    path = write_log(tmp_path, "x.csv", " timestamp ", JAN)
+    records, table = read_landed(path)
+    assert sorted(set(table.column("period").to_pylist())) == ["2026-01"]
+    assert not [w for w in recwarn if "not used" in str(w.message) or "timestamp" in str(w.message)]
+
+
 def test_a_corrected_file_under_a_rejected_name_lands(lake):
     write_log(lake.landing, "jan.csv", "timestamp", ["c1,k7,a2,a1,abc,-2.0,2026-01-03"])
     assert [ok for _, ok in lake.settle()] == [False]

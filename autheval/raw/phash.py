@@ -90,31 +90,39 @@ def hamming(a: int, b: int) -> int:
     return (int(a) ^ int(b)).bit_count()
 
 
-_ZIPS: dict[str, zipfile.ZipFile] = {}
+_ZIPS: dict[str, tuple[tuple[int, int], zipfile.ZipFile]] = {}
+
+
+def _archive(archive: str) -> tuple[zipfile.ZipFile, int]:
+    """The open zip `<archive>.zip` and its mtime_ns; re-opened when the file's size or mtime changed
+    (an archive rewritten during the process is read anew, never from a stale central directory)."""
+    st = os.stat(archive + ".zip")
+    signature = (st.st_size, st.st_mtime_ns)
+    cached = _ZIPS.get(archive)
+    if cached is None or cached[0] != signature:
+        if cached is not None:
+            cached[1].close()
+        cached = _ZIPS[archive] = (signature, zipfile.ZipFile(archive + ".zip"))
+    return cached[1], st.st_mtime_ns
 
 
 def read_image_bytes(path: str) -> bytes:
     """Bytes of an image path: a file, or `<archive>.zip!<member>` inside a zip."""
     if ".zip!" in path:
         archive, _, member = path.partition(".zip!")
-        handle = _ZIPS.get(archive)
-        if handle is None:
-            handle = _ZIPS[archive] = zipfile.ZipFile(archive + ".zip")
-        return handle.read(member)
+        return _archive(archive)[0].read(member)
     with open(path, "rb") as f:
         return f.read()
 
 
 def stat_image(path: str) -> tuple[int, int]:
-    """(size, mtime_ns) of an image path; for a zip member its size and stored date (in ns)."""
+    """(size, mtime_ns) of an image path. For a zip member: its size, and the archive's mtime_ns (a
+    member's stored date has 2 s resolution, so a same-size rewrite could keep it; any rewrite of the
+    archive re-hashes its members instead)."""
     if ".zip!" in path:
         archive, _, member = path.partition(".zip!")
-        handle = _ZIPS.get(archive)
-        if handle is None:
-            handle = _ZIPS[archive] = zipfile.ZipFile(archive + ".zip")
-        info = handle.getinfo(member)
-        stamp = time.mktime((*info.date_time, 0, 0, -1))
-        return info.file_size, int(stamp) * 1_000_000_000
+        handle, mtime_ns = _archive(archive)
+        return handle.getinfo(member).file_size, mtime_ns
     st = os.stat(path)
     return st.st_size, st.st_mtime_ns
 
