@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import math
 
+from models.slates import LEVELS  # noqa: F401  (very_low..high, the order of the continuations)
+
 PROMPT_ID = "medgemma_isic_risk_v3"
 BACKEND = "medgemma_mc_logits"
 SEED = 20260711
-
-LEVELS = ("very_low", "low", "moderate", "high")
-ACTIONS = ("a0", "a1", "a2", "a3")  # action k = risk level k
-RISK_SCORES = (0.10, 0.38, 0.64, 0.90)  # RS: s_assistant = p . RS
 
 PROMPT_TEMPLATE = (
     "This is a research image-assessment task, not patient-specific clinical advice. Inspect the "

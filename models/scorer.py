@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from models.prompts import (ACTIONS, BACKEND, CONTINUATIONS, LEVELS, PROMPT_ID, PUBLIC_COLUMNS, RISK_SCORES,
-                            chat_messages, risk_prompt)
+from models.prompts import BACKEND, CONTINUATIONS, PROMPT_ID, PUBLIC_COLUMNS, chat_messages, risk_prompt
+from models.slates import LEVELS, RISK_SCORES, proposals_table, ranked_slates
 
 METHODS = ("shared_prefix", "padded_rows", "reference")
 KEY_COLUMNS = ("model", "revision", "prompt_id", "image_id")
@@ -44,11 +44,6 @@ CACHE_SCHEMA = pa.schema(
     + [(f"p_{level}", pa.float64()) for level in LEVELS]
     + [("s_assistant", pa.float64()), ("backend", pa.string()), ("method", pa.string()),
        ("device", pa.string()), ("dtype", pa.string()), ("scored_at", pa.timestamp("us", tz="UTC"))]
-)
-PROPOSALS_SCHEMA = pa.schema(
-    [("mechanism", pa.string()), ("image_id", pa.string()), ("slate", pa.list_(pa.string())),
-     ("a_head", pa.string())]
-    + [(f"p_{level}", pa.float64()) for level in LEVELS] + [("source", pa.string())]
 )
 
 
@@ -529,19 +524,12 @@ def _progress(total: int, label: str, enabled: bool) -> _Progress:
 
 
 def proposals_from_scores(scores: pa.Table, mechanism: str, source: str = "model") -> pa.Table:
-    """The agreed proposals contract from scorer rows: the slate ranks the four actions by probability
-    (ties to the lower action), a_head is its first entry. (The MedGemma readout instead ranks by its
-    locked class scores: see models/readout.py.)"""
+    """The `proposals` contract from scorer rows, the slate ranking the four actions by probability
+    (ties to the lower action; models/slates.py). The MedGemma readout instead ranks by its locked class
+    scores (models/readout.py)."""
     p = np.column_stack([scores.column(f"p_{level}").to_numpy() for level in LEVELS]) if scores.num_rows else \
         np.zeros((0, len(LEVELS)))
-    order = np.argsort(-p, axis=1, kind="stable")
-    slates = [[ACTIONS[k] for k in row] for row in order]
-    columns = {"mechanism": [mechanism] * scores.num_rows, "image_id": scores.column("image_id").to_pylist(),
-               "slate": slates, "a_head": [s[0] for s in slates]}
-    for k, level in enumerate(LEVELS):
-        columns[f"p_{level}"] = p[:, k]
-    columns["source"] = [source] * scores.num_rows
-    return pa.table(columns, schema=PROPOSALS_SCHEMA)
+    return proposals_table(mechanism, scores.column("image_id").to_pylist(), ranked_slates(p), p, source)
 
 
 def continuation_loglik(scores: pa.Table) -> pa.Table:

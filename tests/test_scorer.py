@@ -152,3 +152,24 @@ def test_proposals_contract():
     assert proposals.column("slate").to_pylist() == [["a3", "a2", "a1", "a0"], ["a0", "a1", "a2", "a3"]]
     assert proposals.column("a_head").to_pylist() == ["a3", "a0"]
     assert set(proposals.column("source").to_pylist()) == {"model"}
+
+
+def test_prompt_formats_raw_metadata_like_the_reference():
+    text = risk_prompt(55.0, "female", None)
+    assert text.endswith("Public metadata: age=55.0, sex=female, anatomic_site=nan. Selected visual-risk category:")
+    assert risk_prompt(float("nan"), None, "back").count("=nan") == 2
+
+
+def test_prompt_and_continuations_match_the_spec_verbatim():
+    import re
+    from pathlib import Path
+
+    from models.prompts import CONTINUATIONS, PROMPT_TEMPLATE
+
+    spec = Path(__file__).resolve().parents[2] / "shared" / "spec" / "autheval-reference.md"
+    if not spec.exists():
+        pytest.skip("the AuthEval spec (../shared/spec) is not beside this checkout")
+    text = spec.read_text(encoding="utf-8")
+    assert re.search(r"`(This is a research.*?category:)`", text).group(1) == PROMPT_TEMPLATE
+    for level, continuation in CONTINUATIONS.items():
+        assert re.search(rf"\* {level}: `(.*?)`", text).group(1) == continuation
