@@ -105,8 +105,10 @@ def _params(sql: str, params: dict[str, object]) -> dict[str, object]:
 
 def run_sql(con, sql_name: str, table: str, params: dict[str, object] | None = None) -> None:
     """Run `sql/<sql_name>.sql` with its parameters into the native table `table` on `con`."""
+    from warehouse.sql import quote_identifier
+
     sql = load_sql(sql_name)
-    con.execute(f"DROP TABLE IF EXISTS {_plain(table)}")
+    con.execute(load_sql("drop_table").replace("{table}", quote_identifier(table)))
     con.sql(sql, params=_params(sql, params or {}) or None).create(table)
 
 
@@ -117,12 +119,6 @@ def copy_to_parquet(con, sql_name: str, path, params: dict[str, object] | None =
     query = load_sql(sql_name)
     text = load_sql("copy_to_parquet").replace("{path}", quote_literal(str(path))).replace("{query}", query)
     con.execute(text, _params(query, params or {}) or None)
-
-
-def _plain(name: str) -> str:
-    from warehouse.sql import quote_identifier
-
-    return quote_identifier(name)
 
 
 def register_rules(con, rule_file: RuleFile) -> dict[str, object]:
