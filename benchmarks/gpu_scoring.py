@@ -232,7 +232,8 @@ def table(report: dict) -> str:
         f"model: {model['kind']}, {model['parameters'] / 1e6:.1f}M parameters, {model['dtype']}, "
         f"prompt {model['prompt_tokens']} tokens, continuations {model['continuation_tokens']} tokens",
         "",
-        f"{'method':<14} {'batch':>5} {'images':>6} {'seconds':>8} {'images/s':>9} {'x baseline':>10} {'peak GPU GB':>11}",
+        f"{'method':<14} {'batch':>5} {'images':>6} {'seconds':>8} {'images/s':>9} {'x baseline':>10} "
+        f"{'peak GPU GB':>11}",
     ]
     for r in report["scorer"]:
         peak = "-" if r["peak_gpu_gb"] is None else f"{r['peak_gpu_gb']:.2f}"

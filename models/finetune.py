@@ -8,8 +8,9 @@ Two engines, the same loop:
   AdamW in its `torch_adam` form (nothing is compiled on the GPU machine) and our warmup-cosine.
 * plain torch + peft (the default on CPU): on CPU DeepSpeed first JIT-builds its shared-memory comm op
   (60-180 s here, cached afterwards in ~/.cache/torch_extensions); a two-step CPU run should not pay
-  that. DeepSpeed on CPU works (gloo backend, single process; ZeRO stages 1, 2 and 3 all ran here) and
-  `use_deepspeed=True` forces it.
+  that. DeepSpeed on CPU works (CPU accelerator, gloo backend, one process): ZeRO-2 and ZeRO-3 trained
+  the tiny Gemma3 here, ZeRO-1 a small torch model; `use_deepspeed=True` forces it. ZeRO-3 is refused
+  with several processes (the adapter would be partitioned across ranks when saved).
 """
 
 from __future__ import annotations
@@ -209,6 +210,9 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
     use_deepspeed = device.type == "cuda" if config.use_deepspeed is None else config.use_deepspeed
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
+    if use_deepspeed and config.zero_stage == 3 and world > 1:
+        raise ValueError("ZeRO-3 partitions the adapter across ranks and saving it would need a gather: "
+                         "use zero_stage 2 (the DermoGPT setting) with several processes")
 
     processor = AutoProcessor.from_pretrained(config.model_dir, backend="pil", local_files_only=True)
     base = AutoModelForImageTextToText.from_pretrained(config.model_dir, dtype=dtype, local_files_only=True)

@@ -140,17 +140,18 @@ def score_batch(model, processor, images: list, prompts: list[str], method: str 
     return score_encoded(model, processor, encode_prompts(processor, images, prompts), method)
 
 
-def score_encoded(model, processor, encoded: dict, method: str = "shared_prefix") -> np.ndarray:
-    """score_batch after the processor: the part that runs on the accelerator."""
+def score_encoded(model, processor, encoded: dict, method: str = "shared_prefix",
+                  tokens: tuple[list[list[int]], int] | None = None) -> np.ndarray:
+    """score_batch after the processor: the part that runs on the accelerator. `tokens` = (continuation
+    ids, pad id) when the caller has them (then the tokenizer is not touched here)."""
     import torch
 
-    cont_ids = continuation_token_ids(processor)
+    cont_ids, pad_id = tokens if tokens is not None else (continuation_token_ids(processor), pad_token_id(processor))
     with torch.inference_mode():
         if method == "shared_prefix":
-            return _score_shared_prefix(model, encoded, cont_ids, pad_token_id(processor))
+            return _score_shared_prefix(model, encoded, cont_ids, pad_id)
         if method in ("padded_rows", "reference"):
-            return _score_padded_rows(model, encoded, cont_ids, pad_token_id(processor),
-                                      all_logits=method == "reference")
+            return _score_padded_rows(model, encoded, cont_ids, pad_id, all_logits=method == "reference")
     raise ValueError(f"unknown scoring method {method!r}; expected one of {METHODS}")
 
 
@@ -171,13 +172,15 @@ def score_rows(model, processor, rows: list[dict], batch_size: int, method: str 
     batches = [rows[begin: begin + batch_size] for begin in range(0, len(rows), batch_size)]
     if not batches:
         return
+    # read here, once, so that only the prefetch thread uses the (not thread-safe) fast tokenizer
+    tokens = (continuation_token_ids(processor), pad_token_id(processor))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="scorer-prefetch") as pool:
         upcoming = pool.submit(prepare_batch, processor, batches[0])
         for k, batch in enumerate(batches):
             encoded = upcoming.result()
             if k + 1 < len(batches):
                 upcoming = pool.submit(prepare_batch, processor, batches[k + 1])
-            yield batch, score_encoded(model, processor, encoded, method)
+            yield batch, score_encoded(model, processor, encoded, method, tokens)
 
 
 def _model_inputs(model, encoded: dict) -> dict:
@@ -193,7 +196,7 @@ def _score_shared_prefix(model, encoded: dict, cont_ids: list[list[int]], pad_id
 
     inputs = _model_inputs(model, encoded)
     mask = inputs["attention_mask"]
-    batch, prompt_width = mask.shape
+    batch = mask.shape[0]
     prompt_len = mask.sum(dim=1)                                    # right-padded: real tokens first
     last = torch.unique(prompt_len - 1)                             # positions whose logits are needed
     prefix = model(**inputs, use_cache=True, logits_to_keep=last)

@@ -90,9 +90,9 @@ def test_crash_then_rerun_loses_nothing_and_skips_finished_rows(tiny_gemma3, tmp
     scored = []
     real_score_encoded = scorer.score_encoded
 
-    def counting_score_encoded(model, processor, encoded, method):
+    def counting_score_encoded(model, processor, encoded, method, tokens=None):
         scored.append(len(encoded["input_ids"]))
-        return real_score_encoded(model, processor, encoded, method)
+        return real_score_encoded(model, processor, encoded, method, tokens)
 
     monkeypatch.setattr(scorer, "score_encoded", counting_score_encoded)
     result, meta = scorer.score_images(images, config, cache, progress=False)
@@ -123,7 +123,7 @@ def test_cache_is_keyed_by_model_revision_and_prompt(tiny_gemma3, tmp_path, monk
     base = scorer.ScorerConfig(model_dir=str(tiny_gemma3), batch_size=2, device="cpu", revision="r1")
     scorer.score_images(images, base, cache, progress=False)
     calls = []
-    monkeypatch.setattr(scorer, "score_encoded", lambda m, p, encoded, method: calls.append(1) or
+    monkeypatch.setattr(scorer, "score_encoded", lambda m, p, encoded, method, ids: calls.append(1) or
                         np.zeros((len(encoded["input_ids"]), 4)))
     _, meta = scorer.score_images(images, scorer.ScorerConfig(**{**base.__dict__, "revision": "r2"}), cache,
                                   progress=False)
