@@ -16,13 +16,13 @@ Schemes (declared on every output row):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from autheval.bootstrap import lockstep_blocks, product_blocks
+from autheval.bootstrap import Progress, available_cores, lockstep_blocks, stream_sums
 from autheval.errors import RecordError
 from autheval.records import FULL, PROPOSAL_ONLY, RecordSet, warn
 from warehouse.sql import connect, load_sql, materialize
@@ -147,7 +147,8 @@ def _groups(keys: np.ndarray) -> list[tuple[object, slice]]:
     return [(keys[a], slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, columns: dict[str, str]) -> None:
+def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, columns: dict[str, str],
+                   progress=None) -> None:
     """Append to replicate_metrics the metrics of every replicate of row blocks sharing numpy streams,
     {(seed, G): [(labels, {col: array})]}: one block of replicates at a time, all streams in lockstep,
     is registered as `sums_name` and turned into metrics by `metrics_sql` (bounded memory)."""
@@ -155,6 +156,8 @@ def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, c
     matrices = [(seed, np.column_stack([m[c] for _, m in streams[(seed, g)] for c in columns]))
                 for seed, g in keys]
     width = len(columns)
+    counter = Progress(reps, None if progress is None else (
+        lambda done, total: progress(f"bootstrap: {done:,} of {total:,} replicates (shared stream)")))
     for start, sums_per_stream in lockstep_blocks(matrices, reps):
         parts = []
         for (seed, g), sums in zip(keys, sums_per_stream):
@@ -168,22 +171,25 @@ def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, c
                 parts.append(pa.table(block))
         con.register(sums_name, pa.concat_tables(parts))
         con.sql(load_sql(metrics_sql)).insert_into("replicate_metrics")
+        counter.add(rows)
     con.unregister(sums_name)
 
 
-def _replicate_metrics(con, scheme: str, reps: int, seed: int) -> None:
-    """Create replicate_metrics(analysis, rep, unit, <one column per metric>); rep -1 = the point."""
+def _replicate_metrics(con, scheme: str, reps: int, seed: int, skip=frozenset(), progress=None) -> None:
+    """Create replicate_metrics(analysis, rep, unit, <one column per metric>); rep -1 = the point.
+    `skip`: (analysis, metric) pairs no record supports (their streams are not drawn)."""
     if scheme == "evaluator":
-        _evaluator_metrics(con, reps, seed)
+        _evaluator_metrics(con, reps, seed, skip, progress)
     else:
-        _shared_stream_metrics(con, scheme, reps, seed)
+        _shared_stream_metrics(con, scheme, reps, seed, progress)
 
 
-def _evaluator_metrics(con, reps: int, seed: int) -> None:
+def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=None) -> None:
     """Per-metric streams (seed + offset), each over its own clusters (AuthEval's generic evaluator).
-    Each stream's replicate sums are appended block by block to one DuckDB table (which spills past
-    its memory limit), then turned into metrics in one pass; a stream's blocks are the ones
-    `product_blocks` has always drawn, so the numbers do not depend on the other streams."""
+    The streams are independent, so they are drawn at once on all cores (`stream_sums`); a metric its
+    record cannot support is not drawn (its rows are reported unavailable). Each stream's replicate
+    sums are appended to one DuckDB table (which spills past its memory limit), then turned into
+    metrics in one pass; a stream's numbers do not depend on the other streams."""
     materialize(con, "evaluator_clusters", "evaluator_clusters")
     materialize(con, "evaluator_sums", "evaluator_point")  # the point estimates (rep -1) first
     rows = con.table("evaluator_clusters").fetchnumpy()
@@ -191,12 +197,20 @@ def _evaluator_metrics(con, reps: int, seed: int) -> None:
     streams: dict = {}
     for _, part in _groups(keys):
         labels = {"analysis": str(rows["analysis"][part.start]), "metric": str(rows["metric"][part.start])}
+        if (labels["analysis"], labels["metric"]) in skip:
+            continue
         stream = (seed + int(rows["seed_offset"][part.start]), int(rows["n_clusters"][part.start]))
         streams.setdefault(stream, []).append((labels, {c: rows[c][part] for c in EVALUATOR_TO_SUMS}))
     width = len(EVALUATOR_TO_SUMS)
-    for (stream_seed, g), members in streams.items():
-        matrix = np.column_stack([m[c] for _, m in members for c in EVALUATOR_TO_SUMS])
-        for start, sums in product_blocks(stream_seed, reps, matrix):
+    jobs = [(stream_seed, np.column_stack([m[c] for _, m in members for c in EVALUATOR_TO_SUMS]))
+            for (stream_seed, _), members in streams.items()]
+    report = None if progress is None else (
+        lambda done, total: progress(f"bootstrap: {done // max(len(jobs), 1):,} of {reps:,} replicates "
+                                     f"({len(jobs)} evaluator streams on {min(len(jobs), available_cores())} threads)"))
+    all_sums = stream_sums(jobs, reps, progress=report)
+    for ((_, g), members), stream_sums_ in zip(streams.items(), all_sums):
+        for start in range(0, reps, POISSON_BLOCK_REPS):
+            sums = stream_sums_[start : start + POISSON_BLOCK_REPS]
             n = sums.shape[0]
             parts = []
             for i, (labels, _) in enumerate(members):
@@ -210,7 +224,7 @@ def _evaluator_metrics(con, reps: int, seed: int) -> None:
     materialize(con, "replicate_metrics", "evaluator_metrics")
 
 
-def _shared_stream_metrics(con, scheme: str, reps: int, seed: int) -> None:
+def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None) -> None:
     """One set of resamples for every metric and unit: numpy's stream (reference) or Poisson in SQL.
     The point (rep -1) first, then the replicates block by block."""
     con.register("replicate_sums", con.execute(load_sql("replicates_point")).arrow().read_all())
@@ -221,9 +235,11 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int) -> None:
         for analysis, part in _groups(rows["analysis"]):
             stream = (seed, int(rows["n_clusters"][part.start]))
             streams.setdefault(stream, []).append(({"analysis": str(analysis)}, {c: rows[c][part] for c in MATRIX_TO_SUMS}))
-        _stream_metrics(con, "replicate_sums", "replicate_metrics", streams, reps, MATRIX_TO_SUMS)
+        _stream_metrics(con, "replicate_sums", "replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress)
     else:
         for first in range(0, reps, POISSON_BLOCK_REPS):
+            if progress is not None and reps > POISSON_BLOCK_REPS:
+                progress(f"bootstrap: {first:,} of {reps:,} replicates (poisson scheme)")
             params = {"first_rep": first, "reps": min(POISSON_BLOCK_REPS, reps - first), "seed": seed}
             con.register("replicate_sums", con.execute(load_sql("replicates_poisson"), params).arrow().read_all())
             con.sql(load_sql("replicate_metrics")).insert_into("replicate_metrics")
@@ -285,8 +301,13 @@ def estimate(
     seed: int | None = None,
     quantiles: tuple[float, float] = DEFAULT_QUANTILES,
     contrasts: Sequence[tuple[str, str]] = (),
+    engine=None,
+    progress: Callable[[str], None] | None = None,
 ) -> EstimationResult:
-    """Estimate every metric in both units for each record set, and the paired contrasts."""
+    """Estimate every metric in both units for each record set, and the paired contrasts.
+    `engine` (warehouse.engine.Engine): None or DuckDB = here, in process; Spark = the work that grows
+    with records and replicates runs there (autheval.engine_estimates), the rest here. `progress`:
+    called with a line now and then during a long bootstrap (the CLI prints it on stderr)."""
     if scheme not in SCHEMES:
         raise ValueError(f"unknown scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
     reps = check_reps(reps)
@@ -300,8 +321,13 @@ def estimate(
 
     con = connect()
     con.register("records", pa.concat_tables([r.table for r in recordsets]))
-    materialize(con, "cluster_stats", "cluster_stats")
-    _replicate_metrics(con, scheme, reps, seed)
+    if engine is None or engine.kind == "duckdb":
+        materialize(con, "cluster_stats", "cluster_stats")
+        _replicate_metrics(con, scheme, reps, seed, _unsupported(by_name), progress)
+    else:
+        from autheval.engine_estimates import replicate_metrics_on_engine
+
+        replicate_metrics_on_engine(engine, con, scheme, reps, seed)
     q = {"lower": lower, "upper": upper}
     result = EstimationResult(scheme, reps, seed, (lower, upper), by_name)
 
@@ -345,6 +371,12 @@ def estimate(
     for message in result.warnings:
         warn(message)
     return result
+
+
+def _unsupported(by_name: dict[str, RecordSet]) -> frozenset[tuple[str, str]]:
+    """(analysis, metric) pairs whose record level supports no number: nothing to resample."""
+    return frozenset((analysis, metric) for analysis, records in by_name.items() for metric in METRICS
+                     if not availability(records, metric).available)
 
 
 def _cases(n) -> str:

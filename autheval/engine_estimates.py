@@ -1,0 +1,95 @@
+"""The estimators on another engine (Spark, or DuckDB through Ibis), in the portable SQL subset.
+
+`autheval.estimators.estimate(..., engine=...)` hands this module the work that grows with records and
+replicates: the per-cluster sums (`portable_cluster_stats`), the replicate sums (the `reference`
+scheme's exact numpy stream joined in as a replicate-weights table, `portable_replicates_weighted`;
+the `poisson` scheme's weights hashed inside the query, `portable_replicates_poisson`) and the metrics
+per replicate (`replicate_metrics`). What comes back is small (one row per cluster, and one row per
+replicate, analysis and unit); the in-process DuckDB then takes the quantiles, the Delta = p * delta
+check and the paired contrasts with the same SQL files as the default engine, so every engine reports
+through one code path.
+
+The one engine-specific step is numpy's stream: it is drawn here, in replicate blocks (bounded memory),
+and shipped as sparse weights (n_clusters, rep, cluster_rank, mult), mult > 0 only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from warehouse.engine import Engine, EngineError
+
+ENGINE_SCHEMES = ("reference", "poisson")
+WEIGHT_BLOCK_VALUES = 1 << 23  # drawn cluster indices per weights block (about 5M weight rows)
+POISSON_BLOCK_REPS = 1 << 16  # replicate ids per poisson query (bounds its GROUP BY)
+POINT_REP = -1  # the point estimate: every cluster once, in the replicate layout
+
+
+def check_engine_scheme(scheme: str) -> None:
+    if scheme not in ENGINE_SCHEMES:
+        raise EngineError(f"--scheme {scheme}: runs on the duckdb engine only; with --engine spark use "
+                          f"{' or '.join(ENGINE_SCHEMES)}")
+
+
+def reference_weight_blocks(seed: int, n_clusters: int, reps: int,
+                            block_values: int = WEIGHT_BLOCK_VALUES):
+    """Yield Arrow tables (n_clusters, rep, cluster_rank, mult): the multiplicity of every cluster rank
+    drawn in each replicate of numpy's `default_rng(seed).integers(0, G, size=G)` stream (AuthEval's
+    reference bootstrap; drawing several replicates at once gives the identical stream), mult > 0 only.
+    The first block also carries the point (rep -1, mult 1 for every rank)."""
+    g = int(n_clusters)
+    rng = np.random.default_rng(seed)
+    rows_per_block = max(1, min(reps, block_values // g))
+    for start in range(0, reps, rows_per_block):
+        rows = min(rows_per_block, reps - start)
+        draws = rng.integers(0, g, size=(rows, g))  # int64: the dtype decides the stream
+        draws += (np.arange(rows, dtype=np.int64) * g)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=rows * g)
+        flat = np.flatnonzero(counts)
+        rep = (flat // g + start).astype(np.int64)
+        rank = (flat % g).astype(np.int32)
+        mult = counts[flat].astype(np.float64)
+        if start == 0:
+            rep = np.concatenate([np.full(g, POINT_REP, np.int64), rep])
+            rank = np.concatenate([np.arange(g, dtype=np.int32), rank])
+            mult = np.concatenate([np.ones(g), mult])
+        yield pa.table({"n_clusters": pa.array(np.full(len(rep), g, np.int32)), "rep": rep,
+                        "cluster_rank": rank, "mult": mult})
+
+
+def replicate_id_blocks(reps: int, block_reps: int = POISSON_BLOCK_REPS):
+    """Yield Arrow tables replicate_ids(rep): the point (-1) first, then every replicate, in blocks."""
+    for first in range(POINT_REP, reps, block_reps):
+        yield pa.table({"rep": np.arange(first, min(first + block_reps, reps), dtype=np.int64)})
+
+
+def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, seed: int) -> None:
+    """Compute cluster_stats and replicate_metrics on `engine` from the `records` registered on the
+    local DuckDB `con`, and leave both as tables on `con` (the layouts of cluster_stats.sql and
+    replicate_metrics.sql), for intervals, identity_check and paired_contrast to run there."""
+    check_engine_scheme(scheme)
+    records = _arrow(con.table("records").arrow())
+    engine.register("records", records)
+    engine.create("cluster_stats", "portable_cluster_stats")
+    stats = engine.table("cluster_stats").sort_by([("analysis", "ascending"), ("cluster_rank", "ascending")])
+    con.from_arrow(stats).create("cluster_stats")
+    parts = []
+    if scheme == "reference":
+        for g in sorted(set(stats.column("n_clusters").to_pylist())):
+            for weights in reference_weight_blocks(seed, g, reps):
+                engine.register("replicate_weights", weights)
+                engine.create("replicate_sums", "portable_replicates_weighted")
+                parts.append(engine.read("replicate_metrics"))
+    else:
+        for ids in replicate_id_blocks(reps):
+            engine.register("replicate_ids", ids)
+            engine.create("replicate_sums", "portable_replicates_poisson", {"seed": seed})
+            parts.append(engine.read("replicate_metrics"))
+    metrics = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
+    con.from_arrow(metrics).create("replicate_metrics")
+
+
+def _arrow(obj) -> pa.Table:
+    """DuckDB's `.arrow()` gives a table or a batch reader, depending on the version."""
+    return obj.read_all() if hasattr(obj, "read_all") else obj
