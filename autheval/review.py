@@ -5,10 +5,11 @@
     selections + contexts + images    -> scores        (sql/scored_selections.sql, sql/review_scores.sql)
     the same scored selections        -> records       (sql/review_records.sql, the AuthEval log layout)
 
-Everything runs on one DuckDB connection (warehouse.sql.connect()); the tables stay on it, so a
-10M-row review never passes through Python. An asset calls `run_review(...)` in one line; the
-reference checks (`reference_checks`) score the published traces with the same SQL. Every output row
-names the rule file's version and SHA-256. No Dagster imports here.
+Everything runs on one DuckDB connection (warehouse.sql.connect()). An asset calls `run_review(...)`
+(Arrow tables in and out) or the stage functions in one line; `write_review(...)` streams the large
+outputs to Parquet instead (10M rows in under 1 GB). `reference_checks()` checks the engine against
+the published traces with the same SQL. Every output row names the rule file's version and SHA-256.
+No Dagster imports here.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from autheval.rules import ACTIONS, RISK_LEVELS, RuleFile, load_rules
 from warehouse.sql import load_sql
 
 REGIMES = ("capacity_ceiling", "safety_floor", "mixed")
-OUTPUTS = ("contexts", "selections", "scores", "records")
 CONTROL_MECHANISMS = ("LLaVA-Med head", "CLIP probe")  # the reference study's nearest-level slates
 MISSING_METADATA_IMAGE = "ISIC_0014818_downsampled"  # spec 9.1: the traces need the missing-metadata rule
 
