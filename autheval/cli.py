@@ -34,14 +34,15 @@ Run `autheval COMMAND --help` for the options of each command."""
 SEED_MAX = 2**62 - 1
 
 
-def _schemes():
-    from autheval.estimators import SCHEMES
-
-    return SCHEMES
+# autheval.estimators.SCHEMES, spelled out so that building the parser (and --help) imports neither
+# numpy nor DuckDB (a test checks that the two agree)
+SCHEMES = ("reference", "evaluator", "poisson")
+# warehouse.lake.DEFAULT_LAKE, spelled out for the same reason (warehouse.lake imports pyarrow)
+DEFAULT_LAKE = Path("warehouse") / "lake"
 
 
 def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scheme", choices=_schemes(), default=None,
+    parser.add_argument("--scheme", choices=SCHEMES, default=None,
                         help="how clusters are resampled: reference (AuthEval's analysis scheme), evaluator "
                              "(AuthEval's log evaluator) or poisson (Poisson(1) weights, for very large logs); "
                              "default: reference for case traces, evaluator for logs")
@@ -55,6 +56,16 @@ def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
                         help="lower quantile of the interval (default 0.025)")
     parser.add_argument("--upper", type=float, default=0.975, metavar="Q",
                         help="upper quantile of the interval (default 0.975)")
+    parser.add_argument("--engine", default="duckdb", metavar="NAME",
+                        help="where the estimators run: duckdb (in this process, the default) or spark (a "
+                             "local Spark session bound to 127.0.0.1, or the cluster of --spark-master; needs "
+                             "the spark extra and Java 17); the numbers agree to 1e-12")
+    parser.add_argument("--spark-master", default=None, metavar="URL",
+                        help="with --engine spark: an existing cluster (spark://HOST:7077, sc://HOST:15002, "
+                             "yarn, k8s://URL); default local[N] on this machine's cores")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="print no progress lines (by default a run longer than a few seconds reports rows "
+                             "read and bootstrap replicates done on stderr, never on stdout)")
     parser.add_argument("--output-dir", type=Path, default=Path("."), metavar="DIR",
                         help="folder for the result files, created if missing (default: the current folder); "
                              "all files are replaced together or none is")
@@ -66,7 +77,24 @@ def _check_bootstrap_flags(args) -> None:
 
     if args.seed is not None and not 0 <= args.seed <= SEED_MAX:
         raise RecordError("--seed", None, f"must be an integer from 0 to {SEED_MAX} (2^62 - 1), got {args.seed}")
+    from warehouse.engine import engine_config
+
+    engine_config(args.engine, args.spark_master)  # unknown engine, Spark extra, Java, master: one line
     check_output_dir(args.output_dir)
+
+
+def _engine(args, scheme: str):
+    """The engine of --engine/--spark-master as a context: None for duckdb (the estimators run in this
+    process), else a started engine, stopped when the block ends."""
+    from contextlib import nullcontext
+
+    if args.engine == "duckdb":
+        return nullcontext(None)
+    from autheval.engine_estimates import check_engine_scheme
+    from warehouse.engine import connect_engine, engine_config
+
+    check_engine_scheme(scheme)  # before a JVM starts
+    return connect_engine(engine_config(args.engine, args.spark_master))
 
 
 def _default_scheme(recordsets) -> str:
@@ -79,13 +107,37 @@ def cmd_evaluate(args) -> int:
     from autheval.records import read_records
 
     _check_bootstrap_flags(args)
-    records = read_records(args.input)
+    records = _read_with_progress(read_records, args, args.input)
     scheme = args.scheme or _default_scheme([records])
-    result = estimate([records], scheme=scheme, reps=args.reps, seed=args.seed,
-                      quantiles=(args.lower, args.upper))
+    with _engine(args, scheme) as engine:
+        result = estimate([records], scheme=scheme, reps=args.reps, seed=args.seed,
+                          quantiles=(args.lower, args.upper), engine=engine, progress=_bootstrap_progress(args))
     for path in write_evaluate_outputs(result, records.analysis, args.output_dir):
         print(path)
     return 0
+
+
+SLOW_SECONDS = 2.0  # a step that took longer says so on stderr
+
+
+def _read_with_progress(read_records, args, path, analysis=None):
+    """read_records, with one line on stderr (rows read, seconds) when it was slow."""
+    import time
+
+    started = time.monotonic()
+    records = read_records(path, analysis=analysis)
+    seconds = time.monotonic() - started
+    if args.progress and seconds >= SLOW_SECONDS:
+        _progress(f"autheval: read and validated {records.n_cases:,} rows in {records.n_clusters:,} clusters "
+                  f"from {path} ({seconds:.1f} s)")
+    return records
+
+
+def _bootstrap_progress(args):
+    """The estimators' progress lines (replicates done, now and then) on stderr, or None."""
+    if not args.progress:
+        return None
+    return lambda line: _progress(f"autheval: {line}")
 
 
 def _parse_arm(text: str) -> tuple[str, str]:
@@ -109,15 +161,17 @@ def cmd_compare(args) -> int:
 
     _check_bootstrap_flags(args)
     arms = [_parse_arm(a) for a in args.arm]
-    records = [read_records(path, analysis=name) for name, path in arms]
+    records = [_read_with_progress(read_records, args, path, analysis=name) for name, path in arms]
     if args.contrast:
         contrasts = [_parse_contrast(c) for c in args.contrast]
     else:  # every later arm against the first
         contrasts = [(name, arms[0][0]) for name, _ in arms[1:]]
     warn_if_no_contrast([name for name, _ in arms], contrasts)
     scheme = args.scheme or _default_scheme(records)
-    result = estimate(records, scheme=scheme, reps=args.reps, seed=args.seed,
-                      quantiles=(args.lower, args.upper), contrasts=contrasts)
+    with _engine(args, scheme) as engine:
+        result = estimate(records, scheme=scheme, reps=args.reps, seed=args.seed,
+                          quantiles=(args.lower, args.upper), contrasts=contrasts, engine=engine,
+                          progress=_bootstrap_progress(args))
     for path in write_compare_outputs(result, args.output_dir):
         print(path)
     return 0
@@ -323,8 +377,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_compare)
 
-    from warehouse.lake import DEFAULT_LAKE
-
     p = sub.add_parser(
         "demo", help="build the lake from the reference study (or a cohort) and print its tables",
         description="Materialize the lake's whole asset graph in this process (Dagster; no daemon or web "
@@ -386,9 +438,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _PandasNotNeeded:
+    """An import finder that refuses pandas: pyarrow and DuckDB import it, when it is installed, only to
+    check whether objects are pandas objects (0.3-0.5 s), and evaluate/compare never have one."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not used by this command")
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if argv is None and args.command in ("evaluate", "compare") and "pandas" not in sys.modules:
+        sys.meta_path.insert(0, _PandasNotNeeded())  # the command-line process only, not a library caller
     if args.command in ("evaluate", "compare", "demo"):
         from autheval.records import print_warnings_plainly
 

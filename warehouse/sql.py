@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from importlib.resources import files
@@ -43,16 +44,64 @@ def materialize(con, name: str, sql_name: str, params=None):
     con.sql(load_sql(sql_name), params=params or None).create(name)
 
 
+MEMORY_SHARE = 0.4  # of the memory available when a connection opens
+MIN_MEMORY_MB = 256
+MAX_MEMORY_MB = 1536  # the scale runs (10M records) stay under 2 GB in all with the Python side
+
+
+def available_memory_bytes() -> int | None:
+    """Memory this process could still use: MemAvailable, lowered to what a cgroup (v2 or v1) limit
+    leaves; None where neither can be read."""
+    available = None
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_file) as handle:
+                limit = handle.read().strip()
+            with open(usage_file) as handle:
+                usage = int(handle.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 1 << 60:
+            left = max(int(limit) - usage, 0)
+            available = left if available is None else min(available, left)
+        break
+    return available
+
+
+def duckdb_memory_limit() -> str:
+    """The memory cap of compute connections: AUTHEVAL_DUCKDB_MEMORY when set (any DuckDB size, e.g.
+    '4GB'), else MEMORY_SHARE of the available memory, between MIN_MEMORY_MB and MAX_MEMORY_MB (512MB
+    where available memory cannot be read)."""
+    override = os.environ.get("AUTHEVAL_DUCKDB_MEMORY", "").strip()
+    if override:
+        return override
+    available = available_memory_bytes()
+    if available is None:
+        return "512MB"
+    share = int(available * MEMORY_SHARE) >> 20
+    return f"{max(MIN_MEMORY_MB, min(MAX_MEMORY_MB, share))}MB"
+
+
 def connect(memory_limit: str | None = None):
     """An in-memory DuckDB connection for compute, with bounded memory: past the limit DuckDB spills
-    to a temporary folder instead of growing (AUTHEVAL_DUCKDB_MEMORY, default 512MB)."""
-    import os
+    to a temporary folder instead of growing (`duckdb_memory_limit()`: AUTHEVAL_DUCKDB_MEMORY, else
+    derived from the available memory)."""
     import tempfile
 
     import duckdb
 
     spill = Path(tempfile.gettempdir()) / "autheval-duckdb-spill"
     return duckdb.connect(config={
-        "memory_limit": memory_limit or os.environ.get("AUTHEVAL_DUCKDB_MEMORY", "512MB"),
+        "memory_limit": memory_limit or duckdb_memory_limit(),
         "temp_directory": str(spill),
     })
