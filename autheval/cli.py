@@ -451,7 +451,8 @@ class _PandasNotNeeded:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if argv is None and args.command in ("evaluate", "compare") and "pandas" not in sys.modules:
+    if (argv is None and args.command in ("evaluate", "compare") and "pandas" not in sys.modules
+            and args.engine == "duckdb"):  # Ibis's Spark backend imports pandas
         sys.meta_path.insert(0, _PandasNotNeeded())  # the command-line process only, not a library caller
     if args.command in ("evaluate", "compare", "demo"):
         from autheval.records import print_warnings_plainly

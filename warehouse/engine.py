@@ -260,6 +260,7 @@ def _spark_engine(config: EngineConfig) -> Engine:
                 .config("spark.driver.memory", config.spark_driver_memory)
                 .config("spark.ui.enabled", "false")
                 .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.log.level", "ERROR")  # the JVM's start-up warnings stay off stderr
                 .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
                 .config("spark.local.dir", str(scratch / "local"))
                 .config("spark.sql.session.timeZone", "UTC")
