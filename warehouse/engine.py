@@ -184,6 +184,7 @@ class Engine:
         """Keep the result of `sql/<sql_name>.sql` as table `name` (computed once, read many times)."""
         expr = self.expression(sql_name, params)
         if self.kind == "spark":
+            self.session.catalog.dropTempView(name)  # a registered table of that name would shadow it
             self.backend.create_table(name, expr, overwrite=True)
         else:
             self.backend.create_table(name, expr, temp=True, overwrite=True)
