@@ -6,35 +6,40 @@ import pyarrow.parquet as pq
 from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
 
 from assets.common import PROPOSALS, check_row, connect_with, query, write_table
+from assets.model_proposals import MODEL_PROPOSAL_TABLES, model_proposals
 from assets.reference import register_reference
-from autheval.proposals import read_proposals
+from autheval.proposals import combine_proposals, read_proposals
 from autheval.reference_data import reference_path
-from dagster_project.resources import LakeResource, SourceResource
+from dagster_project.resources import LakeResource, ModelsResource, SourceResource
 
 
-@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images"], description=(
+@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images", *MODEL_PROPOSAL_TABLES], description=(
     "What each proposal mechanism proposed for each image. Raw cohorts: mechanism, image_id, slate "
-    "(ranked actions), a_head, p_very_low, p_low, p_moderate, p_high, source (a proposals file, "
-    "validated). Reference study: mechanism, policy_id, image_id, slate_size, a_head of the MedGemma "
+    "(ranked actions), a_head, p_very_low, p_low, p_moderate, p_high, diagnosis, source: a proposals "
+    "file's mechanisms (validated), then, when models are enabled, the lake's model mechanisms (VLM "
+    "readout, CLIP probe, CCT single, CCT cc, and the LoRA fine-tune when configured). Reference study: mechanism, policy_id, image_id, slate_size, a_head of the MedGemma "
     "readout, LLaVA-Med head and CLIP probe (their slates are not shipped)."))
-def proposals(lake: LakeResource, source: SourceResource):
+def proposals(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     if source.is_reference:
         table = query(register_reference(connect_with(store)), "proposals")
     else:
-        table = raw_source_proposals(store, source)
+        table = raw_source_proposals(store, source, models.enabled)
     mechanisms = list(dict.fromkeys(table.column("mechanism").to_pylist()))
     return write_table(store, "proposals", table, mechanisms=", ".join(mechanisms))
 
 
-def raw_source_proposals(store, source: SourceResource):
-    """A raw cohort's proposals in the contract (mechanism, image_id, slate, a_head, p_*, source):
-    the source's proposals file, validated against the lake's images."""
+def raw_source_proposals(store, source: SourceResource, with_models: bool = False):
+    """A raw cohort's proposals in the contract (mechanism, image_id, slate, a_head, p_*, diagnosis,
+    source): the source's proposals file, validated against the lake's images, then (`with_models`) the
+    model mechanisms' tables in declaration order."""
     path = source.proposals_file()
-    if path is None:
+    if path is None and not with_models:
         raise ValueError("no proposals for this cohort: name a proposals file (CSV or Parquet with mechanism, "
-                         "image_id and the four probabilities, a slate or an a_head) as the source's `proposals`")
-    return read_proposals(path, store.read("images").column("image_id"))
+                         "image_id and the four probabilities, a slate or an a_head) as the source's `proposals`, "
+                         "or enable the model mechanisms")
+    parts = [read_proposals(path, store.read("images").column("image_id"))] if path else []
+    return combine_proposals(parts + (model_proposals(store) if with_models else []))
 
 
 @multi_asset_check(specs=[AssetCheckSpec(

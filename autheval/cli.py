@@ -193,7 +193,9 @@ def _check_demo_flags(args) -> None:
         raise RecordError("--min-group-clusters", None, f"must be at least 1, got {args.min_group_clusters}")
     if args.source == "reference":
         for flag, value in (("--input", args.input), ("--freeze", args.freeze), ("--proposals", args.proposals),
-                            ("--rules", args.rules), ("--gate-scores", args.gate_scores)):
+                            ("--rules", args.rules), ("--gate-scores", args.gate_scores),
+                            ("--scorer-dir", args.scorer_dir), ("--vision-dir", args.vision_dir),
+                            ("--finetune", args.finetune or None)):
             if value is not None:
                 raise RecordError(flag, None, "is for the synthetic and isic2019 sources; the reference source is embedded")
         return
@@ -210,6 +212,12 @@ def _check_demo_flags(args) -> None:
     for flag, value in (("--proposals", args.proposals), ("--gate-scores", args.gate_scores)):
         if value is not None and not value.is_file():
             raise RecordError(flag, None, f"{value}: no such file")
+    for flag, value in (("--scorer-dir", args.scorer_dir), ("--vision-dir", args.vision_dir)):
+        if value is not None and not value.is_dir():
+            raise RecordError(flag, None, f"{value}: no such folder (a local model directory; nothing is downloaded)")
+    if args.no_models and (args.scorer_dir or args.vision_dir or args.finetune):
+        raise RecordError("--no-models", None, "turns the model mechanisms off; drop --scorer-dir, --vision-dir "
+                          "and --finetune, or --no-models")
     if args.rules is not None:
         from autheval.rules import load_rules
 
@@ -226,10 +234,12 @@ def cmd_demo(args) -> int:
     import pyarrow as pa
 
     from dagster_project.demo import COHORT_STAGES, RAW_STAGES, REFERENCE_STAGES, BlockingCheckFailed, run_stages
-    from dagster_project.resources import SourceResource
+    from dagster_project.resources import ModelsResource, SourceResource
     from warehouse.lake import DEFAULT_LAKE, Lake
 
     lake = Lake(args.lake)
+    models = ModelsResource(enabled=_demo_models_enabled(args), scorer_dir=_resolved_path(args.scorer_dir),
+                            vision_dir=_resolved_path(args.vision_dir), finetune=args.finetune)
     if args.source == "reference":
         source, stages, extra = SourceResource(kind="reference", reps=args.reps), REFERENCE_STAGES, ()
     else:
@@ -248,14 +258,19 @@ def cmd_demo(args) -> int:
                                 reps=args.reps, proposals=resolved(args.proposals), rules=resolved(args.rules),
                                 gate_scores=resolved(args.gate_scores), evaluate_split=args.evaluate_split,
                                 min_group_clusters=args.min_group_clusters)
-        if source.proposals_file():
+        if source.proposals_file() or models.enabled:
             stages, extra = COHORT_STAGES, ()
         else:
             stages, extra = RAW_STAGES, ("catalog",)
-            _progress("No proposals for this cohort (--proposals FILE): the raw path and the review contexts only")
+            _progress("No proposals for this cohort (--proposals FILE, or model mechanisms with --scorer-dir): "
+                      "the raw path and the review contexts only")
+    if models.enabled:
+        _progress("Model mechanisms on: VLM readout, CLIP probe, CCT single, CCT cc"
+                  + (", VLM LoRA fine-tuned" if models.finetune else "")
+                  + f" (scorer {args.scorer_dir or 'tiny Gemma3'}, vision tower {args.vision_dir or 'tiny CLIP'})")
     _progress(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)")
     try:
-        checks = run_stages(lake.root, stages, out=_progress, source=source, extra=extra)
+        checks = run_stages(lake.root, stages, out=_progress, source=source, extra=extra, models=models)
     except BlockingCheckFailed as err:  # not bad input: the data broke a guarded rule (exit 1)
         print(f"autheval: error: {err}", file=sys.stderr)
         return 1
@@ -266,6 +281,18 @@ def cmd_demo(args) -> int:
     lake_flag = "" if lake.root == Lake(DEFAULT_LAKE).root else f" --lake {args.lake}"
     print(f"query:  autheval query \"select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates\"{lake_flag}")
     return 1 if failed else 0
+
+
+def _demo_models_enabled(args) -> bool:
+    """The model mechanisms run for the synthetic source unless --no-models (tiny random models unless
+    --scorer-dir/--vision-dir name real ones), and for isic2019 when a model flag asks for them."""
+    if args.source == "reference" or args.no_models:
+        return False
+    return args.source == "synthetic" or bool(args.scorer_dir or args.vision_dir or args.finetune)
+
+
+def _resolved_path(path) -> str:
+    return str(path.resolve()) if path else ""
 
 
 REFERENCE_TITLES = (("regimes", "Review regimes of the MedGemma readout"),
@@ -404,6 +431,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the split the review and the estimates run on (default test)")
     p.add_argument("--min-group-clusters", type=int, default=30, metavar="N",
                    help="subgroups with fewer clusters or images are reported as not estimable (default 30)")
+    p.add_argument("--no-models", action="store_true",
+                   help="no model mechanisms (synthetic: by default the tiny VLM scorer's readout, a CLIP probe "
+                        "and the CCT single and cc arms run beside the file's mechanisms)")
+    p.add_argument("--scorer-dir", type=Path, metavar="DIR",
+                   help="a local VLM directory for the scorer (Gemma3 / LLaVA style; default: a tiny random "
+                        "Gemma3 built into <lake>/models); isic2019: turns the model mechanisms on")
+    p.add_argument("--vision-dir", type=Path, metavar="DIR",
+                   help="a local vision tower directory for the probe (default: a tiny random CLIP vision model)")
+    p.add_argument("--finetune", action="store_true",
+                   help="also LoRA fine-tune the scorer on the train split and score it as its own mechanism")
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, metavar="DIR",
                    help=f"lake folder, created if missing (default {DEFAULT_LAKE})")
     p.add_argument("--reps", type=int, default=5000, metavar="N",

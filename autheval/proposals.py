@@ -86,3 +86,24 @@ def read_proposals(path: str | Path, image_ids: pa.Array | None = None) -> pa.Ta
     after the file (its stem)."""
     path = Path(path)
     return proposals_from_table(read_table(path), str(path), image_ids, default_mechanism=path.stem.split(".")[0])
+
+
+def as_contract(table: pa.Table) -> pa.Table:
+    """A mechanism's rows (a model's, from models/slates.py: no `diagnosis` column) in the contract:
+    the missing diagnosis is null, columns in contract order and types."""
+    if "diagnosis" not in table.column_names:
+        table = table.append_column("diagnosis", pa.nulls(table.num_rows, pa.string()))
+    return table.select(CONTRACT_SCHEMA.names).cast(CONTRACT_SCHEMA)
+
+
+def combine_proposals(parts: list[pa.Table]) -> pa.Table:
+    """Several mechanisms' proposals as one table in the order given (the order mechanisms are declared:
+    later minus earlier in the paired contrasts); a mechanism name used twice is refused."""
+    parts = [as_contract(part) for part in parts]
+    seen: dict[str, int] = {}
+    for k, part in enumerate(parts):
+        for name in dict.fromkeys(part.column("mechanism").to_pylist()):
+            if seen.setdefault(name, k) != k:
+                raise RecordError("proposals", "mechanism", f"mechanism {name!r} is given twice (by a file and a "
+                                  "model, or by two models); rename one")
+    return pa.concat_tables(parts) if parts else CONTRACT_SCHEMA.empty_table()

@@ -28,6 +28,7 @@ import assets.estimates
 import assets.gate_proxy
 import assets.images
 import assets.landing
+import assets.model_proposals
 import assets.proposals
 import assets.records
 import assets.reports
@@ -35,10 +36,10 @@ import assets.scores
 import assets.selections
 import assets.subgroups
 import assets.trend
-from dagster_project.resources import SourceResource, default_source, lake_resource
+from dagster_project.resources import ModelsResource, SourceResource, default_models, default_source, lake_resource
 
 STUDY_MODULES = [assets.images, assets.duplicates, assets.clusters, assets.gate_proxy, assets.contexts,
-                 assets.proposals, assets.selections, assets.scores, assets.records, assets.estimates,
+                 assets.model_proposals, assets.proposals, assets.selections, assets.scores, assets.records, assets.estimates,
                  assets.subgroups, assets.reports, assets.catalog, assets.landing, assets.trend]  # fmt: skip
 
 # Concurrency pools and their limits: the catalog is published by one step at a time, in every run.
@@ -95,14 +96,16 @@ def study_assets() -> list:
     return [*load_assets_from_modules(STUDY_MODULES), *load_asset_checks_from_modules(STUDY_MODULES)]
 
 
-def build_definitions(lake_root: str | None = None, source: SourceResource | None = None) -> Definitions:
+def build_definitions(lake_root: str | None = None, source: SourceResource | None = None,
+                      models: ModelsResource | None = None) -> Definitions:
     return Definitions(
         assets=load_assets_from_modules(STUDY_MODULES),
         asset_checks=load_asset_checks_from_modules(STUDY_MODULES),
         jobs=[reference_study_job, raw_path_job, cohort_study_job, assets.landing.landed_logs_job, assets.trend.recurring_evaluation_job],
         sensors=[assets.landing.landing_sensor],
         schedules=[assets.trend.recurring_evaluation_schedule],
-        resources={"lake": lake_resource(lake_root), "source": source or default_source()},
+        resources={"lake": lake_resource(lake_root), "source": source or default_source(),
+                   "models": models or default_models()},
     )
 
 

@@ -11,7 +11,7 @@ from dagster import AssetSelection, DagsterEventType, materialize
 from dagster._core.errors import DagsterAssetCheckFailedError
 
 from dagster_project.definitions import build_definitions, project_instance, study_assets
-from dagster_project.resources import SourceResource
+from dagster_project.resources import ModelsResource, SourceResource
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures reach the caller as one line
 REFERENCE_STAGES = ("ingest", "duplicates", "proposals", "review", "scoring", "estimates", "reports")
@@ -40,11 +40,12 @@ class BlockingCheckFailed(ValueError):
 
 
 def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: SourceResource | None = None,
-               extra: tuple[str, ...] = ()) -> CheckTally:
+               extra: tuple[str, ...] = (), models: ModelsResource | None = None) -> CheckTally:
     """Materialize each group in order, then the `extra` assets; returns {check name: passed} of the
     checks that ran (with `.skipped`, those that did not). Raises if a stage fails (BlockingCheckFailed
-    when a blocking check stopped it)."""
-    defs = build_definitions(str(lake_root), source)
+    when a blocking check stopped it). `models` turns on the model mechanisms (default: as the
+    environment says, see dagster_project.resources.default_models)."""
+    defs = build_definitions(str(lake_root), source, models)
     assets_defs = study_assets()
     resources = defs.resources
     instance = project_instance()

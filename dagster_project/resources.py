@@ -3,7 +3,8 @@ is in warehouse/ (no Dagster).
 
 Fields read the environment through Dagster's EnvVar (resolved when a run starts and shown in the UI):
 AUTHEVAL_LAKE (lake root, default warehouse/lake), AUTHEVAL_LANDING (default <lake>/landing),
-AUTHEVAL_SOURCE (reference | synthetic | isic2019), AUTHEVAL_INPUT, AUTHEVAL_FREEZE."""
+AUTHEVAL_SOURCE (reference | synthetic | isic2019), AUTHEVAL_INPUT, AUTHEVAL_FREEZE, and for the model
+mechanisms AUTHEVAL_MODELS (1 turns them on), AUTHEVAL_SCORER_DIR, AUTHEVAL_VISION_DIR, AUTHEVAL_FINETUNE."""
 
 from __future__ import annotations
 
@@ -102,3 +103,64 @@ def default_source() -> SourceResource:
     embedded reference study)."""
     return SourceResource(kind=env_or(SOURCE_ENV, "reference"), input_dir=env_or(INPUT_ENV, ""),
                           freeze=env_or(FREEZE_ENV, ""))
+
+
+MODELS_ENV = "AUTHEVAL_MODELS"
+SCORER_DIR_ENV = "AUTHEVAL_SCORER_DIR"
+VISION_DIR_ENV = "AUTHEVAL_VISION_DIR"
+FINETUNE_ENV = "AUTHEVAL_FINETUNE"
+TINY_SCORER = "tiny-gemma3"
+TINY_VISION = "tiny-clip-vision"
+
+
+class ModelsResource(ConfigurableResource):
+    """The proposal mechanisms the lake runs itself (assets/model_proposals.py): the VLM likelihood
+    scorer with its readout and K prompt variants for CCT, the linear probe over a frozen vision tower,
+    and optionally a LoRA fine-tune of the scorer. A model is a local directory; an empty directory
+    field means the tiny random model of that kind, built once into <lake>/models (models/tiny.py).
+    Disabled (the default): the model assets write empty tables and `proposals` is the file's alone."""
+
+    enabled: bool = False
+    scorer_dir: str = ""       # a local VLM (Gemma3 / LLaVA style); empty: tiny Gemma3
+    vision_dir: str = ""       # a local vision tower for the probe (CLIPVisionModel); empty: tiny CLIP vision
+    variants: int = 4          # K prompt variants for CCT (variant 0 = the spec prompt)
+    batch_size: int = 8
+    device: str = ""           # empty: CUDA when present, else CPU
+    finetune: bool = False     # run the LoRA fine-tune and score it as its own mechanism
+    finetune_max_steps: int = 0  # 0: one full epoch over the train split
+    cct_lam: float = 1.0
+    cct_beta: float = 1.0
+
+    def model_root(self, lake: Lake) -> Path:
+        return lake.root / "models"
+
+    def scorer_model(self, lake: Lake) -> Path:
+        """The scorer's model directory (the tiny Gemma3 is built on first use)."""
+        return Path(self.scorer_dir) if self.scorer_dir else _tiny(TINY_SCORER, self.model_root(lake))
+
+    def vision_model(self, lake: Lake) -> Path:
+        """The probe's vision tower directory (the tiny CLIP vision model is built on first use)."""
+        return Path(self.vision_dir) if self.vision_dir else _tiny(TINY_VISION, self.model_root(lake))
+
+    def device_or_none(self) -> str | None:
+        return self.device or None
+
+
+def _tiny(kind: str, root: Path) -> Path:
+    from models.tiny import ensure_tiny_model  # torch: imported only when a model runs
+
+    return ensure_tiny_model(kind, root)
+
+
+def _env_flag(name: str) -> bool:
+    import os
+
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def default_models() -> ModelsResource:
+    """The model mechanisms as the environment says ($AUTHEVAL_MODELS=1 turns them on; the model
+    directories from $AUTHEVAL_SCORER_DIR and $AUTHEVAL_VISION_DIR, the fine-tune from
+    $AUTHEVAL_FINETUNE=1); disabled otherwise."""
+    return ModelsResource(enabled=_env_flag(MODELS_ENV), scorer_dir=env_or(SCORER_DIR_ENV, ""),
+                          vision_dir=env_or(VISION_DIR_ENV, ""), finetune=_env_flag(FINETUNE_ENV))

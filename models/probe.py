@@ -227,3 +227,51 @@ def train_probe_from_tables(features: pa.Table, labels: pa.Table, config: ProbeC
         raise ValueError("the probe needs labelled train and val images")
     return train_probe(matrix[rows["train"]], np.asarray([level[ids[k]] for k in rows["train"]]),
                        matrix[rows["val"]], np.asarray([level[ids[k]] for k in rows["val"]]), config)
+
+
+# ---------------------------------------------------------------- the lake's calls
+
+def load_vision_tower(model_dir: str | Path):
+    """(tower, image processor) of a local vision model directory (CLIPVisionModel, SigLIP vision, ...)."""
+    from transformers import AutoImageProcessor, AutoModel
+
+    tower = AutoModel.from_pretrained(model_dir, local_files_only=True).eval()
+    return tower, AutoImageProcessor.from_pretrained(model_dir, local_files_only=True)
+
+
+def tower_features(images: pa.Table, model_dir: str | Path, cache_dir: str | Path, batch_size: int = 64,
+                   device: str | None = None) -> tuple[pa.Table, dict]:
+    """The features asset's one call: `images` (image_id, image_path) through the frozen tower at
+    `model_dir`, cached under `cache_dir/<model key>` (model name + content hash, so another tower or
+    other weights never reuse these rows). The tower loads only when an image is left to extract.
+    Returns the feature rows of `images` in their order and the run's metadata."""
+    import time
+
+    from autheval.records import table_sha256
+    from models.scorer import directory_sha256, open_rgb
+
+    revision = directory_sha256(model_dir)
+    model_key = f"{Path(model_dir).name}@{revision[:16]}"
+    cache = Path(cache_dir) / hashlib.sha256(model_key.encode()).hexdigest()[:16]
+    ids = [str(i) for i in images.column("image_id").to_pylist()]
+    path_of = dict(zip(ids, images.column("image_path").to_pylist()))
+    missing = len(set(ids) - set(cached_features(cache, model_key).column("image_id").to_pylist()))
+    started = time.perf_counter()
+    device_name = None
+    if missing:
+        tower, processor = load_vision_tower(model_dir)
+        device_name = str(_device(device))
+        features = extract_features(tower, processor, ids, lambda i: open_rgb(path_of[i]), cache, model_key,
+                                    batch_size=batch_size, device=device)
+    else:
+        cached = cached_features(cache, model_key)
+        index = {image_id: k for k, image_id in enumerate(cached.column("image_id").to_pylist())}
+        features = cached.take([index[i] for i in ids])
+    seconds = time.perf_counter() - started
+    return features, {
+        "model": Path(model_dir).name, "revision": revision, "model_key": model_key, "images": len(ids),
+        "images_extracted": missing, "images_from_cache": len(ids) - missing, "device": device_name,
+        "images_per_s": round(missing / seconds, 3) if missing and seconds > 0 else None,
+        "seconds": round(seconds, 3), "feature_dim": int(feature_matrix(features).shape[1]) if features.num_rows else None,
+        "cache_dir": str(cache), "data_sha256": table_sha256(images.select(["image_id"])),
+    }

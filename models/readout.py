@@ -245,3 +245,21 @@ def readout_proposals_table(scores: pa.Table, lock: ReadoutLock | None = None, b
     """The proposals asset's one call: `image_id, p_very_low ... p_high` (a scorer cache) -> proposals."""
     return readout_proposals(scores.column("image_id").to_pylist(), _probability_matrix(scores), lock, bias,
                              mechanism, source)
+
+
+def cohort_readout(validation_scores: pa.Table, config: ReadoutConfig | None = None) -> tuple[ReadoutLock, dict]:
+    """The lake's readout: trained and locked on the cohort's validation rows (`train_readout_table`),
+    or, where they cannot support the fit (fewer than two clusters, or a level absent from the design
+    partition, as in a small synthetic cohort), the published lock, applied as shipped. The metadata
+    says which (`trained`, and the `reason` when it is the published lock)."""
+    n_clusters = len(set(validation_scores.column("cluster_id").to_pylist()))
+    try:
+        if n_clusters < 2:
+            raise ValueError(f"the validation split has {n_clusters} cluster(s); the design/lock partition needs two")
+        fit = train_readout_table(validation_scores, config)
+    except ValueError as err:
+        record = published_lock_record()
+        return published_lock(), {"trained": False, "reason": str(err), "validation_images": validation_scores.num_rows,
+                                  "chosen_C": record.get("C"), "lock": published_lock().as_dict(),
+                                  "lock_source": LOCK_FILE}
+    return fit.lock, {"trained": True, "validation_images": validation_scores.num_rows, **fit.metadata()}

@@ -60,7 +60,7 @@ class ScorerConfig:
     chunk_images: int = 64          # images per cache part file (a crash loses at most one unflushed chunk)
     method: str = "shared_prefix"
     device: str | None = None       # default: cuda when present, else cpu
-    prompt_id: str = PROMPT_ID
+    prompt_id: str = PROMPT_ID      # a declared prompt variant (models/prompts.py); the default is the spec's
 
     def name(self) -> str:
         if self.model_name:
@@ -157,9 +157,11 @@ def score_encoded(model, processor, encoded: dict, method: str = "shared_prefix"
 
 def prepare_batch(processor, rows: list[dict]) -> dict:
     """Decode the images and run the processor for one batch of input rows (CPU work). A row carries
-    `image_path` (or an in-memory `image`) and the public metadata."""
+    `image_path` (or an in-memory `image`), the public metadata and optionally the `prompt_id` of a
+    declared prompt variant (default: the spec prompt)."""
     pictures = [row["image"] if "image" in row else open_rgb(row["image_path"]) for row in rows]
-    prompts = [risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site")) for row in rows]
+    prompts = [risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site"), row.get("prompt_id", PROMPT_ID))
+               for row in rows]
     return encode_prompts(processor, pictures, prompts)
 
 
@@ -410,29 +412,34 @@ def _dedupe(rows: list[dict]) -> list[dict]:
 
 
 def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, *, progress: bool = True,
-                 on_batch: Callable[[int], None] | None = None) -> tuple[pa.Table, dict]:
+                 on_batch: Callable[[int], None] | None = None,
+                 load: Callable[[], tuple] | None = None) -> tuple[pa.Table, dict]:
     """Score every image of `images` (public columns only) not yet in the cache; return the cache rows of
     these images in input order and the run's metadata (images/s, device, data hash, config).
 
     `on_batch(n_done)` is called after each scored batch (a hook for progress reporting and for tests
-    that interrupt a run)."""
+    that interrupt a run). `load()` gives (model, processor, device, dtype) when the caller already
+    holds the model (several prompt variants, one load); by default the model is loaded here, and only
+    when an image is left to score."""
     from autheval.records import table_sha256
 
     check_inputs(images)
     if config.method not in METHODS:
         raise ValueError(f"unknown scoring method {config.method!r}; expected one of {METHODS}")
+    risk_prompt(None, None, None, config.prompt_id)   # an undeclared prompt id fails before the model loads
     model_name, revision = config.name(), model_revision(config)
     directory = key_directory(cache_dir, model_name, revision, config.prompt_id)
     cached = read_cache(cache_dir, model_name, revision, config.prompt_id)
     done = set(cached.column("image_id").to_pylist())
-    todo = [row for row in images.to_pylist() if row["image_id"] not in done]
+    todo = [{**row, "prompt_id": config.prompt_id} for row in images.to_pylist() if row["image_id"] not in done]
 
     started = time.perf_counter()
     device_name, dtype_name_, load_s, scoring_s, parts = None, None, 0.0, 0.0, 0
     if todo:
         from models.device import dtype_name
 
-        model, processor, device, dtype = load_model(config.model_dir, config.adapter_dir, config.device)
+        model, processor, device, dtype = load() if load is not None else \
+            load_model(config.model_dir, config.adapter_dir, config.device)
         device_name, dtype_name_ = str(device), dtype_name(dtype)
         load_s = time.perf_counter() - started
         n_tokens = [len(ids) for ids in continuation_token_ids(processor)]
@@ -521,6 +528,56 @@ class _Progress:
 
 def _progress(total: int, label: str, enabled: bool) -> _Progress:
     return _Progress(total, label, enabled)
+
+
+def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, variants: int = 4,
+                          variant_image_ids=None, *, progress: bool = True) -> tuple[pa.Table, dict]:
+    """The scorer over K declared prompt variants (CCT, models/prompts.py PROMPT_VARIANTS): variant 0
+    (the spec prompt) on every image of `images`, variants 1..K-1 on the images in `variant_image_ids`
+    (default: every image). One model load for all variants, and only if something is left to score;
+    each variant is its own cache key (its prompt id), so a rerun scores nothing already cached.
+
+    Returns the cache rows with their `variant` (0..K-1), variant by variant, and the run's metadata
+    summed over the variants (`images_scored` = image x variant pairs scored now)."""
+    import dataclasses
+
+    import pyarrow.compute as pc
+
+    from autheval.records import table_sha256
+    from models.prompts import variant_prompt_ids
+
+    loaded: list[tuple] = []
+
+    def load() -> tuple:
+        if not loaded:
+            loaded.append(load_model(config.model_dir, config.adapter_dir, config.device))
+        return loaded[0]
+
+    others = images if variant_image_ids is None else \
+        images.filter(pc.is_in(images.column("image_id"), pa.array([str(i) for i in variant_image_ids], pa.string())))
+    parts, runs = [], []
+    for variant, prompt_id in enumerate(variant_prompt_ids(variants)):
+        subset = images if variant == 0 else others
+        scores, meta = score_images(subset, dataclasses.replace(config, prompt_id=prompt_id), cache_dir,
+                                    progress=progress, load=load)
+        parts.append(scores.append_column("variant", pa.array([variant] * scores.num_rows, pa.int32())))
+        runs.append(meta)
+    scored = sum(m["images_scored"] for m in runs)
+    scoring_s = sum(m["scoring_s"] for m in runs)
+    device = next((m["device"] for m in runs if m["device"]), None)
+    metadata = {
+        "model": runs[0]["model"], "revision": runs[0]["revision"], "variants": variants,
+        "prompt_ids": [m["prompt_id"] for m in runs],
+        "images": images.num_rows, "images_all_variants": others.num_rows,
+        "scorings": sum(m["images"] for m in runs), "images_scored": scored,
+        "images_from_cache": sum(m["images_from_cache"] for m in runs),
+        "images_per_s": round(scored / scoring_s, 3) if scoring_s > 0 else None,
+        "device": device, "dtype": next((m["dtype"] for m in runs if m["dtype"]), None),
+        "model_load_s": sum(m["model_load_s"] for m in runs), "scoring_s": round(scoring_s, 3),
+        "cache_dir": str(cache_dir), "data_sha256": table_sha256(images),
+        "config": json.dumps({**asdict(config), "prompt_id": None, "variants": variants}, sort_keys=True),
+    }
+    return pa.concat_tables(parts), metadata
 
 
 # ---------------------------------------------------------------- proposals

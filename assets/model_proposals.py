@@ -1,0 +1,182 @@
+"""The proposal mechanisms the lake runs itself (issue 9): the VLM likelihood scorer over K prompt
+variants (`vlm_scores`), the action readout trained on its validation scores (`readout`), the linear
+probe over a frozen vision tower (`probe_features`, `probe`), the CCT arms `single` and `cc` over the K
+variants (`cct_arms`) and, when configured, a LoRA fine-tune of the scorer scored as its own mechanism
+(`finetune`). Each asset calls one models/ function and writes its table; every proposals table is in
+the `proposals` contract with source 'model', and `proposals` appends them to the file's mechanisms.
+
+With ModelsResource.enabled false (the default), or for the reference study (its proposals are
+published traces), each writes an empty table and says why in its metadata; nothing loads torch."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from dagster import asset
+
+from assets.common import PROPOSALS, connect_with, query, write_table
+from autheval.proposals import CONTRACT_SCHEMA, as_contract, combine_proposals
+from dagster_project.resources import LakeResource, ModelsResource, SourceResource
+from models.cct import cct_proposals, variant_table_from_scores
+from models.finetune import FinetuneConfig, finetune_proposer
+from models.probe import FEATURE_SCHEMA, ProbeConfig, feature_matrix, tower_features, train_probe_from_tables
+from models.readout import cohort_readout, readout_proposals_table
+from models.scorer import (CACHE_SCHEMA, ScorerConfig, proposals_from_scores, public_inputs, score_images,
+                           score_prompt_variants)
+
+# The model mechanisms, in the order they are declared after the file's (later minus earlier in contrasts).
+READOUT, PROBE, CCT_SINGLE, CCT_CC, FINETUNED = "VLM readout", "CLIP probe", "CCT single", "CCT cc", "VLM LoRA fine-tuned"
+MODEL_PROPOSAL_TABLES = ("readout", "probe", "cct_arms", "finetune")
+SCORES_SCHEMA = CACHE_SCHEMA.append(pa.field("variant", pa.int32()))
+KINDS = {"torch", "parquet"}
+
+
+def _not_run(models: ModelsResource, source: SourceResource) -> str | None:
+    """Why the model mechanisms do not run here, or None when they do."""
+    if source.is_reference:
+        return "not run: the reference study's proposals are its published traces"
+    if not models.enabled:
+        return "not run: model mechanisms are disabled (ModelsResource.enabled, $AUTHEVAL_MODELS=1, or autheval demo)"
+    return None
+
+
+def _skipped(store, name: str, schema: pa.Schema, reason: str):
+    return write_table(store, name, schema.empty_table(), {"status": reason}, status=reason)
+
+
+def _json(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+@asset(group_name=PROPOSALS, kinds=KINDS, deps=["images", "clusters"], description=(
+    "model, revision, prompt_id, variant, image_id, ll_very_low..ll_high, p_very_low..p_high, "
+    "s_assistant, device, dtype: the VLM likelihood scorer (spec 5.1) per image and prompt variant; "
+    "variant 0 (the spec prompt) on the validation and evaluated splits, variants 1..K-1 on the "
+    "evaluated split. Resumable cache under <lake>/cache/scorer: a rerun scores nothing already done."))
+def vlm_scores(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
+    store = lake.lake()
+    reason = _not_run(models, source)
+    if reason:
+        return _skipped(store, "vlm_scores", SCORES_SCHEMA, reason)
+    inputs = query(connect_with(store, ["images", "clusters"]), "model_scorer_inputs", {"split": source.evaluate_split})
+    config = ScorerConfig(model_dir=str(models.scorer_model(store)), batch_size=models.batch_size,
+                          device=models.device_or_none())
+    evaluated = inputs.filter(pc.field("evaluated")).column("image_id")
+    table, meta = score_prompt_variants(public_inputs(inputs.drop_columns(["evaluated"])), config,
+                                        store.root / "cache" / "scorer", models.variants, evaluated, progress=False)
+    context.log.info(f"scored {meta['images_scored']} image x prompt pairs ({meta['images_from_cache']} from the cache)")
+    return write_table(store, "vlm_scores", table, {"model": meta["model"], "revision": meta["revision"]}, **meta)
+
+
+@asset(group_name=PROPOSALS, kinds=KINDS | {"sklearn"}, deps=[vlm_scores, "clusters", "images"], description=(
+    "The 'VLM readout' mechanism's proposals (spec 5.2): balanced multinomial logistic regression on the "
+    "scorer's clipped log probabilities, trained and locked on the validation split (design/lock "
+    "partition by hashed cluster order, grouped CV over C), applied to the evaluated split as ranked "
+    "slates. Metadata: CV table, chosen C, lock metrics (or the published lock, and why)."))
+def readout(lake: LakeResource, source: SourceResource, models: ModelsResource):
+    store = lake.lake()
+    reason = _not_run(models, source)
+    if reason:
+        return _skipped(store, "readout", CONTRACT_SCHEMA, reason)
+    con = connect_with(store, ["vlm_scores", "clusters", "images"])
+    lock, meta = cohort_readout(query(con, "readout_training_scores"))
+    evaluated = query(con, "evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
+    table = as_contract(readout_proposals_table(evaluated, lock, mechanism=READOUT))
+    return write_table(store, "readout", table, {"lock": _json(lock.as_dict())},
+                       **{k: v for k, v in meta.items() if k != "lock"}, lock=_json(meta["lock"]),
+                       model=_first(evaluated, "model"), revision=_first(evaluated, "revision"))
+
+
+def _first(table: pa.Table, column: str):
+    return table.column(column)[0].as_py() if table.num_rows else None
+
+
+@asset(group_name=PROPOSALS, kinds=KINDS, deps=["images", "clusters"], description=(
+    "model, image_id, feature: pooled features of the frozen vision tower (tiny CLIP vision unless "
+    "ModelsResource.vision_dir names one) for the train, validation and evaluated images; resumable "
+    "cache under <lake>/cache/probe."))
+def probe_features(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
+    store = lake.lake()
+    reason = _not_run(models, source)
+    if reason:
+        return _skipped(store, "probe_features", FEATURE_SCHEMA, reason)
+    inputs = query(connect_with(store, ["images", "clusters"]), "probe_inputs", {"split": source.evaluate_split})
+    table, meta = tower_features(inputs, models.vision_model(store), store.root / "cache" / "probe",
+                                 batch_size=max(models.batch_size, 64), device=models.device_or_none())
+    context.log.info(f"extracted {meta['images_extracted']} images ({meta['images_from_cache']} from the cache)")
+    return write_table(store, "probe_features", table, {"model": meta["model_key"]}, **meta)
+
+
+@asset(group_name=PROPOSALS, kinds=KINDS, deps=[probe_features, "clusters", "images"], description=(
+    "The 'CLIP probe' mechanism's proposals (spec 5.4): a linear probe on the frozen tower's features, "
+    "trained with torch on train, epoch chosen and tau fitted on validation, applied to the evaluated "
+    "split (nearest-level slates of the thresholded head). Metadata: epoch table, chosen epoch, tau."))
+def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
+    store = lake.lake()
+    reason = _not_run(models, source)
+    if reason:
+        return _skipped(store, "probe", CONTRACT_SCHEMA, reason)
+    con = connect_with(store, ["probe_features", "clusters", "images"])
+    config = ProbeConfig(device=models.device_or_none())
+    features = store.read("probe_features")
+    fit = train_probe_from_tables(features, query(con, "model_labels"), config)
+    evaluated = query(con, "evaluated_probe_features", {"split": source.evaluate_split})
+    table = as_contract(fit.proposals(evaluated.column("image_id").to_pylist(), feature_matrix(evaluated), PROBE))
+    return write_table(store, "probe", table, {"chosen_epoch": str(fit.chosen_epoch)}, **fit.metadata(),
+                       model=_first(features, "model"))
+
+
+@asset(group_name=PROPOSALS, kinds=KINDS | {"numpy"}, deps=[vlm_scores, "clusters"], description=(
+    "The 'CCT single' and 'CCT cc' mechanisms' proposals (DermoGPT section 1): the scorer's K prompt "
+    "variants per evaluated image aggregated by variant 0 alone (single) and by confidence-consistency "
+    "weights softmax(lam * margin - beta * deviation) (cc); slates by aggregated probability."))
+def cct_arms(lake: LakeResource, source: SourceResource, models: ModelsResource):
+    store = lake.lake()
+    reason = _not_run(models, source)
+    if reason:
+        return _skipped(store, "cct_arms", CONTRACT_SCHEMA, reason)
+    scores = query(connect_with(store, ["vlm_scores", "clusters"]), "evaluated_vlm_scores",
+                   {"split": source.evaluate_split, "all_variants": True})
+    variants = variant_table_from_scores(scores)
+    single, single_meta = cct_proposals(variants, "single", mechanism=CCT_SINGLE)
+    cc, cc_meta = cct_proposals(variants, "cc", models.cct_lam, models.cct_beta, mechanism=CCT_CC)
+    table = combine_proposals([single, cc])
+    return write_table(store, "cct_arms", table, {"lam": str(cc_meta["lam"]), "beta": str(cc_meta["beta"])},
+                       single=single_meta, cc=cc_meta, model=_first(scores, "model"), revision=_first(scores, "revision"))
+
+
+@asset(group_name=PROPOSALS, kinds=KINDS | {"deepspeed"}, deps=["images", "clusters"], description=(
+    "The 'VLM LoRA fine-tuned' mechanism's proposals: a LoRA adapter on the scorer (peft; DeepSpeed "
+    "ZeRO-2 on GPU) trained on train-split images towards each image's risk continuation, then the "
+    "fine-tuned model scored on the evaluated split (slate by probability). Runs only when "
+    "ModelsResource.finetune is set; otherwise an empty table."))
+def finetune(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
+    store = lake.lake()
+    reason = _not_run(models, source) or (None if models.finetune else
+                                          "not run: the fine-tune is not configured (ModelsResource.finetune, "
+                                          "autheval demo --finetune)")
+    if reason:
+        return _skipped(store, "finetune", CONTRACT_SCHEMA, reason)
+    con = connect_with(store, ["images", "clusters"])
+    base = models.scorer_model(store)
+    adapter = store.root / "models" / "adapters" / f"{base.name}-lora"
+    run = finetune_proposer(query(con, "finetune_examples", {"split": "train"}),
+                            query(con, "finetune_examples", {"split": "val"}),
+                            FinetuneConfig(model_dir=str(base), adapter_dir=str(adapter), device=models.device_or_none(),
+                                           max_steps=models.finetune_max_steps or None))
+    inputs = query(con, "model_scorer_inputs", {"split": source.evaluate_split}).filter(pc.field("evaluated"))
+    config = ScorerConfig(model_dir=str(base), adapter_dir=str(adapter), batch_size=models.batch_size,
+                          device=models.device_or_none())
+    scores, meta = score_images(public_inputs(inputs.drop_columns(["evaluated"])), config,
+                                store.root / "cache" / "scorer", progress=False)
+    context.log.info(f"fine-tuned {run['steps']} steps on {run['device']}; scored {meta['images_scored']} images")
+    table = as_contract(proposals_from_scores(scores, FINETUNED))
+    return write_table(store, "finetune", table, {"adapter_dir": run["adapter_dir"]},
+                       finetune=run, scoring=meta, model=meta["model"], revision=meta["revision"])
+
+
+def model_proposals(store) -> list[pa.Table]:
+    """The model mechanisms' proposals tables in declaration order (empty ones when not run)."""
+    return [store.read(name) for name in MODEL_PROPOSAL_TABLES]
