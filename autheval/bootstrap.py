@@ -47,9 +47,13 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _one_blas_thread():
-    """BLAS on one thread inside our own threads (no oversubscription); a no-op without threadpoolctl.
-    The products' values do not depend on it."""
+def one_blas_thread():
+    """BLAS on one thread (a context; a no-op without threadpoolctl, where the command line sets
+    OPENBLAS_NUM_THREADS=1 instead). The products are small (a sub-block of replicates times the
+    statistics) and run beside our own threads: OpenBLAS's threads spinning for a core made the
+    reference scheme 3x slower on a busy 2-core machine. The products' values do not depend on it."""
+    if os.environ.get("OPENBLAS_NUM_THREADS") == "1":
+        return nullcontext()  # already so (the command line), and threadpoolctl's library scan costs time
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
@@ -226,5 +230,90 @@ def stream_sums(
 
     if workers < 2:
         return [one(s) for s in streams]
-    with _one_blas_thread(), ThreadPoolExecutor(workers, thread_name_prefix="autheval-streams") as pool:
+    with one_blas_thread(), ThreadPoolExecutor(workers, thread_name_prefix="autheval-streams") as pool:
         return list(pool.map(one, streams))
+
+
+# --- the `poisson` scheme's weights, the hash of sql/replicates_poisson.sql in numpy ------------------
+
+HASH_PRIME = 2147483647  # 2^31 - 1: the modulus of the portable integer hash
+# The Poisson(1) CDF at 0..10 (sql/replicates_poisson.sql's thresholds on u = k / HASH_PRIME).
+POISSON_CDF = (0.36787944117144233, 0.7357588823428847, 0.9196986029286058, 0.9810118431238463,
+               0.9963401531726563, 0.9994058151824183, 0.999916758850712, 0.9999897508033253,
+               0.999998874797402, 0.9999998885745216, 0.9999999899522336)  # fmt: skip
+POISSON_CHUNK = 1 << 14  # clusters per piece: the weights of a piece for a block of replicates stay in cache
+POISSON_BLOCK = 256  # replicates per block
+
+
+def poisson_cutpoints() -> np.ndarray:
+    """K[j] = the smallest grid index k with k / HASH_PRIME >= POISSON_CDF[j] (the division in doubles,
+    as the SQL does it), so that weight(k) = #{j : k >= K[j]}."""
+    cuts = []
+    for c in POISSON_CDF:
+        k = int(c * HASH_PRIME)
+        while k > 0 and (k - 1) / HASH_PRIME >= c:
+            k -= 1
+        while k / HASH_PRIME < c:
+            k += 1
+        cuts.append(k)
+    return np.array(cuts, dtype=np.int64)
+
+
+CUTPOINTS = poisson_cutpoints()
+
+
+def poisson_weights(seed: int, first_rep: int, reps: int, first_rank: int, n_ranks: int) -> np.ndarray:
+    """(reps x n_ranks) Poisson(1) weights of replicates first_rep.. and cluster ranks first_rank..:
+    exactly the weights of sql/replicates_poisson.sql (integer hash, every intermediate below 2^62;
+    the Poisson(1) quantile of u = k / HASH_PRIME, 11 for the 1e-9 beyond)."""
+    p = HASH_PRIME
+    rep = np.arange(first_rep, first_rep + reps, dtype=np.int64)
+    rep_key = (rep * 48271 + seed % p) % p
+    start = (rep_key * 69621 + first_rank) % p  # h1 of the first rank; the next ranks count up mod p
+    h = start[:, None] + np.arange(n_ranks, dtype=np.int64)[None, :]
+    h -= p * (h >= p)  # h1 (n_ranks < p, so one wrap at most)
+    h *= h
+    h += rep_key[:, None]
+    h %= p  # h2
+    h *= 48271
+    h += 12345
+    h %= p  # the grid index k of u
+    weights = (h >= CUTPOINTS[0]).astype(np.float64)
+    for cut in CUTPOINTS[1:4]:  # weights 2-4 (98% of the non-zero ones); the rest below
+        weights += h >= cut
+    rare = h >= CUTPOINTS[4]
+    if rare.any():
+        weights[rare] = np.searchsorted(CUTPOINTS, h[rare], side="right")
+    return weights
+
+
+def poisson_products(
+    seed: int, first_rep: int, reps: int, matrix: np.ndarray, workers: int | None = None
+) -> np.ndarray:
+    """(reps x k) replicate sums of the `poisson` scheme: the weights of `poisson_weights` times the
+    (G x k) statistics matrix (rank order), a block of POISSON_BLOCK replicates at a time, the
+    clusters in pieces of POISSON_CHUNK on `workers` threads. The pieces' products are added in
+    piece order, so the sums do not depend on the number of threads."""
+    matrix = np.ascontiguousarray(matrix, dtype=np.float64)
+    g, k = matrix.shape
+    out = np.zeros((reps, k), dtype=np.float64)
+    pieces = [(a, min(POISSON_CHUNK, g - a)) for a in range(0, g, POISSON_CHUNK)]
+    workers = min(len(pieces), workers or available_cores())
+
+    def piece(block: tuple[int, int], part: tuple[int, int]) -> np.ndarray:
+        (first, rows), (rank, size) = block, part
+        return poisson_weights(seed, first_rep + first, rows, rank, size) @ matrix[rank : rank + size]
+
+    blocks = [(first, min(POISSON_BLOCK, reps - first)) for first in range(0, reps, POISSON_BLOCK)]
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="autheval-poisson") if workers > 1 else None
+    try:
+        with one_blas_thread() if pool else nullcontext():
+            for block in blocks:
+                first, rows = block
+                parts = pool.map(lambda part: piece(block, part), pieces) if pool else (piece(block, p) for p in pieces)
+                for product in parts:
+                    out[first : first + rows] += product
+    finally:
+        if pool:
+            pool.shutdown()
+    return out

@@ -486,6 +486,12 @@ class _PandasNotNeeded:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] in (["evaluate"], ["compare"]):
+        import os
+
+        # before numpy loads: the estimators' products are small and run beside their own threads
+        # (see autheval.bootstrap.one_blas_thread, which does this where threadpoolctl is installed)
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     if (argv is None and args.command in ("evaluate", "compare") and "pandas" not in sys.modules
