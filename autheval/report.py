@@ -60,15 +60,25 @@ def _png(fig) -> bytes:
 
 
 def _interval(row: dict, key: str) -> str:
-    return f"{row[key]:+.4f} [{row[key + '_ci_lower']:+.4f}, {row[key + '_ci_upper']:+.4f}]"
+    if row[key] is None:  # not estimable (e.g. delta with no intervention, p = 0)
+        return "NA"
+    lower, upper = row[key + "_ci_lower"], row[key + "_ci_upper"]
+    if lower is None or upper is None:
+        return f"{row[key]:+.4f} [NA]"
+    return f"{row[key]:+.4f} [{lower:+.4f}, {upper:+.4f}]"
+
+
+def _rounded(value, digits: int = 4):
+    return None if value is None else round(value, digits)
 
 
 def headline(row: dict) -> dict:
-    """One study_summary row as people read it: p, delta and both gaps with their 95% intervals."""
+    """One study_summary row as people read it: p, delta and both gaps with their 95% intervals (NA where
+    a number is not estimable, e.g. delta when nothing was changed)."""
     return {
         "study": row["study"], "analysis": row["analysis"], "images": row["n_images"],
-        "clusters": row["n_clusters"], "p": round(row["intervention_rate"], 4),
-        "delta": round(row["delta"], 4),
+        "clusters": row["n_clusters"], "p": _rounded(row["intervention_rate"]),
+        "delta": _rounded(row["delta"]),
         "Delta image-weighted [95% CI]": _interval(row, "Delta_authority_image"),
         "Delta cluster-equal [95% CI]": _interval(row, "Delta_authority_cluster"),
     }

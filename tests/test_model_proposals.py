@@ -1,0 +1,132 @@
+"""Model mechanisms in the lake (issue 9 item 7): a synthetic cohort with the tiny models enabled reaches
+estimates for every mechanism (the file's three, VLM readout, CLIP probe, CCT single, CCT cc) under every
+regime, with the paired contrast `CCT cc minus CCT single`; the scorer's cache makes a rerun score
+nothing; with models disabled `proposals` holds the file's mechanisms only."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from dagster import materialize  # noqa: E402
+
+from dagster_project.definitions import build_definitions, project_instance, study_assets  # noqa: E402
+from dagster_project.demo import COHORT_STAGES, QUIET, run_stages  # noqa: E402
+from dagster_project.resources import ModelsResource, SourceResource  # noqa: E402
+from models.prompts import PROMPT_ID, PROMPT_TEMPLATE, PROMPT_VARIANTS, risk_prompt, variant_prompt_ids  # noqa: E402
+from warehouse.catalog import query  # noqa: E402
+from warehouse.lake import Lake  # noqa: E402
+
+REGIMES = ("capacity_ceiling", "mixed", "safety_floor")
+FILE_MECHANISMS = ("sharp_calibrated", "escalating", "diffuse")
+MODEL_MECHANISMS = ("VLM readout", "CLIP probe", "CCT single", "CCT cc")
+MODEL_TABLES = ("vlm_scores", "readout", "probe_features", "probe", "cct_arms", "finetune")
+
+
+def cohort_source(cohort_root) -> SourceResource:
+    return SourceResource(kind="synthetic", input_dir=str(cohort_root), workers=1, reps=200, min_group_clusters=8)
+
+
+@pytest.fixture(scope="module")
+def model_lake(tmp_path_factory):
+    from autheval.raw.synth import synth_cohort
+
+    root = tmp_path_factory.mktemp("model-lake")
+    cohort = synth_cohort(90, root / "cohort", seed=11, size=(160, 120))
+    source = cohort_source(cohort.root)
+    models = ModelsResource(enabled=True, batch_size=16, device="cpu")
+    checks = run_stages(root / "lake", COHORT_STAGES, out=lambda line: None, source=source, models=models)
+    return Lake(root / "lake"), source, models, checks
+
+
+def test_every_mechanism_reaches_estimates_under_every_regime(model_lake):
+    lake, _, _, checks = model_lake
+    assert all(checks.values()), checks
+    analyses = {r["analysis"] for r in query(lake, "select distinct analysis from estimates").to_pylist()}
+    assert analyses == {f"{m} / {r}" for m in FILE_MECHANISMS + MODEL_MECHANISMS for r in REGIMES}
+    mechanisms = list(dict.fromkeys(lake.read("proposals").column("mechanism").to_pylist()))
+    assert mechanisms == [*FILE_MECHANISMS, *MODEL_MECHANISMS]  # declared order: file first, then the models
+
+
+def test_contrasts_include_cc_minus_single(model_lake):
+    lake, _, _, _ = model_lake
+    contrasts = {r["contrast"] for r in query(lake, "select contrast from contrasts").to_pylist()}
+    for regime in REGIMES:
+        assert f"CCT cc / {regime} minus CCT single / {regime}" in contrasts
+    assert "CLIP probe / mixed minus VLM readout / mixed" in contrasts
+
+
+def test_model_proposals_are_source_model_and_cover_the_evaluated_split(model_lake):
+    lake, _, _, _ = model_lake
+    rows = query(lake, "select mechanism, count(*) as n, count(distinct source) as sources, min(source) as source, "
+                       "count(diagnosis) as diagnoses, min(len(slate)) as slate from proposals "
+                       "where mechanism in ('VLM readout', 'CLIP probe', 'CCT single', 'CCT cc') "
+                       "group by mechanism").to_pylist()
+    n_test = query(lake, "select count(*) as n from clusters where split = 'test'").to_pylist()[0]["n"]
+    assert len(rows) == 4
+    for row in rows:
+        assert row["sources"] == 1 and row["source"] == "model" and row["diagnoses"] == 0 and row["slate"] == 4
+        assert row["n"] == n_test, row
+    for table in ("readout", "probe", "cct_arms"):
+        assert query(lake, f"select distinct source from {table}").to_pylist() == [{"source": "model"}]  # noqa: S608
+
+
+def test_scores_cover_the_variants_each_mechanism_needs(model_lake):
+    lake, _, models, _ = model_lake
+    rows = query(lake, "select c.split, s.variant, count(*) as n, count(distinct s.prompt_id) as prompts "
+                       "from vlm_scores s join clusters c using (image_id) group by all order by all").to_pylist()
+    splits = {(r["split"], r["variant"]) for r in rows}
+    assert splits == {("val", 0)} | {("test", v) for v in range(models.variants)}  # no train image is scored
+    assert all(r["prompts"] == 1 for r in rows)
+    assert query(lake, "select count(distinct prompt_id) as n from vlm_scores").to_pylist() == [{"n": models.variants}]
+    assert query(lake, "select count(*) as n from finetune").to_pylist() == [{"n": 0}]  # not configured
+
+
+def _materialize(lake: Lake, source: SourceResource, models: ModelsResource, *names: str):
+    defs = build_definitions(str(lake.root), source, models)
+    return materialize([a for a in study_assets()], selection=list(names), resources=defs.resources,
+                       instance=project_instance(), run_config=QUIET)
+
+
+def test_a_rerun_of_the_scorer_scores_nothing(model_lake):
+    lake, source, models, _ = model_lake
+    result = _materialize(lake, source, models, "vlm_scores")
+    meta = result.asset_materializations_for_node("vlm_scores")[0].metadata
+    assert meta["images_scored"].value == 0
+    assert meta["images_from_cache"].value == meta["scorings"].value > 0
+    assert meta["device"].value is None  # the model was not even loaded
+
+
+def test_models_disabled_gives_the_file_mechanisms_only(model_lake, tmp_path):
+    lake, source, _, _ = model_lake
+    copy = Lake(tmp_path / "lake")
+    shutil.copytree(lake.root, copy.root)
+    result = _materialize(copy, source, ModelsResource(enabled=False), "vlm_scores", "readout", "probe_features",
+                          "probe", "cct_arms", "finetune", "proposals")
+    for name in MODEL_TABLES:
+        assert copy.read(name).num_rows == 0, name
+        status = result.asset_materializations_for_node(name)[0].metadata["status"].value
+        assert "disabled" in status, name
+    from autheval.proposals import read_proposals
+
+    assert set(copy.read("proposals").column("mechanism").to_pylist()) == set(FILE_MECHANISMS)
+    assert copy.read("proposals").equals(read_proposals(source.proposals_file(), copy.read("images").column("image_id")))
+
+
+def test_prompt_variants_are_declared_paraphrases_of_the_spec_prompt():
+    assert PROMPT_VARIANTS[0] == (PROMPT_ID, PROMPT_TEMPLATE)
+    ids = variant_prompt_ids(4)
+    assert ids[0] == PROMPT_ID and len(set(ids)) == 4
+    for prompt_id in ids:
+        text = risk_prompt(55.0, "female", None, prompt_id)
+        assert text.endswith("Public metadata: age=55.0, sex=female, anatomic_site=nan. Selected visual-risk category:")
+        assert all(level in text for level in ("very low visual risk", "low visual risk", "moderate visual risk",
+                                               "high visual risk"))
+    assert risk_prompt(55.0, "female", None) == risk_prompt(55.0, "female", None, PROMPT_ID)
+    with pytest.raises(ValueError, match="unknown prompt id"):
+        risk_prompt(1, "male", "back", "no-such-prompt")
+    with pytest.raises(ValueError, match="prompt variants"):
+        variant_prompt_ids(len(PROMPT_VARIANTS) + 1)
