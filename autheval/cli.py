@@ -475,13 +475,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _PandasNotNeeded:
-    """An import finder that refuses pandas: pyarrow and DuckDB import it, when it is installed, only to
-    check whether objects are pandas objects (0.3-0.5 s), and evaluate/compare never have one."""
+class _UnneededImports:
+    """An import finder that refuses what evaluate/compare never use: pandas, which pyarrow and DuckDB
+    import (when it is installed) only to ask whether an object is a pandas object, and
+    pyarrow.dataset, which DuckDB imports to scan an Arrow table through a dataset scanner; without it
+    DuckDB reads the table's batches directly (the same rows). Measured here: 0.3-0.7 s less per run,
+    and a 1M-row log read and validated in 1.1-2.0 s instead of 2.6-3.6 s."""
+
+    REFUSED = ("pandas", "pyarrow.dataset")
 
     def find_spec(self, name, path=None, target=None):
-        if name == "pandas" or name.startswith("pandas."):
-            raise ImportError("pandas is not used by this command")
+        if any(name == r or name.startswith(r + ".") for r in self.REFUSED):
+            raise ImportError(f"{name} is not used by this command")
         return None
 
 
@@ -494,9 +499,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
-    if (argv is None and args.command in ("evaluate", "compare") and "pandas" not in sys.modules
+    if (argv is None and args.command in ("evaluate", "compare")
+            and not any(m in sys.modules for m in _UnneededImports.REFUSED)
             and args.engine == "duckdb"):  # Ibis's Spark backend imports pandas
-        sys.meta_path.insert(0, _PandasNotNeeded())  # the command-line process only, not a library caller
+        sys.meta_path.insert(0, _UnneededImports())  # the command-line process only, not a library caller
     if args.command in ("evaluate", "compare", "demo"):
         from autheval.records import print_warnings_plainly
 
