@@ -29,6 +29,8 @@ LOCAL = {"autheval", "warehouse", "assets", "dagster_project", "models", "sql", 
 PARTS = {
     "autheval core": (["autheval/*.py", "warehouse/**/*.py", "scripts/*.py"], ()),
     "autheval.raw": (["autheval/raw/**/*.py"], ("raw",)),
+    # the engine seam: Ibis (DuckDB) and, for --engine spark, pyspark (imported only when Spark is asked for)
+    "engine seam": (["warehouse/engine.py"], ("ibis", "spark")),
     # the report's plots (matplotlib, imported inside the plotting functions) are drawn by the lake's assets
     "lake": (["assets/**/*.py", "dagster_project/**/*.py", "autheval/report.py"], ("lake",)),
     "models": (["models/**/*.py"], ("models", "lake")),
