@@ -1,108 +1,163 @@
-"""Estimator benchmark: the SQL estimators against a straightforward numpy per-replicate loop, in one run.
+"""Estimator benchmark (`make bench`): every figure measured against a baseline in the same run, each
+command in a child process of its own (wall time from start to end, the child's own peak memory), each
+figure printed with the machine line (cores, available memory, load average) taken just before it.
 
-1. All six reference traces (5000 replicates each, AuthEval's reference scheme) plus the paired
-   contrast: numpy loop vs `autheval.estimators.estimate`, both from the files; outputs compared.
-2. Scale: 10M records in 1M clusters with the `poisson` scheme and 1000 replicates (time, peak memory),
-   run in a child process so its peak memory is its own.
-3. The `reference` scheme at 1M clusters, replicates streamed in blocks (time, peak memory).
+1. The issue's table (benchmarks/peer.py): the 4-row example, 100k cases in 10k clusters and 1M cases
+   in 100k clusters, 5000 replicates: a per-metric-seed numpy loop like AuthEval's evaluator against
+   `autheval evaluate` with each of our schemes (evaluator, reference, poisson); values checked.
+2. All six reference traces plus the paired contrast in one process: the numpy per-replicate loop
+   (benchmarks/numpy_loop.py traces) against `autheval compare` (reference scheme, 5000 replicates);
+   every published cell checked to 1e-12.
+3. Fixed cost: `autheval evaluate` on the 4-row example (best of 5), and which heavy modules
+   `autheval --help` loads.
+4. Scale: the poisson scheme on 10M records in 1M clusters, 1000 replicates: read + validate,
+   estimate, where the estimate's time goes (weights, their product with the cluster statistics, the
+   SQL around them), peak memory.
 
-Usage: python benchmarks/estimators.py [--cases 10000000] [--clusters 1000000] [--poisson-reps 1000]
-                                        [--reference-reps 200] [--skip-scale]
+Usage: python benchmarks/estimators.py [--sizes example,100k,1m] [--skip-scale] [--cases 10000000]
+                                        [--clusters 1000000] [--poisson-reps 1000]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
-import resource
-import subprocess
 import sys
 import tempfile
 import time
-
-import pyarrow.parquet as pq
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autheval.estimators import estimate  # noqa: E402
-from autheval.records import read_records  # noqa: E402
-from autheval.reference_data import FILES, REFERENCE_ANALYSES, reference_path  # noqa: E402
-from benchmarks.numpy_loop import load_trace, paired_contrast, reference_summary  # noqa: E402
+from benchmarks.peer import best_of, example_log, machine_line, peer_table  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "reference"
-TRACES = {analysis: table for analysis, _, _, _, table in REFERENCE_ANALYSES}
+TRACES = {  # analysis name -> reference table name
+    "Mixed": "trace_mixed", "Capacity ceiling": "trace_capacity_ceiling", "Safety floor": "trace_safety_floor",
+    "MedGemma readout": "trace_medgemma_readout", "LLaVA-Med head": "trace_llava_med_head",
+    "CLIP probe": "trace_clip_probe",
+}  # fmt: skip
+CONTRAST = ("CLIP probe", "LLaVA-Med head")
 
 
 def trace_file(table: str) -> Path:
     """The published CSV when ../shared is there, else the package's Parquet copy."""
-    shared = SHARED / FILES[table]
+    from autheval.reference_data import FILES, reference_path
+
+    shared = ROOT.parent / "shared" / "reference" / FILES[table]
     return shared if shared.exists() else reference_path(table)
 
 
-def best_of(runs: int, fn):
-    """(best wall time, last result) over `runs` calls."""
-    best, result = float("inf"), None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
-
-
-def reference_traces(runs: int = 3) -> None:
-    paths = {name: trace_file(table) for name, table in TRACES.items()}
-    contrast = [("CLIP probe", "LLaVA-Med head")]
-
-    def numpy_loop(stats):
-        loop = {name: reference_summary(s) for name, s in stats.items()}
-        return loop, paired_contrast(stats["CLIP probe"], stats["LLaVA-Med head"])
-
-    t_load, stats = best_of(runs, lambda: {name: load_trace(path) for name, path in paths.items()})
-    t_loop, (loop, loop_contrast) = best_of(runs, lambda: numpy_loop(stats))
-    t_read, records = best_of(runs, lambda: [read_records(path, analysis=name) for name, path in paths.items()])
-    t_sql, result = best_of(runs, lambda: estimate(records, scheme="reference", reps=5000, contrasts=contrast))
-
+def six_traces(runs: int) -> None:
+    arms = [f"{name}={trace_file(table)}" for name, table in TRACES.items()]
+    machine = machine_line()
+    loop_wall, loop_peak, out = best_of([sys.executable, str(ROOT / "benchmarks" / "numpy_loop.py"), "traces", *arms,
+                                         "--contrast", *CONTRAST], runs)
+    loop = json.loads(out.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, "-m", "autheval", "compare", "--scheme", "reference", "--reps", "5000",
+                   "--output-dir", tmp, "--no-progress", "--contrast", f"{CONTRAST[0]} minus {CONTRAST[1]}"]
+        for arm in arms:
+            command += ["--arm", arm]
+        ours_wall, ours_peak, _ = best_of(command, runs)
+        with open(Path(tmp) / "proposal_dependence_summary.csv", newline="") as handle:
+            proposals = {r["proposal"]: r for r in csv.DictReader(handle)}
+        with open(Path(tmp) / "paired_contrast.csv", newline="") as handle:
+            contrast = {r["unit"]: r for r in csv.DictReader(handle)}
     worst = 0.0
-    for name, expected in loop.items():
-        for metric in ("J_auth", "J", "intervention_rate", "delta", "Delta_authority"):
-            row = result.estimate(name, "image_weighted", metric)
-            for ours, key in ((row["estimate"], metric), (row["ci_lower"], f"{metric}_ci_lower"), (row["ci_upper"], f"{metric}_ci_upper")):
-                worst = max(worst, abs(ours - expected[key]))
-        row = result.estimate(name, "cluster_equal", "Delta_authority")
-        worst = max(worst, abs(row["estimate"] - expected["Delta_authority_cluster"]),
-                    abs(row["ci_lower"] - expected["Delta_authority_cluster_ci_lower"]),
-                    abs(row["ci_upper"] - expected["Delta_authority_cluster_ci_upper"]))
-    for c in result.contrasts:
-        lo, hi = loop_contrast[f"{c['unit']}_ci"]
-        worst = max(worst, abs(c["difference"] - loop_contrast[c["unit"]]), abs(c["ci_lower"] - lo), abs(c["ci_upper"] - hi))
-    print(f"== six reference traces + paired contrast, 5000 replicates, reference scheme (best of {runs})")
-    print("                       load files     estimate        total")
-    print(f"numpy per-replicate loop  {t_load:8.3f} s   {t_loop:8.3f} s   {t_load + t_loop:8.3f} s")
-    print(f"SQL estimators            {t_read:8.3f} s   {t_sql:8.3f} s   {t_read + t_sql:8.3f} s"
-          "   (files validated; 8 metrics x 2 units per trace)")
-    print(f"speed-up: estimate {t_loop / t_sql:.2f} x, total {(t_load + t_loop) / (t_read + t_sql):.2f} x")
-    print(f"max |difference| over every published cell: {worst:.3e} ({'identical to 1e-12' if worst <= 1e-12 else 'MISMATCH'})")
+    for name, expected in loop["arms"].items():
+        row = proposals[name]
+        for ours, theirs in (("Delta_authority_image", "Delta_authority"), ("intervention_rate", "intervention_rate"),
+                             ("delta", "delta"), ("Delta_authority_cluster", "Delta_authority_cluster")):
+            worst = max(worst, abs(float(row[ours]) - expected[theirs]))
+        for suffix in ("ci_lower", "ci_upper"):
+            worst = max(worst, abs(float(row[f"Delta_authority_image_{suffix}"]) - expected[f"Delta_authority_{suffix}"]),
+                        abs(float(row[f"Delta_authority_cluster_{suffix}"]) - expected[f"Delta_authority_cluster_{suffix}"]))
+    for unit, row in contrast.items():
+        lo, hi = loop["contrast"][f"{unit}_ci"]
+        worst = max(worst, abs(float(row["difference"]) - loop["contrast"][unit]), abs(float(row["ci_lower"]) - lo),
+                    abs(float(row["ci_upper"]) - hi))
+    print("\n== six reference traces + paired contrast, 5000 replicates, reference scheme, whole process")
+    print(machine)
+    print(f"  {'numpy per-replicate loop':40s} {loop_wall:7.2f} s  {loop_peak:6.0f} MB")
+    print(f"  {'autheval compare (six arms, contrast)':40s} {ours_wall:7.2f} s  {ours_peak:6.0f} MB   "
+          f"{loop_wall / ours_wall:5.2f}x faster; max |difference| {worst:.1e} "
+          f"({'equal to 1e-12' if worst <= 1e-12 else 'MISMATCH'})")
+
+
+def fixed_cost(runs: int) -> None:
+    machine = machine_line()
+    command = [sys.executable, "-m", "autheval", "evaluate", "--input", str(example_log()), "--output-dir", "{out}",
+               "--no-progress"]
+    with tempfile.TemporaryDirectory() as tmp:
+        wall, peak, _ = best_of([c.replace("{out}", tmp) for c in command], runs)
+    probe = ("import sys, io, contextlib\nfrom autheval.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n    try: main(['--help'])\n    except SystemExit: pass\n"
+             "print(' '.join(m for m in ('numpy', 'duckdb', 'pyarrow', 'pandas', 'dagster', 'torch') if m in sys.modules))")
+    help_wall, _, loaded = best_of([sys.executable, "-c", probe], runs)
+    print("\n== fixed cost, whole process")
+    print(machine)
+    print(f"  {'autheval evaluate, 4-row example':40s} {wall:7.2f} s  {peak:6.0f} MB   (best of {runs}; goal 0.35 s)")
+    print(f"  {'autheval --help':40s} {help_wall:7.2f} s   heavy modules loaded: {loaded.strip() or 'none'}")
 
 
 def scale_child(args) -> None:
-    """Run in a child: read the Parquet log, estimate, print JSON with times and peak memory."""
+    """In a child: read the log, estimate with the poisson scheme, time the phases; print JSON."""
+    import resource
+    import threading
+
+    import autheval.bootstrap as bootstrap
+    import autheval.estimators as estimators
+    from autheval.records import read_records
+
+    cpu = {"weights": 0.0, "products_cpu": 0.0, "products_wall": 0.0, "sql": 0.0}
+    lock = threading.Lock()
+    weights, products, materialize, rows = (bootstrap.poisson_weights, estimators.poisson_products,
+                                            estimators.materialize, estimators._rows)
+
+    def timed_weights(*a, **k):
+        t0 = time.thread_time()
+        out = weights(*a, **k)
+        with lock:
+            cpu["weights"] += time.thread_time() - t0
+        return out
+
+    def timed(key, fn):
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            out = fn(*a, **k)
+            cpu[key] += time.perf_counter() - t0
+            return out
+        return wrapper
+
+    def timed_products(*a, **k):
+        w0, c0 = time.perf_counter(), time.process_time()
+        out = products(*a, **k)
+        cpu["products_wall"] += time.perf_counter() - w0
+        cpu["products_cpu"] += time.process_time() - c0
+        return out
+
+    bootstrap.poisson_weights = timed_weights
+    estimators.poisson_products = timed_products
+    estimators.materialize = timed("sql", materialize)
+    estimators._rows = timed("sql", rows)
     t0 = time.perf_counter()
     records = read_records(args.log, analysis="scale")
     t_read = time.perf_counter() - t0
     t0 = time.perf_counter()
-    result = estimate([records], scheme=args.scheme, reps=args.reps)
+    result = estimators.estimate([records], scheme="poisson", reps=args.reps)
     t_est = time.perf_counter() - t0
     gap = result.estimate("scale", "image_weighted", "Delta_authority")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"read_validate_s": t_read, "estimate_s": t_est, "peak_mb": peak_mb,
+    print(json.dumps({"read_validate_s": t_read, "estimate_s": t_est, "peak_mb": peak_mb, **cpu,
                       "n_cases": records.n_cases, "n_clusters": records.n_clusters,
                       "Delta": gap["estimate"], "ci": [gap["ci_lower"], gap["ci_upper"]]}))
 
 
-def scale_runs(cases: int, clusters: int, poisson_reps: int, reference_reps: int) -> None:
+def scale_run(cases: int, clusters: int, reps: int) -> None:
     import duckdb
+    import pyarrow.parquet as pq
 
     from warehouse.sql import load_sql
 
@@ -115,35 +170,44 @@ def scale_runs(cases: int, clusters: int, poisson_reps: int, reference_reps: int
         del table
         con.close()
         print(f"\n(generated {cases:,} records in {clusters:,} clusters in {time.perf_counter() - t0:.1f} s)")
-        for scheme, reps in (("poisson", poisson_reps), ("reference", reference_reps)):
-            out = subprocess.run([sys.executable, __file__, "--child", str(log), "--scheme", scheme, "--reps", str(reps)],
-                                 capture_output=True, text=True, check=True)
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"== {scheme} scheme, {r['n_cases']:,} records, {r['n_clusters']:,} clusters, {reps} replicates")
-            print(f"read + validate : {r['read_validate_s']:7.2f} s")
-            print(f"estimate        : {r['estimate_s']:7.2f} s  (both units, every metric, intervals, identity check)")
-            print(f"peak memory     : {r['peak_mb']:7.0f} MB (whole child process)")
-            print(f"Delta (image)   : {r['Delta']:.6f} [{r['ci'][0]:.6f}, {r['ci'][1]:.6f}]")
+        machine = machine_line()
+        wall, peak, out = best_of([sys.executable, str(Path(__file__).resolve()), "--child", str(log),
+                                   "--reps", str(reps)], 1)
+    r = json.loads(out.strip().splitlines()[-1])
+    other = r["estimate_s"] - r["products_wall"] - r["sql"]
+    print(f"== poisson scheme, {r['n_cases']:,} records, {r['n_clusters']:,} clusters, {reps} replicates (child process)")
+    print(machine)
+    print(f"  read + validate : {r['read_validate_s']:7.2f} s")
+    print(f"  estimate        : {r['estimate_s']:7.2f} s  (both units, every metric, intervals, identity check)")
+    print(f"    replicate sums: {r['products_wall']:7.2f} s  (CPU on all threads: weights {r['weights']:.1f} s, their "
+          f"product with the cluster statistics, the join, {r['products_cpu'] - r['weights']:.1f} s)")
+    print(f"    SQL           : {r['sql']:7.2f} s  (aggregation: cluster statistics, metrics, intervals, identity check)")
+    print(f"    rest          : {other:7.2f} s  (cluster matrix to numpy, replicate rows into DuckDB)")
+    print(f"  in all          : {r['read_validate_s'] + r['estimate_s']:7.2f} s  (goal: under 60 s)")
+    print(f"  peak memory     : {r['peak_mb']:7.0f} MB (the child process; goal: under 2 GB)")
+    print(f"  Delta (image)   : {r['Delta']:.6f} [{r['ci'][0]:.6f}, {r['ci'][1]:.6f}]")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="example,100k,1m", help="logs of the issue's table (peer.py)")
+    parser.add_argument("--runs", type=int, default=1, help="best of this many runs per table command")
     parser.add_argument("--cases", type=int, default=10_000_000)
     parser.add_argument("--clusters", type=int, default=1_000_000)
     parser.add_argument("--poisson-reps", type=int, default=1000)
-    parser.add_argument("--reference-reps", type=int, default=200)
-    parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--skip-scale", action="store_true", help="skip the 10M-record poisson run")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--scheme", help=argparse.SUPPRESS)
     parser.add_argument("--reps", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         args.log = args.child
         scale_child(args)
         return 0
-    reference_traces()
+    peer_table([s.strip() for s in args.sizes.split(",") if s.strip()], 5000, args.runs)
+    six_traces(max(args.runs, 3))
+    fixed_cost(5)
     if not args.skip_scale:
-        scale_runs(args.cases, args.clusters, args.poisson_reps, args.reference_reps)
+        scale_run(args.cases, args.clusters, args.poisson_reps)
     return 0
 
 
