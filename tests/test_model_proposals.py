@@ -130,3 +130,20 @@ def test_prompt_variants_are_declared_paraphrases_of_the_spec_prompt():
         risk_prompt(1, "male", "back", "no-such-prompt")
     with pytest.raises(ValueError, match="prompt variants"):
         variant_prompt_ids(len(PROMPT_VARIANTS) + 1)
+
+
+def test_level_metrics_equal_scikit_learn_bit_for_bit():
+    import warnings
+
+    import numpy as np
+
+    from models.level_metrics import _sklearn_level_metrics, level_metrics
+
+    rng = np.random.default_rng(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn warns when a predicted level is absent from the truth
+        for i in range(400):
+            n, k = int(rng.integers(1, 50)), int(rng.integers(1, 5))
+            truth = rng.integers(0, k, n)
+            predicted = rng.integers(0, 4 if i % 2 else k, n)
+            assert level_metrics(predicted, truth) == _sklearn_level_metrics(predicted, truth)
