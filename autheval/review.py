@@ -22,6 +22,10 @@ from autheval.rules import ACTIONS, RISK_LEVELS, RuleFile, load_rules
 from warehouse.sql import load_sql
 
 REGIMES = ("capacity_ceiling", "safety_floor", "mixed")
+# What the study's own rules reproduce of the published traces (spec 3.4 and 5.5): U_z values on the
+# rows of trace-identified clusters, and the controls' checkable selections under capacity.
+PUBLISHED_UZ_ROWS = 16_020
+PUBLISHED_CONTROL_ROWS = 3_170
 CONTROL_MECHANISMS = ("LLaVA-Med head", "CLIP probe")  # the reference study's nearest-level slates
 MISSING_METADATA_IMAGE = "ISIC_0014818_downsampled"  # spec 9.1: the traces need the missing-metadata rule
 

@@ -44,7 +44,7 @@ def test_all_asset_checks_pass(study_lake):
     expected = {"images_unique_ids", "clusters_unique_ids", "clusters_within_one_split", "clusters_context_constant",
                 "proposals_match_frozen_heads", "scores_same_action_same_score", "estimates_gap_identity",
                 "estimates_supported_by_record_level", "estimates_match_published_summary",
-                "duplicate_report_matches_published"}  # fmt: skip
+                "duplicate_report_matches_published", "scores_reproduced_by_declared_rules"}  # fmt: skip
     assert expected <= set(checks)
     assert all(checks.values()), checks
 
@@ -171,3 +171,23 @@ def test_two_writers_and_a_reader_at_once(study_lake):
     assert reader.returncode == 0, reader.stderr[-2000:]
     assert int(reader.stdout.strip()) > 5  # it really read, many times, while both wrote
     assert query(Lake(root), "select count(*) as n from estimates").to_pylist() == [{"n": 96}]
+
+
+def test_the_declared_rules_check_fails_when_the_rules_differ_from_the_study(study_lake, tmp_path):
+    """The reference check is run by the rule engine, not read from the traces: other rules fail it."""
+    from dagster import AssetCheckKey, AssetKey, AssetSelection
+
+    from autheval.rules import default_rules_text
+    from dagster_project.resources import SourceResource
+
+    root, checks = study_lake
+    assert checks["scores_reproduced_by_declared_rules"] is True
+    other = tmp_path / "rules.yaml"
+    other.write_text(default_rules_text().replace("high: 4.0}", "high: 5.0}", 1))
+    source = SourceResource(kind="reference", rules=str(other))
+    selection = AssetSelection.checks(AssetCheckKey(AssetKey("scores"), "scores_reproduced_by_declared_rules"))
+    result = materialize(study_assets(), selection=selection, resources=build_definitions(str(root), source).resources,
+                         instance=DagsterInstance.ephemeral(), run_config=QUIET, raise_on_error=False)
+    [evaluation] = result.get_asset_check_evaluations()
+    assert evaluation.passed is False
+    assert evaluation.metadata["uz_rows_reproduced"].value < 16020

@@ -220,6 +220,6 @@ def test_built_wheel_runs_evaluate_and_demo_outside_the_checkout(tmp_path):
 
     demo = run("demo", "--lake", "lake", "--reps", "200")
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert "Paired contrast on identical clusters" in demo.stdout
+    assert "Paired contrasts on identical clusters" in demo.stdout
     assert (work / "lake" / "reports" / "report.html").is_file()
     assert (work / "lake" / "autheval.duckdb").is_file()
