@@ -13,7 +13,7 @@ from autheval.estimators import estimate
 from autheval.recordsets import recordsets_by
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
 from autheval.study import contrasts_table, estimates_table
-from dagster_project.resources import LakeResource, SourceResource
+from dagster_project.resources import EngineResource, LakeResource, SourceResource
 from warehouse.sql import connect
 
 # The paired contrasts each study declares (arm_a minus arm_b).
@@ -32,7 +32,7 @@ STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
             "authority gap between mechanisms on identical clusters (one shared resampling stream).")),
     ],
 )
-def estimates(context, lake: LakeResource, source: SourceResource):
+def estimates(context, lake: LakeResource, source: SourceResource, engine: EngineResource):
     store = lake.lake()
     records = store.read("records")
     con = connect()
@@ -41,23 +41,24 @@ def estimates(context, lake: LakeResource, source: SourceResource):
     mechanism = dict(zip(records.column("analysis").to_pylist(), records.column("mechanism").to_pylist()))
     estimate_parts, contrast_parts, order = [], [], {}
     mechanism_order = _mechanism_order(store, source)
-    for study in sorted({s for s, _ in studies}):
-        recordsets = recordsets_by(con, "records", "records_of_analysis",
-                                   [(a, {"analysis": a}) for s, a in studies if s == study])
-        if source.is_reference:
-            recordsets.sort(key=_study_order)
-            contrasts = STUDY_CONTRASTS.get(study, ())
-        else:
-            recordsets.sort(key=lambda r: mechanism_order.get(mechanism[r.analysis], len(mechanism_order)))
-            contrasts = every_pair([r.analysis for r in recordsets])
-        result = estimate(recordsets, scheme="reference", reps=source.reps, contrasts=contrasts)
-        context.log.info(f"{study}: {len(recordsets)} analyses, {result.reps} replicates, scheme {result.scheme}")
-        part = estimates_table(result, model=mechanism)
-        order.update({r.analysis: i for i, r in enumerate(recordsets)})
-        part = part.add_column(0, "study", pa.array([study] * part.num_rows))
-        estimate_parts.append(part)
-        if result.contrasts:
-            contrast_parts.append(contrasts_table(result))
+    with engine.engine() as compute:  # one engine (one Spark session) for every study
+        for study in sorted({s for s, _ in studies}):
+            recordsets = recordsets_by(con, "records", "records_of_analysis",
+                                       [(a, {"analysis": a}) for s, a in studies if s == study])
+            if source.is_reference:
+                recordsets.sort(key=_study_order)
+                contrasts = STUDY_CONTRASTS.get(study, ())
+            else:
+                recordsets.sort(key=lambda r: mechanism_order.get(mechanism[r.analysis], len(mechanism_order)))
+                contrasts = every_pair([r.analysis for r in recordsets])
+            result = estimate(recordsets, scheme="reference", reps=source.reps, contrasts=contrasts, engine=compute)
+            context.log.info(f"{study}: {len(recordsets)} analyses, {result.reps} replicates, scheme {result.scheme}")
+            part = estimates_table(result, model=mechanism)
+            order.update({r.analysis: i for i, r in enumerate(recordsets)})
+            part = part.add_column(0, "study", pa.array([study] * part.num_rows))
+            estimate_parts.append(part)
+            if result.contrasts:
+                contrast_parts.append(contrasts_table(result))
     table = pa.concat_tables(estimate_parts)
     contrast_table = pa.concat_tables(contrast_parts) if contrast_parts else contrasts_table(None)
     table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))

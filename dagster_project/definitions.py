@@ -36,7 +36,7 @@ import assets.scores
 import assets.selections
 import assets.subgroups
 import assets.trend
-from dagster_project.resources import ModelsResource, SourceResource, default_models, default_source, lake_resource
+from dagster_project.resources import ModelsResource, SourceResource, default_engine, default_models, default_source, lake_resource
 
 STUDY_MODULES = [assets.images, assets.duplicates, assets.clusters, assets.gate_proxy, assets.contexts,
                  assets.model_proposals, assets.proposals, assets.selections, assets.scores, assets.records, assets.estimates,
@@ -105,7 +105,7 @@ def build_definitions(lake_root: str | None = None, source: SourceResource | Non
         sensors=[assets.landing.landing_sensor],
         schedules=[assets.trend.recurring_evaluation_schedule],
         resources={"lake": lake_resource(lake_root), "source": source or default_source(),
-                   "models": models or default_models()},
+                   "models": models or default_models(), "engine": default_engine()},
     )
 
 

@@ -8,6 +8,7 @@ mechanisms AUTHEVAL_MODELS (1 turns them on), AUTHEVAL_SCORER_DIR, AUTHEVAL_VISI
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
@@ -164,3 +165,35 @@ def default_models() -> ModelsResource:
     $AUTHEVAL_FINETUNE=1); disabled otherwise."""
     return ModelsResource(enabled=_env_flag(MODELS_ENV), scorer_dir=env_or(SCORER_DIR_ENV, ""),
                           vision_dir=env_or(VISION_DIR_ENV, ""), finetune=_env_flag(FINETUNE_ENV))
+
+
+ENGINE_ENV = "AUTHEVAL_ENGINE"
+SPARK_MASTER_ENV = "AUTHEVAL_SPARK_MASTER"
+
+
+class EngineResource(ConfigurableResource):
+    """Where the estimate assets run their estimators (warehouse/engine.py): `duckdb` in the step's own
+    process (the default), or `spark`: a local session bound to 127.0.0.1, or the cluster at
+    `spark_master` (spark://HOST:7077, sc://HOST:15002, yarn, k8s://...). The numbers agree to 1e-12.
+    Set from $AUTHEVAL_ENGINE and $AUTHEVAL_SPARK_MASTER."""
+
+    kind: str = "duckdb"
+    spark_master: str = ""
+
+    @contextmanager
+    def engine(self):
+        """None for duckdb (the estimators run in process), else a started engine, stopped at the end
+        of the block. A bad configuration raises warehouse.engine.EngineError (one line)."""
+        from warehouse.engine import connect_engine, engine_config
+
+        config = engine_config(self.kind, self.spark_master or None)
+        if config.kind == "duckdb":
+            yield None
+            return
+        with connect_engine(config) as started:
+            yield started
+
+
+def default_engine() -> EngineResource:
+    """The engine named by $AUTHEVAL_ENGINE (default duckdb) and $AUTHEVAL_SPARK_MASTER."""
+    return EngineResource(kind=env_or(ENGINE_ENV, "duckdb"), spark_master=env_or(SPARK_MASTER_ENV, ""))

@@ -471,3 +471,41 @@ def test_zz_spark_session_stops_cleanly(spark):
     assert SparkContext._active_spark_context is None
     assert not scratch.exists()
     spark.close()  # twice is harmless
+
+
+# ------------------------------------------------------------------------- the Dagster estimate assets
+
+
+def test_engine_resource_checks_its_configuration():
+    from dagster_project.resources import EngineResource
+
+    with EngineResource().engine() as compute:
+        assert compute is None  # duckdb: the estimators run in the step's process
+    with pytest.raises(EngineError, match="unknown engine 'presto'"):
+        with EngineResource(kind="presto").engine():
+            pass
+
+
+@pytest.mark.slow
+def test_zzz_the_estimate_assets_on_spark_pass_the_published_summary_check(tmp_path, monkeypatch):
+    """The reference study through Dagster with AUTHEVAL_ENGINE=spark (a fresh session: the module's
+    was stopped above): the blocking check that the mixed analysis equals the published summary to
+    1e-12 passes, and the estimates equal the default engine's."""
+    if spark_missing():
+        pytest.skip(spark_missing())
+    from dagster_project.demo import run_stages
+    from warehouse.lake import Lake
+
+    monkeypatch.setenv("AUTHEVAL_ENGINE", "spark")
+    checks = run_stages(tmp_path / "spark", stages=("ingest", "duplicates", "proposals", "review", "scoring", "estimates"),
+                        out=lambda line: None)
+    assert checks["estimates_match_published_summary"] is True
+    assert checks["estimates_gap_identity"] is True
+    monkeypatch.setenv("AUTHEVAL_ENGINE", "duckdb")
+    run_stages(tmp_path / "duckdb", stages=("ingest", "duplicates", "proposals", "review", "scoring", "estimates"),
+               out=lambda line: None)
+    keys = ("study", "analysis", "unit", "metric")
+    columns = keys + ("estimate", "ci_lower", "ci_upper", "available", "status", "scheme", "reps", "seed")
+    on_spark, on_duckdb = (Lake(tmp_path / name).read("estimates").select(list(columns)).to_pylist()
+                           for name in ("spark", "duckdb"))
+    assert max_relative_difference(on_duckdb, on_spark, keys) <= 1e-12
