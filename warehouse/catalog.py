@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from warehouse.atomic import atomic_path
 from warehouse.lake import Lake
-from warehouse.sql import load_sql, quote_identifier, quote_literal
+from warehouse.sql import duckdb_memory_limit, load_sql, quote_identifier, quote_literal
 
 CATALOG_NAME = "autheval.duckdb"
 READ_STATEMENTS = ("SELECT", "EXPLAIN")  # DESCRIBE, SHOW, SUMMARIZE, FROM-first and VALUES parse as SELECT
@@ -79,7 +79,7 @@ def connect_readonly(lake: Lake) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(path), read_only=True, config={
         "autoload_known_extensions": False,
         "autoinstall_known_extensions": False,
-        "memory_limit": os.environ.get("AUTHEVAL_DUCKDB_MEMORY", "512MB"),
+        "memory_limit": duckdb_memory_limit(),
     })
     try:
         _set_lake_variable(con, lake)

@@ -96,11 +96,13 @@ def connect(memory_limit: str | None = None):
     """An in-memory DuckDB connection for compute, with bounded memory: past the limit DuckDB spills
     to a temporary folder instead of growing (`duckdb_memory_limit()`: AUTHEVAL_DUCKDB_MEMORY, else
     derived from the available memory)."""
+    import os
     import tempfile
 
     import duckdb
 
-    spill = Path(tempfile.gettempdir()) / "autheval-duckdb-spill"
+    # one spill folder per process: DuckDB's temporary files of two processes must never meet
+    spill = Path(tempfile.gettempdir()) / f"autheval-duckdb-spill-{os.getpid()}"
     return duckdb.connect(config={
         "memory_limit": memory_limit or duckdb_memory_limit(),
         "temp_directory": str(spill),
