@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from autheval.errors import RecordError
+from autheval.errors import RecordError, first_violation
 from warehouse.sql import connect, load_sql
 
 LOG_COLUMNS = (
@@ -283,17 +283,10 @@ def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str) -> None:
     violations = con.execute(load_sql("records_validate")).fetchall()
     if not violations:
         return
-    _, column, rule, row_index, case_id, bad_value, n_rows = violations[0]
-    if schema == "trace":
+    order, column, *rest = violations[0]
+    if schema == "trace":  # name the column as the file names it
         column = {v: k for k, v in TRACE_TO_LOG.items()}.get(column, column)
-    example = f"row {row_index + 1}"
-    if case_id is not None:
-        example += f", id {case_id!r}"
-    if bad_value is not None:
-        example += f", value {bad_value!r}"
-    if n_rows > 1:
-        example += f"; {n_rows} rows in all"
-    raise RecordError(source, column, rule, example)
+    raise first_violation(source, (order, column, *rest))
 
 
 TEXT_COLUMNS = ("case_id", "cluster_id", "proposed_action", "executed_action")
