@@ -131,6 +131,23 @@ class ModelsResource(ConfigurableResource):
     finetune_max_steps: int = 0  # 0: one full epoch over the train split
     cct_lam: float = 1.0
     cct_beta: float = 1.0
+    torch_threads: int = 0     # intra-op CPU threads during a run; 0: 1 with the tiny models, torch's default otherwise
+
+    def setup_for_execution(self, context) -> None:
+        """With the tiny models, torch runs single-threaded for the run (their operations are too small
+        to share; models/device.py set_cpu_threads); the previous setting comes back after the run."""
+        self._previous_threads = None
+        threads = self.torch_threads or (1 if not (self.scorer_dir or self.vision_dir) else 0)
+        if self.enabled and threads:
+            from models.device import set_cpu_threads
+
+            self._previous_threads = set_cpu_threads(threads)
+
+    def teardown_after_execution(self, context) -> None:
+        if getattr(self, "_previous_threads", None):
+            from models.device import set_cpu_threads
+
+            set_cpu_threads(self._previous_threads)
 
     def model_root(self, lake: Lake) -> Path:
         return lake.root / "models"
