@@ -103,9 +103,17 @@ def fixed_cost(runs: int) -> None:
 
 
 def scale_child(args) -> None:
-    """In a child: read the log, estimate with the poisson scheme, time the phases; print JSON."""
+    """In a child: read the log, estimate with the poisson scheme, time the phases; print JSON. The
+    process is set up as `autheval evaluate` sets up its own (one BLAS thread, no pandas or
+    pyarrow.dataset)."""
+    import os
     import resource
     import threading
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from autheval.cli import _UnneededImports
+
+    sys.meta_path.insert(0, _UnneededImports())
 
     import autheval.bootstrap as bootstrap
     import autheval.estimators as estimators
