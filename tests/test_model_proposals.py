@@ -147,3 +147,33 @@ def test_level_metrics_equal_scikit_learn_bit_for_bit():
             truth = rng.integers(0, k, n)
             predicted = rng.integers(0, 4 if i % 2 else k, n)
             assert level_metrics(predicted, truth) == _sklearn_level_metrics(predicted, truth)
+
+
+def test_the_fine_tune_runs_only_when_configured_and_is_its_own_mechanism(model_lake, tmp_path):
+    lake, source, _, _ = model_lake
+    copy = Lake(tmp_path / "lake")
+    shutil.copytree(lake.root, copy.root)
+    models = ModelsResource(enabled=True, finetune=True, finetune_max_steps=2, device="cpu")
+    result = _materialize(copy, source, models, "finetune", "proposals")
+    meta = result.asset_materializations_for_node("finetune")[0].metadata
+    assert meta["finetune"].value["steps"] == 2 and (tmp_path / "lake" / "models" / "adapters").is_dir()
+    assert meta["model"].value.endswith("+tiny-gemma3-lora")
+    mechanisms = list(dict.fromkeys(copy.read("proposals").column("mechanism").to_pylist()))
+    assert mechanisms == [*FILE_MECHANISMS, *MODEL_MECHANISMS, "VLM LoRA fine-tuned"]
+    assert set(copy.read("finetune").column("source").to_pylist()) == {"model"}
+
+
+@pytest.mark.parametrize("flags, flag", [
+    (["--no-models", "--finetune"], "--no-models"),
+    (["--scorer-dir", "/no/such/model"], "--scorer-dir"),
+    (["--vision-dir", "/no/such/tower"], "--vision-dir"),
+])
+def test_demo_model_flags_are_checked_before_anything_runs(tmp_path, flags, flag):
+    from tests.conftest import run_cli
+
+    result = run_cli("demo", "--source", "synthetic", "--lake", str(tmp_path / "lake"), *flags)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"autheval: error: {flag}")
+    assert not (tmp_path / "lake").exists()
+    reference = run_cli("demo", "--lake", str(tmp_path / "lake"), "--scorer-dir", str(tmp_path))
+    assert reference.returncode == 2 and "--scorer-dir" in reference.stderr
