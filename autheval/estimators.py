@@ -221,11 +221,11 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
         lambda done, total: progress(f"bootstrap: {done // max(len(jobs), 1):,} of {reps:,} replicates "
                                      f"({len(jobs)} evaluator streams on {min(len(jobs), available_cores())} threads)"))
     all_sums = stream_sums(jobs, reps, progress=report)
-    for ((_, g), members), stream_sums_ in zip(streams.items(), all_sums):
-        for start in range(0, reps, POISSON_BLOCK_REPS):
+    for start in range(0, reps, POISSON_BLOCK_REPS):  # every stream's block in one insert
+        parts = []
+        for ((_, g), members), stream_sums_ in zip(streams.items(), all_sums):
             sums = stream_sums_[start : start + POISSON_BLOCK_REPS]
             n = sums.shape[0]
-            parts = []
             for i, (labels, _) in enumerate(members):
                 block = {k: pa.array([v] * n, pa.string()) for k, v in labels.items()}
                 block["rep"] = pa.array(np.arange(start, start + n, dtype=np.int64))
@@ -233,6 +233,7 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
                     block[name] = pa.array(sums[:, i * width + j])
                 block["c_n"] = pa.array(np.full(n, float(g)))
                 parts.append(pa.table(block))
+        if parts:
             con.from_arrow(pa.concat_tables(parts)).insert_into("evaluator_sums")
     materialize(con, "replicate_metrics", "evaluator_metrics")
 
