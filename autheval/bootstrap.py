@@ -227,8 +227,9 @@ def stream_sums(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[np.ndarray]:
     """The (reps x k) replicate sums of each independent stream (seed, G x k matrix), the streams
-    computed at once on `workers` threads (default: the available cores). Each stream's numbers are
-    those `product_blocks` gives alone: the threads share nothing but the progress count."""
+    computed at once on `workers` threads (default: the available cores), each drawing ahead on a
+    thread of its own (so a stream left alone at the end still uses two cores). Each stream's numbers
+    are those `product_blocks` gives alone: the threads share nothing but the progress count."""
     workers = min(len(streams), workers or available_cores())
     counter = Progress(reps * len(streams), progress)
 
@@ -236,7 +237,7 @@ def stream_sums(
         seed, matrix = stream
         matrix = np.ascontiguousarray(matrix, dtype=np.float64)
         out = np.empty((reps, matrix.shape[1]), dtype=np.float64)
-        for start, sums in product_blocks(seed, reps, matrix, prefetch=workers < 2):
+        for start, sums in product_blocks(seed, reps, matrix, prefetch=available_cores() > 1):
             out[start : start + sums.shape[0]] = sums
             counter.add(sums.shape[0])
         return out
