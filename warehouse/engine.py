@@ -49,6 +49,8 @@ class EngineConfig:
     spark_cores: local worker threads (default: every core of this machine). shuffle_partitions:
     default: twice the cores, at least 4 (Spark's own default of 200 costs seconds on small data).
     spark_driver_memory: the local JVM's heap (the driver holds the whole local session).
+    spark_driver_host: where the driver listens; always 127.0.0.1 for a local session, and for a
+    spark:// cluster the address of this machine (pod) that the executors connect back to.
     """
 
     kind: str = DEFAULT_ENGINE
@@ -56,6 +58,7 @@ class EngineConfig:
     spark_cores: int | None = None
     shuffle_partitions: int | None = None
     spark_driver_memory: str = "2g"
+    spark_driver_host: str = SPARK_LOCAL_IP  # for a spark:// master: an address its executors can reach
     duckdb_memory: str | None = None
 
     def master(self) -> str:
@@ -247,7 +250,8 @@ def _spark_engine(config: EngineConfig) -> Engine:
 
     master = config.master()
     scratch = Path(tempfile.mkdtemp(prefix="autheval-spark-"))
-    os.environ["SPARK_LOCAL_IP"] = SPARK_LOCAL_IP  # read by the JVM at start: no reverse-DNS lookup
+    host = SPARK_LOCAL_IP if config.is_local_spark else config.spark_driver_host
+    os.environ["SPARK_LOCAL_IP"] = host  # read by the JVM at start: no reverse-DNS lookup
     try:
         from pyspark.sql import SparkSession
 
@@ -256,8 +260,8 @@ def _spark_engine(config: EngineConfig) -> Engine:
         else:
             builder = (
                 SparkSession.builder.master(master)
-                .config("spark.driver.host", SPARK_LOCAL_IP)
-                .config("spark.driver.bindAddress", SPARK_LOCAL_IP)
+                .config("spark.driver.host", host)
+                .config("spark.driver.bindAddress", host)
                 .config("spark.driver.memory", config.spark_driver_memory)
                 .config("spark.ui.enabled", "false")
                 .config("spark.ui.showConsoleProgress", "false")
