@@ -177,3 +177,15 @@ def test_demo_model_flags_are_checked_before_anything_runs(tmp_path, flags, flag
     assert not (tmp_path / "lake").exists()
     reference = run_cli("demo", "--lake", str(tmp_path / "lake"), "--scorer-dir", str(tmp_path))
     assert reference.returncode == 2 and "--scorer-dir" in reference.stderr
+
+
+def test_the_readout_falls_back_to_the_published_lock_and_says_why():
+    import pyarrow as pa
+
+    from models.readout import cohort_readout, published_lock
+
+    rows = [{"image_id": f"i{k}", "cluster_id": f"c{k}", "ideal_action_level": k % 2, "p_very_low": 0.4,
+             "p_low": 0.3, "p_moderate": 0.2, "p_high": 0.1} for k in range(12)]  # levels 2 and 3 absent
+    lock, meta = cohort_readout(pa.Table.from_pylist(rows))
+    assert meta["trained"] is False and "lacks level" in meta["reason"]
+    assert (lock.coef == published_lock().coef).all() and meta["chosen_C"] == 0.01
