@@ -189,3 +189,19 @@ def test_the_readout_falls_back_to_the_published_lock_and_says_why():
     lock, meta = cohort_readout(pa.Table.from_pylist(rows))
     assert meta["trained"] is False and "lacks level" in meta["reason"]
     assert (lock.coef == published_lock().coef).all() and meta["chosen_C"] == 0.01
+
+
+def test_the_models_resource_follows_the_environment(monkeypatch, tmp_path):
+    from dagster_project.resources import MODELS_ENV, SCORER_DIR_ENV, default_models
+
+    monkeypatch.delenv(MODELS_ENV, raising=False)
+    assert default_models().enabled is False
+    assert build_definitions(str(tmp_path)).resources["models"].enabled is False
+    monkeypatch.setenv(MODELS_ENV, "1")
+    monkeypatch.setenv(SCORER_DIR_ENV, str(tmp_path))
+    models = build_definitions(str(tmp_path)).resources["models"]
+    assert models.enabled is True and models.finetune is False
+    from dagster import build_resources
+
+    with build_resources({"models": models}) as resources:
+        assert resources.models.scorer_dir == str(tmp_path)
