@@ -57,6 +57,7 @@ def test_contrasts_include_cc_minus_single(model_lake):
     for regime in REGIMES:
         assert f"CCT cc / {regime} minus CCT single / {regime}" in contrasts
     assert "CLIP probe / mixed minus VLM readout / mixed" in contrasts
+    assert "CCT cc / capacity_ceiling minus CCT single / capacity_ceiling" in (lake.root / "reports" / "report.md").read_text()
 
 
 def test_model_proposals_are_source_model_and_cover_the_evaluated_split(model_lake):
