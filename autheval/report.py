@@ -12,8 +12,12 @@ import pyarrow as pa
 UNITS = (("image", "image-weighted"), ("cluster", "cluster-equal"))
 
 
+MAX_PLOTTED_CONTRAST_ROWS = 12  # more paired contrasts than this are left to the report's table
+
+
 def forest_plot_png(summary: pa.Table, contrasts: pa.Table | None = None) -> bytes:
-    """Delta_authority with its interval per analysis and unit (and each contrast), as PNG bytes."""
+    """Delta_authority with its interval per analysis and unit (and each contrast, when there are at most
+    MAX_PLOTTED_CONTRAST_ROWS of them), as PNG bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,7 +32,10 @@ def forest_plot_png(summary: pa.Table, contrasts: pa.Table | None = None) -> byt
             lows.append(row[f"Delta_authority_{key}_ci_lower"])
             highs.append(row[f"Delta_authority_{key}_ci_upper"])
             colours.append("#1f77b4" if key == "image" else "#ff7f0e")
-    for row in (contrasts.to_pylist() if contrasts is not None else []):
+    contrast_rows = contrasts.to_pylist() if contrasts is not None else []
+    if len(contrast_rows) > MAX_PLOTTED_CONTRAST_ROWS:  # every pair of many mechanisms: the table has them
+        contrast_rows = []
+    for row in contrast_rows:
         labels.append(f"contrast: {row['contrast']} ({row['unit'].replace('_', '-')})")
         points.append(row["difference"])
         lows.append(row["ci_lower"])
