@@ -63,3 +63,12 @@ def set_cpu_threads(n: int) -> int:
     previous = torch.get_num_threads()
     torch.set_num_threads(max(1, int(n)))
     return previous
+
+
+def quiet_transformers() -> None:
+    """Keep transformers' per-file progress bars and notices off stderr: the scorer draws its own
+    progress bar, and a demo's stderr is for the person watching the run."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()

@@ -235,6 +235,9 @@ def load_vision_tower(model_dir: str | Path):
     """(tower, image processor) of a local vision model directory (CLIPVisionModel, SigLIP vision, ...)."""
     from transformers import AutoImageProcessor, AutoModel
 
+    from models.device import quiet_transformers
+
+    quiet_transformers()
     tower = AutoModel.from_pretrained(model_dir, local_files_only=True).eval()
     return tower, AutoImageProcessor.from_pretrained(model_dir, local_files_only=True)
 

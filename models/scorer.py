@@ -98,8 +98,9 @@ def load_model(model_dir: str, adapter_dir: str | None = None, device=None):
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from models.device import choose_device, dtype_for
+    from models.device import choose_device, dtype_for, quiet_transformers
 
+    quiet_transformers()
     device = choose_device(device)
     dtype = dtype_for(device)
     processor = AutoProcessor.from_pretrained(model_dir, backend="pil", local_files_only=True)  # = use_fast=False

@@ -189,6 +189,9 @@ def ensure_tiny_model(kind: str, root: str | Path, seed: int = 0) -> Path:
     manifest = target / "tiny_model.json"
     if manifest.exists() and json.loads(manifest.read_text()).get("seed") == seed:
         return target
+    from models.device import quiet_transformers
+
+    quiet_transformers()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{kind}.", dir=target.parent))
     try:
