@@ -372,7 +372,19 @@ def cmd_ui(args) -> int:
     os.execve(command[0], command, env)
 
 
-def build_parser() -> argparse.ArgumentParser:
+# models.cct_cli's help line of `aggregate` (a test checks that the two agree): registering the command
+# for real imports models.cct, hence numpy and pyarrow, so `main` does it only when `aggregate` runs
+AGGREGATE_HELP = "CCT: aggregate K prompt variants' probabilities into one ranked slate per case"
+
+
+def _command_word(argv: list[str]) -> str | None:
+    """The subcommand named on a command line (the first word that is not an option), or None."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
+    """The `autheval` parser. `command`: the subcommand about to run; `aggregate` is registered with
+    its options (importing models.cct) only when it is that command (the default: every command)."""
     parser = argparse.ArgumentParser(prog="autheval", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -462,11 +474,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from autheval.raw.cli import register as register_raw
     from autheval.rules_cli import register as register_rules
-    from models.cct_cli import register as register_aggregate
-
     register_raw(sub)
     register_rules(sub)
-    register_aggregate(sub)
+    if command == "aggregate":
+        from models.cct_cli import register as register_aggregate
+
+        register_aggregate(sub)
+    else:  # listed in --help with its help line; its options are registered when it runs
+        sub.add_parser("aggregate", help=AGGREGATE_HELP, add_help=False)
 
     p = sub.add_parser("ui", help="the Dagster UI for this project on 127.0.0.1")
     p.add_argument("--port", type=int, default=3000, help="port (default 3000)")
@@ -497,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         # before numpy loads: the estimators' products are small and run beside their own threads
         # (see autheval.bootstrap.one_blas_thread, which does this where threadpoolctl is installed)
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    parser = build_parser()
+    parser = build_parser(_command_word(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if (argv is None and args.command in ("evaluate", "compare")
             and not any(m in sys.modules for m in _UnneededImports.REFUSED)

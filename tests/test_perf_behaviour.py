@@ -1,7 +1,7 @@
 """What the speed work must not change, and the settings it added (behaviour only, never timed):
 parallel and prefetched streams give exactly the numbers of one stream alone, the poisson weights in
 numpy are exactly the SQL's, unsupported metrics are not drawn, the DuckDB memory cap follows the
-machine unless overridden, progress goes to stderr only, and `autheval --help` loads no DuckDB."""
+machine unless overridden, progress goes to stderr only, and `autheval --help` loads neither DuckDB nor numpy."""
 
 from __future__ import annotations
 
@@ -135,10 +135,10 @@ def test_a_short_run_reports_no_progress():
     assert lines == []
 
 
-def test_help_loads_no_duckdb_and_the_parser_constants_agree():
+def test_help_loads_no_duckdb_numpy_or_pyarrow_and_the_parser_constants_agree():
     code = ("import sys, io, contextlib\nfrom autheval.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    try: main(['--help'])\n    except SystemExit: pass\n"
-            "print(sorted(m for m in ('duckdb', 'pandas', 'dagster', 'torch') if m in sys.modules))")
+            "print(sorted(m for m in ('duckdb', 'numpy', 'pyarrow', 'pandas', 'dagster', 'torch') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
@@ -147,6 +147,8 @@ def test_help_loads_no_duckdb_and_the_parser_constants_agree():
 
     assert cli.SCHEMES == estimators.SCHEMES
     assert cli.DEFAULT_LAKE == DEFAULT_LAKE
+    helps = {a.dest: a.help for a in cli.build_parser()._subparsers._group_actions[0]._choices_actions}
+    assert helps["aggregate"] == cli.AGGREGATE_HELP
 
 
 @pytest.mark.parametrize("command", ["evaluate", "compare"])
