@@ -226,6 +226,22 @@ def test_the_matrix_sees_a_difference(inputs, duck):
     assert max_relative_difference(expected, other, keys) > 1e-3
 
 
+def test_reference_weights_are_numpys_stream_whatever_the_block_size():
+    """The sparse weights shipped to an engine are the multiplicities of AuthEval's per-replicate draws
+    `default_rng(seed).integers(0, G, size=G)`, across block boundaries; rep -1 is the point."""
+    g, reps = 37, 23
+    rng = np.random.default_rng(SEED)
+    expected = np.stack([np.bincount(rng.integers(0, g, size=g), minlength=g) for _ in range(reps)])
+    for block_values in (g, 5 * g, 10**6):
+        got = np.zeros((reps + 1, g))
+        for block in reference_weight_blocks(SEED, g, reps, block_values):
+            assert min(block.column("mult").to_pylist()) > 0  # sparse: drawn clusters only
+            got[np.asarray(block.column("rep")) + 1, np.asarray(block.column("cluster_rank"))] = block.column("mult")
+        assert np.array_equal(got[1:], expected) and np.all(got[0] == 1.0)
+    ids = [t.column("rep").to_pylist() for t in replicate_id_blocks(5, block_reps=3)]
+    assert ids == [[-1, 0, 1], [2, 3, 4]]
+
+
 # --------------------------------------------------------------------------- poisson weights, identical
 
 
