@@ -3,11 +3,12 @@
 `autheval.estimators.estimate(..., engine=...)` hands this module the work that grows with records and
 replicates: the per-cluster sums (`portable_cluster_stats`), the replicate sums (the `reference`
 scheme's exact numpy stream joined in as a replicate-weights table, `portable_replicates_weighted`;
-the `poisson` scheme's weights hashed inside the query, `portable_replicates_poisson`) and the metrics
-per replicate (`replicate_metrics`). What comes back is small (one row per cluster, and one row per
-replicate, analysis and unit); the in-process DuckDB then takes the quantiles, the Delta = p * delta
-check and the paired contrasts with the same SQL files as the default engine, so every engine reports
-through one code path.
+the `poisson` scheme's weights hashed inside the query, `portable_replicates_poisson`; the `evaluator`
+scheme's per-metric streams joined in one by one, `portable_evaluator_weighted`) and the metrics per
+replicate (`replicate_metrics`; the evaluator's from its sums, on the in-process DuckDB). What comes
+back is small (one row per cluster, and one row per replicate, analysis and unit); the in-process
+DuckDB then takes the quantiles, the Delta = p * delta check and the paired contrasts with the same
+SQL files as the default engine, so every engine reports through one code path.
 
 The one engine-specific step is numpy's stream: it is drawn here, in replicate blocks (bounded memory),
 and shipped as sparse weights (n_clusters, rep, cluster_rank, mult), mult > 0 only.
@@ -20,7 +21,7 @@ import pyarrow as pa
 
 from warehouse.engine import Engine, EngineError
 
-ENGINE_SCHEMES = ("reference", "poisson")
+ENGINE_SCHEMES = ("reference", "evaluator", "poisson")
 WEIGHT_BLOCK_VALUES = 1 << 23  # drawn cluster indices per weights block (about 5M weight rows)
 POISSON_BLOCK_REPS = 1 << 16  # replicate ids per poisson query (bounds its GROUP BY)
 POINT_REP = -1  # the point estimate: every cluster once, in the replicate layout
@@ -74,6 +75,9 @@ def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, see
     engine.create("cluster_stats", "portable_cluster_stats")
     stats = engine.table("cluster_stats").sort_by([("analysis", "ascending"), ("cluster_rank", "ascending")])
     con.from_arrow(stats).create("cluster_stats")
+    if scheme == "evaluator":
+        _evaluator_sums_on_engine(engine, con, reps, seed)
+        return
     parts = []
     if scheme == "reference":
         for g in sorted(set(stats.column("n_clusters").to_pylist())):
@@ -88,6 +92,25 @@ def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, see
             parts.append(engine.read("replicate_metrics"))
     metrics = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
     con.from_arrow(metrics).create("replicate_metrics")
+
+
+def _evaluator_sums_on_engine(engine: Engine, con, reps: int, seed: int) -> None:
+    """The `evaluator` scheme: each metric's own stream (seed + offset) over its own clusters, shipped
+    as weights stream by stream; the replicate sums (one row per analysis, metric and replicate) come
+    back into `con` as evaluator_sums, and evaluator_metrics.sql makes replicate_metrics there."""
+    from warehouse.sql import load_sql
+
+    engine.create("evaluator_clusters", "portable_evaluator_clusters")
+    parts = []
+    for stream in engine.read("portable_evaluator_streams").to_pylist():
+        offset, g = int(stream["seed_offset"]), int(stream["n_clusters"])
+        for weights in reference_weight_blocks(seed + offset, g, reps):
+            weights = weights.append_column("seed_offset", pa.array(np.full(weights.num_rows, offset, np.int32)))
+            engine.register("replicate_weights", weights)
+            parts.append(engine.read("portable_evaluator_weighted"))
+    sums = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
+    con.from_arrow(sums).create("evaluator_sums")
+    con.sql(load_sql("evaluator_metrics")).create("replicate_metrics")
 
 
 def _arrow(obj) -> pa.Table:

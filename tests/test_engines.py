@@ -54,8 +54,11 @@ MATRIX = {
     "paired_clusters_mismatch": ("paired_clusters_mismatch", ("contrast", "cluster_id")),
     "paired_contrast": ("portable_paired_contrast", ("contrast", "unit")),
     "delta_method": ("delta_method", ("analysis", "unit", "metric")),
+    "evaluator_clusters": ("portable_evaluator_clusters", ("analysis", "metric", "cluster_rank")),
+    "evaluator_point": ("portable_evaluator_weighted", ("analysis", "metric", "rep")),
 }
-DUCKDB_ONLY = {"evaluator_clusters", "evaluator_point", "evaluator_metrics"}
+# Runs on the in-process DuckDB whatever the engine (on one row per replicate, analysis and metric).
+DUCKDB_ONLY = {"evaluator_metrics"}
 
 
 def spark_missing() -> str | None:
@@ -89,6 +92,7 @@ def inputs(recordsets) -> dict[str, pa.Table]:
     sums = pa.concat_tables([point, _arrow(con.execute(load_sql("replicates_poisson"), params).arrow()).cast(point.schema)])
     con.register("replicate_sums", sums)
     con.sql(load_sql("replicate_metrics")).create("replicate_metrics")
+    con.sql(load_sql("evaluator_clusters")).create("evaluator_clusters")
     # the published contrast, and one whose second arm is missing (paired_clusters_mismatch finds it)
     pairs = pa.table({"contrast": [CONTRAST[0], "mixed minus nobody"], "arm_a": [CONTRAST[1], "mixed"],
                       "arm_b": [CONTRAST[2], "nobody"]})
@@ -100,7 +104,17 @@ def inputs(recordsets) -> dict[str, pa.Table]:
         "replicate_sums": sums,
         "replicate_metrics": _arrow(con.table("replicate_metrics").arrow()),
         "contrast_pairs": pairs,
+        "evaluator_clusters": _arrow(con.table("evaluator_clusters").arrow()),
     }
+
+
+def evaluator_point_weights(inputs) -> pa.Table:
+    """rep -1, mult 1 for every rank of every evaluator stream: portable_evaluator_weighted's point."""
+    streams = inputs["evaluator_clusters"].group_by(["seed_offset", "n_clusters", "cluster_rank"]).aggregate([])
+    n = streams.num_rows
+    return pa.table({"seed_offset": streams.column("seed_offset"), "n_clusters": streams.column("n_clusters"),
+                     "rep": pa.array(np.full(n, -1, np.int64)), "cluster_rank": streams.column("cluster_rank"),
+                     "mult": pa.array(np.ones(n))})
 
 
 def _number(value):
@@ -134,6 +148,8 @@ def duckdb_rows(inputs, sql_name: str) -> list[dict]:
 
 
 def engine_rows(engine, inputs, sql_name: str) -> list[dict]:
+    if sql_name == "portable_evaluator_weighted":  # its point weights: every evaluator stream's ranks
+        inputs = {**inputs, "replicate_weights": evaluator_point_weights(inputs)}
     for name, table in inputs.items():
         engine.register(name, table)
     return engine.read(sql_name, PARAMS.get(sql_name)).to_pylist()
@@ -432,12 +448,14 @@ def test_malformed_master_is_refused(master):
         engine_config("spark", master)
 
 
-def test_evaluator_scheme_on_spark_is_refused_before_a_jvm_starts(tmp_path):
-    if spark_missing():
-        pytest.skip(spark_missing())
-    proc = run_cli("evaluate", "--input", str(reference_file("trace_mixed")), "--engine", "spark",
-                   "--scheme", "evaluator", "--output-dir", str(tmp_path))
-    one_error_line(proc, "--scheme evaluator", "duckdb engine only")
+def test_evaluator_scheme_on_spark_equals_the_default_engine(spark):
+    """AuthEval's log evaluator (eight per-metric streams; delta over intervened clusters only) on the
+    4-row example log and on a trace with global scores."""
+    for name in ("authority_log_example", "trace_llava_med_head"):
+        records = [read_records(reference_file(name), analysis=name)]
+        default = estimate(records, scheme="evaluator", reps=1000)
+        on_spark = estimate(records, scheme="evaluator", reps=1000, engine=spark)
+        assert max_estimate_difference(default, on_spark) <= 1e-12
 
 
 def test_parameters_are_bound_as_typed_literals():

@@ -1,0 +1,54 @@
+-- The `evaluator` scheme's per-metric clusters in the portable subset: evaluator_clusters.sql with
+-- plain `sum` where it uses DuckDB's compensated `fsum` (the two agree to rounding; the engine matrix
+-- checks 1e-12). Each metric has its own per-case values, its own resampling stream (seed + offset)
+-- and, for delta, its own cluster set (intervened rows only). Input: records. Output: one row per
+-- analysis, metric and cluster (ascending cluster_id) with the stream's cluster count and the cluster's
+-- rank, sum of values (s), case count (n) and mean (m). Unavailable scores are 0.0 here; the caller
+-- masks those metrics.
+WITH case_values AS (
+    SELECT analysis, cluster_id, 'J' AS metric, 0 AS seed_offset,
+           coalesce(utility_executed_local, 0.0) AS value
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'intervention_rate', 1, coalesce(CAST(intervened AS DOUBLE), 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'J_auth', 2, coalesce(utility_proposed_local, 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'Delta_authority', 3,
+           coalesce(utility_proposed_local - utility_executed_local, 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'delta', 4,
+           coalesce(utility_proposed_local - utility_executed_local, 0.0)
+    FROM records
+    WHERE intervened
+    UNION ALL
+    SELECT analysis, cluster_id, 'J_std', 5, coalesce(utility_proposed_global, 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'Delta_total', 6,
+           coalesce(utility_proposed_global - utility_executed_local, 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'Delta_utility', 7,
+           coalesce(utility_proposed_global - utility_proposed_local, 0.0)
+    FROM records
+),
+per_cluster AS (
+    SELECT analysis, metric, seed_offset, cluster_id, CAST(count(*) AS DOUBLE) AS n, sum(value) AS s
+    FROM case_values
+    GROUP BY analysis, metric, seed_offset, cluster_id
+)
+SELECT
+    analysis,
+    metric,
+    seed_offset,
+    CAST(count(*) OVER (PARTITION BY analysis, metric) AS INTEGER) AS n_clusters,
+    CAST(row_number() OVER (PARTITION BY analysis, metric ORDER BY cluster_id) - 1 AS INTEGER)
+        AS cluster_rank,
+    s,
+    n,
+    s / n AS m
+FROM per_cluster

@@ -1,0 +1,5 @@
+-- The numpy streams of the `evaluator` scheme: one per metric offset and cluster count.
+-- Input: evaluator_clusters. Output: seed_offset, n_clusters.
+SELECT DISTINCT seed_offset, n_clusters
+FROM evaluator_clusters
+ORDER BY seed_offset, n_clusters
