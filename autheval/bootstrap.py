@@ -7,14 +7,17 @@ so a block of replicates is one dense matrix product (BLAS); the metrics, interv
 resulting sums stay in SQL.
 
 Where the time goes: drawing the stream (about 3-6 ns a draw here, numpy's own C loop: an exact
-reimplementation of its bounded-integer method from raw PCG64 output in numpy was slower), counting
-the draws of each chunk of about DRAW_VALUES (one bincount) into the block's multiplicity buffer, and
-one product per block. The product stays one per block, as it always was, so every sum keeps its bits
-(BLAS may round a sum differently for another block height; multiplying cache-sized sub-blocks
-instead was at most 15% faster here). The next chunk is drawn on a second thread while this one is
-counted (numpy's generators, bincount and BLAS release the GIL), and independent streams (the
-`evaluator` scheme's seeds) run on all cores at once (`stream_sums`). Columns that are all 0 or all 1
-are not multiplied: their sums are 0 and G exactly, as the product gives them.
+reimplementation of its bounded-integer method from raw PCG64 output in numpy was slower), turning a
+sub-block of draws into multiplicities (one bincount) and the product. Sub-blocks hold about
+DRAW_VALUES draws, so the draws, their multiplicities and the product stay in cache; from
+ROW_PRODUCT_CLUSTERS clusters on, a matrix of a few columns (the evaluator scheme's) is multiplied one
+replicate at a time. One product over a whole block's multiplicity buffer (64 MiB) instead made the
+evaluator scheme 2x slower on 1M cases in 100k clusters and used 50% more memory (measured here). The
+next sub-block is drawn on a second thread while this one is multiplied (numpy's generators, bincount
+and BLAS release the GIL), and independent streams (the `evaluator` scheme's seeds) run on all cores
+at once (`stream_sums`). Columns that are all 0 or all 1 are not multiplied: their sums are 0 and G
+exactly, as the product gives them. The last bits of a product depend on how BLAS blocks it and on its
+thread count (BLAS runs on one thread here, `one_blas_thread`), never on our threads or on timing.
 
 Blocks bound memory: each yielded block of replicate sums holds at most BLOCK_VALUES doubles (or one
 replicate's worth when a replicate is larger) and REP_BLOCK replicates, whatever the number of
@@ -33,7 +36,12 @@ import numpy as np
 
 BLOCK_VALUES = 1 << 23  # doubles in the multiplicity buffer of `multiplicity_blocks` (64 MiB)
 REP_BLOCK = 1 << 16  # at most this many replicates per block (bounds what each block becomes downstream)
-DRAW_VALUES = 1 << 19  # draws per sub-block (4 MiB of indices): drawn and counted in cache
+DRAW_VALUES = 1 << 18  # draws per sub-block (2 MiB of indices): draws, multiplicities and product stay in cache
+# From this many clusters on, a statistics matrix of at most this many columns is multiplied one
+# replicate at a time (bincount of the row, matrix-vector product): measured here 10-25% less per draw
+# at 100k clusters than the block product, which then holds only 2 replicates per sub-block.
+ROW_PRODUCT_CLUSTERS = 1 << 15
+ROW_PRODUCT_COLUMNS = 4
 
 
 def available_cores() -> int:
@@ -125,10 +133,7 @@ def product_blocks(
     """Yield (first_rep, sums): sums[r] = the weighted column sums of replicate first_rep + r, i.e. the
     multiplicities of the stream `seed` times the (G x k) statistics matrix, one block at a time, so
     memory does not grow with the number of replicates. Each yielded array is new. `prefetch` (default:
-    when there is more than one core) draws the next sub-block on a second thread. The product is one
-    matrix product per block, as it always was, so every sum keeps its bits (BLAS may round a sum
-    differently for another block height: multiplying cache-sized sub-blocks was at most 15% faster
-    and moved last bits)."""
+    when there is more than one core) draws the next sub-block on a second thread."""
     matrix = np.ascontiguousarray(matrix, dtype=np.float64)
     g, k = matrix.shape
     rows = block_rows(g, k, reps, block_values)
@@ -141,8 +146,9 @@ def product_blocks(
         prefetch = available_cores() > 1
     starts = range(0, reps, rows)
     sizes = [min(sub, n - first) for n in (min(rows, reps - s) for s in starts) for first in range(0, n, sub)]
-    draws = _draw_sub_blocks(seed, g, sizes, prefetch)
-    counts = np.empty((rows, g), dtype=np.float64) if live.size else None
+    by_row = g >= ROW_PRODUCT_CLUSTERS and live.size <= ROW_PRODUCT_COLUMNS
+    live_rows = np.ascontiguousarray(live_matrix.T)  # (k x G): one replicate's sums are one matrix-vector product
+    draws = _draw_sub_blocks(seed, g, sizes, prefetch, offset=not by_row)
     for start in starts:
         n = min(rows, reps - start)
         sums = np.empty((n, k), dtype=np.float64)
@@ -152,11 +158,13 @@ def product_blocks(
         while first < n:
             block = next(draws)
             r = block.shape[0]
-            if live.size:
-                counts[first : first + r] = np.bincount(block.ravel(), minlength=r * g).reshape(r, g)
+            if live.size and by_row:
+                for i, row in enumerate(block):
+                    sums[first + i, live] = live_rows @ np.bincount(row, minlength=g).astype(np.float64)
+            elif live.size:
+                counts = np.bincount(block.ravel(), minlength=r * g).reshape(r, g)
+                sums[first : first + r, live] = counts.astype(np.float64) @ live_matrix
             first += r
-        if live.size:
-            sums[:, live] = counts[:n] @ live_matrix
         yield start, sums
 
 
