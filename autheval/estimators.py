@@ -35,7 +35,7 @@ DEFAULT_REPS = 5000
 # keeps every replicate value of every metric and unit (reps x 16 doubles per analysis: 128 MB here).
 MAX_REPS = 1_000_000
 MIN_STABLE_REPS = 1000  # fewer replicates: the interval ends are noisy (a warning)
-POISSON_BLOCK_REPS = 1 << 16  # replicates per poisson query (bounds its GROUP BY)
+POISSON_BLOCK_REPS = 1 << 16  # at most this many replicates per block of replicate rows handed to DuckDB
 DEFAULT_QUANTILES = (0.025, 0.975)
 METRICS = (
     "J",
