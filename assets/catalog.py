@@ -13,8 +13,10 @@ from warehouse.catalog import publish_catalog
 
 CATALOG_DEPS = [
     "input_files", "images", "ingest_report", "image_hashes", "hash_failures", "duplicates",
-    "duplicate_removals", "duplicate_report", "clusters", "proposals", "selections",
-    "scores", "records", "estimates", "contrasts", "study_summary", "landed_records", "trend",
+    "duplicate_removals", "duplicate_report", "clusters", "gate_proxy", "gate_proxy_selection", "contexts",
+    "vlm_scores", "readout", "probe_features", "probe", "cct_arms", "finetune", "proposals", "selections",
+    "scores", "records", "estimates", "contrasts", "intervals", "subgroups", "fairness", "study_summary",
+    "landed_records", "trend",
 ]  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from dagster import AssetCheckResult, AssetCheckSpec, AssetSpec, asset_check, mu
 
 from assets.common import ESTIMATES, check_row, write_table
 from assets.records import records
+from autheval.analytic import delta_method_rows, interval_table
 from autheval.estimators import estimate
 from autheval.recordsets import recordsets_by
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
@@ -30,6 +31,10 @@ STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
         AssetSpec("contrasts", group_name=ESTIMATES, kinds={"parquet"}, deps=[records], description=(
             "contrast, unit, difference, ci_lower, ci_upper, excludes_zero: paired differences of the "
             "authority gap between mechanisms on identical clusters (one shared resampling stream).")),
+        AssetSpec("intervals", group_name=ESTIMATES, kinds={"parquet"}, deps=[records], description=(
+            "study, analysis, unit, metric, interval_method, estimate, std_error, ci_lower, ci_upper: the "
+            "bootstrap intervals of `estimates` (bootstrap_reference) beside analytic delta-method "
+            "intervals (linearisation over clusters, no replicates), the method named in every row.")),
     ],
 )
 def estimates(context, lake: LakeResource, source: SourceResource, engine: EngineResource):
@@ -39,7 +44,7 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     con.register("records", records)
     studies = sorted(set(zip(records.column("study").to_pylist(), records.column("analysis").to_pylist())))
     mechanism = dict(zip(records.column("analysis").to_pylist(), records.column("mechanism").to_pylist()))
-    estimate_parts, contrast_parts, order = [], [], {}
+    estimate_parts, contrast_parts, interval_parts, order = [], [], [], {}
     mechanism_order = _mechanism_order(store, source)
     with engine.engine() as compute:  # one engine (one Spark session) for every study
         for study in sorted({s for s, _ in studies}):
@@ -59,11 +64,15 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
             estimate_parts.append(part)
             if result.contrasts:
                 contrast_parts.append(contrasts_table(result))
+            both = interval_table(result, delta_method_rows(recordsets, engine=compute))
+            interval_parts.append(both.add_column(0, "study", pa.array([study] * both.num_rows)))
     table = pa.concat_tables(estimate_parts)
     contrast_table = pa.concat_tables(contrast_parts) if contrast_parts else contrasts_table(None)
     table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
     yield write_table(store, "estimates", table, asset_key="estimates")
     yield write_table(store, "contrasts", contrast_table, asset_key="contrasts")
+    yield write_table(store, "intervals", pa.concat_tables(interval_parts, promote_options="permissive"),
+                      asset_key="intervals")
 
 
 def every_pair(analyses: list[str]) -> list[tuple[str, str]]:

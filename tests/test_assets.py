@@ -162,7 +162,7 @@ def records_lake(tmp_path):
     return lake
 
 
-PUBLISH = ["estimates", "contrasts", "study_summary", "report", "catalog"]
+PUBLISH = ["estimates", "contrasts", "intervals", "study_summary", "report", "catalog"]
 
 
 def publish(lake: Lake):
@@ -195,7 +195,7 @@ def test_a_failed_blocking_check_stops_report_and_catalog(records_lake, monkeypa
     result = publish(records_lake)
     assert not result.success
     done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-    assert done == {"estimates", "contrasts"}
+    assert done == {"estimates", "contrasts", "intervals"}
     assert not (records_lake.root / "reports" / "report.md").exists()
     assert not (records_lake.root / "autheval.duckdb").exists()
     assert not records_lake.table_path("study_summary").exists()

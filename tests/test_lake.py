@@ -132,7 +132,7 @@ def test_a_crash_mid_write_keeps_the_previous_table_readable(study_lake, monkeyp
 
     monkeypatch.setattr(pq, "write_table", crash)
     with pytest.raises(Exception, match="simulated crash"):
-        materialize(study_assets(), selection=["estimates", "contrasts"], resources=build_definitions(str(root)).resources,
+        materialize(study_assets(), selection=["estimates", "contrasts", "intervals"], resources=build_definitions(str(root)).resources,
                     instance=DagsterInstance.ephemeral(), run_config=QUIET)
     monkeypatch.undo()
     assert lake.read("contrasts").equals(before)
@@ -191,3 +191,14 @@ def test_the_declared_rules_check_fails_when_the_rules_differ_from_the_study(stu
     [evaluation] = result.get_asset_check_evaluations()
     assert evaluation.passed is False
     assert evaluation.metadata["uz_rows_reproduced"].value < 16020
+
+
+def test_bootstrap_and_delta_method_intervals_side_by_side(study_lake):
+    root, _ = study_lake
+    rows = query(Lake(root), "select interval_method, count(*) as n, count(ci_lower) as with_interval from intervals "
+                             "where analysis = 'mixed' group by 1 order by 1").to_pylist()
+    assert [r["interval_method"] for r in rows] == ["bootstrap_reference", "delta_method"]
+    assert rows[0]["n"] == rows[1]["n"] and rows[1]["with_interval"] > 0
+    same = query(Lake(root), "select count(*) as n from intervals i join estimates e using (analysis, unit, metric) "
+                             "where i.interval_method = 'bootstrap_reference' and i.ci_lower is distinct from e.ci_lower")
+    assert same.to_pylist() == [{"n": 0}]  # the bootstrap rows are the estimates' own intervals
