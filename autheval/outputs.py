@@ -42,8 +42,8 @@ PROPOSAL_COLUMNS = (
 CONTRAST_COLUMNS = ("contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero")
 ESTIMATE_COLUMNS = (
     "analysis", "unit", "metric", "estimate", "ci_lower", "ci_upper", "n", "n_clusters",
-    "available", "status", "reason", "scheme", "reps", "seed", "quantile_lower", "quantile_upper",
-    "record_level", "source", "data_sha256", "model",
+    "available", "status", "reason", "scheme", "interval_method", "reps", "seed", "quantile_lower",
+    "quantile_upper", "record_level", "source", "data_sha256", "model",
 )  # fmt: skip
 
 
@@ -71,6 +71,7 @@ def estimate_rows(result: EstimationResult, model: str | dict[str, str] = "") ->
             {
                 **row,
                 "scheme": result.scheme,
+                "interval_method": f"bootstrap_{result.scheme}",  # autheval.analytic names the others
                 "reps": result.reps,
                 "seed": metric_seed(result, row["metric"]),
                 "quantile_lower": result.quantiles[0],

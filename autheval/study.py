@@ -12,7 +12,8 @@ from autheval.outputs import CONTRAST_COLUMNS, ESTIMATE_COLUMNS, estimate_rows
 
 _TYPES = {
     "analysis": pa.string(), "unit": pa.string(), "metric": pa.string(), "contrast": pa.string(),
-    "status": pa.string(), "reason": pa.string(), "scheme": pa.string(), "record_level": pa.string(),
+    "status": pa.string(), "reason": pa.string(), "scheme": pa.string(), "interval_method": pa.string(),
+    "record_level": pa.string(),
     "source": pa.string(), "data_sha256": pa.string(), "model": pa.string(), "available": pa.bool_(),
     "excludes_zero": pa.bool_(), "n": pa.int64(), "n_clusters": pa.int64(), "reps": pa.int64(),
     "seed": pa.int64(),

@@ -33,7 +33,8 @@ def test_scheme_reps_seed_are_declared(tmp_out):
     assert (summary["scheme"], summary["bootstrap_reps"], summary["seed"]) == ("poisson", 300, 7)
     rows = read_csv_rows(tmp_out / "estimates.csv")
     assert len(rows) == 16
-    assert {(r["scheme"], r["reps"], r["seed"]) for r in rows} == {("poisson", "300", "7")}
+    assert {(r["scheme"], r["interval_method"], r["reps"], r["seed"]) for r in rows} == {
+        ("poisson", "bootstrap_poisson", "300", "7")}
     assert {r["unit"] for r in rows} == {"image_weighted", "cluster_equal"}
     assert all(len(r["data_sha256"]) == 64 for r in rows)
 

@@ -202,3 +202,5 @@ def test_bootstrap_and_delta_method_intervals_side_by_side(study_lake):
     same = query(Lake(root), "select count(*) as n from intervals i join estimates e using (analysis, unit, metric) "
                              "where i.interval_method = 'bootstrap_reference' and i.ci_lower is distinct from e.ci_lower")
     assert same.to_pylist() == [{"n": 0}]  # the bootstrap rows are the estimates' own intervals
+    methods = query(Lake(root), "select distinct interval_method from estimates").to_pylist()
+    assert methods == [{"interval_method": "bootstrap_reference"}]  # named in every estimates row too
