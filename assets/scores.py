@@ -26,7 +26,7 @@ def scores(lake: LakeResource, source: SourceResource):
     rule_file = load_rules(source.rules or None)
     con = connect_with(store, ["selections", "contexts", "images", "clusters", "proposals"])
     params = register_rules(con, rule_file)
-    build_scores(con, params)
+    build_scores(con, params, records=False)
     con.register("diagnosis_risk", pa.table({"diagnosis": list(RISK), "risk_stratum": list(RISK.values())}))
     return write_table(store, "scores", query(con, "scores_hierarchical"),
                        {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},

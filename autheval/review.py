@@ -158,12 +158,14 @@ def build_selections(con, params: dict[str, object], regimes=REGIMES) -> None:
     run_sql(con, "review_selections", "selections", params)
 
 
-def build_scores(con, params: dict[str, object]) -> None:
-    """`scored_selections` (a view), then the tables `review_scores` and `records`, from
-    `selections`, `clusters`, `contexts` and `images`."""
+def build_scores(con, params: dict[str, object], records: bool = True) -> None:
+    """`scored_selections` (a view), then the tables `review_scores` and (unless `records` is False,
+    as for the lake, whose `records` asset projects its own) `records`, from `selections`, `clusters`,
+    `contexts` and `images`."""
     _scored_selections(con, params)
     run_sql(con, "review_scores", "review_scores", params)
-    run_sql(con, "review_records", "records", params)
+    if records:
+        run_sql(con, "review_records", "records", params)
 
 
 def _scored_selections(con, params: dict[str, object]) -> None:

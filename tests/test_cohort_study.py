@@ -3,6 +3,7 @@ selections -> scores -> records -> estimates, paired contrasts, subgroups, fairn
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -79,3 +80,29 @@ def test_a_bad_proposals_file_is_one_line_and_the_lake_keeps_what_it_had(cohort_
     assert result.stderr.strip().splitlines()[-1] == (
         f"autheval: error: {bad}: column 'p_very_low': probabilities must sum to 1 within 1e-6 (row 1, image 'x', value '2.0')")
     assert {p: p.read_bytes() for p in lake.root.glob("*.parquet")} == before
+
+
+@pytest.mark.parametrize("table, check, spoil", [
+    ("contexts", "contexts_complete", lambda t: t.set_column(t.schema.get_field_index("profile"), "profile",
+                                                              pa.nulls(t.num_rows, pa.string()))),
+    ("selections", "selections_band_not_empty", lambda t: t.set_column(
+        t.schema.get_field_index("band_mask"), "band_mask", pa.array([0] * t.num_rows, t.schema.field("band_mask").type))),
+])
+def test_the_review_checks_fail_on_a_bad_table(cohort_lake, tmp_path, table, check, spoil):
+    import shutil
+
+    from dagster import AssetCheckKey, AssetKey, AssetSelection, DagsterInstance, materialize
+
+    from dagster_project.definitions import build_definitions, study_assets
+    from dagster_project.demo import QUIET
+
+    lake, cohort, _ = cohort_lake
+    copy = Lake(tmp_path / "lake")
+    shutil.copytree(lake.root, copy.root)
+    copy.write(table, spoil(copy.read(table)))
+    source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1)
+    result = materialize(study_assets(), selection=AssetSelection.checks(AssetCheckKey(AssetKey(table), check)),
+                         resources=build_definitions(str(copy.root), source).resources,
+                         instance=DagsterInstance.ephemeral(), run_config=QUIET, raise_on_error=False)
+    [evaluation] = result.get_asset_check_evaluations()
+    assert evaluation.passed is False and int(evaluation.metadata["violations"].value) > 0
