@@ -59,7 +59,7 @@ def delta_method_rows(
     params = normal_quantiles(quantiles)
     records = pa.concat_tables([r.table for r in recordsets])
     if engine is None or engine.kind == "duckdb":
-        con = connect()
+        con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
         con.register("records", records)
         materialize(con, "cluster_stats", "cluster_stats")
         cursor = con.execute(load_sql("delta_method"), params)

@@ -34,7 +34,9 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-BLOCK_VALUES = 1 << 23  # doubles in the multiplicity buffer of `multiplicity_blocks` (64 MiB)
+from autheval.compiled_stream import wanted as compiled_wanted
+
+BLOCK_VALUES = 1 << 23  # doubles of replicate sums (or multiplicities) a block may hold (64 MiB)
 REP_BLOCK = 1 << 16  # at most this many replicates per block (bounds what each block becomes downstream)
 DRAW_VALUES = 1 << 18  # draws per sub-block (2 MiB of indices): draws, multiplicities and product stay in cache
 # From this many clusters on, a statistics matrix of at most this many columns is multiplied one
@@ -69,62 +71,49 @@ def one_blas_thread():
     return threadpool_limits(1, user_api="blas")
 
 
-def multiplicity_blocks(
-    seed: int, n_clusters: int, reps: int, block_values: int | None = None
-) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield (first_rep, counts): counts[r, c] = times cluster rank c is drawn in replicate first_rep + r.
-
-    The yielded array is a reused buffer: use it before asking for the next block.
-    """
-    g = n_clusters
-    block_values = block_values or BLOCK_VALUES
-    rng = np.random.default_rng(seed)
-    block = max(1, min(reps, block_values // g))
-    draw_rows = max(1, min(block, DRAW_VALUES // g))
-    buffer = np.empty((block, g), dtype=np.float64)
-    offsets = (np.arange(draw_rows, dtype=np.int64) * g)[:, None]
-    for start in range(0, reps, block):
-        rows = min(block, reps - start)
-        for first in range(0, rows, draw_rows):
-            r = min(draw_rows, rows - first)
-            draws = rng.integers(0, g, size=(r, g))  # int64: the dtype decides the stream
-            draws += offsets[:r]
-            buffer[first : first + r] = np.bincount(draws.ravel(), minlength=r * g).reshape(r, g)
-        yield start, buffer[:rows]
-
-
 def block_rows(n_clusters: int, n_columns: int, reps: int, block_values: int | None = None) -> int:
     """Replicates per block: at most REP_BLOCK, and the multiplicities (rows x G) and the sums
     (rows x k) each stay within `block_values` doubles (at least one replicate per block)."""
     return max(1, min(reps, REP_BLOCK, (block_values or BLOCK_VALUES) // max(n_clusters, n_columns, 1)))
 
 
-def _draw_sub_blocks(seed: int, g: int, sizes: Sequence[int], prefetch: bool, offset: bool = True
-                     ) -> Iterator[np.ndarray]:
-    """The stream `seed` as consecutive (rows x G) arrays of draws, offset by row when `offset` (row r's
-    draws + r * G, for one bincount over the block), `sizes` replicates at a time; with `prefetch`, the
-    next one is drawn on another thread while the caller works on this one (one draw in flight, so the
-    stream's order is kept)."""
-    rng = np.random.default_rng(seed)
-    offsets = (np.arange(max(sizes, default=0), dtype=np.int64) * g)[:, None]
+def _count_sub_blocks(seed: int, g: int, sizes: Sequence[int], prefetch: bool, compiled: bool
+                      ) -> Iterator[np.ndarray]:
+    """The stream `seed` as consecutive (rows x G) float64 multiplicity arrays, `sizes` replicates at a
+    time: compiled (autheval/compiled_stream.py) or numpy's `integers` and one `bincount` (each row's
+    draws offset by row * G); the same whole numbers either way. With `prefetch`, the next one is counted
+    on another thread while the caller works on this one (one in flight, so the stream's order is kept;
+    a yielded array is valid until the next one is asked for)."""
+    if compiled:
+        from autheval.compiled_stream import CompiledStream
 
-    def draw(rows: int) -> np.ndarray:
-        draws = rng.integers(0, g, size=(rows, g))  # int64: the dtype decides the stream
-        if offset:
+        stream = CompiledStream(seed, g)
+        spare = {}  # two buffers per height, used in turn
+
+        def count(rows: int) -> np.ndarray:
+            pair = spare.setdefault(rows, [np.empty((rows, g)), np.empty((rows, g))])
+            pair.reverse()
+            return stream.counts(pair[0])
+    else:
+        rng = np.random.default_rng(seed)
+        offsets = (np.arange(max(sizes, default=0), dtype=np.int64) * g)[:, None]
+
+        def count(rows: int) -> np.ndarray:
+            draws = rng.integers(0, g, size=(rows, g))  # int64: the dtype decides the stream
             draws += offsets[:rows]
-        return draws
+            return np.bincount(draws.ravel(), minlength=rows * g).reshape(rows, g).astype(np.float64)
 
     if not prefetch or len(sizes) < 2:
         for rows in sizes:
-            yield draw(rows)
+            yield count(rows)
         return
     with ThreadPoolExecutor(1, thread_name_prefix="autheval-draws") as pool:
-        pending = pool.submit(draw, sizes[0])
+        pending = pool.submit(count, sizes[0])
         for following in [*sizes[1:], None]:
-            draws = pending.result()
+            counts = pending.result()
             if following is not None:
-                pending = pool.submit(draw, following)
-            yield draws
+                pending = pool.submit(count, following)
+            yield counts
 
 
 def product_blocks(
@@ -148,22 +137,22 @@ def product_blocks(
     sizes = [min(sub, n - first) for n in (min(rows, reps - s) for s in starts) for first in range(0, n, sub)]
     by_row = g >= ROW_PRODUCT_CLUSTERS and live.size <= ROW_PRODUCT_COLUMNS
     live_rows = np.ascontiguousarray(live_matrix.T)  # (k x G): one replicate's sums are one matrix-vector product
-    draws = _draw_sub_blocks(seed, g, sizes, prefetch, offset=not by_row)
+    compiled = live.size > 0 and compiled_wanted(g)
+    blocks = _count_sub_blocks(seed, g, sizes if live.size else [], prefetch, compiled)
     for start in starts:
         n = min(rows, reps - start)
         sums = np.empty((n, k), dtype=np.float64)
         sums[:, zero] = 0.0
         sums[:, one] = float(g)  # every replicate draws G clusters: the product's exact value
         first = 0
-        while first < n:
-            block = next(draws)
-            r = block.shape[0]
-            if live.size and by_row:
-                for i, row in enumerate(block):
-                    sums[first + i, live] = live_rows @ np.bincount(row, minlength=g).astype(np.float64)
-            elif live.size:
-                counts = np.bincount(block.ravel(), minlength=r * g).reshape(r, g)
-                sums[first : first + r, live] = counts.astype(np.float64) @ live_matrix
+        while first < n and live.size:
+            counts = next(blocks)
+            r = counts.shape[0]
+            if by_row:
+                for i in range(r):
+                    sums[first + i, live] = live_rows @ counts[i]
+            else:
+                sums[first : first + r, live] = counts @ live_matrix
             first += r
         yield start, sums
 

@@ -328,7 +328,7 @@ def estimate(
     if len(by_name) != len(recordsets):
         raise ValueError("analysis names must be unique")
 
-    con = connect()
+    con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
     con.register("records", pa.concat_tables([r.table for r in recordsets]))
     if engine is None or engine.kind == "duckdb":
         materialize(con, "cluster_stats", "cluster_stats")
