@@ -2,52 +2,52 @@
 -- its own resampling stream (seed + offset) and, for delta, its own cluster set (intervened rows only).
 -- Output: one row per analysis, metric and cluster in ascending cluster_id order, with the cluster's
 -- sum of values (s), case count (n) and mean (m); the rank and cluster count of the metric's stream.
--- Input: records. Unavailable scores are 0.0 here; the caller masks those metrics. Portable SQL.
-WITH case_values AS (
-    SELECT analysis, cluster_id, 'J' AS metric, 0 AS seed_offset,
-           coalesce(utility_executed_local, 0.0) AS value
+-- Input: records. Unavailable scores are 0.0 here; the caller masks those metrics.
+-- One pass over the records (every metric's sums per cluster at once, then one row per metric): the
+-- same sums, in the same row order, as a pass per metric, 5x less work (DuckDB-only: fsum; the
+-- portable form is portable_evaluator_clusters.sql).
+WITH per_cluster AS (
+    SELECT
+        analysis,
+        cluster_id,
+        CAST(count(*) AS DOUBLE) AS n,
+        CAST(count(*) FILTER (WHERE intervened) AS DOUBLE) AS n_changed,
+        fsum(coalesce(utility_executed_local, 0.0)) AS s_exec,
+        fsum(coalesce(CAST(intervened AS DOUBLE), 0.0)) AS s_changed,
+        fsum(coalesce(utility_proposed_local, 0.0)) AS s_prop,
+        fsum(coalesce(utility_proposed_local - utility_executed_local, 0.0)) AS s_gap,
+        fsum(coalesce(utility_proposed_local - utility_executed_local, 0.0)) FILTER (WHERE intervened) AS s_delta,
+        fsum(coalesce(utility_proposed_global, 0.0)) AS s_glob,
+        fsum(coalesce(utility_proposed_global - utility_executed_local, 0.0)) AS s_total_gap,
+        fsum(coalesce(utility_proposed_global - utility_proposed_local, 0.0)) AS s_utility_gap
     FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'intervention_rate', 1, coalesce(CAST(intervened AS DOUBLE), 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'J_auth', 2, coalesce(utility_proposed_local, 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'Delta_authority', 3,
-           coalesce(utility_proposed_local - utility_executed_local, 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'delta', 4,
-           coalesce(utility_proposed_local - utility_executed_local, 0.0)
-    FROM records
-    WHERE intervened
-    UNION ALL
-    SELECT analysis, cluster_id, 'J_std', 5, coalesce(utility_proposed_global, 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'Delta_total', 6,
-           coalesce(utility_proposed_global - utility_executed_local, 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'Delta_utility', 7,
-           coalesce(utility_proposed_global - utility_proposed_local, 0.0)
-    FROM records
+    GROUP BY analysis, cluster_id
 ),
-per_cluster AS (
-    SELECT analysis, metric, seed_offset, cluster_id, CAST(count(*) AS DOUBLE) AS n, fsum(value) AS s
-    FROM case_values
-    GROUP BY analysis, metric, seed_offset, cluster_id
+ranked AS (  -- clusters ranked by ascending cluster_id once; delta's stream ranks its own clusters
+    SELECT
+        *,
+        CAST(row_number() OVER (PARTITION BY analysis ORDER BY cluster_id) - 1 AS INTEGER) AS cluster_rank,
+        CAST(count(*) OVER (PARTITION BY analysis) AS INTEGER) AS n_clusters
+    FROM per_cluster
+),
+changed AS (
+    SELECT
+        analysis, n_changed, s_delta,
+        CAST(row_number() OVER (PARTITION BY analysis ORDER BY cluster_rank) - 1 AS INTEGER) AS cluster_rank,
+        CAST(count(*) OVER (PARTITION BY analysis) AS INTEGER) AS n_clusters
+    FROM ranked
+    WHERE n_changed > 0
+),
+per_metric AS (
+    SELECT analysis, 'J' AS metric, 0 AS seed_offset, n_clusters, cluster_rank, n, s_exec AS s FROM ranked
+    UNION ALL SELECT analysis, 'intervention_rate', 1, n_clusters, cluster_rank, n, s_changed FROM ranked
+    UNION ALL SELECT analysis, 'J_auth', 2, n_clusters, cluster_rank, n, s_prop FROM ranked
+    UNION ALL SELECT analysis, 'Delta_authority', 3, n_clusters, cluster_rank, n, s_gap FROM ranked
+    UNION ALL SELECT analysis, 'delta', 4, n_clusters, cluster_rank, n_changed, s_delta FROM changed
+    UNION ALL SELECT analysis, 'J_std', 5, n_clusters, cluster_rank, n, s_glob FROM ranked
+    UNION ALL SELECT analysis, 'Delta_total', 6, n_clusters, cluster_rank, n, s_total_gap FROM ranked
+    UNION ALL SELECT analysis, 'Delta_utility', 7, n_clusters, cluster_rank, n, s_utility_gap FROM ranked
 )
-SELECT
-    analysis,
-    metric,
-    seed_offset,
-    CAST(count(*) OVER (PARTITION BY analysis, metric) AS INTEGER) AS n_clusters,
-    CAST(row_number() OVER (PARTITION BY analysis, metric ORDER BY cluster_id) - 1 AS INTEGER)
-        AS cluster_rank,
-    s,
-    n,
-    s / n AS m
-FROM per_cluster
+SELECT analysis, metric, seed_offset, n_clusters, cluster_rank, s, n, s / n AS m
+FROM per_metric
 ORDER BY analysis, metric, cluster_rank
