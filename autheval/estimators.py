@@ -205,15 +205,17 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
     metrics in one pass; a stream's numbers do not depend on the other streams."""
     materialize(con, "evaluator_clusters", "evaluator_clusters")
     materialize(con, "evaluator_sums", "evaluator_point")  # the point estimates (rep -1) first
-    rows = con.table("evaluator_clusters").fetchnumpy()
-    keys = np.char.add(rows["analysis"].astype(str), np.char.add("\x1f", rows["metric"].astype(str)))
+    values = con.table("evaluator_clusters").select(*EVALUATOR_TO_SUMS).fetchnumpy()  # numbers only
     streams: dict = {}
-    for _, part in _groups(keys):
-        labels = {"analysis": str(rows["analysis"][part.start]), "metric": str(rows["metric"][part.start])}
-        if (labels["analysis"], labels["metric"]) in skip:
+    first = 0
+    for analysis, metric, seed_offset, n_clusters in con.execute(load_sql("evaluator_stream_runs")).fetchall():
+        part = slice(first, first + n_clusters)  # the run of this stream's clusters, in rank order
+        first += n_clusters
+        if (analysis, metric) in skip:
             continue
-        stream = (seed + int(rows["seed_offset"][part.start]), int(rows["n_clusters"][part.start]))
-        streams.setdefault(stream, []).append((labels, {c: rows[c][part] for c in EVALUATOR_TO_SUMS}))
+        stream = (seed + int(seed_offset), int(n_clusters))
+        labels = {"analysis": analysis, "metric": metric}
+        streams.setdefault(stream, []).append((labels, {c: values[c][part] for c in EVALUATOR_TO_SUMS}))
     width = len(EVALUATOR_TO_SUMS)
     jobs = [(stream_seed, np.column_stack([m[c] for _, m in members for c in EVALUATOR_TO_SUMS]))
             for (stream_seed, _), members in streams.items()]
