@@ -279,14 +279,21 @@ def _canonical_columns(table: pa.Table, source: str, used=()) -> tuple[str, pa.T
 
 
 def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str) -> None:
-    """Raise RecordError on the first broken rule of `raw_records` (one line with an example)."""
-    violations = con.execute(load_sql("records_validate")).fetchall()
-    if not violations:
-        return
-    order, column, *rest = violations[0]
-    if schema == "trace":  # name the column as the file names it
-        column = {v: k for k, v in TRACE_TO_LOG.items()}.get(column, column)
-    raise first_violation(source, (order, column, *rest))
+    """Raise RecordError on the first broken rule of `raw_records` (one line with an example): one
+    cheap pass finds the broken rules (records_validate.sql); only the reported row is then read for
+    its id and value, and a repeated id hash is confirmed on the ids themselves."""
+    for order, column, rule, row_index, n_rows in con.execute(load_sql("records_validate")).fetchall():
+        if order == 2:
+            n_rows, row_index, case_id = con.execute(load_sql("records_duplicates")).fetchone()
+            if n_rows == 0:
+                continue  # two different ids with one hash
+            bad_value = case_id
+        else:
+            case_id, bad_value = con.execute(load_sql("records_violation_detail"),
+                                             {"rule_order": order, "row_index": row_index}).fetchone()
+        if schema == "trace":  # name the column as the file names it
+            column = {v: k for k, v in TRACE_TO_LOG.items()}.get(column, column)
+        raise first_violation(source, (order, column, rule, row_index, case_id, bad_value, n_rows))
 
 
 TEXT_COLUMNS = ("case_id", "cluster_id", "proposed_action", "executed_action")

@@ -154,3 +154,31 @@ def test_edit_distance():
     assert edit_distance("", "abc") == 3 and edit_distance("abc", "abc") == 0
     assert closest_name("CASE_ID", ["case_id", "cluster_id"]) == "case_id"
     assert closest_name("notes", ["case_id", "cluster_id"]) is None
+
+
+def test_a_repeated_id_hash_is_confirmed_on_the_ids(monkeypatch):
+    """records_validate.sql flags a repeated 64-bit hash of the ids; only ids that really repeat are a
+    broken rule (two different ids with one hash are not), and then the first duplicate is named."""
+    import pyarrow as pa
+
+    from autheval import records
+    from autheval.errors import RecordError
+    from warehouse.sql import connect, load_sql
+
+    real = load_sql
+
+    def colliding(name):  # every hash "repeats": the candidate must be checked on the ids
+        text = real(name)
+        return text.replace("HAVING count(*) > 1", "HAVING count(*) >= 1") if name == "records_validate" else text
+
+    monkeypatch.setattr(records, "load_sql", colliding)
+    raw = pa.table({"row_index": pa.array([0, 1, 2], pa.int64()), "case_id": ["c1", "c2", "c3"],
+                    "cluster_id": ["k1", "k1", "k2"], "proposed_action": ["a0"] * 3, "executed_action": ["a0"] * 3,
+                    "utility_executed_local": ["0.0"] * 3, "utility_proposed_local": ["0.0"] * 3,
+                    "utility_proposed_global": pa.nulls(3, pa.string())})
+    con = connect()
+    con.register("raw_records", raw)
+    records.validate(con, "log.csv", "log")  # distinct ids: passes
+    con.register("raw_records", raw.set_column(1, "case_id", pa.array(["c1", "c2", "c2"])))
+    with pytest.raises(RecordError, match=r"case_id.*must be unique.*row 2, id 'c2', value 'c2'; 2 rows in all"):
+        records.validate(con, "log.csv", "log")
