@@ -1,4 +1,6 @@
-/* Multiplicities of numpy's bounded-integer stream (autheval/compiled_stream.py explains why and how).
+/* The exact and poisson bootstraps' inner loops (autheval/compiled_stream.py explains why and how).
+ *
+ * 1. Multiplicities of numpy's bounded-integer stream.
  *
  * counts(state, G, out): fill `out` (rows x G doubles, C order) so that out[r][c] is how often cluster
  * c is drawn by the next G draws of `default_rng(seed).integers(0, G, ...)`, row after row; `state`
@@ -10,6 +12,10 @@
  * with numpy's rejection threshold (2^32 - G) mod G, a rejected value consuming the next 32 bits.
  * LANES copies of the generator, each jumped LANES steps at a time, fill a buffer in stream order, so
  * their multiplications overlap instead of waiting on each other.
+ *
+ * 2. poisson_weights(seed_mod_p, first_rep, first_rank, cutpoints, out): the Poisson(1) weights of
+ * sql/replicates_poisson.sql (the integer hash autheval.bootstrap.poisson_weights computes in numpy),
+ * out[r][i] for replicate first_rep + r and cluster rank first_rank + i, GIL released.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -91,12 +97,60 @@ static PyObject *counts(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+#define HASH_PRIME 2147483647ULL /* 2^31 - 1 */
+#define N_CUTPOINTS 11
+
+/* x mod (2^31 - 1) for x < 2^63, by folding (2^31 = 1 mod p): no division */
+static inline uint64_t mod_p(uint64_t x) {
+    x = (x & HASH_PRIME) + (x >> 31);
+    x = (x & HASH_PRIME) + (x >> 31);
+    return x >= HASH_PRIME ? x - HASH_PRIME : x;
+}
+
+static PyObject *poisson_weights(PyObject *self, PyObject *args) {
+    unsigned long long seed_mod_p, first_rep, first_rank;
+    Py_buffer cut_view, out_view;
+    Py_ssize_t reps;
+    if (!PyArg_ParseTuple(args, "KKKy*w*n", &seed_mod_p, &first_rep, &first_rank, &cut_view, &out_view, &reps))
+        return NULL;
+    if (cut_view.len != N_CUTPOINTS * 8 || reps < 0 || (reps > 0 && out_view.len % (reps * (Py_ssize_t)sizeof(double)) != 0)
+        || seed_mod_p >= HASH_PRIME || first_rank >= HASH_PRIME) {
+        PyBuffer_Release(&cut_view);
+        PyBuffer_Release(&out_view);
+        PyErr_SetString(PyExc_ValueError, "poisson_weights: bad cutpoints, output size or arguments");
+        return NULL;
+    }
+    const uint64_t *cut = (const uint64_t *)cut_view.buf;
+    double *out = (double *)out_view.buf;
+    Py_ssize_t n = reps ? out_view.len / (reps * (Py_ssize_t)sizeof(double)) : 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < reps; r++) {
+        const uint64_t rep_key = ((first_rep + (uint64_t)r) * 48271ULL + seed_mod_p) % HASH_PRIME;
+        uint64_t h1 = (rep_key * 69621ULL + first_rank) % HASH_PRIME; /* h1 of rank first_rank + i */
+        double *row = out + r * n;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const uint64_t h2 = mod_p(h1 * h1 + rep_key);
+            const uint64_t k = mod_p(h2 * 48271ULL + 12345ULL);
+            int w = 0; /* branch-free: a loop stopping at the first cutpoint above k mispredicts */
+            for (int j = 0; j < N_CUTPOINTS; j++) w += k >= cut[j];
+            row[i] = (double)w;
+            if (++h1 == HASH_PRIME) h1 = 0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&cut_view);
+    PyBuffer_Release(&out_view);
+    Py_RETURN_NONE;
+}
+
 static PyObject *layout(PyObject *self, PyObject *unused) {
     return Py_BuildValue("{s:i,s:i,s:i}", "lanes", LANES, "buffer_raws", BUFFER_RAWS, "state_len", STATE_LEN);
 }
 
 static PyMethodDef methods[] = {
     {"counts", counts, METH_VARARGS, "counts(state, n_clusters, out): the next rows' multiplicities"},
+    {"poisson_weights", poisson_weights, METH_VARARGS,
+     "poisson_weights(seed_mod_p, first_rep, first_rank, cutpoints, out, reps): the poisson scheme's weights"},
     {"layout", layout, METH_NOARGS, "the state layout: lanes, buffer_raws, state_len"},
     {NULL, NULL, 0, NULL},
 };

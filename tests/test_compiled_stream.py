@@ -112,3 +112,21 @@ def test_estimator_sums_run_on_one_duckdb_thread(monkeypatch, module):
     else:
         delta_method_rows([records])
     assert opened and all(con.execute("SELECT current_setting('threads')").fetchone()[0] == 1 for con in opened)
+
+
+@pytest.mark.parametrize("seed", [0, 20260711, 2**62 - 1])
+def test_poisson_weights_in_c_are_numpys(seed):
+    """The C weights equal the numpy hash (itself checked against the SQL's in test_perf_behaviour),
+    across replicate blocks, rank pieces and the wrap of the hash past 2^31 - 1."""
+    for first_rep, reps, first_rank, n in ((0, 7, 0, 5000), (250, 3, 16_384, 16_384), (999, 2, 123_457, 777)):
+        c = bootstrap.poisson_weights(seed, first_rep, reps, first_rank, n)
+        ref = bootstrap.numpy_poisson_weights(seed, first_rep, reps, first_rank, n)
+        assert c.dtype == np.float64 and np.array_equal(c, ref)
+    # a block whose hash wraps: rep_key * 69621 + first_rank lands just below 2^31 - 1
+    p = bootstrap.HASH_PRIME
+    rep_key = (0 * 48271 + seed % p) % p
+    first_rank = (p - (rep_key * 69621) % p - 3) % p
+    if first_rank < 2**31 - 100:
+        c = bootstrap.poisson_weights(seed, 0, 1, first_rank, 10)
+        assert np.array_equal(c, bootstrap.numpy_poisson_weights(seed, 0, 1, first_rank, 10))
+    assert set(np.unique(bootstrap.poisson_weights(seed, 0, 50, 0, 20_000))) <= set(range(12))
