@@ -84,10 +84,14 @@ static PyObject *counts(PyObject *self, PyObject *args) {
                 fill(state);
                 position = 0;
             }
-            uint64_t m = (uint64_t)halves[position++] * g;
-            if ((uint32_t)m < threshold) continue; /* rejected: the next 32 bits decide */
-            row[m >> 32] += 1.0;
-            drawn++;
+            uint64_t p = position; /* to the buffer's end or the row's, whichever comes first */
+            while (p < 2 * BUFFER_RAWS) {
+                uint64_t m = (uint64_t)halves[p++] * g;
+                if ((uint32_t)m < threshold) continue; /* rejected: the next 32 bits decide */
+                row[m >> 32] += 1.0;
+                if (++drawn == g) break;
+            }
+            position = p;
         }
     }
     state[POSITION] = position;
