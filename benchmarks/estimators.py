@@ -13,6 +13,9 @@ figure printed with the machine line (cores, available memory, load average) tak
 4. Scale: the poisson scheme on 10M records in 1M clusters, 1000 replicates: read + validate,
    estimate, where the estimate's time goes (weights, their product with the cluster statistics, the
    SQL around them), peak memory.
+5. Inner loops, in this process: counting numpy's stream (`integers` + `bincount` against the C
+   extension autheval/_stream_counts.c) and the poisson weights (numpy hash against C), per draw or
+   weight, results checked identical.
 
 Usage: python benchmarks/estimators.py [--sizes example,100k,1m] [--skip-scale] [--cases 10000000]
                                         [--clusters 1000000] [--poisson-reps 1000]
@@ -31,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.peer import best_of, example_log, machine_line, peer_table  # noqa: E402
+from benchmarks.peer import best_of, example_log, machine_line, peer_table, warm_bytecode  # noqa: E402
 
 TRACES = {  # analysis name -> reference table name
     "Mixed": "trace_mixed", "Capacity ceiling": "trace_capacity_ceiling", "Safety floor": "trace_safety_floor",
@@ -196,6 +199,50 @@ def scale_run(cases: int, clusters: int, reps: int) -> None:
     print(f"  Delta (image)   : {r['Delta']:.6f} [{r['ci'][0]:.6f}, {r['ci'][1]:.6f}]")
 
 
+def inner_loops(clusters: int = 100_000, rows: int = 16, repeats: int = 10) -> None:
+    """ns per draw (counting) and per weight (poisson), numpy against the C extension, same numbers."""
+    import numpy as np
+
+    from autheval import bootstrap
+    from autheval.compiled_stream import CompiledStream, extension
+
+    machine = machine_line()
+    print("\n== inner loops, one thread, this process")
+    print(machine)
+    if extension() is None:
+        print("  the C extension autheval._stream_counts is not built here: nothing to compare")
+        return
+    g, seed = clusters, 20260710
+    rng, stream, out = np.random.default_rng(seed), CompiledStream(seed, g), np.empty((rows, g))
+    offsets = (np.arange(rows, dtype=np.int64) * g)[:, None]
+    numpy_s = c_s = 0.0
+    same = True
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        draws = rng.integers(0, g, size=(rows, g))
+        draws += offsets
+        counts = np.bincount(draws.ravel(), minlength=rows * g).reshape(rows, g).astype(np.float64)
+        t1 = time.perf_counter()
+        stream.counts(out)
+        t2 = time.perf_counter()
+        numpy_s, c_s = numpy_s + t1 - t0, c_s + t2 - t1
+        same = same and np.array_equal(counts, out)
+    n = repeats * rows * g
+    print(f"  {'counting numpy stream, numpy':40s} {numpy_s / n * 1e9:6.2f} ns a draw   ({g:,} clusters, {rows * repeats} replicates)")
+    print(f"  {'counting numpy stream, C extension':40s} {c_s / n * 1e9:6.2f} ns a draw   "
+          f"{numpy_s / c_s:5.2f}x faster; counts {'identical' if same else 'DIFFERENT'}")
+    reps, ranks = 64, 65_536
+    t0 = time.perf_counter()
+    ref = bootstrap.numpy_poisson_weights(20260711, 0, reps, 0, ranks)
+    t1 = time.perf_counter()
+    ours = bootstrap.poisson_weights(20260711, 0, reps, 0, ranks)
+    t2 = time.perf_counter()
+    n = reps * ranks
+    print(f"  {'poisson weights, numpy':40s} {(t1 - t0) / n * 1e9:6.2f} ns a weight")
+    print(f"  {'poisson weights, C extension':40s} {(t2 - t1) / n * 1e9:6.2f} ns a weight   "
+          f"{(t1 - t0) / (t2 - t1):5.2f}x faster; weights {'identical' if np.array_equal(ref, ours) else 'DIFFERENT'}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="example,100k,1m", help="logs of the issue's table (peer.py)")
@@ -211,11 +258,13 @@ def main() -> int:
         args.log = args.child
         scale_child(args)
         return 0
+    warm_bytecode()
     peer_table([s.strip() for s in args.sizes.split(",") if s.strip()], 5000, args.runs)
     six_traces(max(args.runs, 3))
     fixed_cost(5)
     if not args.skip_scale:
         scale_run(args.cases, args.clusters, args.poisson_reps)
+    inner_loops()
     return 0
 
 
