@@ -152,15 +152,16 @@ def _build_wheel(tmp: Path) -> Path:
     """Build from a copy of what the build reads, so nothing (build/, egg-info) lands in the checkout."""
     src = tmp / "src"
     src.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "lake", ".*")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.so", "lake", ".*")  # the build compiles its own
     for name in BUILD_INPUTS:
         path = ROOT / name
         if path.is_dir():
             shutil.copytree(path, src / name, ignore=ignore)
         elif path.exists():
             shutil.copy2(path, src / name)
-    try:  # build offline with this environment's setuptools when it is recent enough
-        isolation = [] if int(importlib.metadata.version("setuptools").split(".")[0]) < 68 else ["--no-build-isolation"]
+    try:  # build offline with this environment's setuptools when it is recent enough (74.1: ext-modules)
+        version = tuple(int(p) for p in importlib.metadata.version("setuptools").split(".")[:2])
+        isolation = [] if version < (74, 1) else ["--no-build-isolation"]
     except importlib.metadata.PackageNotFoundError:
         isolation = []
     dist = tmp / "dist"
@@ -192,6 +193,8 @@ def test_built_wheel_runs_evaluate_and_demo_outside_the_checkout(tmp_path):
     assert {f"sql/{p.name}" for p in (ROOT / "sql").glob("*.sql")} <= set(names)
     assert "autheval/data/reference/manifest.json" in names or any(n.startswith("autheval/data/") for n in names)
     assert not any("/lake/" in n for n in names)
+    assert any(n.startswith("autheval/_stream_counts") and n.endswith(".so") for n in names), \
+        "the wheel lacks the compiled counting loop (autheval/_stream_counts.c)"
 
     venv = _fresh_venv(tmp_path, wheel)
     work = tmp_path / "work"  # outside the source tree: nothing can be imported from the checkout
