@@ -120,12 +120,12 @@ def cmd_evaluate(args) -> int:
 SLOW_SECONDS = 2.0  # a step that took longer says so on stderr
 
 
-def _read_with_progress(read_records, args, path, analysis=None):
+def _read_with_progress(read_records, args, path, analysis=None, con=None):
     """read_records, with one line on stderr (rows read, seconds) when it was slow."""
     import time
 
     started = time.monotonic()
-    records = read_records(path, analysis=analysis)
+    records = read_records(path, analysis=analysis, con=con)
     seconds = time.monotonic() - started
     if args.progress and seconds >= SLOW_SECONDS:
         _progress(f"autheval: read and validated {records.n_cases:,} rows in {records.n_clusters:,} clusters "
@@ -161,7 +161,11 @@ def cmd_compare(args) -> int:
 
     _check_bootstrap_flags(args)
     arms = [_parse_arm(a) for a in args.arm]
-    records = [_read_with_progress(read_records, args, path, analysis=name) for name, path in arms]
+    from warehouse.sql import connect
+
+    reading = connect()  # one connection for every arm's validation
+    records = [_read_with_progress(read_records, args, path, analysis=name, con=reading) for name, path in arms]
+    reading.close()
     if args.contrast:
         contrasts = [_parse_contrast(c) for c in args.contrast]
     else:  # every later arm against the first
