@@ -1,7 +1,8 @@
 -- Per-cluster sufficient statistics, computed once per analysis and shared by every scheme and unit.
 -- Clusters are ranked by ascending cluster_id (byte order), the order the reference bootstrap draws in.
 -- Input: records (canonical, see records_normalize.sql). Unavailable scores sum to NULL here.
--- fsum (compensated, so the result does not depend on the order threads add rows in) is DuckDB's;
+-- fsum (compensated: more accurate than sum; the caller runs it on one DuckDB thread so that the same
+-- rows give the same bits, warehouse.sql.connect) is DuckDB's;
 -- on other engines use sum.
 SELECT
     analysis,

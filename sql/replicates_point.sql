@@ -1,6 +1,6 @@
 -- The point estimates in the replicate-sum layout: every cluster counted once (rep = -1), so the
 -- metric formulas of replicate_metrics.sql serve points and replicates alike. fsum is DuckDB's
--- compensated sum (its result does not depend on the order threads add in); use sum elsewhere.
+-- compensated sum (run on one DuckDB thread, so the same rows give the same bits); use sum elsewhere.
 -- Input: cluster_stats.
 SELECT
     analysis,
