@@ -140,24 +140,15 @@ MATRIX_TO_SUMS = {
 EVALUATOR_TO_SUMS = {"s": "w_s", "n": "w_n", "m": "c_m"}
 
 
-def _groups(keys: np.ndarray) -> list[tuple[object, slice]]:
-    """Contiguous runs of equal keys in an ordered column: (key, slice)."""
-    if len(keys) == 0:
-        return []
-    change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    bounds = [0, *change.tolist(), len(keys)]
-    return [(keys[a], slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
 def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, columns: dict[str, str],
                    progress=None, scheme: str = "reference") -> None:
     """Append to replicate_metrics the metrics of every replicate of row blocks sharing resamples,
-    {(seed, G): [(labels, {col: array})]}: one block of replicates at a time, all streams in lockstep
-    (numpy's streams, or the poisson weights), is registered as `sums_name` and turned into metrics by
-    `metrics_sql` (bounded memory)."""
+    {(seed, G): [(labels, G x len(columns) matrix)]}: one block of replicates at a time, all streams in
+    lockstep (numpy's streams, or the poisson weights), is registered as `sums_name` and turned into
+    metrics by `metrics_sql` (bounded memory)."""
     keys = list(streams)
-    matrices = [(seed, np.column_stack([m[c] for _, m in streams[(seed, g)] for c in columns]))
-                for seed, g in keys]
+    matrices = [(seed, members[0][1] if len(members) == 1 else np.hstack([m for _, m in members]))
+                for members, (seed, _) in ((streams[key], key) for key in keys)]  # one analysis: no copy
     width = len(columns)
     counter = Progress(reps, None if progress is None else (
         lambda done, total: progress(f"bootstrap: {done:,} of {total:,} replicates ({scheme} scheme)")))
@@ -266,11 +257,14 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     weights). The point (rep -1) first, then the replicates block by block."""
     con.register("replicate_sums", con.execute(load_sql("replicates_point")).arrow().read_all())
     materialize(con, "replicate_metrics", "replicate_metrics")
-    rows = con.execute(load_sql("cluster_matrix")).fetchnumpy()
-    streams = {}
-    for analysis, part in _groups(rows["analysis"]):
-        stream = (seed, int(rows["n_clusters"][part.start]))
-        streams.setdefault(stream, []).append(({"analysis": str(analysis)}, {c: rows[c][part] for c in MATRIX_TO_SUMS}))
+    materialize(con, "cluster_matrix", "cluster_matrix")
+    fetched = con.table("cluster_matrix").select(*MATRIX_TO_SUMS).fetchnumpy()  # numbers only
+    matrix = np.column_stack([fetched[c] for c in MATRIX_TO_SUMS])
+    del fetched  # (at 1M clusters, 128 MB)
+    streams, first = {}, 0
+    for analysis, n_clusters in con.execute(load_sql("cluster_matrix_runs")).fetchall():
+        streams.setdefault((seed, int(n_clusters)), []).append(({"analysis": analysis}, matrix[first : first + n_clusters]))
+        first += n_clusters
     _stream_metrics(con, "replicate_sums", "replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme)
     con.unregister("replicate_sums")
 

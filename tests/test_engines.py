@@ -58,7 +58,7 @@ MATRIX = {
     "evaluator_point": ("portable_evaluator_weighted", ("analysis", "metric", "rep")),
 }
 # Runs on the in-process DuckDB whatever the engine (on one row per replicate, analysis and metric).
-DUCKDB_ONLY = {"evaluator_metrics", "evaluator_stream_runs"}
+DUCKDB_ONLY = {"evaluator_metrics", "evaluator_stream_runs", "cluster_matrix_runs"}
 
 
 def spark_missing() -> str | None:
