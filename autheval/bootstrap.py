@@ -6,20 +6,21 @@ weighted sums are its cluster multiplicities times the cluster-statistics matrix
 so a block of replicates is one dense matrix product (BLAS); the metrics, intervals and checks on the
 resulting sums stay in SQL.
 
-Where the time goes: drawing the stream (about 3-6 ns a draw here, numpy's own C loop: an exact
-reimplementation of its bounded-integer method from raw PCG64 output in numpy was slower), turning a
-sub-block of draws into multiplicities (one bincount) and the product. Sub-blocks hold about
-DRAW_VALUES draws, so the draws, their multiplicities and the product stay in cache; from
-ROW_PRODUCT_CLUSTERS clusters on, a matrix of a few columns (the evaluator scheme's) is multiplied one
-replicate at a time. One product over a whole block's multiplicity buffer (64 MiB) instead made the
-evaluator scheme 2x slower on 1M cases in 100k clusters and used 50% more memory (measured here). The
-next sub-block is drawn on a second thread while this one is multiplied (numpy's generators, bincount
-and BLAS release the GIL), and independent streams (the `evaluator` scheme's seeds) run on all cores
-at once (`stream_sums`). Columns that are all 0 or all 1 are not multiplied: their sums are 0 and G
-exactly, as the product gives them. The last bits of a product depend on how BLAS blocks it and on its
-thread count (BLAS runs on one thread here, `one_blas_thread`), never on our threads or on timing.
-Products use `np.dot`, which releases the GIL around BLAS (`@` held it here: counting on one thread
-and multiplying on another then ran one after the other, measured 0.34 s against 0.23 s).
+Where the time goes: counting the stream into multiplicities (the C extension of
+autheval/compiled_stream.py, 3.4 ns a draw here; numpy's `integers` + one `bincount`, 11.4 ns, where it
+is not built: the same whole numbers) and the product. Sub-blocks hold about DRAW_VALUES draws (at
+least PRODUCT_ROWS replicates for a block product), so the multiplicities and the product stay in
+cache; from ROW_PRODUCT_CLUSTERS clusters on, a matrix of a few columns (the evaluator scheme's) is
+multiplied one replicate at a time. One product over a whole block's multiplicity buffer (64 MiB)
+instead made the evaluator scheme 2x slower on 1M cases in 100k clusters and used 50% more memory
+(measured here). One stream's next sub-block is counted on a second thread while this one is
+multiplied; independent streams (the `evaluator` scheme's seeds) run on all cores at once
+(`stream_sums`), each counting and multiplying on its own thread. Columns that are all 0 or all 1 are
+not multiplied: their sums are 0 and G exactly, as the product gives them. The last bits of a product
+depend on how BLAS blocks it and on its thread count (BLAS runs on one thread here,
+`one_blas_thread`), never on our threads or on timing. Products use `np.dot`, which releases the GIL
+around BLAS (`@` held it here: counting on one thread and multiplying on another then ran one after
+the other, measured 0.34 s against 0.23 s).
 
 Blocks bound memory: each yielded block of replicate sums holds at most BLOCK_VALUES doubles (or one
 replicate's worth when a replicate is larger) and REP_BLOCK replicates, whatever the number of
@@ -41,10 +42,10 @@ from autheval.compiled_stream import wanted as compiled_wanted
 
 BLOCK_VALUES = 1 << 23  # doubles of replicate sums (or multiplicities) a block may hold (64 MiB)
 REP_BLOCK = 1 << 16  # at most this many replicates per block (bounds what each block becomes downstream)
-DRAW_VALUES = 1 << 18  # draws per sub-block (2 MiB of indices): draws, multiplicities and product stay in cache
+DRAW_VALUES = 1 << 18  # draws per sub-block: the multiplicities (2 MiB) and the product stay in cache
 # From this many clusters on, a statistics matrix of at most this many columns is multiplied one
-# replicate at a time (bincount of the row, matrix-vector product): measured here 10-25% less per draw
-# at 100k clusters than the block product, which then holds only 2 replicates per sub-block.
+# replicate at a time (a matrix-vector product per row of multiplicities): measured here 10-25% less per
+# draw at 100k clusters than the block product of 2 replicates per sub-block (about even with 16).
 ROW_PRODUCT_CLUSTERS = 1 << 15
 ROW_PRODUCT_COLUMNS = 4
 # A block product takes at least this many replicates (from 2^14 clusters on, where DRAW_VALUES would
