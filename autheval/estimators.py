@@ -26,7 +26,7 @@ from autheval.bootstrap import (POISSON_BLOCK, Progress, available_cores, lockst
                                 poisson_products, stream_sums)
 from autheval.errors import RecordError
 from autheval.records import FULL, PROPOSAL_ONLY, RecordSet, warn
-from warehouse.sql import connect, load_sql, materialize
+from warehouse.sql import connect, drop_table, load_sql, materialize
 
 SCHEMES = ("reference", "evaluator", "poisson")
 DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
@@ -265,6 +265,7 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     for analysis, n_clusters in con.execute(load_sql("cluster_matrix_runs")).fetchall():
         streams.setdefault((seed, int(n_clusters)), []).append(({"analysis": analysis}, matrix[first : first + n_clusters]))
         first += n_clusters
+    drop_table(con, "cluster_matrix")  # its numbers are in `matrix` now: DuckDB may reuse its memory
     _stream_metrics(con, "replicate_sums", "replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme)
     con.unregister("replicate_sums")
 

@@ -109,10 +109,10 @@ def _params(sql: str, params: dict[str, object]) -> dict[str, object]:
 
 def run_sql(con, sql_name: str, table: str, params: dict[str, object] | None = None) -> None:
     """Run `sql/<sql_name>.sql` with its parameters into the native table `table` on `con`."""
-    from warehouse.sql import quote_identifier
+    from warehouse.sql import drop_table
 
     sql = load_sql(sql_name)
-    con.execute(load_sql("drop_table").replace("{table}", quote_identifier(table)))
+    drop_table(con, table)
     con.sql(sql, params=_params(sql, params or {}) or None).create(table)
 
 

@@ -38,6 +38,12 @@ def quote_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def drop_table(con, name: str) -> None:
+    """Drop the native table `name` on `con` if it exists (sql/drop_table.sql; the name is checked and
+    quoted, as DDL takes no parameters)."""
+    con.execute(load_sql("drop_table").replace("{table}", quote_identifier(name)))
+
+
 def materialize(con, name: str, sql_name: str, params=None):
     """Run `sql/<sql_name>.sql` into a native table `name` on `con` (DuckDB's relation API creates it,
     so no SQL is composed in Python)."""
