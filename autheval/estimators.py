@@ -258,9 +258,10 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     con.register("replicate_sums", con.execute(load_sql("replicates_point")).arrow().read_all())
     materialize(con, "replicate_metrics", "replicate_metrics")
     materialize(con, "cluster_matrix", "cluster_matrix")
-    fetched = con.table("cluster_matrix").select(*MATRIX_TO_SUMS).fetchnumpy()  # numbers only
-    matrix = np.column_stack([fetched[c] for c in MATRIX_TO_SUMS])
-    del fetched  # (at 1M clusters, 128 MB)
+    table = con.table("cluster_matrix")
+    matrix = np.empty((table.shape[0], len(MATRIX_TO_SUMS)), dtype=np.float64)
+    for j, column in enumerate(MATRIX_TO_SUMS):  # a column at a time: never the whole matrix twice (128 MB at 1M clusters)
+        matrix[:, j] = table.select(column).fetchnumpy()[column]
     streams, first = {}, 0
     for analysis, n_clusters in con.execute(load_sql("cluster_matrix_runs")).fetchall():
         streams.setdefault((seed, int(n_clusters)), []).append(({"analysis": analysis}, matrix[first : first + n_clusters]))
