@@ -5,8 +5,8 @@ The exact bootstraps need, per replicate, how often each of G clusters is drawn 
 32 bits) and `bincount`, which holds the GIL, so two streams cannot count at once.
 The C extension `autheval._stream_counts` (built from autheval/_stream_counts.c at install, a few
 kilobytes, nothing but Python's own headers) produces the same stream and counts it in one loop with
-the GIL released: 3.4x faster here (4.7 against 15.7 ns a draw; `make bench` prints both, measured in
-one run).
+the GIL released: about 3x faster here (4.7 against 14.5 ns a draw; `make bench` prints both, measured
+in one run).
 
 Counts are whole numbers, so every product computed from them is the numpy path's to the bit; tests
 compare the counts with numpy's for many seeds, cluster counts (one with 97% rejection thresholds)
