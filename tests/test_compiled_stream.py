@@ -13,6 +13,7 @@ import autheval.bootstrap as bootstrap
 from autheval import compiled_stream
 from autheval.compiled_stream import CompiledStream
 
+# numpy's rejection threshold (2^32 mod G) is over 97% of G here: about 190 rejected values a row of G draws
 REJECTION_HEAVY = next(g for g in range(900_000, 1_100_000) if (1 << 32) % g > 0.97 * g)
 
 
@@ -33,11 +34,6 @@ def test_counts_are_numpys_stream(g, seed):
     for rows in splits:
         out = stream.counts(np.empty((rows, g)))
         assert np.array_equal(out, numpy_counts(rng, g, rows)), (g, seed, rows)
-
-
-def test_rejection_heavy_cluster_count_rejects_often():
-    # the threshold (2^32 mod G) is 97% of G: about G^2 / 2^32 * 0.97 ~ 190 rejected values a row
-    assert (1 << 32) % REJECTION_HEAVY / (1 << 32) * REJECTION_HEAVY > 150
 
 
 def test_bad_arguments_are_refused():
