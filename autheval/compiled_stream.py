@@ -9,7 +9,7 @@ the GIL released: about 3x faster here (4.7 against 14.5 ns a draw; `make bench`
 in one run).
 
 Counts are whole numbers, so every product computed from them is the numpy path's to the bit; tests
-compare the counts with numpy's for many seeds, cluster counts (one with 97% rejection thresholds)
+compare the counts with numpy's for several seeds, cluster counts (one rejecting about 190 values a row)
 and row splits, and whole estimates with and without the extension. Where the extension could not be
 built (no C compiler), the numpy path runs, with the same results. AUTHEVAL_COMPILED=0 never uses it
 (the benchmark's baseline); by default it is used whenever it is built.
