@@ -147,8 +147,10 @@ def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, c
     lockstep (numpy's streams, or the poisson weights), is registered as `sums_name` and turned into
     metrics by `metrics_sql` (bounded memory)."""
     keys = list(streams)
-    matrices = [(seed, members[0][1] if len(members) == 1 else np.hstack([m for _, m in members]))
-                for members, (seed, _) in ((streams[key], key) for key in keys)]  # one analysis: no copy
+    matrices = []
+    for seed, g in keys:
+        members = [m for _, m in streams[(seed, g)]]
+        matrices.append((seed, members[0] if len(members) == 1 else np.hstack(members)))  # one analysis: no copy
     width = len(columns)
     counter = Progress(reps, None if progress is None else (
         lambda done, total: progress(f"bootstrap: {done:,} of {total:,} replicates ({scheme} scheme)")))
