@@ -163,9 +163,8 @@ def cmd_compare(args) -> int:
     arms = [_parse_arm(a) for a in args.arm]
     from warehouse.sql import connect
 
-    reading = connect()  # one connection for every arm's validation
-    records = [_read_with_progress(read_records, args, path, analysis=name, con=reading) for name, path in arms]
-    reading.close()
+    with connect() as reading:  # one connection for every arm's validation
+        records = [_read_with_progress(read_records, args, path, analysis=name, con=reading) for name, path in arms]
     if args.contrast:
         contrasts = [_parse_contrast(c) for c in args.contrast]
     else:  # every later arm against the first
