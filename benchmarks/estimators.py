@@ -204,7 +204,7 @@ def inner_loops(clusters: int = 100_000, rows: int = 16, repeats: int = 10) -> N
     import numpy as np
 
     from autheval import bootstrap
-    from autheval.compiled_stream import CompiledStream, extension
+    from autheval.compiled_stream import extension
 
     machine = machine_line()
     print("\n== inner loops, one thread, this process")
@@ -212,21 +212,21 @@ def inner_loops(clusters: int = 100_000, rows: int = 16, repeats: int = 10) -> N
     if extension() is None:
         print("  the C extension autheval._stream_counts is not built here: nothing to compare")
         return
-    g, seed = clusters, 20260710
-    rng, stream, out = np.random.default_rng(seed), CompiledStream(seed, g), np.empty((rows, g))
-    offsets = (np.arange(rows, dtype=np.int64) * g)[:, None]
+    g, seed, sizes = clusters, 20260710, [rows] * repeats
+
+    # the library's own counting paths (autheval.bootstrap), side by side, each block timed and compared
+    numpy_path = bootstrap._count_sub_blocks(seed, g, sizes, prefetch=False, compiled=False)
+    c_path = bootstrap._count_sub_blocks(seed, g, sizes, prefetch=False, compiled=True)
     numpy_s = c_s = 0.0
     same = True
-    for _ in range(repeats):
+    for _ in sizes:
         t0 = time.perf_counter()
-        draws = rng.integers(0, g, size=(rows, g))
-        draws += offsets
-        counts = np.bincount(draws.ravel(), minlength=rows * g).reshape(rows, g).astype(np.float64)
+        expected = next(numpy_path)
         t1 = time.perf_counter()
-        stream.counts(out)
+        counts = next(c_path)
         t2 = time.perf_counter()
         numpy_s, c_s = numpy_s + t1 - t0, c_s + t2 - t1
-        same = same and np.array_equal(counts, out)
+        same = same and np.array_equal(expected, counts)
     n = repeats * rows * g
     print(f"  {'counting numpy stream, numpy':40s} {numpy_s / n * 1e9:6.2f} ns a draw   ({g:,} clusters, {rows * repeats} replicates)")
     print(f"  {'counting numpy stream, C extension':40s} {c_s / n * 1e9:6.2f} ns a draw   "

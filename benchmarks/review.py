@@ -34,26 +34,13 @@ sys.path.insert(0, str(ROOT))
 
 from autheval import review  # noqa: E402
 from autheval.rules import ACTIONS, RISK_LEVELS, load_rules  # noqa: E402
+from benchmarks.peer import machine_line  # noqa: E402
 from warehouse.sql import connect  # noqa: E402
 
 MECHANISMS = ("ranked readout", "nearest head", "short slate")  # the last one has 2-action slates
 SITES = ["anterior torso", "head/neck", "lateral torso", "lower extremity", "oral/genital", "palms/soles",
          "posterior torso", "upper extremity", None]
 INPUTS = ("images", "clusters", "s_gate", "proposals")
-
-
-def machine() -> str:
-    cores = os.cpu_count()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
-    free = "?"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                free = f"{int(line.split()[1]) / 1024 ** 2:.1f} GiB"
-    except OSError:
-        pass
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"machine: {cores} cores ({usable} usable), {free} free memory, load average {load}"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -325,11 +312,11 @@ def main() -> int:
     if args.child:
         scale_child(args.child)
         return 0
-    print(machine())
+    print(machine_line())
     sample_run(args.sample_rows)
     if not args.skip_scale:
         scale_run(args.rows)
-    print(machine())
+    print(machine_line())
     return 0
 
 
