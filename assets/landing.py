@@ -3,7 +3,8 @@
 A partition is keyed by the file's content (the start of its SHA-256), so each distinct file lands
 exactly once whatever its name. The sensor asks for a run only once a file has looked the same (size,
 modification time) on two ticks; files under temporary names (`.name`, `*.tmp`, `*.part`) are ignored
-until renamed in. A malformed file fails its own run with the one-line reason and is moved to
+until renamed in. The run lands a private copy of the file (never the dropped file itself, never a
+link's target). A malformed file fails its own run with the one-line reason and its copy is moved to
 landing/rejected/<key>__<name> (with a .reason.txt); the other partitions stay as they were. The core
 logic is autheval.landing."""
 
@@ -24,7 +25,7 @@ from dagster import (
 
 from assets.common import RECURRING
 from autheval.errors import RecordError
-from autheval.landing import LANDED_TABLE, LandingChanged, locate, mark_processed, read_landed, set_aside, watch
+from autheval.landing import LANDED_TABLE, LandingChanged, discard, locate, mark_processed, read_landed, set_aside, watch
 from dagster_project.resources import LakeResource
 
 landed_logs = DynamicPartitionsDefinition(name="landed_logs")
@@ -38,19 +39,22 @@ FILE_TAG = "autheval/landed_file"  # the name the file was dropped under (a hint
 def landed_records(context, lake: LakeResource):
     key = context.partition_key
     try:
-        found = locate(lake.landing_dir(), key, context.run.tags.get(FILE_TAG))
-        records, table = read_landed(found.path, key, found.name, found.sha256)
-    except (FileNotFoundError, LandingChanged) as err:  # moved or rewritten since the sensor looked
+        found = locate(lake.landing_dir(), key, context.run.tags.get(FILE_TAG))  # a private copy
+    except FileNotFoundError as err:  # moved or rewritten since the sensor looked
+        raise Failure(description=str(err)) from err
+    try:
+        records, table = read_landed(found.path, key, found.name, found.sha256, source=found.label)
+        lake.lake().write_partition(LANDED_TABLE, key, table, {
+            "source": found.label, "landed_file": found.name, "data_sha256": records.data_sha256})
+        processed = mark_processed(found)
+    except LandingChanged as err:
         raise Failure(description=str(err)) from err
     except RecordError as err:
-        if not found.path.exists():
-            raise Failure(description=f"{found.path}: removed while it was being landed") from err
         moved = set_aside(found, str(err))
         context.log.error(f"rejected {found.name}: {err} (moved to {moved})")
         raise Failure(description=f"rejected {found.name}: {err}", metadata={"moved_to": str(moved)}) from err
-    lake.lake().write_partition(LANDED_TABLE, key, table, {
-        "source": str(found.path), "landed_file": found.name, "data_sha256": records.data_sha256})
-    processed = mark_processed(found)
+    finally:
+        discard(found)  # what is left of the copy after a failure; the dropped file stays
     periods = sorted(set(table.column("period").to_pylist()))
     return MaterializeResult(metadata={
         "landed_file": found.name, "rows": table.num_rows, "clusters": records.n_clusters,
@@ -70,6 +74,10 @@ def landing_sensor(context, lake: LakeResource):
     tick = watch(lake.landing_dir(), lake.lake(), context.cursor)
     for moved in tick.duplicates:
         context.log.info(f"duplicate set aside: {moved}")
+    for moved in tick.rejected:
+        context.log.warning(f"rejected: {moved}")
+    for line in tick.failed:  # one file's trouble; the others landed all the same
+        context.log.error(line)
     if not tick.requests:
         waiting = f"; waiting for {', '.join(tick.waiting)} to stop changing" if tick.waiting else ""
         return SensorResult(skip_reason=f"no new complete landed logs{waiting}", cursor=tick.cursor)

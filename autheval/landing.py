@@ -6,6 +6,14 @@ distinct file lands exactly once, whatever its name and whatever Dagster instanc
 Nothing landed is ever overwritten: processed and rejected copies are stored as `<key>__<name>`, and a
 file identical to one already landed or rejected is moved to `duplicates/` with a reason beside it.
 
+A landed file is a copy: its bytes are read once, into a new file of the landing folder's own, hashed
+as they are copied, and that copy is what is validated, landed and kept in processed/ (or rejected/), so
+no other name for the dropped file (a hard link, a writer's open handle) can rewrite the record. A
+symbolic link is never followed (landing reads nothing outside its folder): it is moved to rejected/
+with the reason. A file that cannot be handled (unreadable, a name that is not UTF-8, a move that fails)
+is set aside or skipped with a reason, never stopping the watcher for the other files; a name too long
+to store beside its key is shortened (the key is kept).
+
 Only complete files land. Writers should write to a temporary name the watcher ignores (a name starting
 with `.`, or ending in `.tmp`, `.part` or `.partial`) and rename it in when done; and the watcher lands
 a file only once it has seen the same size and modification time on two consecutive looks.
@@ -15,8 +23,12 @@ call these."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +48,7 @@ from autheval.records import (
 )
 from autheval.recordsets import recordsets_by
 from autheval.study import estimates_table
-from warehouse.atomic import atomic_write_text
+from warehouse.atomic import atomic_write_text, current_umask
 from warehouse.lake import Lake
 from warehouse.sql import connect, load_sql, materialize
 
@@ -48,6 +60,13 @@ SEPARATOR = "__"  # processed/<key>__<original name>
 TEMPORARY_SUFFIXES = (".tmp", ".part", ".partial")
 ALL_PERIODS = "all"
 TREND_SCHEME = "evaluator"
+NAME_MAX = 255  # bytes in one file name (Linux, macOS, Windows)
+# the longest name made from a stored one: a counter when the name is taken, the reason beside it, and
+# the temporary name the reason is written under (warehouse.atomic: `.<name>.<8 characters>.tmp`)
+STORED_NAME_MAX = NAME_MAX - len(f"9999{SEPARATOR}") - len(".reason.txt") - len("..12345678.tmp")
+SHORTENED = "~"  # marks where a shortened stored name was cut
+LINK_REASON = ("a symbolic link: landing stores real files only and never follows a link out of its "
+               "folder; copy the file in (cp, or write and rename) instead of linking it")
 
 
 class LandingChanged(RuntimeError):
@@ -59,13 +78,24 @@ def content_key(sha256: str) -> str:
     return sha256[:KEY_LENGTH]
 
 
-def is_candidate(path: Path) -> bool:
-    """A file the watcher considers: a CSV or Parquet log, not hidden and not a temporary name."""
-    name = path.name
+def _waits(name: str) -> bool:
+    """A name the watcher considers: a CSV or Parquet log, not hidden and not a temporary name."""
     lower = name.lower()
     if name.startswith(".") or lower.endswith(TEMPORARY_SUFFIXES):
         return False
-    return path.is_file() and lower.endswith(CSV_SUFFIXES + PARQUET_SUFFIXES)
+    return lower.endswith(CSV_SUFFIXES + PARQUET_SUFFIXES)
+
+
+def is_candidate(path: Path) -> bool:
+    """A file the watcher considers: a log's name (see _waits), and a regular file or a symbolic link
+    (links are considered so that they are rejected, never followed)."""
+    if not _waits(path.name):
+        return False
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
 def landed_files(landing: Path) -> list[Path]:
@@ -76,11 +106,36 @@ def landed_files(landing: Path) -> list[Path]:
 
 
 def stored_name(key: str, name: str) -> str:
-    return f"{key}{SEPARATOR}{name}"
+    """`<key>__<name>`, the name shortened in the middle (its ending kept, SHORTENED where it was cut)
+    when the stored name, a counter and `.reason.txt` would not fit in one file name."""
+    full = f"{key}{SEPARATOR}{name}"
+    if len(os.fsencode(full)) <= STORED_NAME_MAX:
+        return full
+    lower = name.lower()
+    ending = next((s for s in CSV_SUFFIXES + PARQUET_SUFFIXES if lower.endswith(s)), "")
+    ending = name[len(name) - len(ending):]
+    budget = STORED_NAME_MAX - len(os.fsencode(f"{key}{SEPARATOR}{SHORTENED}{ending}"))
+    head = os.fsencode(name[:len(name) - len(ending)])[:budget]
+    head = head.decode("utf-8", "ignore") if _is_utf8(name) else os.fsdecode(head)
+    return f"{key}{SEPARATOR}{head}{SHORTENED}{ending}"
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # os.fsdecode keeps undecodable bytes as surrogates
+        return False
+    return True
+
+
+def shown(name: str) -> str:
+    """A file name as a reason or a table can hold it (bytes that are not UTF-8 shown as \\xNN)."""
+    return name if _is_utf8(name) else os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def original_name(path: Path) -> str:
-    """The name a file was dropped under (a stored copy is `<key>__<name>`)."""
+    """The name a file was dropped under (a stored copy is `<key>__<name>`; a shortened one gives the
+    shortened name)."""
     head, sep, tail = path.name.partition(SEPARATOR)
     return tail if sep and len(head) == KEY_LENGTH and path.parent.name in (PROCESSED, REJECTED) else path.name
 
@@ -94,28 +149,105 @@ def _stored_copies(landing: Path, folder: str, key: str) -> list[Path]:
 
 @dataclass(frozen=True)
 class Landed:
-    """A file found for a partition key: where it is, the name it was dropped under, its SHA-256."""
+    """A file found for a partition key: where it is, the name it was dropped under, its SHA-256.
+    `source`: the dropped file `path` is a private copy of (None when `path` is the file itself), and
+    `identity`: that file's (device, inode, size, mtime) when copied, so that it is removed only if it
+    is still the file that was copied."""
 
     path: Path
     name: str
     sha256: str
+    source: Path | None = None
+    identity: tuple[int, int, int, int] | None = None
 
     @property
     def key(self) -> str:
         return content_key(self.sha256)
 
+    @property
+    def landing(self) -> Path:
+        if self.source is not None:
+            return self.source.parent
+        return self.path.parent.parent if self.path.parent.name in (PROCESSED, REJECTED, DUPLICATES) else self.path.parent
+
+    @property
+    def label(self) -> str:
+        """Where the file was dropped, as errors and metadata name it."""
+        return str(self.source or self.path)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def copy_in(path: Path, landing: Path) -> Landed:
+    """A private copy of the dropped file `path` in a new hidden folder of `landing`, hashed as it is
+    written: the one read of the dropped bytes. A symbolic link is refused (OSError), never followed."""
+    staging = Path(tempfile.mkdtemp(prefix=".landing-", suffix=".tmp", dir=landing))
+    copy = staging / stored_name("0" * KEY_LENGTH, path.name)  # the real key is known once copied
+    digest = hashlib.sha256()
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with open(fd, "rb") as src, open(copy, "xb") as dst:
+            if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                raise OSError(f"{path}: not a regular file")
+            for block in iter(lambda: src.read(1 << 20), b""):
+                digest.update(block)
+                dst.write(block)
+            dst.flush()
+            os.fsync(dst.fileno())
+            identity = _identity(os.fstat(src.fileno()))
+        os.chmod(copy, 0o666 & ~current_umask())
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    sha = digest.hexdigest()
+    keyed = copy.with_name(stored_name(content_key(sha), path.name))
+    os.rename(copy, keyed)
+    return Landed(keyed, path.name, sha, path, identity)
+
+
+def discard(found: Landed) -> None:
+    """Remove what is left of a private copy (after a failed run); the dropped file stays."""
+    if found.source is not None and found.path.parent.name.startswith(".landing-"):
+        shutil.rmtree(found.path.parent, ignore_errors=True)
+
+
+def _release(found: Landed) -> None:
+    """Once its copy is stored: remove the dropped file if it is still the file copied (a file
+    rewritten since is left to be looked at again), and the copy's hidden folder."""
+    if found.source is None:
+        return
+    try:
+        if _identity(found.source.lstat()) == found.identity:
+            os.unlink(found.source)
+    except FileNotFoundError:
+        pass
+    discard(found)
+
 
 def locate(landing: Path, key: str, hint: str | None = None) -> Landed:
-    """The file of partition `key`: its processed copy (a re-run) or the waiting file whose content has
-    this key (the file named `hint` is hashed first). The content is checked, never assumed."""
-    candidates = _stored_copies(landing, PROCESSED, key)
-    waiting = landed_files(landing)
-    if hint:
-        waiting.sort(key=lambda p: p.name != hint)
-    for path in [*candidates, *waiting]:
+    """The file of partition `key`: its processed copy (a re-run), or a private copy (copy_in) of the
+    waiting file whose content has this key (the file named `hint` is tried first). The content is
+    checked, never assumed; links are skipped."""
+    for path in _stored_copies(landing, PROCESSED, key):
         sha = file_sha256(path)
         if content_key(sha) == key:
-            return Landed(path, original_name(path), sha)
+            name = hint if hint and stored_name(key, hint) == path.name else original_name(path)
+            return Landed(path, name, sha)
+    waiting = [p for p in landed_files(landing) if not p.is_symlink()]
+    if hint:
+        waiting.sort(key=lambda p: p.name != hint)
+    for path in waiting:
+        try:
+            if path.name != hint and content_key(file_sha256(path)) != key:
+                continue
+            found = copy_in(path, landing)
+        except OSError:  # removed, unreadable or swapped for a link since it was listed
+            continue
+        if found.key == key:
+            return found
+        discard(found)
     raise FileNotFoundError(
         f"no landed file with content key {key!r} in {landing} or its {PROCESSED}/ folder "
         "(was it changed or removed after the sensor saw it?)"
@@ -129,23 +261,29 @@ def already_handled(landing: Path, lake: Lake, key: str) -> str | None:
     for folder in (PROCESSED, REJECTED):
         copies = _stored_copies(landing, folder, key)
         if copies:
-            return f"identical content already {folder}: {folder}/{copies[0].name}"
+            return f"identical content already {folder}: {folder}/{shown(copies[0].name)}"
     return None
 
 
 def read_landed(path: Path, key: str | None = None, name: str | None = None,
-                sha256: str | None = None) -> tuple[RecordSet, pa.Table]:
+                sha256: str | None = None, source: str | None = None) -> tuple[RecordSet, pa.Table]:
     """Validate a landed log; return its records and the canonical table with `period`,
     `landed_file` (the name it was dropped under), `landed_key` (its content key) and `record_level`
     columns. Raises RecordError (file, column, rule, example) on bad input, LandingChanged when the
-    bytes read are not the bytes `sha256` names."""
+    bytes read are not the bytes `sha256` names. `source`: the file as errors name it (default `path`;
+    the dropped file when `path` is its private copy)."""
     sha256 = sha256 or file_sha256(path)
     key = key or content_key(sha256)
     name = name or original_name(path)
-    raw = header_names(read_table(path), str(path))  # ' timestamp' is the period column too
+    source = source or str(path)
+    try:
+        raw = header_names(read_table(path), source)  # ' timestamp' is the period column too
+    except RecordError as err:
+        if source == str(path):
+            raise
+        raise RecordError(source, err.column, err.rule, err.example) from err
     if file_sha256(path) != sha256:
-        raise LandingChanged(f"{path}: the file changed while it was being read; it will be looked at again")
-    source = str(path)
+        raise LandingChanged(f"{source}: the file changed while it was being read; it will be looked at again")
     present = [c for c in PERIOD_COLUMNS if c in raw.column_names]
     if not present:
         raise RecordError(source, "timestamp", "a landed log needs a timestamp or a batch column")
@@ -174,16 +312,17 @@ def read_landed(path: Path, key: str | None = None, name: str | None = None,
 
 
 def _move_no_clobber(path: Path, target: Path) -> Path:
-    """Move `path` to `target`, or to `target` with a counter when that name is taken: never overwrite."""
+    """Move `path` to `target`, or to `target` with a counter when that name is taken: never overwrite.
+    A symbolic link is moved as the link."""
     target.parent.mkdir(parents=True, exist_ok=True)
     for n in range(1, 10_000):
         candidate = target if n == 1 else target.with_name(f"{n}{SEPARATOR}{target.name}")
-        try:
-            os.link(path, candidate)  # fails if the name exists: no window for a silent overwrite
+        try:  # fails if the name exists: no window for a silent overwrite
+            os.link(path, candidate, follow_symlinks=False)
         except FileExistsError:
             continue
         except OSError:  # a file system without hard links
-            if candidate.exists():
+            if candidate.exists() or candidate.is_symlink():
                 continue
             os.replace(path, candidate)
             return candidate
@@ -194,20 +333,24 @@ def _move_no_clobber(path: Path, target: Path) -> Path:
 
 def set_aside(found: Landed | Path, reason: str, folder: str = REJECTED) -> Path:
     """Move a rejected (or duplicate) file to <landing>/<folder>/<key>__<name> with a .reason.txt
-    beside it; nothing is lost and nothing is overwritten."""
+    beside it; nothing is lost and nothing is overwritten. A private copy is what is kept; the file
+    it was copied from is removed (see _release)."""
     if isinstance(found, Path):
         found = Landed(found, found.name, file_sha256(found))
-    landing = found.path.parent.parent if found.path.parent.name == PROCESSED else found.path.parent
-    target = _move_no_clobber(found.path, landing / folder / stored_name(found.key, found.name))
+    target = _move_no_clobber(found.path, found.landing / folder / stored_name(found.key, found.name))
     atomic_write_text(target.with_name(target.name + ".reason.txt"), reason + "\n")
+    _release(found)
     return target
 
 
 def mark_processed(found: Landed) -> Path:
-    """Move a landed file to <landing>/processed/<key>__<name> (a processed copy stays where it is)."""
-    if found.path.parent.name == PROCESSED:
+    """Store a landed file's copy as <landing>/processed/<key>__<name> (a processed copy stays where
+    it is) and remove the dropped file."""
+    if found.source is None and found.path.parent.name == PROCESSED:
         return found.path
-    return _move_no_clobber(found.path, found.path.parent / PROCESSED / stored_name(found.key, found.name))
+    target = _move_no_clobber(found.path, found.landing / PROCESSED / stored_name(found.key, found.name))
+    _release(found)
+    return target
 
 
 # --- the watcher: which waiting files are complete, new, or duplicates -------------------------------
@@ -217,55 +360,95 @@ def mark_processed(found: Landed) -> Path:
 class Tick:
     """What one look at the landing folder found: (key, name, run key) of each file to land (the run
     key names the content and the file's (size, mtime), so a later drop of content that never landed
-    gets a run again), files still changing, duplicates moved aside, and the cursor for the next look."""
+    gets a run again), files still changing, duplicates and rejected files moved aside, files that
+    could not be handled at all (one line each, left where they are), and the cursor for the next look."""
 
     requests: list[tuple[str, str, str]] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
     duplicates: list[Path] = field(default_factory=list)
+    rejected: list[Path] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
     cursor: str = "{}"
 
 
 def _signature(path: Path) -> list[int] | None:
     try:
-        stat = path.stat()
+        st = path.lstat()
     except FileNotFoundError:
         return None
-    return [stat.st_size, stat.st_mtime_ns]
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _name_key(path: Path, why: str) -> str:
+    """A key for a file set aside for what it is (a link, an unreadable file, its name), not for its
+    content: from its name and signature, so that the same content under a good name still lands."""
+    text = f"{why}\0{os.fsencode(path.name).hex()}\0{_signature(path)}"
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _reject(path: Path, why: str, tick: Tick) -> None:
+    """Move `path` to rejected/ with the reason `why`, keyed by its name (see _name_key); when even
+    that fails, leave it and say so in `tick.failed`: the other files are handled all the same."""
+    name = shown(path.name)
+    try:
+        tick.rejected.append(set_aside(Landed(path, path.name, _name_key(path, why)), f"{name}: not landed: {why}"))
+    except OSError as err:
+        tick.failed.append(f"{name}: not landed: {why}; and it cannot be moved to {REJECTED}/: {err.strerror or err}")
+
+
+def _look(path: Path, landing: Path, lake: Lake, previous: dict, seen: dict, requested: set, tick: Tick) -> None:
+    """One waiting file's part of a look (see watch)."""
+    if not _is_utf8(path.name):
+        return _reject(path, "its name is not valid UTF-8 (rename it)", tick)
+    if path.is_symlink():
+        return _reject(path, LINK_REASON, tick)
+    signature = _signature(path)
+    if signature is None:
+        return
+    before = previous.get(path.name)
+    if not before or before["signature"] != signature:
+        seen[path.name] = {"signature": signature, "sha256": None}
+        tick.waiting.append(path.name)
+        return
+    try:
+        sha = before.get("sha256") or file_sha256(path)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        return _reject(path, f"it cannot be read: {err.strerror or err}", tick)
+    if _signature(path) != signature:  # changed while hashed: look again next time
+        seen[path.name] = {"signature": _signature(path), "sha256": None}
+        tick.waiting.append(path.name)
+        return
+    seen[path.name] = {"signature": signature, "sha256": sha}
+    key = content_key(sha)
+    reason = already_handled(landing, lake, key)
+    if reason:
+        seen.pop(path.name)
+        tick.duplicates.append(set_aside(Landed(path, path.name, sha), f"{path.name}: not landed again; {reason}",
+                                         DUPLICATES))
+    elif key not in requested:  # a second identical waiting file is a duplicate once the first lands
+        requested.add(key)
+        tick.requests.append((key, path.name, f"{key}-{signature[0]}-{signature[1]}"))
 
 
 def watch(landing: Path, lake: Lake, cursor: str | None) -> Tick:
     """One look at the landing folder. A file is complete when its (size, mtime) equal those of the
     previous look (the cursor); only then is it hashed and keyed. A complete file whose content was
-    landed, processed or rejected before is moved to duplicates/ with a reason (side effect); any other
-    complete file is returned to be landed (one request per distinct content)."""
+    landed, processed or rejected before is moved to duplicates/ with a reason (side effect); a link,
+    an unreadable file or a name that is not UTF-8 is moved to rejected/ with the reason; any other
+    complete file is returned to be landed (one request per distinct content). A file that fails in
+    any other way is reported in `failed` and looked at again next time; the others go on."""
     previous = json.loads(cursor).get("files", {}) if cursor else {}
     seen: dict[str, dict] = {}
     tick = Tick()
     requested: set[str] = set()
     for path in landed_files(landing):
-        signature = _signature(path)
-        if signature is None:
-            continue
-        before = previous.get(path.name)
-        if not before or before["signature"] != signature:
-            seen[path.name] = {"signature": signature, "sha256": None}
-            tick.waiting.append(path.name)
-            continue
-        sha = before.get("sha256") or file_sha256(path)
-        if _signature(path) != signature:  # changed while hashed: look again next time
-            seen[path.name] = {"signature": _signature(path), "sha256": None}
-            tick.waiting.append(path.name)
-            continue
-        seen[path.name] = {"signature": signature, "sha256": sha}
-        key = content_key(sha)
-        found = Landed(path, path.name, sha)
-        reason = already_handled(landing, lake, key)
-        if reason:
-            tick.duplicates.append(set_aside(found, f"{path.name}: not landed again; {reason}", DUPLICATES))
-            seen.pop(path.name)
-        elif key not in requested:  # a second identical waiting file is a duplicate once the first lands
-            requested.add(key)
-            tick.requests.append((key, path.name, f"{key}-{signature[0]}-{signature[1]}"))
+        try:
+            _look(path, landing, lake, previous, seen, requested, tick)
+        except OSError as err:
+            seen.pop(path.name, None)
+            tick.failed.append(f"{shown(path.name)}: not handled this time: {err.strerror or err}")
     tick.cursor = json.dumps({"files": seen}, sort_keys=True)
     return tick
 

@@ -302,3 +302,161 @@ def test_no_landed_data_gives_an_empty_trend(lake):
     assert trend.column_names[:5] == ["period", "pool", "unit", "metric", "estimate"]
     assert {"ci_lower", "ci_upper", "available", "reason", "record_level"} <= set(trend.column_names)
     assert query(Lake(lake.root), "select count(*) as n from trend").to_pylist() == [{"n": 0}]
+
+
+# --- a system of record (issue 15): copies, links, bad names, one file never stops the others --------
+
+
+def test_identical_bytes_of_a_rejected_file_dropped_again_are_duplicates(lake):
+    broken = write_log(lake.landing, "broken.csv", "timestamp", ["c1,k7,a2,a1,abc,-2.0,2026-02-03"])
+    content = broken.read_bytes()
+    [(key, ok)] = lake.settle()
+    assert not ok
+    rejected = lake.folder("rejected")
+    assert rejected == [f"{key}__broken.csv", f"{key}__broken.csv.reason.txt"]
+    (lake.landing / "broken.csv").write_bytes(content)  # dropped again, same name
+    (lake.landing / "again.csv").write_bytes(content)  # and under another name
+    lake.instance = DagsterInstance.ephemeral()  # whatever the instance
+    assert lake.settle() == []  # no run: the bytes were judged before
+    assert lake.folder("rejected") == rejected
+    assert sorted(n for n in lake.folder("duplicates") if not n.endswith(".reason.txt")) == [
+        f"{key}__again.csv", f"{key}__broken.csv"]
+    reason = (lake.landing / "duplicates" / f"{key}__again.csv.reason.txt").read_text()
+    assert f"already rejected: rejected/{key}__broken.csv" in reason
+    assert not Lake(lake.root).partition_path("landed_records", key).exists()
+
+
+FEB_REUSED = ["a1,k1,a2,a2,-1.0,-1.0,2026-02-01", "a2,k5,a1,a0,-0.5,0.0,2026-02-11",
+              "a3,k6,a3,a1,-2.0,-1.5,2026-02-20"]  # FEB's rows under JAN's case ids a1..a3
+
+
+def test_two_landed_logs_reusing_case_ids_are_separate_records(lake):
+    write_log(lake.landing, "2026-01.csv", "timestamp", JAN)
+    write_log(lake.landing, "2026-02.csv", "timestamp", FEB_REUSED)
+    results = lake.settle()
+    assert len(results) == 2 and all(ok for _, ok in results)
+    landed = lake.landed()
+    assert sorted(r["case_id"] for r in landed) == ["a1", "a1", "a2", "a2", "a3", "a3", "a4"]  # kept as given
+    assert len({r["landed_key"] for r in landed}) == 2
+    assert materialize(study_assets(), selection=["trend"], resources=lake.defs.resources,
+                       instance=lake.instance, run_config=QUIET).success
+    rows = {(r["period"], r["metric"]): r for r in pq.read_table(lake.root / "trend.parquet").to_pylist()
+            if r["unit"] == "image_weighted"}
+    assert [(p, rows[(p, "intervention_rate")]["n"]) for p in ("2026-01", "2026-02", "all")] == [
+        ("2026-01", 4), ("2026-02", 3), ("all", 7)]
+    assert all(rows[(p, m)]["available"] for p in ("2026-01", "2026-02", "all") for m in ("J", "Delta_authority"))
+    assert rows[("all", "intervention_rate")]["estimate"] == pytest.approx(4 / 7)  # 2 + 2 changed of 7
+    assert rows[("all", "Delta_authority")]["estimate"] == pytest.approx(
+        ((-2.0 - 4.0 + 1.0 + 0.5) + (-1.0 + 0.0 - 1.5 + 1.0 + 0.5 + 2.0)) / 7)
+
+
+def test_a_symbolic_link_is_rejected_and_never_followed(lake, tmp_path):
+    outside = write_log(tmp_path, "outside.csv", "timestamp", JAN)
+    before = outside.read_bytes()
+    os.symlink(outside, lake.landing / "linked.csv")
+    os.symlink(tmp_path / "gone.csv", lake.landing / "dangling.csv")
+    assert lake.settle() == []  # no run for a link
+    names = lake.folder("rejected")
+    stored = {n.split("__", 1)[1]: n for n in names if not n.endswith(".reason.txt")}
+    assert sorted(stored) == ["dangling.csv", "linked.csv"]
+    assert all((lake.landing / "rejected" / n).is_symlink() for n in stored.values())  # the link itself, moved
+    reason = (lake.landing / "rejected" / f"{stored['linked.csv']}.reason.txt").read_text()
+    assert reason.startswith("linked.csv: not landed: a symbolic link")
+    assert outside.read_bytes() == before and lake.folder("processed") == []
+    shutil.copy(outside, lake.landing / "copied.csv")  # the same bytes as a real file: not a duplicate
+    [(key, ok)] = lake.settle()
+    assert ok and [r["landed_file"] for r in lake.landed()] == ["copied.csv"] * 4
+
+
+def test_a_hard_linked_drop_is_stored_as_a_copy_keyed_by_what_was_stored(lake, tmp_path):
+    from autheval.records import file_sha256
+
+    outside = write_log(tmp_path, "export.csv", "timestamp", JAN)
+    os.link(outside, lake.landing / "jan.csv")
+    [(key, ok)] = lake.settle()
+    assert ok
+    [name] = lake.folder("processed")
+    stored = lake.landing / "processed" / name
+    assert name == f"{key}__jan.csv" and file_sha256(stored).startswith(key)
+    assert stored.stat().st_ino != outside.stat().st_ino and stored.stat().st_nlink == 1
+    assert not (lake.landing / "jan.csv").exists() and outside.exists()
+    kept = stored.read_bytes()
+    with outside.open("r+b") as handle:  # the exporter rewrites its file in place
+        handle.write(b"X" * 40)
+    assert stored.read_bytes() == kept
+    assert sorted(p.name for p in lake.landing.iterdir()) == ["processed"]  # no copy left behind
+
+
+def test_a_name_too_long_to_store_lands_under_a_shortened_name_and_landing_goes_on(lake):
+    long_name = "m" * 240 + ".csv"  # 244 bytes: fits the file system, not beside a key
+    write_log(lake.landing, long_name, "timestamp", JAN)
+    results = lake.settle()
+    assert [ok for _, ok in results] == [True]
+    [(key, _)] = results
+    [name] = lake.folder("processed")
+    assert name.startswith(f"{key}__mmm") and name.endswith("~.csv") and len(name.encode()) <= 255 - 6 - 11 - 14
+    assert {r["landed_file"] for r in lake.landed()} == {long_name}  # the name it was dropped under, whole
+    write_log(lake.landing, long_name, "timestamp", JAN)  # again: a duplicate, stored under the short name
+    write_log(lake.landing, "later.csv", "timestamp", FEB)
+    assert [ok for _, ok in lake.settle()] == [True]
+    assert name in lake.folder("duplicates") and f"{name}.reason.txt" in lake.folder("duplicates")
+    assert sorted({r["landed_file"] for r in lake.landed()}) == ["later.csv", long_name]
+
+
+def test_a_name_that_is_not_utf8_is_rejected_and_the_others_land(lake):
+    bad = Path(os.fsdecode(bytes(lake.landing) + b"/jan\xff.csv"))
+    try:
+        bad.write_text(LOG.format(col="timestamp") + "\n".join(JAN) + "\n")
+    except (OSError, UnicodeError):
+        pytest.skip("this file system refuses names that are not UTF-8")
+    write_log(lake.landing, "feb.csv", "timestamp", FEB)
+    assert [ok for _, ok in lake.settle()] == [True]
+    [reason] = [n for n in lake.folder("rejected") if n.endswith(".reason.txt")]
+    assert "jan\\xff.csv: not landed: its name is not valid UTF-8" in (lake.landing / "rejected" / reason).read_text()
+    assert {r["landed_file"] for r in lake.landed()} == {"feb.csv"}
+
+
+def test_an_unreadable_file_is_rejected_and_the_others_land(lake, monkeypatch):
+    import autheval.landing as landing
+
+    real = landing.file_sha256
+
+    def file_sha256(path):
+        if Path(path).name == "locked.csv":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(landing, "file_sha256", file_sha256)
+    write_log(lake.landing, "locked.csv", "timestamp", JAN)
+    write_log(lake.landing, "feb.csv", "timestamp", FEB)
+    assert [ok for _, ok in lake.settle()] == [True]
+    [reason] = [n for n in lake.folder("rejected") if n.endswith(".reason.txt")]
+    assert (lake.landing / "rejected" / reason).read_text() == "locked.csv: not landed: it cannot be read: Permission denied\n"
+    assert {r["landed_file"] for r in lake.landed()} == {"feb.csv"}
+
+
+def test_a_file_that_cannot_be_moved_is_reported_and_the_sensor_goes_on(lake, monkeypatch):
+    import autheval.landing as landing
+
+    real = landing._move_no_clobber
+
+    def move(path, target):
+        if path.name.startswith("stuck"):
+            raise OSError(30, "Read-only file system", str(target))
+        return real(path, target)
+
+    write_log(lake.landing, "jan.csv", "timestamp", JAN)
+    assert [ok for _, ok in lake.settle()] == [True]
+    monkeypatch.setattr(landing, "_move_no_clobber", move)
+    shutil.copy(lake.landing / "processed" / lake.folder("processed")[0], lake.landing / "stuck copy.csv")  # a duplicate
+    os.symlink(lake.root / "nowhere.csv", lake.landing / "stuck link.csv")  # a link, for rejected/
+    write_log(lake.landing, "feb.csv", "timestamp", FEB)
+    lake.tick()
+    tick = landing.watch(lake.landing, Lake(lake.root), lake.cursor)
+    assert tick.failed == [
+        "stuck copy.csv: not handled this time: Read-only file system",
+        f"stuck link.csv: not landed: {landing.LINK_REASON}; and it cannot be moved to rejected/: Read-only file system"]
+    assert [name for _, name, _ in tick.requests] == ["feb.csv"]
+    assert [ok for _, ok in lake.settle()] == [True]  # the sensor itself never raised
+    assert (lake.landing / "stuck link.csv").is_symlink() and (lake.landing / "stuck copy.csv").is_file()
+    assert sorted({r["landed_file"] for r in lake.landed()}) == ["feb.csv", "jan.csv"]
