@@ -6,11 +6,18 @@ own. A broken file is one line naming the key and the rule (`rules.yaml: profile
 must be one of a0..a3`), raised as RuleError (exit code 2 in the CLI), so nothing runs on rules that
 were not what the author meant. Every row computed from the rules names `version` and the file's
 SHA-256 (`RuleFile.version`, `RuleFile.sha256`).
+
+What YAML itself lets pass is refused too, before any value is built (RulesLoader): a key given twice
+(YAML keeps the last one silently), more than MAX_ALIASES aliases, or aliases that expand to more than
+MAX_NODES values (an alias bomb). Numbers are bounded so that no rule's arithmetic can overflow: weights
+and severities at most MAX_WEIGHT, floor shifts within the action scale, thresholds within
+MAX_THRESHOLD, the context seed a non-negative 64-bit integer.
 """
 
 from __future__ import annotations
 
 import hashlib
+import reprlib
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -26,6 +33,12 @@ ACTIONS = ("a0", "a1", "a2", "a3")  # ordinal: index = action level (spec 0.1)
 RISK_LEVELS = ("very_low", "low", "moderate", "high")  # index = ideal action level
 PROFILE_RULES = ("missing_tokens", "nan_age_bin", "image_id")  # spec 1.5 and 9.1
 DEFAULT_RULES = files("autheval") / "data" / "rules" / "default.yaml"
+MAX_ALIASES = 100  # a rule file needs a few aliases at most; an alias bomb needs many
+MAX_NODES = 100_000  # YAML values after alias expansion (the default file has about 150)
+MAX_WEIGHT = 1e6  # weights and severities: a product of five stays far below overflow
+MAX_THRESHOLD = 1e6  # proxy thresholds: |t| bounded, so midpoints between them stay finite
+MAX_SHIFT = len(ACTIONS) - 1  # a floor shift beyond the action scale is clipped to it anyway
+MAX_SEED = 2**63 - 1
 
 
 class RuleError(RecordError):
@@ -44,7 +57,7 @@ def _action(value):
 
 
 Action = Annotated[str, BeforeValidator(_action)]
-Weight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
@@ -75,7 +88,7 @@ class Profile(_Strict):
 
 
 class ProxyBins(_Strict):
-    thresholds: list[Annotated[float, Field(allow_inf_nan=False)]]
+    thresholds: list[Annotated[float, Field(ge=-MAX_THRESHOLD, le=MAX_THRESHOLD, allow_inf_nan=False)]]
 
     @field_validator("thresholds")
     @classmethod
@@ -94,7 +107,7 @@ class ProfileAssignment(_Strict):
 class Floor(_Strict):
     base: Annotated[dict[str, Annotated[int, Field(ge=0, le=len(ACTIONS) - 1, strict=True)]],
                     BeforeValidator(_per_risk_level)]
-    shift: dict[Name, Annotated[int, Field(strict=True)]] = Field(min_length=1)
+    shift: dict[Name, Annotated[int, Field(strict=True, ge=-MAX_SHIFT, le=MAX_SHIFT)]] = Field(min_length=1)
 
 
 class SensLevel(_Strict):
@@ -165,7 +178,7 @@ class Rules(_Strict):
     profiles: dict[Name, Profile] = Field(min_length=1)
     profile_assignment: ProfileAssignment
     floor: Floor
-    context_seed: Annotated[int, Field(strict=True)]
+    context_seed: Annotated[int, Field(strict=True, ge=0, le=MAX_SEED)]
     private_factors: PrivateFactors
     overrides: Overrides
     empty_band_default: Annotated[dict[str, Action], BeforeValidator(_per_risk_level)]
@@ -234,17 +247,28 @@ def _key_path(loc: tuple) -> str:
     return "".join(parts)
 
 
+_SHORT = reprlib.Repr()  # (keyword arguments need Python 3.12)
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = _SHORT.maxset = 6
+_SHORT.maxlevel = 2
+
+
+def _number(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _rule_text(error: dict) -> str:
-    """pydantic's message, said as a rule (`must be >= 0 (got -1.2)`)."""
-    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    """pydantic's message, said as a rule (`must be >= 0 (got -1.2)`); the value's repr is cut short
+    (an aliased list can be huge)."""
+    kind, ctx, value = error["type"], error.get("ctx") or {}, _Shown(error.get("input"))
     if kind == "missing":
         return "required key is missing"
     if kind == "extra_forbidden":
         return "unknown key"
     if kind == "greater_than_equal":
-        return f"must be >= {ctx.get('ge')} (got {value!r})"
+        return f"must be >= {_number(ctx.get('ge'))} (got {value!r})"
     if kind == "less_than_equal":
-        return f"must be <= {ctx.get('le')} (got {value!r})"
+        return f"must be <= {_number(ctx.get('le'))} (got {value!r})"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected', '').replace(' or ', ', ')} (got {value!r})"
     if kind == "value_error":
@@ -253,15 +277,114 @@ def _rule_text(error: dict) -> str:
     return f"{error['msg'][:1].lower()}{error['msg'][1:]} (got {value!r})"
 
 
-def parse_rules(text: str, source: str = "rules.yaml") -> RuleFile:
-    """Validate rule-file text; raise RuleError naming the first broken key."""
+class _Shown:
+    """A value printed by a short repr (`{value!r}` in the rule texts)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return _SHORT.repr(self.value)
+
+
+class RulesLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, plus what a rule file must not rely on: `checked_data(source)` walks the
+    composed nodes once (each anchored node once, however often it is aliased) and refuses a key given
+    twice in one mapping, more than MAX_ALIASES aliases, a recursive alias, or more than MAX_NODES
+    values after alias expansion, all before any Python value is built."""
+
+    def checked_data(self, source: str):
+        node = self.get_single_node()
+        if node is None:
+            return None
+        self._check_nodes(node, source)
+        return self.construct_document(node)
+
+    @staticmethod
+    def _children(node, path):
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                yield key, path
+                yield value, path + ((key.value if isinstance(key, yaml.ScalarNode) else "?"),)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                yield item, path + (i,)
+
+    @staticmethod
+    def _duplicates(node, path, source: str) -> None:
+        """A key given twice in one mapping (compared as YAML scalars: tag and text)."""
+        if not isinstance(node, yaml.MappingNode):
+            return
+        first_line: dict = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode):
+                continue  # a complex key: the schema refuses it by name
+            line = key.start_mark.line + 1
+            if (key.tag, key.value) in first_line:
+                first = first_line[(key.tag, key.value)]
+                where = f"lines {first} and {line}" if first != line else f"on line {line}"
+                raise RuleError(source, _key_path(path + (key.value,)),
+                                f"key given twice ({where}): give each key once (YAML would keep the last silently)")
+            first_line[(key.tag, key.value)] = line
+
+    def _check_nodes(self, root, source: str) -> None:
+        """One iterative depth-first walk: a node met again is an alias (counted; on the walk's own
+        path, a recursive one); each node's expanded size is 1 + its children's."""
+        size: dict[int, int] = {}
+        entered: set[int] = set()
+        aliases = 0
+        self._duplicates(root, (), source)
+        entered.add(id(root))
+        stack = [(root, (), iter(self._children(root, ())))]
+        while stack:
+            node, path, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                size[id(node)] = 1 + sum(size[id(c)] for c, _ in self._children(node, path))
+                if size[id(node)] > MAX_NODES:
+                    raise RuleError(source, _key_path(path) or None,
+                                    f"YAML aliases expand to more than {MAX_NODES} values (an alias bomb?); a rule "
+                                    "file needs far fewer")
+                continue
+            child, child_path = child
+            if id(child) in entered:
+                if id(child) not in size:
+                    raise RuleError(source, _key_path(child_path) or None,
+                                    "a YAML alias refers to a value that contains it (recursive alias)")
+                aliases += 1
+                if aliases > MAX_ALIASES:
+                    raise RuleError(source, _key_path(child_path) or None,
+                                    f"more than {MAX_ALIASES} YAML aliases: a rule file needs few (an alias bomb?)")
+                continue
+            self._duplicates(child, child_path, source)
+            entered.add(id(child))
+            stack.append((child, child_path, iter(self._children(child, child_path))))
+
+
+def _load_yaml(text: str, source: str):
+    """The YAML document as Python values through RulesLoader; broken YAML is one RuleError line."""
+    loader = RulesLoader(text)
     try:
-        data = yaml.safe_load(text)
+        return loader.checked_data(source)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise RuleError(source, None, f"not valid YAML{where}: {problem}") from err
+    except RecursionError:
+        raise RuleError(source, None, "not valid YAML: nested too deeply for a rule file") from None
+    except RuleError:
+        raise
+    except ValueError as err:  # e.g. an integer of more than 4300 digits (Python's conversion limit)
+        raise RuleError(source, None, f"not valid YAML: {str(err).split(':')[0]}") from None
+    finally:
+        loader.dispose()
+
+
+def parse_rules(text: str, source: str = "rules.yaml") -> RuleFile:
+    """Validate rule-file text; raise RuleError naming the first broken key."""
+    data = _load_yaml(text, source)
     if not isinstance(data, dict):
         raise RuleError(source, None, "must be a YAML mapping of rule sections (see `autheval rules show`)")
     try:
