@@ -1,7 +1,8 @@
-"""catalog: the DuckDB catalog of views over every lake table, republished after the tables change.
+"""catalog: the commit of the run's tables as one lake snapshot, and its DuckDB catalog of views.
 
-One serialized step (the `duckdb_catalog` pool, limit 1): the catalog is rebuilt in a temporary file and
-renamed, so readers never see a half-built catalog and never hold a writer's lock."""
+One serialized step (the `duckdb_catalog` pool, limit 1): the run's staged tables commit together
+(warehouse/snapshots.py), the snapshot's catalog is built in a temporary file and renamed into place,
+so readers see the previous snapshot or this one, never a mix, and never hold a writer's lock."""
 
 from __future__ import annotations
 
@@ -9,21 +10,24 @@ from dagster import MaterializeResult, MetadataValue, asset
 
 from assets.common import REPORTS
 from dagster_project.resources import LakeResource
-from warehouse.catalog import publish_catalog
+from warehouse.catalog import catalog_path, publish_catalog
 
 CATALOG_DEPS = [
     "input_files", "images", "ingest_report", "image_hashes", "hash_failures", "duplicates",
     "duplicate_removals", "duplicate_report", "clusters", "gate_proxy", "gate_proxy_selection", "contexts",
     "vlm_scores", "readout", "probe_features", "probe", "cct_arms", "finetune", "proposals", "selections",
     "scores", "records", "estimates", "contrasts", "intervals", "subgroups", "fairness", "study_summary",
-    "landed_records", "trend",
+    "report", "landed_records", "trend",
 ]  # fmt: skip
 
 
 @asset(group_name=REPORTS, kinds={"duckdb"}, deps=CATALOG_DEPS, pool="duckdb_catalog", description=(
-    "autheval.duckdb: read-only views over the lake's Parquet tables, for `autheval query`, "
-    "notebooks and BI tools."))
+    "Commits the run's tables as one lake snapshot; autheval.duckdb: read-only views over that "
+    "snapshot's Parquet files, for `autheval query`, notebooks and BI tools."))
 def catalog(lake: LakeResource):
     store = lake.lake()
-    path = publish_catalog(store)
-    return MaterializeResult(metadata={"path": MetadataValue.path(str(path)), "views": ", ".join(store.tables())})
+    number = store.commit()
+    path = catalog_path(store) if number is not None else publish_catalog(store)
+    served = store.snapshot()
+    return MaterializeResult(metadata={"path": MetadataValue.path(str(path)), "snapshot": served.snapshot,
+                                       "committed_by_run": served.run_id, "views": ", ".join(store.tables())})

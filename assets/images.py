@@ -51,7 +51,7 @@ def ingest(context, lake: LakeResource, source: SourceResource):
     if source.is_reference:
         tables = _reference_tables(store)
     else:
-        previous = store.read("image_hashes") if store.table_path("image_hashes").exists() else None
+        previous = store.read("image_hashes") if store.has_table("image_hashes") else None
         cohort = read_cohort(source.input_dir, kinds=KINDS, workers=source.workers or None,
                              previous_hashes=previous, checksums=source.kind == "isic2019")
         tables = cohort.tables()

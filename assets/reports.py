@@ -28,9 +28,8 @@ def report(lake: LakeResource):
     provenance = (f"Scheme {first.get('scheme')}, {first.get('reps')} whole-cluster bootstrap replicates; "
                   "Delta = J_auth - J = p * delta, image-weighted (ratio of sums) and cluster-equal.")
     png = forest_plot_png(summary, contrasts)
-    folder = store.root / "reports"
-    atomic_write_bytes(folder / "forest_plot.png", png)
-    md = atomic_write_text(folder / "report.md", markdown_report(summary, contrasts, provenance))
-    page = atomic_write_text(folder / "report.html", html_report(summary, contrasts, provenance, png))
+    atomic_write_bytes(store.publish_path("reports/forest_plot.png"), png)  # in place when the run commits
+    md = atomic_write_text(store.publish_path("reports/report.md"), markdown_report(summary, contrasts, provenance))
+    page = atomic_write_text(store.publish_path("reports/report.html"), html_report(summary, contrasts, provenance, png))
     return MaterializeResult(metadata={"markdown": MetadataValue.path(str(md)), "html": MetadataValue.path(str(page)),
                                        "plot": MetadataValue.md(f"![forest plot](data:image/png;base64,{base64.b64encode(png).decode()})")})

@@ -20,11 +20,11 @@ from warehouse.atomic import atomic_write_bytes
     "No landed data gives an empty table; a pool that cannot be evaluated gives rows saying why."))
 def trend(context, lake: LakeResource):
     store = lake.lake()
-    landed = store.read(LANDED_TABLE) if LANDED_TABLE in store.tables() else None
+    landed = store.read(LANDED_TABLE) if store.has_table(LANDED_TABLE) else None
     result = trend_table(landed, reps=DEFAULT_REPS)
     for reason in result.failed:
         context.log.warning(reason)
-    plot = atomic_write_bytes(store.root / "reports" / "trend.png", trend_plot_png(trend_plot_table(result.table)))
+    plot = atomic_write_bytes(store.publish_path("reports/trend.png"), trend_plot_png(trend_plot_table(result.table)))
     return write_table(store, "trend", result.table, periods=", ".join(result.periods),
                        pools=", ".join(result.pools), failed_pools=" | ".join(result.failed) or "none",
                        plot=MetadataValue.path(str(plot)))

@@ -16,6 +16,7 @@ from dagster import (
     DagsterInstance,
     Definitions,
     define_asset_job,
+    in_process_executor,
     load_asset_checks_from_modules,
     load_assets_from_modules,
 )
@@ -98,7 +99,10 @@ def study_assets() -> list:
 
 def build_definitions(lake_root: str | None = None, source: SourceResource | None = None,
                       models: ModelsResource | None = None) -> Definitions:
+    # One process per run: a run is one lake run holding the lake's writer lock from its first step to
+    # its commit (dagster_project.resources.LakeResource); a step per process would split it.
     return Definitions(
+        executor=in_process_executor,
         assets=load_assets_from_modules(STUDY_MODULES),
         asset_checks=load_asset_checks_from_modules(STUDY_MODULES),
         jobs=[reference_study_job, raw_path_job, cohort_study_job, assets.landing.landed_logs_job, assets.trend.recurring_evaluation_job],

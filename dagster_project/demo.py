@@ -11,7 +11,10 @@ from dagster import AssetSelection, DagsterEventType, materialize
 from dagster._core.errors import DagsterAssetCheckFailedError
 
 from dagster_project.definitions import build_definitions, project_instance, study_assets
+from autheval import __version__
 from dagster_project.resources import ModelsResource, SourceResource
+from warehouse.lake import Lake
+from warehouse.snapshots import new_run_id
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures reach the caller as one line
 REFERENCE_STAGES = ("ingest", "duplicates", "proposals", "review", "scoring", "estimates", "reports")
@@ -51,6 +54,15 @@ def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: Sour
     instance = project_instance()
     checks = CheckTally()
     steps = [(stage, AssetSelection.groups(stage)) for stage in stages] + [(a, AssetSelection.assets(a)) for a in extra]
+    # One lake run for every stage: they commit as one snapshot, or (a stage failed, a check blocked,
+    # the process was killed) not at all, and the lake keeps serving the previous snapshot.
+    with Lake(lake_root, keep_snapshots=resources["lake"].keep_snapshots).open_run(
+            new_run_id("demo"), software=f"autheval {__version__}"):
+        _run_steps(steps, assets_defs, resources, instance, checks, out)
+    return checks
+
+
+def _run_steps(steps, assets_defs, resources, instance, checks: CheckTally, out) -> None:
     for i, (stage, selection) in enumerate(steps, 1):
         started = time.perf_counter()
         try:
@@ -61,7 +73,6 @@ def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: Sour
             raise BlockingCheckFailed(stage, checks) from None
         names = _tally(instance, run_id, checks)
         out(f"[{i}/{len(steps)}] {stage:<10} {time.perf_counter() - started:5.1f} s  {', '.join(names)}")
-    return checks
 
 
 def _tally(instance, run_id: str, checks: CheckTally) -> list[str]:

@@ -14,7 +14,9 @@ from pathlib import Path
 from dagster import ConfigurableResource, EnvVar
 
 from autheval.estimators import DEFAULT_REPS
+from autheval import __version__
 from warehouse.lake import DEFAULT_LAKE, Lake
+from warehouse.snapshots import DEFAULT_KEEP, LakeRun
 
 LAKE_ENV = "AUTHEVAL_LAKE"
 LANDING_ENV = "AUTHEVAL_LANDING"
@@ -31,16 +33,49 @@ def env_or(name: str, default: str) -> EnvVar | str:
 
 class LakeResource(ConfigurableResource):
     """The Parquet lake root (catalog at <root>/autheval.duckdb; landing folder <root>/landing unless
-    `landing` says otherwise)."""
+    `landing` says otherwise).
+
+    Every Dagster run is one lake run (warehouse/snapshots.py): its tables are staged and commit as one
+    snapshot at the `catalog` step, or when the run ends without a failed step; a failed run commits
+    nothing. A run started while this process already has one open on the lake (the demo's stages)
+    joins it, and the opener commits. A second writer fails at start with "lake ... in use by run X"."""
 
     root: str = str(DEFAULT_LAKE)
     landing: str = ""
+    keep_snapshots: int = DEFAULT_KEEP  # committed snapshots that stay queryable
 
     def lake(self) -> Lake:
-        return Lake(self.root)
+        return Lake(self.root, keep_snapshots=self.keep_snapshots)
 
     def landing_dir(self) -> Path:
         return Path(self.landing or Path(self.root) / "landing").resolve()
+
+    def setup_for_execution(self, context) -> None:
+        self._run = None
+        dagster_run = getattr(context, "run", None)
+        run_id = dagster_run.run_id if dagster_run is not None else None
+        lake = self.lake()
+        if run_id and lake.run() is None:  # a run of its own (sensors and schedules' ticks have no run)
+            self._run = LakeRun(lake.location, run_id, lake._legacy_tables, self.keep_snapshots,
+                                software=f"autheval {__version__}").open()
+
+    def teardown_after_execution(self, context) -> None:
+        run = getattr(self, "_run", None)
+        if run is None:
+            return
+        try:
+            if not _run_failed(context):
+                run.commit()
+        finally:
+            run.close()
+
+
+def _run_failed(context) -> bool:
+    """Did any step of this Dagster run fail (a blocking check failing fails its step)?"""
+    from dagster import DagsterEventType
+
+    records = context.instance.get_records_for_run(context.run.run_id, of_type=DagsterEventType.STEP_FAILURE).records
+    return bool(records)
 
 
 def lake_resource(root: str | None = None) -> LakeResource:

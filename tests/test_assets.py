@@ -27,6 +27,7 @@ from dagster_project.definitions import (
 from dagster_project.demo import QUIET, RAW_STAGES, run_stages
 from dagster_project.resources import LAKE_ENV, SOURCE_ENV, SourceResource
 from tests.conftest import ROOT
+from warehouse.catalog import query
 from warehouse.lake import DEFAULT_LAKE, Lake
 
 RAW_TABLES = ["input_files", "images", "image_hashes", "hash_failures", "ingest_report", "duplicates",
@@ -192,13 +193,16 @@ def test_a_failed_blocking_check_stops_report_and_catalog(records_lake, monkeypa
         return {**row, **broken} if sql_name == check_sql else row
 
     monkeypatch.setattr(assets.estimates, "check_row", spoiled)
+    served = records_lake.snapshot()
     result = publish(records_lake)
     assert not result.success
     done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert done == {"estimates", "contrasts", "intervals"}
+    # the failed run committed nothing: the lake serves the snapshot it had, and its staged files are gone
+    assert records_lake.snapshot() == served and set(records_lake.tables()) == {"records"}
     assert not (records_lake.root / "reports" / "report.md").exists()
-    assert not (records_lake.root / "autheval.duckdb").exists()
-    assert not records_lake.table_path("study_summary").exists()
+    assert query(records_lake, "select count(*) as n from lake_snapshots").to_pylist() == [{"n": 1}]
+    assert [p.name for p in (records_lake.root / "runs").iterdir()] == [served.run_id]
 
 
 def test_the_demo_stops_at_a_failed_blocking_check_and_tallies_skipped_checks(records_lake, monkeypatch):
@@ -206,6 +210,7 @@ def test_the_demo_stops_at_a_failed_blocking_check_and_tallies_skipped_checks(re
     from dagster_project.demo import BlockingCheckFailed
 
     checks = run_stages(records_lake.root, stages=("estimates", "reports"), out=lambda line: None)
+    served = records_lake.snapshot()
     assert checks == {"estimates_gap_identity": True, "estimates_supported_by_record_level": True}
     assert checks.skipped == ["estimates_match_published_summary"]  # no reference analysis: not run, not passed
     (records_lake.root / "reports" / "report.md").unlink()
@@ -215,6 +220,7 @@ def test_the_demo_stops_at_a_failed_blocking_check_and_tallies_skipped_checks(re
     with pytest.raises(BlockingCheckFailed, match="stage estimates stopped: blocking asset check failed: estimates_gap_identity"):
         run_stages(records_lake.root, stages=("estimates", "reports"), out=lambda line: None)
     assert not (records_lake.root / "reports" / "report.md").exists()
+    assert records_lake.snapshot() == served  # the stopped demo committed nothing
 
 
 def test_estimates_and_trend_share_one_grouping_function():

@@ -44,17 +44,21 @@ def test_an_object_store_uri_keeps_its_scheme():
     assert not location.is_local
 
 
+def files_under(folder) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
 def test_write_read_list_through_either_name(lake_root):
     folder, root = lake_root
     lake = Lake(root)
     path = lake.write("estimates", table(), metadata={"scheme": "reference"})
-    assert path == folder.resolve() / "estimates.parquet" and path.is_file()
-    lake.write_partition("landed_records", "abc123", table(2))
-    lake.write_partition("landed_records", "def456", table(1))
+    assert path.parent.parent == folder.resolve() / "runs" and path.name.startswith("estimates.") and path.is_file()
+    first = lake.write_partition("landed_records", "abc123", table(2))
+    second = lake.write_partition("landed_records", "def456", table(1))
     assert lake.read("estimates").equals(table().replace_schema_metadata({b"scheme": b"reference"}))
     assert lake.read("landed_records").num_rows == 3
-    assert lake.tables() == {"estimates": str(path),
-                             "landed_records": str(folder.resolve() / "landed_records" / "*.parquet")}
+    assert lake.tables() == {"estimates": str(path), "landed_records": [str(first), str(second)]}
+    assert lake.has_partition("landed_records", "abc123") and not lake.has_partition("landed_records", "zzz")
     # the other name of the same folder sees the same lake
     other = Lake(folder.resolve().as_uri() if root == str(folder) else folder)
     assert other.tables() == lake.tables() and other.read("estimates").num_rows == 3
@@ -65,18 +69,19 @@ def test_write_read_list_through_either_name(lake_root):
 def test_replace_is_atomic_and_leaves_no_temporary_file(lake_root):
     folder, root = lake_root
     lake = Lake(root)
-    lake.write("t", table(3))
-    lake.write("t", table(5))
-    assert lake.read("t").num_rows == 5
-    assert sorted(p.name for p in folder.iterdir()) == ["t.parquet"]
-    mode = stat.S_IMODE((folder / "t.parquet").stat().st_mode)
-    assert mode == 0o666 & ~current_umask()
+    first = lake.write("t", table(3))
+    second = lake.write("t", table(5))
+    assert lake.read("t").num_rows == 5 and first != second and first.is_file()  # snapshot 1 still names it
+    assert not [f for f in files_under(folder) if f.endswith(".tmp")]
+    assert stat.S_IMODE(second.stat().st_mode) == 0o666 & ~current_umask()
+    assert Lake(root, snapshot=1).read("t").num_rows == 3
 
 
 def test_a_failed_write_keeps_the_old_table(lake_root, monkeypatch):
     folder, root = lake_root
     lake = Lake(root)
     lake.write("t", table(3))
+    before = files_under(folder)
 
     real_write = filesystem.pq.write_table
 
@@ -88,21 +93,28 @@ def test_a_failed_write_keeps_the_old_table(lake_root, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         lake.write("t", table(7))
     monkeypatch.undo()
-    assert lake.read("t").num_rows == 3
-    assert sorted(p.name for p in folder.iterdir()) == ["t.parquet"]  # the temporary file is gone
+    assert lake.read("t").num_rows == 3 and lake.snapshot().snapshot == 1
+    assert files_under(folder) == before  # the temporary file and the run's folder are gone
 
 
-def test_hidden_and_unmarked_entries_are_not_tables(lake_root):
+def test_a_pre_snapshot_lake_is_read_as_snapshot_zero(lake_root):
+    """Tables at <root>/<table>.parquet (no CURRENT): read as they are; hidden, oddly named and unmarked
+    entries are not tables; the first commit carries the old tables over."""
+    import pyarrow.parquet as pq
+
     folder, root = lake_root
-    lake = Lake(root)
-    lake.write("t", table())
+    folder.mkdir(parents=True)
+    pq.write_table(table(), folder / "t.parquet")
     (folder / "landing").mkdir()
     (folder / "landing" / "x.parquet").write_bytes(b"")  # a folder without the marker: not a table
     (folder / ".hidden.parquet").write_bytes(b"")
     (folder / "Bad-Name.parquet").write_bytes(b"")
     (folder / "empty_partitions").mkdir()
-    filesystem.touch(lake.location, str(folder / "empty_partitions" / ".partitioned_table"))
-    assert set(lake.tables()) == {"t"}
+    (folder / "empty_partitions" / ".partitioned_table").write_bytes(b"")
+    lake = Lake(root)
+    assert set(lake.tables()) == {"t"} and lake.snapshot().snapshot == 0
+    lake.write("u", table(1))
+    assert set(lake.tables()) == {"t", "u"} and lake.read("t").num_rows == 3 and lake.snapshot().snapshot == 1
 
 
 def test_the_catalog_reads_a_lake_named_by_uri(tmp_path):

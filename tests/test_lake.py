@@ -161,16 +161,32 @@ print(n)
 
 
 def test_two_writers_and_a_reader_at_once(study_lake):
+    """One writer at a time: the second is refused in one line naming the first run, and a reader
+    polling throughout sees whole snapshots only."""
     root, _ = study_lake
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root)], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    reader = subprocess.run([sys.executable, "-c", READER, str(root), "20"], env=env, capture_output=True, text=True)
+    reader = subprocess.run([sys.executable, "-c", READER, str(root), "15"], env=env, capture_output=True, text=True)
     outs = [w.communicate(timeout=300) for w in writers]
-    assert all(w.returncode == 0 for w in writers), [o[1][-2000:] for o in outs]
+    codes = sorted(w.returncode for w in writers)
+    assert codes[0] == 0 and codes[1] != 0, [o[1][-2000:] for o in outs]
+    refused = next(err for w, (_, err) in zip(writers, outs) if w.returncode)
+    assert "LakeBusy: lake " in refused and "in use by run demo-" in refused, refused[-2000:]
     assert reader.returncode == 0, reader.stderr[-2000:]
-    assert int(reader.stdout.strip()) > 5  # it really read, many times, while both wrote
+    assert int(reader.stdout.strip()) > 5  # it really read, many times, while the writer wrote
     assert query(Lake(root), "select count(*) as n from estimates").to_pylist() == [{"n": 96}]
+
+
+def test_a_second_writer_waits_when_told(study_lake):
+    root, _ = study_lake
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTHEVAL_LAKE_WAIT": "300"}
+    before = Lake(root).snapshot().snapshot
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [w.communicate(timeout=600) for w in writers]
+    assert all(w.returncode == 0 for w in writers), [o[1][-2000:] for o in outs]
+    assert Lake(root).snapshot().snapshot == before + 4  # two runs of two demos each, one after the other
 
 
 def test_the_declared_rules_check_fails_when_the_rules_differ_from_the_study(study_lake, tmp_path):

@@ -16,6 +16,7 @@ runs can write a file, change a setting, load an extension or read outside the l
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -24,6 +25,7 @@ import pyarrow as pa
 
 from warehouse.atomic import atomic_path
 from warehouse.lake import Lake
+from warehouse.snapshots import SNAPSHOTS
 from warehouse.sql import duckdb_memory_limit, load_sql, quote_identifier, quote_literal
 
 CATALOG_NAME = "autheval.duckdb"
@@ -36,6 +38,12 @@ class QueryRefused(ValueError):
 
 
 def catalog_path(lake: Lake) -> Path:
+    """The served catalog, or the kept catalog of the snapshot a pinned lake reads."""
+    if lake.pinned is not None:
+        path = snapshot_catalog_path(lake.root, lake.pinned)
+        if not path.exists():
+            lake.snapshot()  # raises SnapshotError naming the kept snapshots
+        return path
     return lake.root / CATALOG_NAME
 
 
@@ -44,28 +52,72 @@ def _set_lake_variable(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
 
 
 def publish_catalog(lake: Lake) -> Path:
-    """Rebuild the catalog with one view per lake table; atomic (temp file, then rename)."""
-    target = catalog_path(lake)
+    """Serve a catalog of the lake's current snapshot (a lake written before snapshots, or one whose
+    served catalog was removed); commits publish their own (`build_catalog`)."""
+    manifest = lake.snapshot()
+    if manifest.snapshot == 0:
+        return _build(lake.root, manifest, catalog_path(lake), [manifest])
+    build_catalog(lake.root, manifest, manifest.snapshot)
+    return link_served_catalog(lake.root, manifest.snapshot)
+
+
+def snapshot_catalog_path(root: Path, number: int) -> Path:
+    return Path(root) / SNAPSHOTS / f"{number:08d}.duckdb"
+
+
+def build_catalog(root: Path, manifest, number: int) -> Path:
+    """Write snapshot `number`'s catalog (views over exactly its files, and the `lake_snapshots`
+    table) to snapshots/<number>.duckdb; atomic (temp file, then rename)."""
+    from warehouse.snapshots import committed_snapshots
+
+    kept = [m for m in committed_snapshots(Lake(root).location) if m.snapshot < number] + [manifest]
+    return _build(Path(root), manifest, snapshot_catalog_path(root, number), kept)
+
+
+def _build(root: Path, manifest, target: Path, kept: list) -> Path:
     template = load_sql("catalog_view")
     with atomic_path(target) as tmp:
         tmp.unlink()  # DuckDB creates the file itself
         con = duckdb.connect(str(tmp))
         try:
-            _set_lake_variable(con, lake)  # views bind when created, so the files must be found now
-            for name, location in lake.tables().items():
-                relative = Path(location).relative_to(lake.root).as_posix()
+            con.execute("SET VARIABLE autheval_lake = ?", [str(root)])  # views bind when created
+            for name in sorted(manifest.tables):
+                locations = "[" + ", ".join(quote_literal(rel) for rel in manifest.table_files(name)) + "]"
                 # View DDL cannot take bound parameters: the name is a checked identifier and the
-                # path a quoted literal (warehouse.sql.quote_*).
-                con.execute(
-                    template.replace("{table}", quote_identifier(name)).replace(
-                        "{location}", quote_literal(relative)
-                    )
-                )
+                # paths quoted literals (warehouse.sql.quote_*).
+                con.execute(template.replace("{table}", quote_identifier(name)).replace("{locations}", locations))
+            con.register("snapshot_rows", pa.Table.from_pylist([
+                {"snapshot": m.snapshot, "run_id": m.run_id, "parent": m.parent, "committed_at": m.committed_at,
+                 "software": m.software, "tables": sorted(m.tables), "served": m.snapshot == manifest.snapshot}
+                for m in kept], schema=_SNAPSHOT_ROWS))
+            con.execute(load_sql("catalog_snapshots"))
+            con.unregister("snapshot_rows")
             con.execute("CHECKPOINT")
         finally:
             con.close()
         for leftover in tmp.parent.glob(tmp.name + ".wal"):
             leftover.unlink()
+    return target
+
+
+_SNAPSHOT_ROWS = pa.schema([("snapshot", pa.int64()), ("run_id", pa.string()), ("parent", pa.int64()),
+                            ("committed_at", pa.string()), ("software", pa.string()),
+                            ("tables", pa.list_(pa.string())), ("served", pa.bool_())])
+
+
+def link_served_catalog(root: Path, number: int) -> Path:
+    """Serve snapshot `number`'s catalog as autheval.duckdb: a hard link renamed over the old one (a
+    copy where links are not supported), so a reader opens the old catalog or the new one."""
+    source = snapshot_catalog_path(root, number)
+    target = Path(root) / CATALOG_NAME
+    if target.exists() and source.exists() and os.path.samefile(source, target):
+        return target
+    with atomic_path(target) as tmp:
+        tmp.unlink()
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
     return target
 
 

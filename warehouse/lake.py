@@ -1,35 +1,44 @@
-"""The Parquet lake: one file per table (or one per partition), written atomically.
+"""The Parquet lake: tables as Parquet files, committed together as snapshots (warehouse/snapshots.py).
 
-Parquet is the truth; the DuckDB catalog (catalog.py) only holds views over these files, so any
-number of readers can look while a writer replaces a table.
+Parquet is the truth; the DuckDB catalog (catalog.py) only holds views over one snapshot's files, so
+any number of readers can look while a run writes the next snapshot. A table is read from the served
+snapshot, or, inside an open run, from what that run staged; a write inside a run is staged and
+committed with the run's other tables; a write outside any run is a run of its own (committed at once).
 
 The root is a local path or a URI (`file:///...`, `s3://bucket/lake`, ...): tables are read, written
 and listed through its pyarrow filesystem (warehouse/filesystem.py), one code path for all of them.
-The catalog, the reports and the landing folder use `root` as a local folder.
+The catalog, the writer lock, the reports and the landing folder use `root` as a local folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 
-from warehouse import filesystem
+from warehouse import filesystem, snapshots
+from warehouse.snapshots import LakeRun, Manifest
 
 DEFAULT_LAKE = Path("warehouse") / "lake"
-PARTITIONED_MARKER = ".partitioned_table"  # marks a folder of partitions as a table (not landing, reports...)
+PARTITIONED_MARKER = ".partitioned_table"  # a pre-snapshot lake's folder of partitions (read as snapshot 0)
 _TABLE = re.compile(r"^[a-z_][a-z0-9_]*$")
 _PARTITION = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 class Lake:
-    """A folder of Parquet tables: `<root>/<table>.parquet` or `<root>/<table>/<partition>.parquet`.
-    `root`: a local path or a URI (see warehouse/filesystem.py)."""
+    """A lake of Parquet tables, read from its served snapshot (or the open run's staged tables).
+    `root`: a local path or a URI (see warehouse/filesystem.py); `keep_snapshots`: how many committed
+    snapshots stay queryable (default $AUTHEVAL_KEEP_SNAPSHOTS, else 10)."""
 
-    def __init__(self, root: str | Path = DEFAULT_LAKE):
+    def __init__(self, root: str | Path = DEFAULT_LAKE, keep_snapshots: int | None = None,
+                 snapshot: int | None = None):
         self.location = filesystem.lake_location(root)
         self.root = self.location.local_root()
+        self.keep_snapshots = keep_snapshots
+        self.pinned = snapshot  # read this committed snapshot instead of the served one
 
     @staticmethod
     def _check(name: str) -> str:
@@ -37,58 +46,166 @@ class Lake:
             raise ValueError(f"table name {name!r} must be a lower-case identifier")
         return name
 
+    @staticmethod
+    def _check_partition(partition: str) -> str:
+        if not _PARTITION.match(partition) or len(partition) > 200:
+            raise ValueError(f"partition key {partition!r} must be 1-200 characters of [A-Za-z0-9_.-]")
+        return partition
+
+    # which snapshot
+
+    def run(self) -> LakeRun | None:
+        """The run open on this lake in this process (writes go to it), if any."""
+        return None if self.pinned is not None else snapshots.active_run(self.location)
+
+    def snapshot(self) -> Manifest:
+        """The snapshot this handle reads: the pinned one, else the served one."""
+        if self.pinned is not None:
+            return snapshots.read_manifest(self.location, self.pinned)
+        return snapshots.current_manifest(self.location, self._legacy_tables)
+
+    def _entries(self) -> dict[str, dict]:
+        """Table -> entry of what a read sees now: the snapshot, with the open run's staged tables over it."""
+        entries = dict(self.snapshot().tables)
+        run = self.run()
+        if run is not None:
+            entries.update(run.staged())
+        return entries
+
+    def _abs(self, rel: str) -> str:
+        return self.location.path(rel)
+
+    def table_files(self, name: str) -> list[str]:
+        """The files of table `name` (store paths), or [] when it is not in the lake."""
+        entry = self._entries().get(self._check(name))
+        if entry is None:
+            return []
+        rels = [entry["file"]] if "file" in entry else [entry["partitions"][k] for k in sorted(entry["partitions"])]
+        return [self._abs(rel) for rel in rels]
+
+    def has_table(self, name: str) -> bool:
+        return bool(self.table_files(name))
+
+    def has_partition(self, name: str, partition: str) -> bool:
+        entry = self._entries().get(self._check(name)) or {}
+        return self._check_partition(partition) in entry.get("partitions", {})
+
     def table_path(self, name: str) -> Path:
-        return self.root / f"{self._check(name)}.parquet"
+        """The file of a one-file table as it is read now (a path that does not exist when the table is
+        not in the lake)."""
+        files = self.table_files(name)
+        if len(files) == 1 and not self._entries()[name].get("partitions"):
+            return Path(files[0])
+        return self.root / f"{name}.parquet"
 
-    def partition_path(self, name: str, partition: str) -> Path:
-        if not _PARTITION.match(partition):
-            raise ValueError(f"partition key {partition!r} has characters outside [A-Za-z0-9_.-]")
-        return self.root / self._check(name) / f"{partition}.parquet"
+    # writing
 
-    def _write(self, path: Path, table: pa.Table, metadata: dict | None) -> Path:
+    @contextlib.contextmanager
+    def open_run(self, run_id: str | None = None, software: str = "") -> Iterator[LakeRun]:
+        """A writing run: every table written in the block commits as one snapshot when the block ends
+        without an error; on an error nothing is committed and the staged files are removed. Raises
+        LakeBusy (one line) when another run holds the lake."""
+        run = LakeRun(self.location, run_id or snapshots.new_run_id(), self._legacy_tables,
+                      self.keep_snapshots, software).open()
+        with run:
+            yield run
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[LakeRun]:
+        """The open run, or a run of one write committed at the end of the block."""
+        if self.pinned is not None:
+            raise ValueError(f"lake {self.root} is pinned to snapshot {self.pinned}: it is read-only")
+        run = self.run()
+        if run is not None:
+            yield run
+            return
+        with self.open_run(snapshots.new_run_id("write")) as own:
+            yield own
+
+    def _write(self, path: str, table: pa.Table, metadata: dict | None) -> Path:
         if metadata:
             merged = dict(table.schema.metadata or {})
             merged.update({str(k).encode(): str(v).encode() for k, v in metadata.items()})
             table = table.replace_schema_metadata(merged)
-        filesystem.write_parquet(self.location, str(path), table)
-        return path
+        filesystem.write_parquet(self.location, path, table)
+        return Path(path)
 
     def write(self, name: str, table: pa.Table, metadata: dict | None = None) -> Path:
-        """Replace table `name` atomically: readers see the old file or the new one, never half."""
-        return self._write(self.table_path(name), table, metadata)
+        """Write table `name` into the open run (or as a run of its own): readers see it once the run
+        commits, never half of it."""
+        self._check(name)
+        with self._writing() as run:
+            return self._write(run.stage_table(name), table, metadata)
 
     def write_partition(self, name: str, partition: str, table: pa.Table, metadata: dict | None = None) -> Path:
-        path = self._write(self.partition_path(name, partition), table, metadata)
-        filesystem.touch(self.location, str(path.parent / PARTITIONED_MARKER))
-        return path
+        """Add (or replace) one partition of table `name`, keeping its other partitions."""
+        self._check(name)
+        self._check_partition(partition)
+        with self._writing() as run:
+            previous = (self.snapshot().tables.get(name) or {}).get("partitions", {})
+            return self._write(run.stage_partition(name, partition, previous), table, metadata)
+
+    def publish_path(self, relative: str) -> Path:
+        """Where to write a file the run publishes at <root>/<relative> (a report): staged in the open
+        run and put in place at its commit; without a run, the final path (write it atomically)."""
+        run = self.run()
+        return Path(run.stage_file(relative)) if run is not None else self.root / relative
+
+    def after_commit(self, callback) -> None:
+        """Call `callback` once the open run commits (at once when no run is open)."""
+        run = self.run()
+        if run is None:
+            callback()
+        else:
+            run.after_commit(callback)
+
+    def commit(self) -> int | None:
+        """Commit the open run's tables so far as one snapshot (the catalog asset's step); None when
+        there is no open run or nothing to commit."""
+        run = self.run()
+        return run.commit() if run is not None else None
+
+    # reading
 
     def read(self, name: str) -> pa.Table:
-        path = str(self.table_path(name))
-        if filesystem.is_file(self.location, path):
-            return filesystem.read_parquet(self.location, path)
-        parts = self._partitions(str(self.root / self._check(name)))
-        if parts:
-            return filesystem.read_parquet(self.location, parts)
-        raise FileNotFoundError(f"no table {name!r} in lake {self.root}")
+        files = self.table_files(name)
+        if not files:
+            raise FileNotFoundError(f"no table {name!r} in lake {self.root}")
+        entry = self._entries()[name]
+        return filesystem.read_parquet(self.location, files if entry.get("partitions") else files[0])
 
-    def _partitions(self, folder: str) -> list[str]:
-        return [info.path for info in filesystem.list_dir(self.location, folder)
-                if info.type == filesystem.pafs.FileType.File and info.base_name.endswith(".parquet")]
-
-    def tables(self) -> dict[str, str]:
-        """Table name -> the file (or glob) a view reads, for every complete table in the lake."""
+    def tables(self) -> dict[str, str | list[str]]:
+        """Table name -> what a view reads (a file, or the list of a partitioned table's files; local
+        paths or URIs), for every table of the snapshot read now."""
         found = {}
+        for name in sorted(self._entries()):
+            files = [self._view_path(f) for f in self.table_files(name)]
+            if files:
+                found[name] = files if self._entries()[name].get("partitions") else files[0]
+        return found
+
+    def relative_tables(self, manifest: Manifest | None = None) -> dict[str, list[str]]:
+        """Table -> its files relative to the root (what the catalog's views name)."""
+        manifest = manifest or self.snapshot()
+        return {name: manifest.table_files(name) for name in sorted(manifest.tables)}
+
+    def _legacy_tables(self) -> dict[str, dict]:
+        """A lake written before snapshots: <root>/<table>.parquet files and marked partition folders."""
+        found: dict[str, dict] = {}
         for entry in filesystem.list_dir(self.location, str(self.root)):
             name = entry.base_name
             if name.startswith("."):
                 continue
             stem = name[: -len(".parquet")] if name.endswith(".parquet") else ""
             if entry.type == filesystem.pafs.FileType.File and stem and _TABLE.match(stem):
-                found[stem] = self._view_path(entry.path)
-            elif (entry.type == filesystem.pafs.FileType.Directory
-                  and filesystem.is_file(self.location, f"{entry.path}/{PARTITIONED_MARKER}")
-                  and self._partitions(entry.path)):
-                found[name] = self._view_path(f"{entry.path}/*.parquet")
+                found[stem] = {"file": name}
+            elif (entry.type == filesystem.pafs.FileType.Directory and _TABLE.match(name)
+                  and filesystem.is_file(self.location, f"{entry.path}/{PARTITIONED_MARKER}")):
+                parts = {info.base_name[: -len(".parquet")]: f"{name}/{info.base_name}"
+                         for info in filesystem.list_dir(self.location, entry.path)
+                         if info.type == filesystem.pafs.FileType.File and info.base_name.endswith(".parquet")}
+                if parts:
+                    found[name] = {"partitions": parts}
         return found
 
     def _view_path(self, path: str) -> str:
