@@ -12,6 +12,9 @@ SQL files as the default engine, so every engine reports through one code path.
 
 The one engine-specific step is numpy's stream: it is drawn here, in replicate blocks (bounded memory),
 and shipped as sparse weights (n_clusters, rep, cluster_rank, mult), mult > 0 only.
+
+The point estimates (rep -1) are one query for every scheme (`portable_replicates_weighted` with
+weight 1 on every cluster), so a scheme changes intervals only, on this path too.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def reference_weight_blocks(seed: int, n_clusters: int, reps: int,
     """Yield Arrow tables (n_clusters, rep, cluster_rank, mult): the multiplicity of every cluster rank
     drawn in each replicate of numpy's `default_rng(seed).integers(0, G, size=G)` stream (AuthEval's
     reference bootstrap; drawing several replicates at once gives the identical stream), mult > 0 only.
-    The first block also carries the point (rep -1, mult 1 for every rank)."""
+    The point is not among them (`point_weights`)."""
     g = int(n_clusters)
     rng = np.random.default_rng(seed)
     rows_per_block = max(1, min(reps, block_values // g))
@@ -51,17 +54,24 @@ def reference_weight_blocks(seed: int, n_clusters: int, reps: int,
         rep = (flat // g + start).astype(np.int64)
         rank = (flat % g).astype(np.int32)
         mult = counts[flat].astype(np.float64)
-        if start == 0:
-            rep = np.concatenate([np.full(g, POINT_REP, np.int64), rep])
-            rank = np.concatenate([np.arange(g, dtype=np.int32), rank])
-            mult = np.concatenate([np.ones(g), mult])
         yield pa.table({"n_clusters": pa.array(np.full(len(rep), g, np.int32)), "rep": rep,
                         "cluster_rank": rank, "mult": mult})
 
 
+def point_weights(cluster_counts) -> pa.Table:
+    """replicate_weights of the point (rep -1): weight 1 on every cluster rank of every cluster count."""
+    sizes = [int(g) for g in cluster_counts]
+    return pa.table({
+        "n_clusters": pa.array(np.repeat(np.array(sizes, np.int32), sizes)),
+        "rep": pa.array(np.full(sum(sizes), POINT_REP, np.int64)),
+        "cluster_rank": pa.array(np.concatenate([np.arange(g, dtype=np.int32) for g in sizes] or [np.array([], np.int32)])),
+        "mult": pa.array(np.ones(sum(sizes))),
+    })
+
+
 def replicate_id_blocks(reps: int, block_reps: int = POISSON_BLOCK_REPS):
-    """Yield Arrow tables replicate_ids(rep): the point (-1) first, then every replicate, in blocks."""
-    for first in range(POINT_REP, reps, block_reps):
+    """Yield Arrow tables replicate_ids(rep): every replicate (0 ..), in blocks."""
+    for first in range(0, reps, block_reps):
         yield pa.table({"rep": np.arange(first, min(first + block_reps, reps), dtype=np.int64)})
 
 
@@ -75,12 +85,14 @@ def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, see
     engine.create("cluster_stats", "portable_cluster_stats")
     stats = engine.table("cluster_stats").sort_by([("analysis", "ascending"), ("cluster_rank", "ascending")])
     con.from_arrow(stats).create("cluster_stats")
+    sizes = sorted(set(stats.column("n_clusters").to_pylist()))
+    engine.register("replicate_weights", point_weights(sizes))  # the point: the same query for every scheme
+    engine.create("replicate_sums", "portable_replicates_weighted")
+    parts = [engine.read("replicate_metrics")]
     if scheme == "evaluator":
-        _evaluator_sums_on_engine(engine, con, reps, seed)
-        return
-    parts = []
-    if scheme == "reference":
-        for g in sorted(set(stats.column("n_clusters").to_pylist())):
+        parts.append(_evaluator_metrics_on_engine(engine, con, reps, seed))
+    elif scheme == "reference":
+        for g in sizes:
             for weights in reference_weight_blocks(seed, g, reps):
                 engine.register("replicate_weights", weights)
                 engine.create("replicate_sums", "portable_replicates_weighted")
@@ -94,10 +106,11 @@ def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, see
     con.from_arrow(metrics).create("replicate_metrics")
 
 
-def _evaluator_sums_on_engine(engine: Engine, con, reps: int, seed: int) -> None:
-    """The `evaluator` scheme: each metric's own stream (seed + offset) over its own clusters, shipped
-    as weights stream by stream; the replicate sums (one row per analysis, metric and replicate) come
-    back into `con` as evaluator_sums, and evaluator_metrics.sql makes replicate_metrics there."""
+def _evaluator_metrics_on_engine(engine: Engine, con, reps: int, seed: int) -> pa.Table:
+    """The `evaluator` scheme's replicates: each metric's own stream (seed + offset) over its own
+    clusters, shipped as weights stream by stream; the replicate sums (one row per analysis, metric and
+    replicate) come back into `con` as evaluator_sums, and evaluator_metrics.sql makes their
+    replicate_metrics rows there."""
     from warehouse.sql import load_sql
 
     engine.create("evaluator_clusters", "portable_evaluator_clusters")
@@ -110,7 +123,7 @@ def _evaluator_sums_on_engine(engine: Engine, con, reps: int, seed: int) -> None
             parts.append(engine.read("portable_evaluator_weighted"))
     sums = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
     con.from_arrow(sums).create("evaluator_sums")
-    con.sql(load_sql("evaluator_metrics")).create("replicate_metrics")
+    return _arrow(con.execute(load_sql("evaluator_metrics")).arrow())
 
 
 def _arrow(obj) -> pa.Table:

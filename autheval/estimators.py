@@ -11,6 +11,10 @@ Schemes (declared on every output row):
   over intervened rows only).
 * poisson: Poisson(1) cluster weights hashed inside SQL; constant memory; a different
   (asymptotically equivalent) bootstrap for logs too large for the exact schemes.
+
+A scheme changes intervals only: every scheme's point estimates are one computation
+(replicates_point.sql through replicate_metrics.sql, rep -1), so Delta = p * delta holds on the point in
+both units whatever the scheme.
 """
 
 from __future__ import annotations
@@ -137,7 +141,7 @@ MATRIX_TO_SUMS = {
     "mean_exec": "c_exec", "mean_prop": "c_prop", "mean_gap": "c_gap", "mean_glob": "c_glob",
     "mean_total_gap": "c_total_gap", "mean_utility_gap": "c_utility_gap",
 }  # fmt: skip
-EVALUATOR_TO_SUMS = {"s": "w_s", "n": "w_n", "m": "c_m"}
+EVALUATOR_TO_SUMS = {"s": "w_s", "n": "w_n", "m": "c_m", "k": "c_k"}  # sql/evaluator_clusters.sql -> evaluator_sums
 
 
 def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, columns: dict[str, str],
@@ -200,22 +204,32 @@ def _poisson_blocks(matrices, reps: int):
 
 
 def _replicate_metrics(con, scheme: str, reps: int, seed: int, skip=frozenset(), progress=None) -> None:
-    """Create replicate_metrics(analysis, rep, unit, <one column per metric>); rep -1 = the point.
+    """Create replicate_metrics(analysis, rep, unit, <one column per metric>); rep -1 = the point, the
+    same rows for every scheme (a scheme adds its replicates only).
     `skip`: (analysis, metric) pairs no record supports (their streams are not drawn)."""
+    _point_metrics(con)
     if scheme == "evaluator":
         _evaluator_metrics(con, reps, seed, skip, progress)
     else:
         _shared_stream_metrics(con, scheme, reps, seed, progress)
 
 
+def _point_metrics(con) -> None:
+    """replicate_metrics holding the point estimates (rep -1): every cluster once, by the formulas of
+    sql/replicate_metrics.sql, whatever the scheme."""
+    con.register("replicate_sums", con.execute(load_sql("replicates_point")).arrow().read_all())
+    materialize(con, "replicate_metrics", "replicate_metrics")
+    con.unregister("replicate_sums")
+
+
 def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=None) -> None:
-    """Per-metric streams (seed + offset), each over its own clusters (AuthEval's generic evaluator).
-    The streams are independent, so they are drawn at once on all cores (`stream_sums`); a metric its
-    record cannot support is not drawn (its rows are reported unavailable). Each stream's replicate
-    sums are appended to one DuckDB table (which spills past its memory limit), then turned into
-    metrics in one pass; a stream's numbers do not depend on the other streams."""
+    """Per-metric streams (seed + offset), each over its own clusters (AuthEval's generic evaluator),
+    appended to replicate_metrics. The streams are independent, so they are drawn at once on all cores
+    (`stream_sums`); a metric its record cannot support is not drawn (its rows are reported
+    unavailable). Each stream's replicate sums are appended to one DuckDB table (which spills past its
+    memory limit), then turned into metrics in one pass; a stream's numbers do not depend on the other
+    streams."""
     materialize(con, "evaluator_clusters", "evaluator_clusters")
-    materialize(con, "evaluator_sums", "evaluator_point")  # the point estimates (rep -1) first
     values = con.table("evaluator_clusters").select(*EVALUATOR_TO_SUMS).fetchnumpy()  # numbers only
     streams: dict = {}
     first = 0
@@ -234,9 +248,10 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
         lambda done, total: progress(f"bootstrap: {done // max(len(jobs), 1):,} of {reps:,} replicates "
                                      f"({len(jobs)} evaluator streams on {min(len(jobs), available_cores())} threads)"))
     all_sums = stream_sums(jobs, reps, progress=report)
+    created = False
     for start in range(0, reps, POISSON_BLOCK_REPS):  # every stream's block in one insert
         parts = []
-        for ((_, g), members), stream_sums_ in zip(streams.items(), all_sums):
+        for members, stream_sums_ in zip(streams.values(), all_sums):
             sums = stream_sums_[start : start + POISSON_BLOCK_REPS]
             n = sums.shape[0]
             for i, (labels, _) in enumerate(members):
@@ -244,11 +259,16 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
                 block["rep"] = pa.array(np.arange(start, start + n, dtype=np.int64))
                 for j, name in enumerate(EVALUATOR_TO_SUMS.values()):
                     block[name] = pa.array(sums[:, i * width + j])
-                block["c_n"] = pa.array(np.full(n, float(g)))
                 parts.append(pa.table(block))
         if parts:
-            con.from_arrow(pa.concat_tables(parts)).insert_into("evaluator_sums")
-    materialize(con, "replicate_metrics", "evaluator_metrics")
+            sums_block = con.from_arrow(pa.concat_tables(parts))
+            if created:
+                sums_block.insert_into("evaluator_sums")
+            else:
+                sums_block.create("evaluator_sums")
+                created = True
+    if created:
+        con.sql(load_sql("evaluator_metrics")).insert_into("replicate_metrics")
 
 
 def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None) -> None:
@@ -256,9 +276,7 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     numpy's stream (reference) or the Poisson(1) weights of sql/replicates_poisson.sql (poisson; the
     same integer hash computed in numpy, so the weights of a block are one dense matrix times the
     statistics, as for the reference scheme: measured here 5-8x faster than the weights in SQL, same
-    weights). The point (rep -1) first, then the replicates block by block."""
-    con.register("replicate_sums", con.execute(load_sql("replicates_point")).arrow().read_all())
-    materialize(con, "replicate_metrics", "replicate_metrics")
+    weights), appended to replicate_metrics block by block."""
     materialize(con, "cluster_matrix", "cluster_matrix")
     table = con.table("cluster_matrix")
     matrix = np.empty((table.shape[0], len(MATRIX_TO_SUMS)), dtype=np.float64)
@@ -270,7 +288,6 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
         first += n_clusters
     drop_table(con, "cluster_matrix")  # its numbers are in `matrix` now: DuckDB may reuse its memory
     _stream_metrics(con, "replicate_sums", "replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme)
-    con.unregister("replicate_sums")
 
 
 def check_reps(reps: int) -> int:
@@ -384,13 +401,11 @@ def estimate(
                     }
                 )
 
-    for row in _rows(con, load_sql("identity_check")):
+    for row in _rows(con, load_sql("identity_check")):  # the point in both units, for every scheme
         records = by_name[row["analysis"]]
         if availability(records, "delta").available or records.level == FULL:
-            if scheme == "evaluator":  # per-metric streams: only the point identity is defined
+            if scheme == "evaluator":  # per-metric streams: a replicate's Delta, p and delta are not one resample
                 row["max_replicate_residual"] = None
-                if row["unit"] == "cluster_equal":
-                    continue
             result.checks.append(row)
 
     if contrasts:

@@ -1,7 +1,14 @@
 -- The `evaluator` scheme (AuthEval's generic log evaluator): each metric has its own per-case values,
 -- its own resampling stream (seed + offset) and, for delta, its own cluster set (intervened rows only).
--- Output: one row per analysis, metric and cluster in ascending cluster_id order, with the cluster's
--- sum of values (s), case count (n) and mean (m); the rank and cluster count of the metric's stream.
+-- Output: one row per analysis, metric and cluster in ascending cluster_id order, with the rank and
+-- cluster count of the metric's stream and the cluster's terms of both units' ratios of resampled
+-- sums: image_weighted = sum s / sum n (the sum of values over the case count), cluster_equal =
+-- sum m / sum k. For every metric but delta, m is the cluster mean (s / n) and k = 1, so the cluster
+-- unit is the mean of the resampled cluster means. For delta (intervened rows only) m is the
+-- cluster's gap over all its cases and k its share of changed cases, so the cluster unit is the
+-- resampled cluster-equal Delta over the resampled cluster-equal p, the point's definition
+-- (a cluster with no change adds nothing to either sum). The point estimates are not taken from
+-- here: every scheme's point is replicates_point.sql's.
 -- Input: records. Unavailable scores are 0.0 here; the caller masks those metrics.
 -- One pass over the records (every metric's sums per cluster at once, then one row per metric): the
 -- same sums, in the same row order, as a pass per metric, 5x less work (DuckDB-only: fsum; the
@@ -32,22 +39,23 @@ ranked AS (  -- clusters ranked by ascending cluster_id once; delta's stream ran
 ),
 changed AS (
     SELECT
-        analysis, n_changed, s_delta,
+        analysis, n, n_changed, s_delta,
         CAST(row_number() OVER (PARTITION BY analysis ORDER BY cluster_rank) - 1 AS INTEGER) AS cluster_rank,
         CAST(count(*) OVER (PARTITION BY analysis) AS INTEGER) AS n_clusters
     FROM ranked
     WHERE n_changed > 0
 ),
 per_metric AS (
-    SELECT analysis, 'J' AS metric, 0 AS seed_offset, n_clusters, cluster_rank, n, s_exec AS s FROM ranked
-    UNION ALL SELECT analysis, 'intervention_rate', 1, n_clusters, cluster_rank, n, s_changed FROM ranked
-    UNION ALL SELECT analysis, 'J_auth', 2, n_clusters, cluster_rank, n, s_prop FROM ranked
-    UNION ALL SELECT analysis, 'Delta_authority', 3, n_clusters, cluster_rank, n, s_gap FROM ranked
-    UNION ALL SELECT analysis, 'delta', 4, n_clusters, cluster_rank, n_changed, s_delta FROM changed
-    UNION ALL SELECT analysis, 'J_std', 5, n_clusters, cluster_rank, n, s_glob FROM ranked
-    UNION ALL SELECT analysis, 'Delta_total', 6, n_clusters, cluster_rank, n, s_total_gap FROM ranked
-    UNION ALL SELECT analysis, 'Delta_utility', 7, n_clusters, cluster_rank, n, s_utility_gap FROM ranked
+    SELECT analysis, 'J' AS metric, 0 AS seed_offset, n_clusters, cluster_rank, s_exec AS s, n,
+           s_exec / n AS m, 1.0 AS k FROM ranked
+    UNION ALL SELECT analysis, 'intervention_rate', 1, n_clusters, cluster_rank, s_changed, n, s_changed / n, 1.0 FROM ranked
+    UNION ALL SELECT analysis, 'J_auth', 2, n_clusters, cluster_rank, s_prop, n, s_prop / n, 1.0 FROM ranked
+    UNION ALL SELECT analysis, 'Delta_authority', 3, n_clusters, cluster_rank, s_gap, n, s_gap / n, 1.0 FROM ranked
+    UNION ALL SELECT analysis, 'delta', 4, n_clusters, cluster_rank, s_delta, n_changed, s_delta / n, n_changed / n FROM changed
+    UNION ALL SELECT analysis, 'J_std', 5, n_clusters, cluster_rank, s_glob, n, s_glob / n, 1.0 FROM ranked
+    UNION ALL SELECT analysis, 'Delta_total', 6, n_clusters, cluster_rank, s_total_gap, n, s_total_gap / n, 1.0 FROM ranked
+    UNION ALL SELECT analysis, 'Delta_utility', 7, n_clusters, cluster_rank, s_utility_gap, n, s_utility_gap / n, 1.0 FROM ranked
 )
-SELECT analysis, metric, seed_offset, n_clusters, cluster_rank, s, n, s / n AS m
+SELECT analysis, metric, seed_offset, n_clusters, cluster_rank, s, n, m, CAST(k AS DOUBLE) AS k
 FROM per_metric
 ORDER BY analysis, metric, cluster_rank

@@ -1,12 +1,15 @@
--- The `evaluator` scheme's values in the replicate_metrics layout (rep = -1 is the point estimate):
--- image_weighted = (resampled) sum of values / (resampled) case count; cluster_equal = mean of the
--- (resampled) per-cluster means. Replicate r of every metric's own stream share a row.
--- Input: evaluator_sums(analysis, metric, rep, w_s, w_n, c_m, c_n): evaluator_point.sql (rep -1) and
--- the multiplicity products of every replicate. Portable SQL.
+-- The `evaluator` scheme's replicate values in the replicate_metrics layout (rep >= 0; the point
+-- estimates, rep -1, are replicates_point.sql's, the same for every scheme): image_weighted = the
+-- resampled sum of values over the resampled case count; cluster_equal = sum m / sum k of
+-- evaluator_clusters.sql (the mean of the resampled cluster means; delta: the resampled cluster-equal
+-- Delta over the resampled cluster-equal p). Replicate r of every metric's own stream share a row.
+-- Input: evaluator_sums(analysis, metric, rep, w_s, w_n, c_m, c_k): the multiplicity products of
+-- every replicate, which come back from any engine; DuckDB-only (any_value ... FILTER), so it runs on
+-- the in-process DuckDB.
 WITH long AS (
-    SELECT analysis, rep, 'image_weighted' AS unit, metric, w_s / w_n AS value FROM evaluator_sums
+    SELECT analysis, rep, 'image_weighted' AS unit, metric, w_s / NULLIF(w_n, 0) AS value FROM evaluator_sums
     UNION ALL
-    SELECT analysis, rep, 'cluster_equal', metric, c_m / c_n FROM evaluator_sums
+    SELECT analysis, rep, 'cluster_equal', metric, c_m / NULLIF(c_k, 0) FROM evaluator_sums
 )
 SELECT
     analysis,

@@ -1,9 +1,9 @@
 -- The `evaluator` scheme's replicate sums from a replicate-weights table joined in: each metric's own
 -- numpy stream (seed + seed_offset over that metric's clusters), drawn in Python and shipped as
--- replicate_weights(seed_offset, n_clusters, rep, cluster_rank, mult), mult > 0 only; rep = -1 carries
--- mult 1 for every rank (the point). Input: evaluator_clusters (portable_evaluator_clusters.sql),
--- replicate_weights. Output: the evaluator_sums layout of evaluator_point.sql (analysis, metric, rep,
--- w_s, w_n, c_m, c_n), which evaluator_metrics.sql turns into metrics.
+-- replicate_weights(seed_offset, n_clusters, rep, cluster_rank, mult), mult > 0 only.
+-- Input: evaluator_clusters (portable_evaluator_clusters.sql), replicate_weights. Output: the
+-- evaluator_sums layout (analysis, metric, rep, w_s, w_n, c_m, c_k), which evaluator_metrics.sql turns
+-- into metrics.
 SELECT
     c.analysis,
     c.metric,
@@ -11,7 +11,7 @@ SELECT
     sum(w.mult * c.s) AS w_s,
     sum(w.mult * c.n) AS w_n,
     sum(w.mult * c.m) AS c_m,
-    sum(w.mult) AS c_n
+    sum(w.mult * c.k) AS c_k
 FROM evaluator_clusters AS c
 JOIN replicate_weights AS w
     ON w.seed_offset = c.seed_offset AND w.n_clusters = c.n_clusters AND w.cluster_rank = c.cluster_rank

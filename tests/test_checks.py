@@ -107,12 +107,13 @@ def test_identity_residual_check():
     assert not row["passed"] and abs(row["max_residual"] - 0.01) < 1e-12
 
 
-def test_identity_check_skips_only_the_evaluators_cluster_unit():
-    """The evaluator scheme's cluster unit has per-metric streams (no identity); its image unit has one."""
-    skipped = estimate_rows("e", "cluster_equal", 0.3, 0.5, 0.5, scheme="evaluator")
-    assert identity(skipped)["pairs"] == 0
-    checked = estimate_rows("e", "image_weighted", 0.3, 0.5, 0.5, scheme="evaluator")
-    assert not identity(checked)["passed"]
+@pytest.mark.parametrize("unit", ["image_weighted", "cluster_equal"])
+@pytest.mark.parametrize("scheme", ["reference", "evaluator", "poisson"])
+def test_identity_check_covers_every_scheme_and_unit(scheme, unit):
+    """A scheme changes intervals only, so the point identity is checked under every scheme, both units."""
+    assert identity(estimate_rows("e", unit, 0.25, 0.5, 0.5, scheme=scheme))["passed"]
+    checked = estimate_rows("e", unit, 0.3, 0.5, 0.5, scheme=scheme)
+    assert identity(checked)["pairs"] == 1 and not identity(checked)["passed"]
 
 
 # --- the record level supports every reported number ---------------------------------------------

@@ -77,8 +77,10 @@ def test_delta_method_equals_an_independent_numpy_linearisation(llava):
         assert row["n_clusters"] == 2090
 
 
-def test_delta_method_estimates_are_the_bootstrap_point_estimates(llava):
-    result = estimate([llava], scheme="reference", reps=200)
+@pytest.mark.parametrize("scheme", ["reference", "evaluator", "poisson"])
+def test_delta_method_estimates_are_the_bootstrap_point_estimates(llava, scheme):
+    """Every scheme's points are one computation, and the delta method's are the same ratios."""
+    result = estimate([llava], scheme=scheme, reps=200)
     for row in delta_method_rows([llava]):
         boot = result.estimate(row["analysis"], row["unit"], row["metric"])
         assert row["estimate"] == pytest.approx(boot["estimate"], rel=1e-12, abs=1e-15)

@@ -27,7 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from autheval.engine_estimates import reference_weight_blocks, replicate_id_blocks
+from autheval.bootstrap import replicate_products
+from autheval.engine_estimates import point_weights, reference_weight_blocks, replicate_id_blocks
 from autheval.estimators import estimate
 from autheval.records import read_records
 from tests.conftest import ROOT, published_summary, read_csv_rows, reference_file
@@ -55,8 +56,7 @@ MATRIX = {
     "paired_contrast": ("portable_paired_contrast", ("contrast", "unit")),
     "delta_method": ("delta_method", ("analysis", "unit", "metric")),
     "evaluator_clusters": ("portable_evaluator_clusters", ("analysis", "metric", "cluster_rank")),
-    "evaluator_point": ("portable_evaluator_weighted", ("analysis", "metric", "rep")),
-}
+}  # portable_evaluator_weighted: against the in-process products (test_evaluator_weighted_...)
 # Runs on the in-process DuckDB whatever the engine (on one row per replicate, analysis and metric).
 DUCKDB_ONLY = {"evaluator_metrics", "evaluator_stream_runs", "cluster_matrix_runs"}
 
@@ -85,8 +85,6 @@ def inputs(recordsets) -> dict[str, pa.Table]:
     con = duckdb.connect()
     con.register("records", pa.concat_tables([r.table for r in recordsets]))
     con.sql(load_sql("cluster_stats")).create("cluster_stats")
-    weights = next(reference_weight_blocks(SEED, 2090, MATRIX_REPS))
-    con.register("replicate_weights", weights)
     params = {"first_rep": 0, "reps": MATRIX_REPS, "seed": SEED}
     point = _arrow(con.execute(load_sql("replicates_point")).arrow())
     sums = pa.concat_tables([point, _arrow(con.execute(load_sql("replicates_poisson"), params).arrow()).cast(point.schema)])
@@ -99,22 +97,13 @@ def inputs(recordsets) -> dict[str, pa.Table]:
     return {
         "records": _arrow(con.table("records").arrow()),
         "cluster_stats": _arrow(con.table("cluster_stats").arrow()),
-        "replicate_weights": weights.filter(pa.compute.less(weights.column("rep"), 0)),  # the point
+        "replicate_weights": point_weights([2090]),  # the point
         "replicate_ids": pa.table({"rep": np.arange(0, MATRIX_REPS, dtype=np.int64)}),
         "replicate_sums": sums,
         "replicate_metrics": _arrow(con.table("replicate_metrics").arrow()),
         "contrast_pairs": pairs,
         "evaluator_clusters": _arrow(con.table("evaluator_clusters").arrow()),
     }
-
-
-def evaluator_point_weights(inputs) -> pa.Table:
-    """rep -1, mult 1 for every rank of every evaluator stream: portable_evaluator_weighted's point."""
-    streams = inputs["evaluator_clusters"].group_by(["seed_offset", "n_clusters", "cluster_rank"]).aggregate([])
-    n = streams.num_rows
-    return pa.table({"seed_offset": streams.column("seed_offset"), "n_clusters": streams.column("n_clusters"),
-                     "rep": pa.array(np.full(n, -1, np.int64)), "cluster_rank": streams.column("cluster_rank"),
-                     "mult": pa.array(np.ones(n))})
 
 
 def _number(value):
@@ -148,8 +137,6 @@ def duckdb_rows(inputs, sql_name: str) -> list[dict]:
 
 
 def engine_rows(engine, inputs, sql_name: str) -> list[dict]:
-    if sql_name == "portable_evaluator_weighted":  # its point weights: every evaluator stream's ranks
-        inputs = {**inputs, "replicate_weights": evaluator_point_weights(inputs)}
     for name, table in inputs.items():
         engine.register(name, table)
     return engine.read(sql_name, PARAMS.get(sql_name)).to_pylist()
@@ -232,6 +219,47 @@ def test_file_on_spark(native, inputs, spark):
     assert max_relative_difference(expected, engine_rows(spark, inputs, portable), keys) <= 1e-12
 
 
+EVALUATOR_COLUMNS = {"s": "w_s", "n": "w_n", "m": "c_m", "k": "c_k"}  # evaluator_clusters -> evaluator_sums
+
+
+def evaluator_products(inputs, reps: int) -> list[dict]:
+    """The evaluator scheme's replicate sums as the in-process path makes them: each (analysis, metric)
+    stream's multiplicities (seed + offset, its own clusters) times its (s, n, m, k) matrix."""
+    rows, clusters = [], inputs["evaluator_clusters"].to_pylist()
+    for key in sorted({(r["analysis"], r["metric"]) for r in clusters}):
+        own = sorted((r for r in clusters if (r["analysis"], r["metric"]) == key), key=lambda r: r["cluster_rank"])
+        matrix = np.array([[r[c] for c in EVALUATOR_COLUMNS] for r in own])
+        sums = replicate_products(SEED + own[0]["seed_offset"], reps, matrix)
+        rows += [{"analysis": key[0], "metric": key[1], "rep": rep, **dict(zip(EVALUATOR_COLUMNS.values(), map(float, row)))}
+                 for rep, row in enumerate(sums)]
+    return rows
+
+
+def engine_evaluator_sums(engine, inputs, reps: int) -> list[dict]:
+    """portable_evaluator_weighted on `engine`, every stream's weights joined in as the engine path does."""
+    for name, table in inputs.items():
+        engine.register(name, table)
+    rows = []
+    for stream in engine.read("portable_evaluator_streams").to_pylist():
+        offset, g = int(stream["seed_offset"]), int(stream["n_clusters"])
+        for weights in reference_weight_blocks(SEED + offset, g, reps):
+            engine.register("replicate_weights", weights.append_column(
+                "seed_offset", pa.array(np.full(weights.num_rows, offset, np.int32))))
+            rows += engine.read("portable_evaluator_weighted").to_pylist()
+    return rows
+
+
+@pytest.mark.parametrize("which", ["duck", "spark"])
+def test_evaluator_weighted_equals_the_in_process_products(inputs, which, request):
+    """The evaluator scheme's weights joined in on an engine give the in-process path's sums: every
+    stream, every replicate, both units' terms (delta's cluster unit too)."""
+    engine = request.getfixturevalue(which)
+    reps = 50
+    got = engine_evaluator_sums(engine, inputs, reps)
+    assert {r["metric"] for r in got} >= {"J", "delta"}
+    assert max_relative_difference(evaluator_products(inputs, reps), got, ("analysis", "metric", "rep")) <= 1e-12
+
+
 def test_the_matrix_sees_a_difference(inputs, duck):
     """The comparison can fail: another seed's poisson sums are not the same numbers."""
     portable, keys = MATRIX["replicates_poisson"]
@@ -244,18 +272,22 @@ def test_the_matrix_sees_a_difference(inputs, duck):
 
 def test_reference_weights_are_numpys_stream_whatever_the_block_size():
     """The sparse weights shipped to an engine are the multiplicities of AuthEval's per-replicate draws
-    `default_rng(seed).integers(0, G, size=G)`, across block boundaries; rep -1 is the point."""
+    `default_rng(seed).integers(0, G, size=G)`, across block boundaries; the point (rep -1, every
+    cluster once) is a table of its own, the same for every scheme."""
     g, reps = 37, 23
     rng = np.random.default_rng(SEED)
     expected = np.stack([np.bincount(rng.integers(0, g, size=g), minlength=g) for _ in range(reps)])
     for block_values in (g, 5 * g, 10**6):
-        got = np.zeros((reps + 1, g))
+        got = np.zeros((reps, g))
         for block in reference_weight_blocks(SEED, g, reps, block_values):
             assert min(block.column("mult").to_pylist()) > 0  # sparse: drawn clusters only
-            got[np.asarray(block.column("rep")) + 1, np.asarray(block.column("cluster_rank"))] = block.column("mult")
-        assert np.array_equal(got[1:], expected) and np.all(got[0] == 1.0)
+            assert min(block.column("rep").to_pylist()) >= 0  # replicates only
+            got[np.asarray(block.column("rep")), np.asarray(block.column("cluster_rank"))] = block.column("mult")
+        assert np.array_equal(got, expected)
+    point = point_weights([3, 2]).to_pydict()
+    assert point == {"n_clusters": [3, 3, 3, 2, 2], "rep": [-1] * 5, "cluster_rank": [0, 1, 2, 0, 1], "mult": [1.0] * 5}
     ids = [t.column("rep").to_pylist() for t in replicate_id_blocks(5, block_reps=3)]
-    assert ids == [[-1, 0, 1], [2, 3, 4]]
+    assert ids == [[0, 1, 2], [3, 4]]
 
 
 # --------------------------------------------------------------------------- poisson weights, identical
@@ -354,6 +386,24 @@ def test_poisson_scheme_on_spark_equals_the_default_engine(recordsets, spark):
     assert max_estimate_difference(default, on_spark) <= 1e-12
     other_seed = estimate(recordsets[:1], scheme="poisson", reps=1000, seed=SEED + 1)
     assert max_estimate_difference(default, other_seed) > 1e-4  # the comparison can fail
+
+
+@pytest.fixture(scope="module")
+def duck_engine_path():
+    """DuckDB through Ibis taken down the engine path (`estimate` runs a `duckdb` engine in process):
+    the path Spark takes, on the engine that is always here."""
+    with connect_engine("duckdb") as engine:
+        engine.kind = "duckdb through the engine path"
+        yield engine
+
+
+@pytest.mark.parametrize("scheme", ["reference", "evaluator", "poisson"])
+def test_the_engine_path_equals_the_default_engine(recordsets, duck_engine_path, scheme):
+    default = estimate(recordsets, scheme=scheme, reps=300)
+    on_engine = estimate(recordsets, scheme=scheme, reps=300, engine=duck_engine_path)
+    assert max_estimate_difference(default, on_engine) <= 1e-12
+    assert [(c["analysis"], c["unit"]) for c in default.checks] == [(c["analysis"], c["unit"]) for c in on_engine.checks]
+    assert all(c["point_residual"] <= 1e-12 for c in on_engine.checks)
 
 
 def test_delta_method_on_spark_equals_duckdb(recordsets, spark):

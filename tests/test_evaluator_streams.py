@@ -6,6 +6,11 @@ AuthEval's generic evaluator (spec 6.7) resamples each metric with its own gener
 loop below knows nothing of the SQL: it reads the trace, builds per-case values, and draws
 `integers(0, G, size=G)` per replicate, metric by metric. A swapped seed offset, a wrong cluster set or
 a wrong metric formula moves an interval.
+
+Point estimates are the same under every scheme: AuthEval's plain means in the image unit; in the
+cluster unit the mean of cluster means, and for delta the cluster-equal Delta over the cluster-equal p.
+The evaluator's cluster-equal delta interval is that ratio on delta's own stream (seed + 4, the
+clusters of intervened rows): sum of drawn clusters' gap / n_c over sum of their changed / n_c.
 """
 
 from __future__ import annotations
@@ -41,39 +46,50 @@ def read_trace(path) -> dict[str, np.ndarray]:
     return cols
 
 
-def case_values(t: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """metric -> (per-case values, cluster id of each case), delta on intervened rows only."""
+def case_values(t: dict[str, np.ndarray]) -> dict[str, tuple]:
+    """metric -> (per-case values, cluster id of each case), delta on intervened rows only, with
+    delta's cluster-unit terms: the case count of every intervened row's cluster, and the point, the
+    cluster-equal Delta over the cluster-equal p (a case weighs 1 / its cluster's size)."""
     gap = t["Uz_head"] - t["Uz_exec"]
     k, ch = t["cluster_id"].astype(str), t["changed"]
+    names, counts = np.unique(k, return_counts=True)
+    size = counts[np.searchsorted(names, k)].astype(np.float64)
     return {
         "J": (t["Uz_exec"], k),
         "intervention_rate": (ch.astype(np.float64), k),
         "J_auth": (t["Uz_head"], k),
         "Delta_authority": (gap, k),
-        "delta": (gap[ch], k[ch]),
+        "delta": (gap[ch], k[ch], size[ch], (gap / size).sum() / (ch / size).sum()),
         "J_std": (t["Ug_head"], k),
         "Delta_total": (t["Ug_head"] - t["Uz_exec"], k),
         "Delta_utility": (t["Ug_head"] - t["Uz_head"], k),
     }
 
 
-def loop(values: np.ndarray, clusters: np.ndarray, seed: int, reps: int) -> dict[str, tuple[float, float, float]]:
-    """One metric of the generic evaluator, replicate by replicate; both units."""
+def loop(values: np.ndarray, clusters: np.ndarray, sizes=None, cluster_point=None, *, seed: int, reps: int
+         ) -> dict[str, tuple[float, float, float]]:
+    """One metric of the generic evaluator, replicate by replicate; both units. With `sizes` (delta):
+    the cluster unit is the drawn clusters' sum of values / n_c over their sum of changed / n_c."""
     names = sorted(set(clusters.tolist()))  # ascending cluster id
     index = {name: i for i, name in enumerate(names)}
     rank = np.array([index[c] for c in clusters])
     g = len(names)
     s = np.bincount(rank, weights=values, minlength=g)
     n = np.bincount(rank, minlength=g).astype(np.float64)
-    m = s / n
+    if sizes is None:
+        m, w = s / n, np.ones(g)
+        cluster_point = m.mean()
+    else:
+        size = np.bincount(rank, weights=sizes, minlength=g) / n  # each cluster's case count
+        m, w = s / size, n / size
     rng = np.random.default_rng(seed)
     image, cluster = np.empty(reps), np.empty(reps)
     for r in range(reps):
         idx = rng.integers(0, g, size=g)
         image[r] = s[idx].sum() / n[idx].sum()
-        cluster[r] = m[idx].mean()
+        cluster[r] = m[idx].sum() / w[idx].sum()
     out = {}
-    for unit, point, draws in (("image_weighted", values.mean(), image), ("cluster_equal", m.mean(), cluster)):
+    for unit, point, draws in (("image_weighted", values.mean(), image), ("cluster_equal", cluster_point, cluster)):
         lo, hi = np.quantile(draws, [0.025, 0.975])
         out[unit] = (float(point), float(lo), float(hi))
     return out
@@ -82,7 +98,7 @@ def loop(values: np.ndarray, clusters: np.ndarray, seed: int, reps: int) -> dict
 @pytest.fixture(scope="module")
 def clip_probe():
     path = reference_file("trace_clip_probe")
-    expected = {metric: loop(v, k, SEED + OFFSETS[metric], REPS) for metric, (v, k) in case_values(read_trace(path)).items()}
+    expected = {metric: loop(*v, seed=SEED + OFFSETS[metric], reps=REPS) for metric, v in case_values(read_trace(path)).items()}
     result = estimate([read_records(path, analysis="clip")], scheme="evaluator", reps=REPS)
     return expected, result
 
@@ -103,7 +119,7 @@ def test_each_metric_has_its_own_stream(clip_probe):
     other's seed give different intervals on this trace."""
     expected, _ = clip_probe
     values = case_values(read_trace(reference_file("trace_clip_probe")))
-    swapped = loop(*values["J_auth"], SEED + OFFSETS["Delta_authority"], REPS)
+    swapped = loop(*values["J_auth"], seed=SEED + OFFSETS["Delta_authority"], reps=REPS)
     assert swapped["image_weighted"][1:] != expected["J_auth"]["image_weighted"][1:]
 
 
