@@ -194,7 +194,7 @@ def variant_probabilities(table: pa.Table, source: str = "input") -> VariantProb
     if off.any():
         c, v = np.argwhere(off)[0]
         _fail(source, "prob", "each case's probabilities for one variant must sum to 1 within 1e-6",
-              f"case {case_ids[c]!r}, variant {v}: sum {sums[c, v]!r}")
+              f"case {case_ids[c]!r}, variant {v}: sum {float(sums[c, v])!r}")
     return VariantProbabilities(case_ids.astype(object), options, probs)
 
 
