@@ -256,7 +256,7 @@ def locate(landing: Path, key: str, hint: str | None = None) -> Landed:
 
 def already_handled(landing: Path, lake: Lake, key: str) -> str | None:
     """Why content `key` must not land again (landed, processed or rejected before), or None."""
-    if lake.partition_path(LANDED_TABLE, key).exists():
+    if lake.has_partition(LANDED_TABLE, key):
         return f"identical content already landed as partition {key} of {LANDED_TABLE}"
     for folder in (PROCESSED, REJECTED):
         copies = _stored_copies(landing, folder, key)

@@ -71,7 +71,9 @@ def test_subgroups_and_fairness_are_tables(cohort_lake):
 
 def test_a_bad_proposals_file_is_one_line_and_the_lake_keeps_what_it_had(cohort_lake, tmp_path):
     lake, cohort, _ = cohort_lake
-    before = {p: p.read_bytes() for p in lake.root.glob("*.parquet")}
+    before = {p: p.read_bytes() for p in lake.root.rglob("*.parquet")}
+    served = lake.snapshot()
+    assert before and served.snapshot > 0
     bad = tmp_path / "bad.csv"
     bad.write_text("mechanism,image_id,p_very_low,p_low,p_moderate,p_high\nm,x,0.5,0.5,0.5,0.5\n")
     result = run_cli("demo", "--source", "synthetic", "--input", str(cohort.root), "--proposals", str(bad),
@@ -79,7 +81,8 @@ def test_a_bad_proposals_file_is_one_line_and_the_lake_keeps_what_it_had(cohort_
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         f"autheval: error: {bad}: column 'p_very_low': probabilities must sum to 1 within 1e-6 (row 1, image 'x', value '2.0')")
-    assert {p: p.read_bytes() for p in lake.root.glob("*.parquet")} == before
+    assert {p: p.read_bytes() for p in lake.root.rglob("*.parquet")} == before
+    assert lake.snapshot() == served
 
 
 @pytest.mark.parametrize("table, check, spoil", [

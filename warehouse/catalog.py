@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from warehouse.atomic import atomic_path
 from warehouse.lake import Lake
-from warehouse.snapshots import SNAPSHOTS
+from warehouse.snapshots import SNAPSHOTS, committed_snapshots, keep_snapshots
 from warehouse.sql import duckdb_memory_limit, load_sql, quote_identifier, quote_literal
 
 CATALOG_NAME = "autheval.duckdb"
@@ -57,7 +57,7 @@ def publish_catalog(lake: Lake) -> Path:
     manifest = lake.snapshot()
     if manifest.snapshot == 0:
         return _build(lake.root, manifest, catalog_path(lake), [manifest])
-    build_catalog(lake.root, manifest, manifest.snapshot)
+    build_catalog(lake.root, manifest, manifest.snapshot, keep_snapshots(lake.keep_snapshots))
     return link_served_catalog(lake.root, manifest.snapshot)
 
 
@@ -65,12 +65,13 @@ def snapshot_catalog_path(root: Path, number: int) -> Path:
     return Path(root) / SNAPSHOTS / f"{number:08d}.duckdb"
 
 
-def build_catalog(root: Path, manifest, number: int) -> Path:
+def build_catalog(root: Path, manifest, number: int, keep: int) -> Path:
     """Write snapshot `number`'s catalog (views over exactly its files, and the `lake_snapshots`
-    table) to snapshots/<number>.duckdb; atomic (temp file, then rename)."""
-    from warehouse.snapshots import committed_snapshots
-
-    kept = [m for m in committed_snapshots(Lake(root).location) if m.snapshot < number] + [manifest]
+    table of the `keep` snapshots kept with it) to snapshots/<number>.duckdb; atomic (temp file, then
+    rename)."""
+    earlier = [m for m in committed_snapshots(Lake(root).location) if m.snapshot < number]
+    kept = earlier[len(earlier) - keep + 1:] if keep > 1 else []
+    kept.append(manifest)
     return _build(Path(root), manifest, snapshot_catalog_path(root, number), kept)
 
 

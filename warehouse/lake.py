@@ -90,6 +90,13 @@ class Lake:
         entry = self._entries().get(self._check(name)) or {}
         return self._check_partition(partition) in entry.get("partitions", {})
 
+    def partition_path(self, name: str, partition: str) -> Path:
+        """The file of one partition as it is read now (a path that does not exist when it is not in
+        the lake)."""
+        entry = self._entries().get(self._check(name)) or {}
+        rel = entry.get("partitions", {}).get(self._check_partition(partition))
+        return Path(self._abs(rel)) if rel else self.root / name / f"{partition}.parquet"
+
     def table_path(self, name: str) -> Path:
         """The file of a one-file table as it is read now (a path that does not exist when the table is
         not in the lake)."""

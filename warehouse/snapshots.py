@@ -364,7 +364,7 @@ class LakeRun:
                             tables, {**base.files, **self._files}, self.software)
         _write_bytes(self.location, manifest_path(self.location, number), manifest.to_json())
         if self.location.is_local:
-            build_catalog(Path(self.location.root), manifest, number)
+            build_catalog(Path(self.location.root), manifest, number, self.keep)
         _write_bytes(self.location, self.location.path(CURRENT), f"{number}\n".encode())  # the commit
         self._staged, self._written = {}, []
         files, self._files = self._files, {}
