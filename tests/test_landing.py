@@ -297,7 +297,7 @@ def test_no_landed_data_gives_an_empty_trend(lake):
     result = materialize(study_assets(), selection=["trend", "catalog"], resources=lake.defs.resources,
                          instance=lake.instance, run_config=QUIET)
     assert result.success
-    trend = pq.read_table(lake.root / "trend.parquet")
+    trend = Lake(lake.root).read("trend")
     assert trend.num_rows == 0
     assert trend.column_names[:5] == ["period", "pool", "unit", "metric", "estimate"]
     assert {"ci_lower", "ci_upper", "available", "reason", "record_level"} <= set(trend.column_names)
@@ -340,7 +340,7 @@ def test_two_landed_logs_reusing_case_ids_are_separate_records(lake):
     assert len({r["landed_key"] for r in landed}) == 2
     assert materialize(study_assets(), selection=["trend"], resources=lake.defs.resources,
                        instance=lake.instance, run_config=QUIET).success
-    rows = {(r["period"], r["metric"]): r for r in pq.read_table(lake.root / "trend.parquet").to_pylist()
+    rows = {(r["period"], r["metric"]): r for r in Lake(lake.root).read("trend").to_pylist()
             if r["unit"] == "image_weighted"}
     assert [(p, rows[(p, "intervention_rate")]["n"]) for p in ("2026-01", "2026-02", "all")] == [
         ("2026-01", 4), ("2026-02", 3), ("all", 7)]
