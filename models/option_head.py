@@ -99,9 +99,10 @@ class OptionHead:
     def heads(self, probabilities: np.ndarray) -> np.ndarray:
         return threshold_heads(expected_risk_scores(probabilities), self.tau)
 
-    def proposals(self, scores: pa.Table, mechanism: str = "LLaVA-style option head", source: str = "model") -> pa.Table:
+    def proposals(self, scores: pa.Table, mechanism: str = "LLaVA-style option head", source: str = "model",
+                  model: str | None = None) -> pa.Table:
         image_ids, probs = option_probabilities(scores, self.options)
-        return proposals_table(mechanism, image_ids, nearest_level_slates(self.heads(probs)), probs, source)
+        return proposals_table(mechanism, image_ids, nearest_level_slates(self.heads(probs)), probs, source, model)
 
 
 def fit_option_head(validation_scores: pa.Table, validation_levels: dict, options=LEVELS) -> tuple[OptionHead, dict]:

@@ -18,6 +18,7 @@ ACTIONS = ("a0", "a1", "a2", "a3")  # action k = risk level k (spec 0.1)
 LEVELS = ("very_low", "low", "moderate", "high")
 PROBABILITY_COLUMNS = tuple(f"p_{level}" for level in LEVELS)
 RISK_SCORES = np.array([0.10, 0.38, 0.64, 0.90])  # RS: expected risk score s = p . RS (spec 0.1)
+SUM_TOLERANCE = 1e-6  # a proposals file's rule (sql/proposals_file_validate.sql), kept for model-made ones
 
 PROPOSALS_SCHEMA = pa.schema([
     ("mechanism", pa.string()),
@@ -88,15 +89,22 @@ def published_thresholds() -> dict:
 
 
 def proposals_table(mechanism: str, image_ids, slates: np.ndarray, probabilities: np.ndarray | None = None,
-                    source: str = "model") -> pa.Table:
+                    source: str = "model", model: str | None = None) -> pa.Table:
     """Rows of the lake's `proposals` contract: slate as action strings, head = slate[0], p_* per level
-    (null when the mechanism has no probabilities)."""
+    (null when the mechanism has no probabilities). Checked by `check_proposals` (`model` names the
+    model that made them in the error)."""
+    image_ids = [str(i) for i in image_ids]
     slates = np.asarray(slates, dtype=np.int64)
     n = slates.shape[0]
+    outside = (slates < 0) | (slates >= len(ACTIONS))
+    if outside.any():
+        row = int(np.flatnonzero(outside.any(axis=1))[0])
+        _refuse(mechanism, model, "slate levels must be 0..3 (actions a0..a3)", image_ids[row], slates[row].tolist(),
+                int(outside.any(axis=1).sum()))
     labels = action_labels(slates)
     columns = {
         "mechanism": pa.array([mechanism] * n, pa.string()),
-        "image_id": pa.array([str(i) for i in image_ids], pa.string()),
+        "image_id": pa.array(image_ids, pa.string()),
         "slate": pa.array(labels.tolist(), pa.list_(pa.string())),
         "a_head": pa.array(labels[:, 0].tolist(), pa.string()),
     }
@@ -104,7 +112,59 @@ def proposals_table(mechanism: str, image_ids, slates: np.ndarray, probabilities
         values = None if probabilities is None else np.asarray(probabilities, dtype=np.float64)[:, k]
         columns[column] = pa.array(values if values is not None else [None] * n, pa.float64())
     columns["source"] = pa.array([source] * n, pa.string())
-    return pa.table(columns, schema=PROPOSALS_SCHEMA)
+    return check_proposals(pa.table(columns, schema=PROPOSALS_SCHEMA), model)
+
+
+def _refuse(mechanism, model, rule: str, image_id, value, n_rows: int):
+    where = f"proposals of mechanism {mechanism!r} made by model {model}" if model else \
+        f"proposals of mechanism {mechanism!r}"
+    raise ValueError(f"{where}: {rule} (image {str(image_id)!r}: {value}; {n_rows} row(s) in all)")
+
+
+def check_proposals(table: pa.Table, model: str | None = None) -> pa.Table:
+    """A model's proposals under the rules a proposals file meets (sql/proposals_file_validate.sql):
+    image ids given and unique per mechanism; the four probabilities all null or all finite,
+    non-negative and summing to 1 within 1e-6; the slate 2 or 4 distinct actions of a0..a3 with a_head
+    first. A broken model (a vision tower that outputs NaN) stops here, before `proposals`, with one
+    line naming the mechanism and the model; the table is returned unchanged."""
+    n = table.num_rows
+    if n == 0:
+        return table
+    mechanisms = table.column("mechanism").to_pylist()
+    ids = table.column("image_id").to_pylist()
+
+    def refuse(bad: np.ndarray, rule: str, value) -> None:
+        row = int(np.flatnonzero(bad)[0])
+        _refuse(mechanisms[row], model, rule, ids[row], value(row), int(bad.sum()))
+
+    empty = np.asarray([i is None or not str(i).strip() for i in ids])
+    if empty.any():
+        refuse(empty, "image_id must not be empty", lambda r: ids[r])
+    seen: dict = {}
+    duplicate = np.asarray([seen.setdefault((m, i), k) != k for k, (m, i) in enumerate(zip(mechanisms, ids))])
+    if duplicate.any():
+        refuse(duplicate, "one row per (mechanism, image_id): duplicate", lambda r: ids[r])
+    nulls = np.column_stack([np.asarray(table.column(c).is_null()) for c in PROBABILITY_COLUMNS])
+    p = np.column_stack([np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
+                         for c in PROBABILITY_COLUMNS])
+    given = ~nulls.all(axis=1)
+    shown = lambda r: p[r].tolist()  # noqa: E731
+    for bad, rule in ((nulls.any(axis=1) & given, "give all four probabilities or none"),
+                      (given & ~np.isfinite(p).all(axis=1), "probabilities must be finite numbers"),
+                      (given & (p < 0).any(axis=1), "probabilities must not be negative"),
+                      (given & (np.abs(p.sum(axis=1) - 1.0) > SUM_TOLERANCE), "probabilities must sum to 1 within 1e-6")):
+        if bad.any():
+            refuse(bad, rule, shown)
+    slates = table.column("slate").to_pylist()
+    heads = table.column("a_head").to_pylist()
+    bad = np.asarray([s is None or len(s) not in (2, 4) or len(set(s)) != len(s) or not set(s) <= set(ACTIONS)
+                      for s in slates])
+    if bad.any():
+        refuse(bad, "the slate must be 2 or 4 distinct actions among a0 a1 a2 a3, best first", lambda r: slates[r])
+    bad = np.asarray([h != s[0] for h, s in zip(heads, slates)])
+    if bad.any():
+        refuse(bad, "a_head must be the first action of the slate", lambda r: f"{heads[r]} vs {slates[r]}")
+    return table
 
 
 def frozen_head_proposals(frozen_heads: pa.Table) -> pa.Table:
