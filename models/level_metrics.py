@@ -9,6 +9,24 @@ import numpy as np
 N_LEVELS = 4
 
 
+def check_levels(levels, source: str, column: str = "ideal_action_level") -> np.ndarray:
+    """Reference levels as int64, refused (one line, the first bad row) unless each is an integer 0..3:
+    a cast would turn 1.5 into 1, and a level 4 would make the readout fit a fifth class."""
+    from autheval.errors import RecordError
+
+    values = np.asarray(levels, dtype=object)
+    bad = [k for k, v in enumerate(values.tolist()) if not _is_level(v)]
+    if bad:
+        raise RecordError(source, column, f"levels must be integers 0..{N_LEVELS - 1} (very_low..high)",
+                          f"row {bad[0] + 1}: {values[bad[0]]!r}; {len(bad)} row(s) in all")
+    return values.astype(np.int64)
+
+
+def _is_level(value) -> bool:
+    return isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, bool) and \
+        float(value) in (0.0, 1.0, 2.0, 3.0)
+
+
 def level_metrics(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     """Balanced accuracy (scikit-learn's: mean recall over the classes present in the truth), macro-F1
     over all four levels (zero_division 0), ordinal MAE and accuracy.

@@ -19,7 +19,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from autheval.errors import RecordError
-from models.level_metrics import best_by_spec_order, competence_metrics, level_metrics
+from models.level_metrics import best_by_spec_order, check_levels, competence_metrics, level_metrics
 from models.slates import PROBABILITY_COLUMNS, policy_id, proposals_table, ranked_slates
 
 READOUT_SEED = 20260711
@@ -96,11 +96,11 @@ def published_lock_record() -> dict:
 
 
 def readout_proposals(image_ids, probabilities: np.ndarray, lock: ReadoutLock | None = None, bias: float = 0.0,
-                      mechanism: str = "MedGemma readout", source: str = "model") -> pa.Table:
+                      mechanism: str = "MedGemma readout", source: str = "model", model: str | None = None) -> pa.Table:
     """The readout as a proposal mechanism: full ranked slates under one bias policy, in the
     `proposals` contract (p_* are the scorer's probabilities)."""
     lock = lock or published_lock()
-    return proposals_table(mechanism, image_ids, lock.slates(probabilities, bias, 4), probabilities, source)
+    return proposals_table(mechanism, image_ids, lock.slates(probabilities, bias, 4), probabilities, source, model)
 
 
 def partition_order_key(cluster_id: str, seed: int = READOUT_SEED) -> str:
@@ -204,7 +204,7 @@ def train_readout(probabilities: np.ndarray, labels: np.ndarray, cluster_ids, im
     be passed here; they meet only the returned lock."""
     config = config or ReadoutConfig()
     features = readout_features(probabilities)
-    labels = np.asarray(labels, dtype=np.int64)
+    labels = check_levels(labels, "readout training rows")
     groups = np.asarray([str(c) for c in cluster_ids], dtype=object)
     design = validation_partition(groups, image_ids, seed=config.seed, design_fraction=config.design_fraction,
                                   pilot_image_ids=config.pilot_image_ids)
@@ -235,16 +235,17 @@ def train_readout_table(validation_scores: pa.Table, config: ReadoutConfig | Non
     """The training asset's one call: validation rows with `image_id, cluster_id, ideal_action_level`
     and the scorer's `p_very_low ... p_high`. Returns the fit; `fit.metadata()` is the asset metadata."""
     return train_readout(_probability_matrix(validation_scores),
-                         np.asarray(validation_scores.column("ideal_action_level").to_pylist(), dtype=np.int64),
+                         validation_scores.column("ideal_action_level").to_pylist(),
                          validation_scores.column("cluster_id").to_pylist(),
                          validation_scores.column("image_id").to_pylist(), config)
 
 
 def readout_proposals_table(scores: pa.Table, lock: ReadoutLock | None = None, bias: float = 0.0,
-                            mechanism: str = "MedGemma readout", source: str = "model") -> pa.Table:
+                            mechanism: str = "MedGemma readout", source: str = "model",
+                            model: str | None = None) -> pa.Table:
     """The proposals asset's one call: `image_id, p_very_low ... p_high` (a scorer cache) -> proposals."""
     return readout_proposals(scores.column("image_id").to_pylist(), _probability_matrix(scores), lock, bias,
-                             mechanism, source)
+                             mechanism, source, model)
 
 
 def cohort_readout(validation_scores: pa.Table, config: ReadoutConfig | None = None) -> tuple[ReadoutLock, dict]:
@@ -252,6 +253,7 @@ def cohort_readout(validation_scores: pa.Table, config: ReadoutConfig | None = N
     or, where they cannot support the fit (fewer than two clusters, or a level absent from the design
     partition, as in a small synthetic cohort), the published lock, applied as shipped. The metadata
     says which (`trained`, and the `reason` when it is the published lock)."""
+    check_levels(validation_scores.column("ideal_action_level").to_pylist(), "readout training rows")  # no fallback
     n_clusters = len(set(validation_scores.column("cluster_id").to_pylist()))
     try:
         if n_clusters < 2:

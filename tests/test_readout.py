@@ -263,3 +263,20 @@ def test_table_entry_points_for_the_assets():
     assert fit.chosen_c == 1.0 and fit.n_design + fit.n_lock == table.num_rows
     proposals = readout.readout_proposals_table(table.slice(0, 3))
     assert proposals.column("slate").to_pylist() == action_labels(published_lock().slates(probs[:3])).tolist()
+
+
+@pytest.mark.parametrize("bad", [4, -1, 2.5])
+def test_levels_outside_the_four_are_refused_not_fitted(bad):
+    """A level 4 fitted a 5-class lock (and cohort_readout's fallback must not hide it)."""
+    from autheval.errors import RecordError
+
+    probs, levels, clusters = synthetic_validation(n_clusters=40, seed=7)
+    labels = levels.astype(object)
+    labels[5] = bad
+    with pytest.raises(RecordError, match=r"column 'ideal_action_level': levels must be integers 0..3.*row 6"):
+        train_readout(probs, labels, clusters, config=ReadoutConfig(c_grid=(1.0,)))
+    table = pa.table({"image_id": [f"img{k}" for k in range(len(levels))], "cluster_id": clusters.tolist(),
+                      "ideal_action_level": pa.array(labels.tolist(), pa.float64()),
+                      **{c: probs[:, k] for k, c in enumerate(("p_very_low", "p_low", "p_moderate", "p_high"))}})
+    with pytest.raises(RecordError, match="levels must be integers 0..3"):
+        readout.cohort_readout(table)
