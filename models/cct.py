@@ -71,7 +71,7 @@ class Aggregate:
             "rank": pa.array(np.tile(np.arange(m, dtype=np.int64), n), pa.int64()),
         })
 
-    def proposals(self, mechanism: str | None = None, source: str = "model") -> pa.Table:
+    def proposals(self, mechanism: str | None = None, source: str = "model", model: str | None = None) -> pa.Table:
         """The aggregate as a proposal mechanism in the `proposals` contract; p_* is the aggregated prob
         (vote share for `vote`) of actions a0..a3."""
         from models.slates import proposals_table
@@ -79,7 +79,8 @@ class Aggregate:
         if self.options != KNOWN_OPTIONS:
             raise ValueError(f"proposals need the four actions {KNOWN_OPTIONS} as options, got {self.options}")
         slates = np.asarray([int(o[1:]) for o in self.options])[self.order]
-        return proposals_table(mechanism or f"CCT {self.method}", self.case_ids.tolist(), slates, self.prob, source)
+        return proposals_table(mechanism or f"CCT {self.method}", self.case_ids.tolist(), slates, self.prob, source,
+                               model)
 
 
 def _fail(source: str, column: str | None, rule: str, example: str | None = None):
@@ -212,8 +213,11 @@ def variant_weights(probs: np.ndarray, lam: float, beta: float) -> np.ndarray:
     confidence = top[:, :, -1] - top[:, :, -2] if probs.shape[2] > 1 else top[:, :, -1]
     barycenter = probs.mean(axis=1, keepdims=True)
     deviation = 0.5 * ((probs - barycenter) ** 2).sum(axis=2)
-    logits = lam * confidence - beta * deviation
-    logits -= logits.max(axis=1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        logits = lam * confidence - beta * deviation
+        logits -= logits.max(axis=1, keepdims=True)
+    if not np.isfinite(logits).all():
+        raise ValueError(f"CCT weights overflow with lam={lam}, beta={beta}: lam * C_r - beta * D_r is not finite")
     weights = np.exp(logits)
     return weights / weights.sum(axis=1, keepdims=True)
 
@@ -225,6 +229,9 @@ def aggregate(data: VariantProbabilities, method: str, lam: float | None = None,
     probs = data.probs
     used_lam = (DEFAULT_LAM if lam is None else float(lam)) if "lam" in USES[method] else None
     used_beta = (DEFAULT_BETA if beta is None else float(beta)) if "beta" in USES[method] else None
+    for name, value in (("lam", used_lam), ("beta", used_beta)):
+        if value is not None and not np.isfinite(value):   # NaN weights would give NaN probabilities
+            raise ValueError(f"CCT {method}: {name} must be a finite number, got {value}")
     if method == "single":
         q = probs[:, 0, :]
         order = descending_order(q)
@@ -251,13 +258,14 @@ def aggregate_table(table: pa.Table, method: str, lam: float | None = None, beta
 
 
 def cct_proposals(table: pa.Table, method: str, lam: float | None = None, beta: float | None = None,
-                  mechanism: str | None = None, source: str = "model") -> tuple[pa.Table, dict]:
-    """One CCT arm for the lake: its `proposals` rows (case_id = image_id) and its metadata."""
+                  mechanism: str | None = None, source: str = "model", model: str | None = None) -> tuple[pa.Table, dict]:
+    """One CCT arm for the lake: its `proposals` rows (case_id = image_id) and its metadata; `model` (the
+    scorer) is named if they break a proposals rule."""
     data = variant_probabilities(table, "variant probabilities")
     result = aggregate(data, method, lam, beta)
     meta = {"method": method, "lam": result.lam, "beta": result.beta, "n_cases": int(len(data.case_ids)),
             "n_variants": int(data.probs.shape[1]), "options": list(data.options)}
-    return result.proposals(mechanism, source), meta
+    return result.proposals(mechanism, source, model), meta
 
 
 def variant_table_from_scores(scores: pa.Table) -> pa.Table:

@@ -239,3 +239,29 @@ def test_scorer_rows_become_the_long_table():
     assert long.to_pylist()[:2] == [{"case_id": "i1", "variant": 0, "option": "a0", "prob": 0.5},
                                     {"case_id": "i1", "variant": 0, "option": "a1", "prob": 0.3}]
     assert aggregate_table(long, "meanprob").to_pylist() == aggregate_table(long_table({"i1": A}), "meanprob").to_pylist()
+
+
+@pytest.mark.parametrize("lam, beta", [(float("nan"), 1.0), (1.0, float("inf")), (float("-inf"), 1.0)])
+def test_non_finite_weights_are_refused(lam, beta):
+    """lam or beta NaN gave NaN probabilities (and a head chosen by the tie rule), silently."""
+    data = variant_probabilities(long_table({"A": A, "B": B[:2]}))
+    with pytest.raises(ValueError, match="must be a finite number"):
+        aggregate(data, "cc", lam, beta)
+    with pytest.raises(ValueError, match="must be a finite number"):
+        cct_proposals(long_table({"A": A}), "cc", lam, beta, mechanism="CCT cc", model="/models/scorer")
+    with pytest.raises(ValueError, match="lam must be a finite number"):
+        aggregate(data, "confonly", float("nan"))
+
+
+def test_weights_that_overflow_are_refused():
+    with pytest.raises(ValueError, match="overflow"):
+        aggregate(variant_probabilities(long_table({"E": [[1.0, 0, 0, 0], [0, 0, 0, 1.0]]})), "cc", 1.7e308, -1.7e308)
+
+
+def test_aggregate_command_refuses_a_nan_lam(tmp_path, capsys):
+    source = write_csv(tmp_path / "probs.csv", GOOD)
+    out = tmp_path / "o.csv"
+    assert main(["aggregate", "--input", str(source), "--method", "cc", "--lam", "nan", "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "lam must be a finite number" in err[0], err
+    assert not out.exists()
