@@ -5,15 +5,20 @@ Why it is not the reference's loop (one image per forward pass, four padded rows
 images runs the shared prompt once (`use_cache=True`), the key/value cache is repeated four times in the
 batch dimension, and the four continuations of every image run in one second pass on that cache. The
 prompt (about 400 tokens with 256 image tokens on MedGemma) is computed once instead of four times and
-only the last prompt position is projected onto the vocabulary. `method="padded_rows"` is the
+only the last prompt position is projected onto the vocabulary. The prompt pass is left-padded, so
+every row keeps its real distances, which Gemma3's sliding-window layers need when one prompt of the
+batch is longer than the window (a long free-text metadata value). `method="padded_rows"` is the
 reference's scheme (prompt + continuation rows, right-padded), batched over images, projecting only the
 positions it scores; it is the fallback for a model whose cache cannot be repeated. `method="reference"`
 is the same with every position's logits, as the reference computes them: at batch size 1 it is the
 benchmark's baseline.
 
-Results go to a resumable Parquet cache keyed by (model, revision, prompt id, image id): one part file
-per chunk, each written atomically, so an interrupted run loses no finished row and a rerun scores only
-the images not yet in the cache.
+Results go to a resumable Parquet cache keyed by (model, revision, prompt id, image id, input hash):
+one part file per chunk, each written atomically, so an interrupted run loses no finished row and a
+rerun scores only the images not yet in the cache. The input hash is the SHA-256 of the prompt text
+and the image bytes, i.e. of everything that reaches the model: a corrected age or a replaced image
+file is rescored instead of reusing the old row. A row is served only when its key matches the
+request; a row of another model or prompt found in a key's folder is reported and skipped.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ from models.prompts import BACKEND, CONTINUATIONS, PROMPT_ID, PUBLIC_COLUMNS, ch
 from models.slates import LEVELS, RISK_SCORES, proposals_table, ranked_slates
 
 METHODS = ("shared_prefix", "padded_rows", "reference")
-KEY_COLUMNS = ("model", "revision", "prompt_id", "image_id")
+KEY_COLUMNS = ("model", "revision", "prompt_id", "image_id", "input_sha256")
 CACHE_SCHEMA = pa.schema(
-    [("model", pa.string()), ("revision", pa.string()), ("prompt_id", pa.string()), ("image_id", pa.string())]
+    [("model", pa.string()), ("revision", pa.string()), ("prompt_id", pa.string()), ("image_id", pa.string()),
+     ("input_sha256", pa.string())]
     + [(f"ll_{level}", pa.float64()) for level in LEVELS]
     + [(f"n_tokens_{level}", pa.int32()) for level in LEVELS]
     + [(f"p_{level}", pa.float64()) for level in LEVELS]
@@ -72,16 +78,27 @@ class ScorerConfig:
 # ---------------------------------------------------------------- model identity and loading
 
 
+_DIRECTORY_HASHES: dict[tuple, str] = {}
+
+
 def directory_sha256(path: str | Path) -> str:
-    """Content hash of a model directory: relative names and bytes of every file, in sorted order."""
+    """Content hash of a model directory: relative names and bytes of every file, in sorted order.
+    Remembered for the process while no file's name, size or mtime changes (a real model is GBs, and
+    the revision, the adapter's base check and each prompt variant ask for it)."""
     root = Path(path)
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    signature = (str(root.resolve()), tuple((f.relative_to(root).as_posix(), f.stat().st_size, f.stat().st_mtime_ns)
+                                            for f in files))
+    if signature in _DIRECTORY_HASHES:
+        return _DIRECTORY_HASHES[signature]
     digest = hashlib.sha256()
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+    for file in files:
         digest.update(file.relative_to(root).as_posix().encode() + b"\0")
         with open(file, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-    return digest.hexdigest()
+    _DIRECTORY_HASHES[signature] = digest.hexdigest()
+    return _DIRECTORY_HASHES[signature]
 
 
 def model_revision(config: ScorerConfig) -> str:
@@ -93,8 +110,35 @@ def model_revision(config: ScorerConfig) -> str:
     return revision
 
 
+def check_adapter_base(model_dir: str | Path, adapter_dir: str | Path) -> None:
+    """Refuse a LoRA adapter trained on another base model: peft applies it to any model with the same
+    module names, silently. Our fine-tune records the base's content hash (finetune_metadata.json); an
+    adapter made elsewhere is checked by the base its adapter_config names (the same directory, or a
+    hub id whose last part is this directory's name)."""
+    from autheval.errors import RecordError
+
+    adapter = Path(adapter_dir)
+    metadata = adapter / "finetune_metadata.json"
+    recorded = json.loads(metadata.read_text()).get("base_sha256") if metadata.exists() else None
+    if recorded:
+        if recorded != directory_sha256(model_dir):
+            raise RecordError(str(adapter), None, f"this LoRA adapter was trained on another base model (content "
+                              f"hash {recorded[:16]}), not on {model_dir}")
+        return
+    config_file = adapter / "adapter_config.json"
+    named = json.loads(config_file.read_text()).get("base_model_name_or_path") if config_file.exists() else None
+    if not named:
+        return
+    same = Path(named).resolve() == Path(model_dir).resolve() if Path(named).is_dir() else \
+        Path(named).name == Path(model_dir).resolve().name
+    if not same:
+        raise RecordError(str(config_file), "base_model_name_or_path", f"the adapter names base model {named!r}, "
+                          f"not {model_dir}")
+
+
 def load_model(model_dir: str, adapter_dir: str | None = None, device=None):
-    """(model, processor, device, dtype) from local directories only; a LoRA adapter is merged in."""
+    """(model, processor, device, dtype) from local directories only; a LoRA adapter is merged in, once
+    its base is checked to be this model."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -106,6 +150,7 @@ def load_model(model_dir: str, adapter_dir: str | None = None, device=None):
     processor = AutoProcessor.from_pretrained(model_dir, backend="pil", local_files_only=True)  # = use_fast=False
     model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=dtype, local_files_only=True)
     if adapter_dir:
+        check_adapter_base(model_dir, adapter_dir)
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, adapter_dir, local_files_only=True).merge_and_unload()
@@ -195,16 +240,19 @@ def _model_inputs(model, encoded: dict) -> dict:
 
 
 def _score_shared_prefix(model, encoded: dict, cont_ids: list[list[int]], pad_id: int) -> np.ndarray:
+    """The prompt pass runs left-padded (every prompt ends at the last position, positions counted from
+    each row's first real token), so a row's distance from any key is its real distance: a sliding-window
+    layer (Gemma3) then masks and keeps the right keys for every row. Right-padded, a row shorter than
+    the batch's longest lost its first keys to the window once the longest passed it."""
     import torch
 
-    inputs = _model_inputs(model, encoded)
+    inputs = _left_padded(_model_inputs(model, encoded))
     mask = inputs["attention_mask"]
     batch = mask.shape[0]
-    prompt_len = mask.sum(dim=1)                                    # right-padded: real tokens first
-    last = torch.unique(prompt_len - 1)                             # positions whose logits are needed
-    prefix = model(**inputs, use_cache=True, logits_to_keep=last)
-    row_of = torch.searchsorted(last, prompt_len - 1)
-    first_logits = prefix.logits[torch.arange(batch, device=mask.device), row_of]        # (B, V)
+    prompt_len = mask.sum(dim=1)
+    prompt_positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    prefix = model(**inputs, position_ids=prompt_positions, use_cache=True, logits_to_keep=1)
+    first_logits = prefix.logits[:, -1]                             # (B, V): every prompt ends at the last position
     cache = prefix.cache
     n_cont = len(cont_ids)
     cache.batch_repeat_interleave(n_cont)                           # row b*4+j continues image b
@@ -226,6 +274,18 @@ def _score_shared_prefix(model, encoded: dict, cont_ids: list[list[int]], pad_id
                             dim=1)
     logprobs = _token_logprobs(step_logits, cont)
     return _masked_mean(logprobs, cont_mask).view(batch, n_cont).cpu().numpy()
+
+
+def _left_padded(inputs: dict) -> dict:
+    """Right-padded token rows (real tokens first) moved to the right end of each row; images untouched."""
+    import torch
+
+    mask = inputs["attention_mask"]
+    width = mask.shape[1]
+    shift = width - mask.sum(dim=1, keepdim=True)
+    index = (torch.arange(width, device=mask.device).unsqueeze(0) - shift) % width
+    return {k: torch.gather(v, 1, index) if k in ("input_ids", "attention_mask", "token_type_ids") else v
+            for k, v in inputs.items()}
 
 
 def _score_padded_rows(model, encoded: dict, cont_ids: list[list[int]], pad_id: int,
@@ -338,47 +398,111 @@ def check_inputs(images: pa.Table) -> None:
 
 
 def open_rgb(path: str):
+    """An image file as 8-bit RGB. Single-channel 16-bit images are scaled to 8 bits (their high byte, as
+    Pillow reduces 16-bit RGB); Pillow's own convert clips them to white. 32-bit pixels have no declared
+    range and are refused."""
     from PIL import Image
 
+    from autheval.errors import RecordError
     from autheval.raw.phash import read_image_bytes
 
     with Image.open(io.BytesIO(read_image_bytes(path))) as image:
+        if image.mode.startswith("I;16"):
+            gray = (np.asarray(image).astype(np.uint16) >> 8).astype(np.uint8)
+            return Image.fromarray(gray).convert("RGB")
+        if image.mode in ("I", "F"):
+            raise RecordError(str(path), None, f"32-bit pixels (mode {image.mode}) have no declared range; "
+                              "save the image with 8 or 16 bits per channel")
         return image.convert("RGB")
+
+
+def input_sha256(prompt: str, image_path: str) -> str:
+    """SHA-256 of what reaches the model for one image: the prompt text and the image file's bytes."""
+    from autheval.raw.phash import read_image_bytes
+
+    digest = hashlib.sha256(prompt.encode("utf-8"))
+    digest.update(b"\0")
+    digest.update(read_image_bytes(image_path))
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- the resumable cache
 
 
 def key_directory(cache_dir: str | Path, model: str, revision: str, prompt_id: str) -> Path:
-    tag = hashlib.sha256(f"{model}\x1f{revision}\x1f{prompt_id}".encode()).hexdigest()[:16]
-    return Path(cache_dir) / tag
+    return Path(cache_dir) / _key_tag(model, revision, prompt_id)
 
 
-def read_cache(cache_dir: str | Path, model: str | None = None, revision: str | None = None,
-               prompt_id: str | None = None) -> pa.Table:
-    """Every finished row under `cache_dir` (or of one key), one row per key (first part wins)."""
-    root = Path(cache_dir)
-    if model is not None:
-        parts = sorted(key_directory(root, model, revision, prompt_id).glob("part-*.parquet"))
-    else:
-        parts = sorted(root.glob("*/part-*.parquet"))
-    if not parts:
-        return CACHE_SCHEMA.empty_table()
-    table = pa.concat_tables([pq.read_table(p, schema=CACHE_SCHEMA) for p in parts])
+def _key_tag(model, revision, prompt_id) -> str:
+    return hashlib.sha256(f"{model}\x1f{revision}\x1f{prompt_id}".encode()).hexdigest()[:16]
+
+
+def _part_rows(part: Path) -> tuple[pa.Table, int, int]:
+    """A part's servable rows: those whose (model, revision, prompt id) is its folder's key and that
+    carry an input hash; and the counts of foreign rows and of rows written before inputs were hashed."""
+    table = pq.read_table(part, schema=CACHE_SCHEMA)
+    triples = list(zip(*(table.column(c).to_pylist() for c in ("model", "revision", "prompt_id"))))
+    tags = {t: _key_tag(*t) for t in set(triples)}
+    ours = np.fromiter((tags[t] == part.parent.name for t in triples), dtype=bool, count=len(triples))
+    hashed = np.asarray(table.column("input_sha256").is_valid())
+    keep = ours & hashed
+    return (table if keep.all() else table.filter(pa.array(keep))), int((~ours).sum()), int((ours & ~hashed).sum())
+
+
+def _read_parts(parts: list[Path]) -> tuple[pa.Table, int, int]:
+    """The servable rows of `parts`, one per key (the first part by name wins), and the skipped counts."""
+    tables, foreign, unhashed = [], 0, 0
+    for part in parts:
+        table, n_foreign, n_unhashed = _part_rows(part)
+        tables.append(table)
+        foreign += n_foreign
+        unhashed += n_unhashed
+    if not tables:
+        return CACHE_SCHEMA.empty_table(), 0, 0
+    table = pa.concat_tables(tables)
     keys = list(zip(*(table.column(c).to_pylist() for c in KEY_COLUMNS)))
     seen, keep = set(), []
     for i, key in enumerate(keys):
         if key not in seen:
             seen.add(key)
             keep.append(i)
-    return table.take(keep) if len(keep) < len(keys) else table
+    return (table.take(keep) if len(keep) < len(keys) else table), foreign, unhashed
+
+
+def _report_skipped(where: Path, foreign: int, unhashed: int) -> None:
+    from autheval.records import warn
+
+    if foreign:
+        warn(f"scorer cache {where}: skipped {foreign} row(s) of another model, revision or prompt id than "
+             "their folder's key; they are not served as this key's scores")
+    if unhashed:
+        warn(f"scorer cache {where}: skipped {unhashed} row(s) written without an input hash (before the "
+             "prompt text and image bytes keyed the cache); those images are scored again")
+
+
+def read_cache(cache_dir: str | Path, model: str | None = None, revision: str | None = None,
+               prompt_id: str | None = None) -> pa.Table:
+    """Every servable row under `cache_dir` (or of one key), one row per key (first part wins). Rows
+    whose key is not their folder's, or without an input hash, are skipped with a warning."""
+    root = Path(cache_dir)
+    where = key_directory(root, model, revision, prompt_id) if model is not None else root
+    parts = sorted(where.glob("part-*.parquet")) if model is not None else sorted(root.glob("*/part-*.parquet"))
+    table, foreign, unhashed = _read_parts(parts)
+    _report_skipped(where, foreign, unhashed)
+    return table
+
+
+def new_part_path(directory: Path) -> Path:
+    """A part file name no other part has (time, then random): a new part never replaces one, and names
+    sort in the order they were written."""
+    return Path(directory) / f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
 
 
 def write_part(directory: Path, rows: list[dict]) -> Path:
     """One chunk of finished rows as its own Parquet file, written to a temporary name and renamed."""
     from warehouse.atomic import atomic_path
 
-    target = directory / f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+    target = new_part_path(directory)
     with atomic_path(target) as tmp:
         pq.write_table(pa.Table.from_pylist(rows, schema=CACHE_SCHEMA), tmp)
     return target
@@ -386,17 +510,21 @@ def write_part(directory: Path, rows: list[dict]) -> Path:
 
 def compact(directory: Path) -> int:
     """Merge a key's part files into one (after a run), so the cache does not grow a file per chunk.
-    The merged file lands before the old parts go: a crash in between leaves duplicates, which
-    read_cache drops."""
+    A part holding a row of another key is left as it is (not ours to merge or delete); rows without an
+    input hash are dropped (never served: their images were scored again). The merged file lands
+    before the old parts go: a crash in between leaves duplicates, which read_cache drops. Returns the
+    number of parts left."""
     parts = sorted(directory.glob("part-*.parquet"))
-    if len(parts) <= 1:
+    read = [(part, *_part_rows(part)) for part in parts]
+    mergeable = [(part, table, unhashed) for part, table, foreign, unhashed in read if not foreign]
+    if len(mergeable) <= 1 and not any(unhashed for *_, unhashed in mergeable):
         return len(parts)
-    table = pa.concat_tables([pq.read_table(p, schema=CACHE_SCHEMA) for p in parts])
-    rows = table.to_pylist()
-    write_part(directory, _dedupe(rows))
-    for part in parts:
+    rows = _dedupe(pa.concat_tables([table for _, table, _ in mergeable]).to_pylist())
+    if rows:
+        write_part(directory, rows)
+    for part, _, _ in mergeable:
         part.unlink()
-    return 1
+    return len(parts) - len(mergeable) + (1 if rows else 0)
 
 
 def _dedupe(rows: list[dict]) -> list[dict]:
@@ -415,8 +543,9 @@ def _dedupe(rows: list[dict]) -> list[dict]:
 def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, *, progress: bool = True,
                  on_batch: Callable[[int], None] | None = None,
                  load: Callable[[], tuple] | None = None) -> tuple[pa.Table, dict]:
-    """Score every image of `images` (public columns only) not yet in the cache; return the cache rows of
-    these images in input order and the run's metadata (images/s, device, data hash, config).
+    """Score every image of `images` (public columns only) not yet in the cache with the same input
+    (prompt text and image bytes, `input_sha256`); return the cache rows of these images in input order
+    and the run's metadata (images/s, device, data hash, config).
 
     `on_batch(n_done)` is called after each scored batch (a hook for progress reporting and for tests
     that interrupt a run). `load()` gives (model, processor, device, dtype) when the caller already
@@ -430,9 +559,15 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
     risk_prompt(None, None, None, config.prompt_id)   # an undeclared prompt id fails before the model loads
     model_name, revision = config.name(), model_revision(config)
     directory = key_directory(cache_dir, model_name, revision, config.prompt_id)
-    cached = read_cache(cache_dir, model_name, revision, config.prompt_id)
-    done = set(cached.column("image_id").to_pylist())
-    todo = [{**row, "prompt_id": config.prompt_id} for row in images.to_pylist() if row["image_id"] not in done]
+    rows = [{**row, "prompt_id": config.prompt_id} for row in images.to_pylist()]
+    for row in rows:
+        row["input_sha256"] = input_sha256(risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site"),
+                                                       config.prompt_id), row["image_path"])
+    cached, foreign, unhashed = _read_parts(sorted(directory.glob("part-*.parquet")))
+    _report_skipped(directory, foreign, unhashed)
+    done = set(zip(cached.column("image_id").to_pylist(), cached.column("input_sha256").to_pylist()))
+    todo = [row for row in rows if (row["image_id"], row["input_sha256"]) not in done]
+    changed = len({row["image_id"] for row in todo} & set(cached.column("image_id").to_pylist()))
 
     started = time.perf_counter()
     device_name, dtype_name_, load_s, scoring_s, parts = None, None, 0.0, 0.0, 0
@@ -468,14 +603,14 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
         scoring_s = time.perf_counter() - scoring_started
         compact(directory)
 
-    cached = read_cache(cache_dir, model_name, revision, config.prompt_id)
-    order = {image_id: i for i, image_id in enumerate(images.column("image_id").to_pylist())}
-    mine = [i for i, image_id in enumerate(cached.column("image_id").to_pylist()) if image_id in order]
-    result = cached.take(mine)
-    result = result.take(np.argsort([order[i] for i in result.column("image_id").to_pylist()], kind="stable"))
+    cached = _read_parts(sorted(directory.glob("part-*.parquet")))[0]
+    index = {key: k for k, key in enumerate(zip(cached.column("image_id").to_pylist(),
+                                                 cached.column("input_sha256").to_pylist()))}
+    result = cached.take([index[(row["image_id"], row["input_sha256"])] for row in rows])
     metadata = {
         "model": model_name, "revision": revision, "prompt_id": config.prompt_id,
         "images": images.num_rows, "images_scored": len(todo), "images_from_cache": images.num_rows - len(todo),
+        "images_changed": changed, "cache_rows_skipped": foreign + unhashed,
         "images_per_s": round(len(todo) / scoring_s, 3) if scoring_s > 0 else None,
         "device": device_name, "dtype": dtype_name_, "model_load_s": round(load_s, 3),
         "scoring_s": round(scoring_s, 3), "parts_written": parts, "cache_dir": str(directory),
@@ -489,11 +624,18 @@ def _cache_rows(batch: list[dict], loglik: np.ndarray, n_tokens: list[int], mode
     import datetime as dt
 
     now = dt.datetime.now(dt.timezone.utc)
+    bad = ~np.isfinite(loglik).all(axis=1)
+    if bad.any():                                          # a broken model must not leave rows to reuse
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"model {config.model_dir} gave non-finite log-likelihoods for image "
+                         f"{batch[k]['image_id']!r} ({np.asarray(loglik[k]).tolist()}); {int(bad.sum())} of "
+                         f"{len(batch)} images in the batch, none of the batch is cached")
     probs = probabilities(loglik)
     rows = []
     for row, ll, p in zip(batch, loglik, probs):
         p_rounded = [round(float(x), 8) for x in p]        # the reference cache keeps 8 decimals
         record = {"model": model, "revision": revision, "prompt_id": config.prompt_id, "image_id": row["image_id"],
+                  "input_sha256": row["input_sha256"],
                   "s_assistant": round(float(np.dot(p, RISK_SCORES)), 8), "backend": BACKEND,
                   "method": config.method, "device": device, "dtype": dtype, "scored_at": now}
         for k, level in enumerate(LEVELS):
@@ -572,6 +714,8 @@ def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str
         "images": images.num_rows, "images_all_variants": others.num_rows,
         "scorings": sum(m["images"] for m in runs), "images_scored": scored,
         "images_from_cache": sum(m["images_from_cache"] for m in runs),
+        "images_changed": sum(m["images_changed"] for m in runs),
+        "cache_rows_skipped": sum(m["cache_rows_skipped"] for m in runs),
         "images_per_s": round(scored / scoring_s, 3) if scoring_s > 0 else None,
         "device": device, "dtype": next((m["dtype"] for m in runs if m["dtype"]), None),
         "model_load_s": sum(m["model_load_s"] for m in runs), "scoring_s": round(scoring_s, 3),
@@ -584,13 +728,13 @@ def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str
 # ---------------------------------------------------------------- proposals
 
 
-def proposals_from_scores(scores: pa.Table, mechanism: str, source: str = "model") -> pa.Table:
+def proposals_from_scores(scores: pa.Table, mechanism: str, source: str = "model", model: str | None = None) -> pa.Table:
     """The `proposals` contract from scorer rows, the slate ranking the four actions by probability
     (ties to the lower action; models/slates.py). The MedGemma readout instead ranks by its locked class
-    scores (models/readout.py)."""
+    scores (models/readout.py). `model` is named if they break a proposals rule."""
     p = np.column_stack([scores.column(f"p_{level}").to_numpy() for level in LEVELS]) if scores.num_rows else \
         np.zeros((0, len(LEVELS)))
-    return proposals_table(mechanism, scores.column("image_id").to_pylist(), ranked_slates(p), p, source)
+    return proposals_table(mechanism, scores.column("image_id").to_pylist(), ranked_slates(p), p, source, model)
 
 
 def continuation_loglik(scores: pa.Table) -> pa.Table:
