@@ -1,8 +1,10 @@
 """Linear probe over a frozen vision tower ("vision control", AuthEval spec 5.4).
 
 Features of each image come from the frozen tower in batches (GPU when present) and are cached in
-Parquet keyed by (model, image_id): the cache is a folder of part files, each written atomically, so an
-interrupted extraction keeps every finished batch and a rerun extracts only the missing images.
+Parquet keyed by (model, image_id): the cache is a folder of part files, each written atomically under
+a name no other part has, so an interrupted extraction keeps every finished batch, a rerun extracts
+only the missing images, and a new part never replaces an existing one (not even after a part was
+deleted). A tower that outputs NaN or infinity is refused before anything of its batch is cached.
 
 The probe is one linear layer trained with torch on train features (seeded; epochs, lr, weight decay
 and batch from `ProbeConfig`); after every epoch it is scored on validation and the epoch is chosen by
@@ -22,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from models.level_metrics import best_by_spec_order, level_metrics
+from models.level_metrics import best_by_spec_order, check_levels, level_metrics
 from models.option_head import fit_tau
 from models.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
 
@@ -75,6 +77,7 @@ def extract_features(tower, processor, image_ids: list[str], load_image, cache_d
     Returns the cached rows of `image_ids`, in their order."""
     import torch
 
+    from models.scorer import new_part_path
     from warehouse.atomic import atomic_path
 
     cache_dir = Path(cache_dir)
@@ -83,7 +86,6 @@ def extract_features(tower, processor, image_ids: list[str], load_image, cache_d
     todo = [i for i in image_ids if i not in done]
     dev = _device(device)
     tower = tower.to(dev).eval()
-    next_part = len(list(cache_dir.glob("part-*.parquet")))
     for start in range(0, len(todo), batch_size):
         batch = todo[start:start + batch_size]
         pixels = processor(images=[load_image(i) for i in batch], return_tensors="pt")["pixel_values"]
@@ -93,11 +95,15 @@ def extract_features(tower, processor, image_ids: list[str], load_image, cache_d
         if pooled is None:
             pooled = out.pooler_output
         features = pooled.float().cpu().numpy()
+        bad = ~np.isfinite(features).all(axis=1)
+        if bad.any():
+            first = batch[int(np.flatnonzero(bad)[0])]
+            raise ValueError(f"vision tower {model_key} gave non-finite features for image {first!r} "
+                             f"({int(bad.sum())} of {len(batch)} images in the batch); none of the batch is cached")
         part = pa.table({"model": [model_key] * len(batch), "image_id": batch,
                          "feature": pa.array(list(features), pa.list_(pa.float32()))}, schema=FEATURE_SCHEMA)
-        with atomic_path(cache_dir / f"part-{next_part:06d}.parquet") as tmp:
+        with atomic_path(new_part_path(cache_dir)) as tmp:
             pq.write_table(part, tmp)
-        next_part += 1
         if progress:
             progress(len(batch))
     cached = cached_features(cache_dir, model_key)
@@ -151,10 +157,12 @@ class ProbeFit:
         """The operational head: #(tau < p . RS) (not the argmax, spec 9.4)."""
         return threshold_heads(expected_risk_scores(self.probabilities(features)), self.tau)
 
-    def proposals(self, image_ids, features: np.ndarray, mechanism: str = "CLIP probe", source: str = "model") -> pa.Table:
+    def proposals(self, image_ids, features: np.ndarray, mechanism: str = "CLIP probe", source: str = "model",
+                  model: str | None = None) -> pa.Table:
+        """The locked probe's proposals; `model` (the tower) is named if they break a proposals rule."""
         probs = self.probabilities(features)
         heads = threshold_heads(expected_risk_scores(probs), self.tau)
-        return proposals_table(mechanism, image_ids, nearest_level_slates(heads), probs, source)
+        return proposals_table(mechanism, image_ids, nearest_level_slates(heads), probs, source, model)
 
     def metadata(self) -> dict:
         return {"chosen_epoch": self.chosen_epoch, "epoch_table": self.epoch_table,
@@ -181,9 +189,9 @@ def train_probe(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val
     generator = _seed_everything(config.seed)
     device = _device(config.device)
     x = torch.as_tensor(np.asarray(train_x, dtype=np.float32))
-    y = torch.as_tensor(np.asarray(train_y, dtype=np.int64))
+    train_y, val_y = check_levels(train_y, "probe train labels"), check_levels(val_y, "probe validation labels")
+    y = torch.as_tensor(train_y)
     vx = torch.as_tensor(np.asarray(val_x, dtype=np.float32)).to(device)
-    val_y = np.asarray(val_y, dtype=np.int64)
     layer = torch.nn.Linear(x.shape[1], N_LEVELS).to(device)
     optimizer = torch.optim.AdamW(layer.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     loss_fn = torch.nn.CrossEntropyLoss()

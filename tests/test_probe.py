@@ -124,3 +124,85 @@ def test_features_from_the_tiny_clip_tower(tmp_path):
     table = extract_features(tower, processor, list(images), images.__getitem__, tmp_path / "cache", "tiny-clip",
                              batch_size=2)
     assert feature_matrix(table).shape == (3, 32) and isinstance(table, pa.Table)
+
+
+# ---------------------------------------------------------------- issue 21
+
+def test_a_removed_part_is_extracted_again_and_no_part_is_replaced(tmp_path):
+    """Parts were named by the count of parts: after one was deleted the next run overwrote the last
+    one (losing a finished batch) and then failed on the lost ids."""
+    ids = [f"img{k}" for k in range(6)]
+    loaded = []
+
+    def load(image_id):
+        loaded.append(image_id)
+        return float(image_id[3:])
+
+    cache = tmp_path / "features"
+    extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2)
+    parts = sorted(cache.glob("part-*.parquet"))
+    assert len(parts) == 3
+    parts[1].unlink()                                   # say a corrupt part the user deleted
+    kept = {p.name: p.read_bytes() for p in (parts[0], parts[2])}
+    loaded.clear()
+    table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2)
+    assert loaded == ["img2", "img3"]                   # only the removed batch again
+    assert table.column("image_id").to_pylist() == ids
+    assert feature_matrix(table)[:, 0].tolist() == [float(k) for k in range(6)]
+    assert all((cache / name).read_bytes() == data for name, data in kept.items())   # nothing replaced
+    assert len(list(cache.glob("part-*.parquet"))) == 3
+
+
+class NanTower(FakeTower):
+    def forward(self, pixel_values):
+        out = super().forward(pixel_values)
+        out.pooler_output = out.pooler_output * float("nan")
+        return out
+
+
+def test_a_tower_giving_nan_is_refused_before_anything_is_cached(tmp_path):
+    cache = tmp_path / "features"
+    with pytest.raises(ValueError, match=r"vision tower nan-tower gave non-finite features for image 'img0'") as err:
+        extract_features(NanTower(), fake_processor, ["img0", "img1"], lambda i: 1.0, cache, "nan-tower")
+    assert "\n" not in str(err.value)
+    assert not list(cache.glob("part-*.parquet"))
+
+
+def test_a_nan_tower_through_the_lake_call_is_refused(tmp_path):
+    """tower_features (the probe_features asset's one call) with a real tiny CLIP tower whose weights are
+    NaN: refused in one line naming the tower, so no `CLIP probe` proposals (all heads a0) are made."""
+    tiny = pytest.importorskip("models.tiny")
+    from PIL import Image
+    from transformers import CLIPVisionModel
+
+    path = tiny.build_tiny_clip_vision(tmp_path / "clip-nan")
+    tower = CLIPVisionModel.from_pretrained(path)
+    with torch.no_grad():
+        tower.post_layernorm.weight.fill_(float("nan"))
+    tower.save_pretrained(path)
+    Image.new("RGB", (40, 40), (120, 20, 60)).save(tmp_path / "a.png")
+    images = pa.table({"image_id": ["a"], "image_path": [str(tmp_path / "a.png")]})
+    with pytest.raises(ValueError, match="clip-nan@.*non-finite features for image 'a'"):
+        probe.tower_features(images, path, tmp_path / "cache", device="cpu")
+
+
+def test_nan_probe_proposals_are_refused_naming_mechanism_and_model():
+    train_x, train_y = synthetic_features(n_per_level=5, seed=2)
+    fit = train_probe(train_x, train_y, train_x, train_y, CONFIG.model_copy(update={"epochs": 2}))
+    fit.weight = np.full_like(fit.weight, np.nan)
+    with pytest.raises(ValueError) as err:
+        fit.proposals(["t1", "t2"], train_x[:2], model="/models/broken-tower")
+    message = str(err.value)
+    assert "'CLIP probe'" in message and "/models/broken-tower" in message and "finite" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("bad", [4, -1, 1.5, None])
+def test_probe_labels_outside_the_four_levels_are_refused(bad):
+    from autheval.errors import RecordError
+
+    train_x, train_y = synthetic_features(n_per_level=5, seed=2)
+    labels = train_y.astype(object)
+    labels[3] = bad
+    with pytest.raises(RecordError, match="levels must be integers 0..3"):
+        train_probe(train_x, labels, train_x, train_y, CONFIG.model_copy(update={"epochs": 1}))
