@@ -54,6 +54,15 @@ class FinetuneConfig:
     device: str | None = None
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        # epochs=0 (or max_steps=0) would save the untrained adapter, scored afterwards as a fine-tuned model
+        for name in ("epochs", "batch_size", "max_steps"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"FinetuneConfig.{name} must be a positive integer, got {value!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"FinetuneConfig.lr must be a positive finite number, got {self.lr!r}")
+
 
 def training_batch(processor, images: list, prompts: list[str], levels: list[int], device, dtype) -> dict:
     """Prompt + target continuation per row, right-padded; labels are -100 except on the continuation."""
@@ -92,6 +101,9 @@ def _examples(table: pa.Table) -> list[dict]:
         from autheval.errors import RecordError
 
         raise RecordError("fine-tune input", missing[0], "required column is missing")
+    from models.level_metrics import check_levels
+
+    check_levels(table.column(TARGET_COLUMN).to_pylist(), "fine-tune input", TARGET_COLUMN)
     keep = [c for c in (*PUBLIC_COLUMNS, TARGET_COLUMN) if c in table.column_names]
     return table.select(keep).to_pylist()
 
@@ -199,9 +211,12 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
 
     from autheval.records import table_sha256
     from models.device import choose_device, dtype_for, dtype_name
+    from models.scorer import directory_sha256
 
     started = time.perf_counter()
     train_rows, val_rows = _examples(train), _examples(validation)
+    if not train_rows:
+        raise ValueError("the fine-tune has no training images: no adapter is saved")
     device = choose_device(config.device)
     if device.type == "cuda" and device.index is None and "LOCAL_RANK" in os.environ:   # deepspeed launcher
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
@@ -249,13 +264,16 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
         if config.max_steps is not None and step >= config.max_steps:
             break
     train_s = time.perf_counter() - train_started
+    if step == 0:
+        raise ValueError("the fine-tune ran no training step: no adapter is saved")
 
     adapter_dir = Path(config.adapter_dir)
     if rank == 0:
         engine.module.save_pretrained(adapter_dir)
+        # the base's content hash: the scorer refuses this adapter on any other base (check_adapter_base)
         (adapter_dir / "finetune_metadata.json").write_text(json.dumps(
-            {"base_model": str(config.model_dir), "config": asdict(config), "val_loss_per_epoch": val_loss}, indent=1,
-            default=str) + "\n")
+            {"base_model": str(config.model_dir), "base_sha256": directory_sha256(config.model_dir),
+             "config": asdict(config), "val_loss_per_epoch": val_loss}, indent=1, default=str) + "\n")
     return {
         "adapter_dir": str(adapter_dir), "base_model": str(config.model_dir),
         "engine": f"deepspeed zero-{config.zero_stage}" if use_deepspeed else "torch+peft",

@@ -134,3 +134,50 @@ def test_deepspeed_zero2_on_cpu(tiny_gemma3, tmp_path):
     assert all(math.isfinite(x) for x in meta["train_loss_per_step"] + meta["val_loss_per_epoch"])
     trained = adapter_tensors(meta["adapter_dir"])
     assert any(float(v.abs().max()) > 0 for k, v in trained.items() if "lora_B" in k)
+
+
+# ---------------------------------------------------------------- issue 21: refused in one line
+
+@pytest.mark.parametrize("field, value", [("epochs", 0), ("max_steps", 0), ("batch_size", 0), ("epochs", 1.5),
+                                          ("lr", float("nan"))])
+def test_a_config_that_would_save_an_untrained_adapter_is_refused(tmp_path, field, value):
+    with pytest.raises(ValueError, match=f"FinetuneConfig.{field} must be a positive"):
+        tiny_config(tmp_path / "base", tmp_path / "adapter", **{field: value})
+
+
+def test_no_training_images_saves_no_adapter(tiny_gemma3, tmp_path):
+    table = labelled_images(tmp_path / "images", 2)
+    with pytest.raises(ValueError, match="no training images"):
+        finetune_proposer(table.slice(0, 0), table, tiny_config(tiny_gemma3, tmp_path / "adapter"))
+    assert not (tmp_path / "adapter").exists()
+
+
+def test_target_levels_outside_the_four_are_refused(tiny_gemma3, tmp_path):
+    from autheval.errors import RecordError
+
+    table = labelled_images(tmp_path / "images", 2)
+    table = table.set_column(table.column_names.index("ideal_action_level"), "ideal_action_level", pa.array([1, 4]))
+    with pytest.raises(RecordError, match="levels must be integers 0..3"):
+        finetune_proposer(table, table, tiny_config(tiny_gemma3, tmp_path / "adapter"))
+
+
+def test_an_adapter_of_another_base_model_is_refused(tiny_gemma3, tmp_path):
+    """peft applied an adapter to any base with the same module names. The fine-tune records its base's
+    content hash; an adapter made elsewhere names its base in adapter_config.json."""
+    from autheval.errors import RecordError
+
+    table = labelled_images(tmp_path / "images", 2)
+    meta = finetune_proposer(table, table, tiny_config(tiny_gemma3, tmp_path / "adapter", max_steps=1))
+    adapter = Path(meta["adapter_dir"])
+    scorer.check_adapter_base(tiny_gemma3, adapter)                         # its own base: accepted
+    other = ensure_tiny_model("tiny-gemma3", tmp_path / "other", seed=1)   # same name and shape, other weights
+    with pytest.raises(RecordError, match="trained on another base model") as err:
+        scorer.load_model(str(other), str(adapter), device="cpu")
+    assert str(adapter) in str(err.value) and "\n" not in str(err.value)
+
+    (adapter / "finetune_metadata.json").unlink()                         # an adapter made elsewhere
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    scorer.check_adapter_base(tiny_gemma3, adapter)                         # names this directory
+    (adapter / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": "google/medgemma-4b-it"}))
+    with pytest.raises(RecordError, match="names base model 'google/medgemma-4b-it'"):
+        scorer.load_model(str(tiny_gemma3), str(adapter), device="cpu")
