@@ -3,7 +3,9 @@ variants (`vlm_scores`), the action readout trained on its validation scores (`r
 probe over a frozen vision tower (`probe_features`, `probe`), the CCT arms `single` and `cc` over the K
 variants (`cct_arms`) and, when configured, a LoRA fine-tune of the scorer scored as its own mechanism
 (`finetune`). Each asset calls one models/ function and writes its table; every proposals table is in
-the `proposals` contract with source 'model', and `proposals` appends them to the file's mechanisms.
+the `proposals` contract with source 'model', checked by the rules a proposals file meets (finite
+probabilities summing to 1, a slate of distinct actions; models/slates.py check_proposals) before it is
+written, and `proposals` appends them to the file's mechanisms.
 
 With ModelsResource.enabled false (the default), or for the reference study (its proposals are
 published traces), each writes an empty table and says why in its metadata; nothing loads torch."""
@@ -83,7 +85,8 @@ def readout(lake: LakeResource, source: SourceResource, models: ModelsResource):
     con = connect_with(store, ["vlm_scores", "clusters", "images"])
     lock, meta = cohort_readout(query(con, "readout_training_scores"))
     evaluated = query(con, "evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
-    table = as_contract(readout_proposals_table(evaluated, lock, mechanism=READOUT))
+    table = as_contract(readout_proposals_table(evaluated, lock, mechanism=READOUT,
+                                                model=str(models.scorer_model(store))))
     return write_table(store, "readout", table, {"lock": _json(lock.as_dict())},
                        **{k: v for k, v in meta.items() if k != "lock"}, lock=_json(meta["lock"]),
                        model=_first(evaluated, "model"), revision=_first(evaluated, "revision"))
@@ -123,7 +126,8 @@ def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
     features = store.read("probe_features")
     fit = train_probe_from_tables(features, query(con, "model_labels"), config)
     evaluated = query(con, "evaluated_probe_features", {"split": source.evaluate_split})
-    table = as_contract(fit.proposals(evaluated.column("image_id").to_pylist(), feature_matrix(evaluated), PROBE))
+    table = as_contract(fit.proposals(evaluated.column("image_id").to_pylist(), feature_matrix(evaluated), PROBE,
+                                      model=str(models.vision_model(store))))
     return write_table(store, "probe", table, {"chosen_epoch": str(fit.chosen_epoch)}, **fit.metadata(),
                        model=_first(features, "model"))
 
@@ -139,9 +143,9 @@ def cct_arms(lake: LakeResource, source: SourceResource, models: ModelsResource)
         return _skipped(store, "cct_arms", CONTRACT_SCHEMA, reason)
     scores = query(connect_with(store, ["vlm_scores", "clusters"]), "evaluated_vlm_scores",
                    {"split": source.evaluate_split, "all_variants": True})
-    variants = variant_table_from_scores(scores)
-    single, single_meta = cct_proposals(variants, "single", mechanism=CCT_SINGLE)
-    cc, cc_meta = cct_proposals(variants, "cc", models.cct_lam, models.cct_beta, mechanism=CCT_CC)
+    variants, scorer_dir = variant_table_from_scores(scores), str(models.scorer_model(store))
+    single, single_meta = cct_proposals(variants, "single", mechanism=CCT_SINGLE, model=scorer_dir)
+    cc, cc_meta = cct_proposals(variants, "cc", models.cct_lam, models.cct_beta, mechanism=CCT_CC, model=scorer_dir)
     table = combine_proposals([single, cc])
     return write_table(store, "cct_arms", table, {"lam": str(cc_meta["lam"]), "beta": str(cc_meta["beta"])},
                        single=single_meta, cc=cc_meta, model=_first(scores, "model"), revision=_first(scores, "revision"))
@@ -172,7 +176,7 @@ def finetune(context, lake: LakeResource, source: SourceResource, models: Models
     scores, meta = score_images(public_inputs(inputs.drop_columns(["evaluated"])), config,
                                 store.root / "cache" / "scorer", progress=False)
     context.log.info(f"fine-tuned {run['steps']} steps on {run['device']}; scored {meta['images_scored']} images")
-    table = as_contract(proposals_from_scores(scores, FINETUNED))
+    table = as_contract(proposals_from_scores(scores, FINETUNED, model=f"{base}+{adapter}"))
     return write_table(store, "finetune", table, {"adapter_dir": run["adapter_dir"]},
                        finetune=run, scoring=meta, model=meta["model"], revision=meta["revision"])
 

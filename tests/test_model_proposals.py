@@ -206,3 +206,63 @@ def test_the_models_resource_follows_the_environment(monkeypatch, tmp_path):
 
     with build_resources({"models": models}) as resources:
         assert resources.models.scorer_dir == str(tmp_path)
+
+
+# Model-made proposals under a proposals file's rules (issue 21 item 2): each broken row, one line naming
+# the mechanism and the model, and the proposals-file validator refuses the same row.
+BROKEN_PROPOSALS = {
+    "nan probabilities": ({"p": [float("nan")] * 4}, "finite"),
+    "infinite probability": ({"p": [float("inf"), 0.0, 0.0, 0.0]}, "finite"),
+    "negative probability": ({"p": [1.2, -0.2, 0.0, 0.0]}, "negative"),
+    "sum off by 1e-5": ({"p": [0.4, 0.3, 0.2, 0.09999]}, "sum to 1 within 1e-6"),
+    "repeated action": ({"slate": ["a1", "a1", "a2", "a0"]}, "distinct actions"),
+    "three actions": ({"slate": ["a1", "a2", "a0"]}, "distinct actions"),
+    "head not first": ({"a_head": "a2"}, "first action of the slate"),
+    "duplicate image": ({"image_id": "i0"}, "duplicate"),
+}
+
+
+def _proposal_rows(change: dict) -> "pa.Table":
+    import pyarrow as pa
+
+    from models.slates import PROPOSALS_SCHEMA
+
+    rows = [{"mechanism": "CLIP probe", "image_id": f"i{k}", "slate": ["a1", "a2", "a0", "a3"], "a_head": "a1",
+             "p_very_low": 0.2, "p_low": 0.5, "p_moderate": 0.2, "p_high": 0.1, "source": "model"} for k in range(3)]
+    broken = rows[2]
+    for key, value in change.items():
+        if key == "p":
+            broken.update(zip(("p_very_low", "p_low", "p_moderate", "p_high"), value))
+        else:
+            broken[key] = value
+            if key == "slate":
+                broken["a_head"] = value[0]
+    return pa.Table.from_pylist(rows, schema=PROPOSALS_SCHEMA)
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_PROPOSALS))
+def test_model_made_proposals_meet_the_proposals_file_rules(case):
+    from autheval.proposals import proposals_from_table
+    from models.slates import check_proposals
+
+    change, rule = BROKEN_PROPOSALS[case]
+    table = _proposal_rows(change)
+    with pytest.raises(ValueError) as err:
+        check_proposals(table, model="/models/tiny-clip-vision")
+    message = str(err.value)
+    assert rule in message and "'CLIP probe'" in message and "/models/tiny-clip-vision" in message, message
+    assert "\n" not in message
+    with pytest.raises(ValueError):                     # the same row is refused in a proposals file
+        proposals_from_table(table.drop_columns(["source"]), "proposals.csv")
+    assert check_proposals(_proposal_rows({})).num_rows == 3
+
+
+def test_slate_levels_outside_the_actions_are_refused():
+    import numpy as np
+
+    from models.slates import proposals_table
+
+    with pytest.raises(ValueError, match="slate levels must be 0..3.*image 'b'"):
+        proposals_table("VLM readout", ["a", "b"], np.array([[0, 1, 2, 3], [4, 1, 2, 0]]), model="/models/m")
+    with pytest.raises(ValueError, match="slate levels must be 0..3"):   # -1 would have become a3
+        proposals_table("VLM readout", ["a"], np.array([[-1, 1, 2, 0]]))
