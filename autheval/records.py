@@ -54,6 +54,9 @@ FULL = "full_counterfactual"
 ROLE_SEPARATED = "role_separated"
 PROPOSAL_ONLY = "proposal_only"
 
+TEXT_ROLE_COLUMNS = ("case_id", "cluster_id", "proposed_action", "executed_action")  # canonical names
+NUMBER_ROLE_COLUMNS = ("utility_executed_local", "utility_proposed_local", "utility_proposed_global")
+
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -225,6 +228,44 @@ def header_names(table: pa.Table, source: str) -> pa.Table:
     return table.rename_columns(names) if names != table.column_names else table
 
 
+def _is_text_type(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        return _is_text_type(kind.value_type)
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+
+
+def is_text_column(kind: pa.DataType) -> bool:
+    """A column that holds text or integer ids (Parquet's strings, dictionaries of strings, integers)."""
+    if pa.types.is_dictionary(kind):
+        return is_text_column(kind.value_type)
+    return _is_text_type(kind) or pa.types.is_integer(kind) or pa.types.is_null(kind)
+
+
+def is_number_column(kind: pa.DataType) -> bool:
+    """A column that holds numbers the engine reads exactly: float32/float64, integers, decimals, or
+    text (a CSV's cells, named when they do not parse). float16 is not one (DuckDB cannot read it)."""
+    if pa.types.is_dictionary(kind):
+        return is_number_column(kind.value_type)
+    return (pa.types.is_float32(kind) or pa.types.is_float64(kind) or pa.types.is_integer(kind)
+            or pa.types.is_decimal(kind) or _is_text_type(kind) or pa.types.is_null(kind))
+
+
+TEXT_TYPE_RULE = "must be a text column (strings, or integer ids)"
+NUMBER_TYPE_RULE = "must be a number column (float32 or float64, an integer or a decimal) or text"
+
+
+def check_column_types(table: pa.Table, source: str, text=(), numbers=()) -> None:
+    """One RecordError line for the first column of `text` or `numbers` (those present) whose Parquet
+    type is not a supported one: a struct, list, binary, boolean, float16... column, named with its
+    type, before any engine meets it."""
+    for name in table.column_names:
+        kind = table.schema.field(name).type
+        if name in text and not is_text_column(kind):
+            raise RecordError(source, name, f"{TEXT_TYPE_RULE}; got {kind}")
+        if name in numbers and not is_number_column(kind):
+            raise RecordError(source, name, f"{NUMBER_TYPE_RULE}; got {kind}")
+
+
 def _misspelling(source: str, unused, known) -> None:
     """An unused column within MAX_EDITS of a known name that is absent is a misspelling: an error."""
     for name in unused:
@@ -266,6 +307,8 @@ def _canonical_columns(table: pa.Table, source: str, used=()) -> tuple[str, pa.T
     for column in required:
         if column not in names:
             raise RecordError(source, column, f"required column is missing for the {schema} schema")
+    check_column_types(table, source, text=[k for k, v in mapping.items() if v in TEXT_ROLE_COLUMNS],
+                       numbers=[k for k, v in mapping.items() if v in NUMBER_ROLE_COLUMNS])
     n = table.num_rows
     columns = {"row_index": pa.array(np.arange(n, dtype=np.int64))}  # (a range would make pyarrow import pandas)
     for src, dst in mapping.items():

@@ -4,8 +4,15 @@
 -- ids. A hash repeated is a candidate duplicate (rule 2, row_index NULL): the caller confirms it on the
 -- ids themselves (records_duplicates.sql). The reported row's id and bad value come from
 -- records_violation_detail.sql, so a valid file never formats a value.
+-- Ids and actions must not begin or end with whitespace (rules 16-19): `a1 ` and `a1` would count as
+-- different actions (a false intervention), `k1 ` as another cluster. Refused, never stripped: the
+-- record is what the service logged. Checked on text columns only (typeof folds when the query is
+-- bound: an integer id column costs nothing) in a pass of its own, by comparisons and suffix tests (a
+-- regex cost 4x more): a leading character below '!' (any ASCII space or control character; also a
+-- blank id) or a no-break space, a trailing space, tab, line break or no-break space.
 -- Input: raw_records(row_index, case_id, cluster_id, proposed_action, executed_action,
--- utility_executed_local, utility_proposed_local, utility_proposed_global), any column types.
+-- utility_executed_local, utility_proposed_local, utility_proposed_global), of the types
+-- autheval.records.check_column_types allows.
 -- Output: rule_order, column_name, rule, row_index, n_rows.
 WITH typed AS (
     SELECT
@@ -68,6 +75,36 @@ agg AS (
         arg_max(row_index, abs(glob_value)) FILTER (WHERE isfinite(glob_value)) AS i15
     FROM flagged
 ),
+texts AS (  -- the id and action columns that are text; NULL (a constant) for other types
+    SELECT
+        row_index,
+        CASE WHEN typeof(case_id) = 'VARCHAR' THEN CAST(case_id AS VARCHAR) END AS case_text,
+        CASE WHEN typeof(cluster_id) = 'VARCHAR' THEN CAST(cluster_id AS VARCHAR) END AS cluster_text,
+        CASE WHEN typeof(proposed_action) = 'VARCHAR' THEN CAST(proposed_action AS VARCHAR) END AS proposed_text,
+        CASE WHEN typeof(executed_action) = 'VARCHAR' THEN CAST(executed_action AS VARCHAR) END AS executed_text
+    FROM raw_records
+),
+spaced AS (
+    SELECT
+        coalesce(case_text < '!' OR prefix(case_text, chr(160)) OR suffix(case_text, ' ') OR suffix(case_text, chr(9))
+            OR suffix(case_text, chr(10)) OR suffix(case_text, chr(13)) OR suffix(case_text, chr(160)), false) AS ws_case,
+        coalesce(cluster_text < '!' OR prefix(cluster_text, chr(160)) OR suffix(cluster_text, ' ') OR suffix(cluster_text, chr(9))
+            OR suffix(cluster_text, chr(10)) OR suffix(cluster_text, chr(13)) OR suffix(cluster_text, chr(160)), false) AS ws_cluster,
+        coalesce(proposed_text < '!' OR prefix(proposed_text, chr(160)) OR suffix(proposed_text, ' ') OR suffix(proposed_text, chr(9))
+            OR suffix(proposed_text, chr(10)) OR suffix(proposed_text, chr(13)) OR suffix(proposed_text, chr(160)), false) AS ws_proposed,
+        coalesce(executed_text < '!' OR prefix(executed_text, chr(160)) OR suffix(executed_text, ' ') OR suffix(executed_text, chr(9))
+            OR suffix(executed_text, chr(10)) OR suffix(executed_text, chr(13)) OR suffix(executed_text, chr(160)), false) AS ws_executed,
+        row_index
+    FROM texts
+),
+spaced_agg AS (
+    SELECT
+        count(*) FILTER (WHERE ws_case) AS n16, min(row_index) FILTER (WHERE ws_case) AS i16,
+        count(*) FILTER (WHERE ws_cluster) AS n17, min(row_index) FILTER (WHERE ws_cluster) AS i17,
+        count(*) FILTER (WHERE ws_proposed) AS n18, min(row_index) FILTER (WHERE ws_proposed) AS i18,
+        count(*) FILTER (WHERE ws_executed) AS n19, min(row_index) FILTER (WHERE ws_executed) AS i19
+    FROM spaced
+),
 repeated_hashes AS (
     SELECT count(*) AS n
     FROM (
@@ -127,5 +164,17 @@ violations AS (
     SELECT 15, 'utility_proposed_global', 'values so large that sums overflow to infinity: the sum of '
            || '|values| times the number of rows must stay below 1e306; the largest value', i15, 1
     FROM agg WHERE NOT abs15 * n_all < 1e306
+    UNION ALL
+    SELECT 16, 'case_id', 'must not be blank or begin or end with whitespace (it would count apart from the '
+           || 'same id without it)', i16, n16 FROM spaced_agg WHERE n16 > 0
+    UNION ALL
+    SELECT 17, 'cluster_id', 'must not be blank or begin or end with whitespace (it would count as another '
+           || 'cluster than the same id without it)', i17, n17 FROM spaced_agg WHERE n17 > 0
+    UNION ALL
+    SELECT 18, 'proposed_action', 'must not be blank or begin or end with whitespace (''a1 '' and ''a1'' would '
+           || 'count as different actions)', i18, n18 FROM spaced_agg WHERE n18 > 0
+    UNION ALL
+    SELECT 19, 'executed_action', 'must not be blank or begin or end with whitespace (''a1 '' and ''a1'' would '
+           || 'count as different actions: a false intervention)', i19, n19 FROM spaced_agg WHERE n19 > 0
 )
 SELECT * FROM violations ORDER BY rule_order

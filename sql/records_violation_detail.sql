@@ -9,6 +9,10 @@ SELECT
         WHEN $rule_order IN (9, 15) THEN CAST(utility_proposed_global AS VARCHAR)
         WHEN $rule_order = 10
             THEN CAST(utility_proposed_local AS VARCHAR) || ' vs ' || CAST(utility_executed_local AS VARCHAR)
+        WHEN $rule_order = 16 THEN CAST(case_id AS VARCHAR)
+        WHEN $rule_order = 17 THEN CAST(cluster_id AS VARCHAR)
+        WHEN $rule_order = 18 THEN CAST(proposed_action AS VARCHAR)
+        WHEN $rule_order = 19 THEN CAST(executed_action AS VARCHAR)
     END AS bad_value
 FROM raw_records
 WHERE row_index = $row_index

@@ -48,6 +48,11 @@ CASES = [
     ("overflowing sum", HEADER + "\n".join([*GOOD, "c4,k3,a1,a1,1e306,1e306"]) + "\n", "utility_executed_local", "overflow"),
     ("overflowing proposal score", HEADER + "\n".join([*GOOD, "c4,k3,a1,a3,-1.0,-1e307"]) + "\n", "utility_proposed_local", "overflow"),
     ("overflowing global score", GLOBAL + "\n".join([*GOOD_GLOBAL, "c4,k3,a1,a1,-1.0,-1.0,-9e305"]) + "\n", "utility_proposed_global", "overflow"),
+    ("trailing space in an executed action", HEADER + "\n".join([*GOOD, "c4,k3,a1,a1 ,-1.0,-1.0"]) + "\n", "executed_action", "must not be blank or begin or end with whitespace"),
+    ("leading space in a proposed action", HEADER + "\n".join([*GOOD, "c4,k3, a1,a1,-1.0,-1.0"]) + "\n", "proposed_action", "begin or end with whitespace"),
+    ("trailing space in a cluster id", HEADER + "\n".join([*GOOD, "c4,k2 ,a1,a1,-1.0,-1.0"]) + "\n", "cluster_id", "another cluster"),
+    ("trailing tab in a case id", HEADER + "\n".join([*GOOD, "c4\t,k3,a1,a1,-1.0,-1.0"]) + "\n", "case_id", "begin or end with whitespace"),
+    ("blank case id", HEADER + "\n".join([*GOOD, " ,k3,a1,a1,-1.0,-1.0"]) + "\n", "case_id", "must not be blank"),
 ]  # fmt: skip
 
 
@@ -182,3 +187,90 @@ def test_a_repeated_id_hash_is_confirmed_on_the_ids(monkeypatch):
     con.register("raw_records", raw.set_column(1, "case_id", pa.array(["c1", "c2", "c2"])))
     with pytest.raises(RecordError, match=r"case_id.*must be unique.*row 2, id 'c2', value 'c2'; 2 rows in all"):
         records.validate(con, "log.csv", "log")
+
+
+def test_whitespace_around_ids_and_actions_is_refused_never_counted_apart(tmp_path):
+    """`a1 ` beside `a1` would be a false intervention (p = 0.5 instead of 0.25 here) and `k1 ` an extra
+    cluster: refused with the row, id and value, for every kind of whitespace at either end."""
+    from autheval.errors import RecordError
+    from autheval.records import read_records
+
+    rows = ["c1,k1,a1,a1,0.0,0.0", "c2,k1,a1,a0,-1.0,-2.0", "c3,k2,a0,a0,0.0,0.0", "c4,k2,a2,a2,0.0,0.0"]
+    assert read_records(write(tmp_path, HEADER + "\n".join(rows) + "\n")).n_changed == 1
+    for cell, spaced, column in (("c1,k1,a1,a1,", "c1,k1,a1,a1 ,", "executed_action"),
+                                 ("c1,k1,a1,a1,", "c1,k1,a1\u00a0,a1,", "proposed_action"),
+                                 ("c3,k2,", "c3,k2\u00a0,", "cluster_id"),
+                                 ("c3,k2,", '"c3\r",k2,', "case_id"),
+                                 ("c3,k2,", '"c3",\tk2,', "cluster_id")):
+        text = HEADER + "\n".join(rows).replace(cell, spaced, 1) + "\n"
+        with pytest.raises(RecordError) as err:
+            read_records(write(tmp_path, text, "spaced.csv"))
+        message = str(err.value)
+        assert f"column '{column}'" in message and "whitespace" in message and "\n" not in message, message
+        assert "row 1" in message or "row 3" in message
+
+
+def test_whitespace_rules_read_parquet_text_and_skip_integer_ids(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from autheval.errors import RecordError
+    from autheval.records import read_records
+
+    table = pa.table({"case_id": pa.array([1, 2, 3]), "cluster_id": pa.array([10, 10, 11]),
+                      "proposed_action": ["a1", "a1", "a0"], "executed_action": ["a1", "a0", "a0"],
+                      "utility_executed_local": [0.0, -1.0, 0.0], "utility_proposed_local": [0.0, -2.0, 0.0]})
+    pq.write_table(table, tmp_path / "ints.parquet")
+    assert read_records(tmp_path / "ints.parquet").n_clusters == 2
+    spaced = table.set_column(3, "executed_action", pa.array(["a1", "a0", "a0\n"]).dictionary_encode())
+    pq.write_table(spaced, tmp_path / "spaced.parquet")
+    with pytest.raises(RecordError, match=r"column 'executed_action': must not be blank or begin or end with "
+                                          r"whitespace.*row 3, id '3', value 'a0\\n'"):
+        read_records(tmp_path / "spaced.parquet")
+
+
+@pytest.mark.parametrize("column, array, expected", [
+    ("utility_executed_local", "float16", "must be a number column (float32 or float64, an integer or a decimal) or text; got halffloat"),
+    ("utility_proposed_local", "struct", "must be a number column"),
+    ("utility_executed_local", "list", "must be a number column (float32 or float64, an integer or a decimal) or text; got list<"),
+    ("case_id", "struct", "must be a text column (strings, or integer ids); got struct<x: int64>"),
+    ("cluster_id", "binary", "must be a text column (strings, or integer ids); got binary"),
+    ("proposed_action", "bool", "must be a text column"),
+    ("executed_action", "float64", "must be a text column (strings, or integer ids); got double"),
+])
+def test_unsupported_parquet_column_types_are_one_line(tmp_path, column, array, expected):
+    """Parquet can hold any Arrow type; one that the record cannot mean is named with its type (not a
+    traceback from the engine): float16, structs, lists, binary, booleans, float actions."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = {"float16": pa.array(np.array([0.0, -1.0], dtype=np.float16)), "struct": pa.array([{"x": 1}, {"x": 2}]),
+              "list": pa.array([[0.0], [1.0]]), "binary": pa.array([b"k1", b"k2"]), "bool": pa.array([True, False]),
+              "float64": pa.array([0.0, 1.0])}[array]
+    table = pa.table({"case_id": ["c1", "c2"], "cluster_id": ["k1", "k2"], "proposed_action": ["a0", "a1"],
+                      "executed_action": ["a0", "a0"], "utility_executed_local": [0.0, -1.0],
+                      "utility_proposed_local": [0.0, -2.0]})
+    table = table.set_column(table.schema.get_field_index(column), column, values)
+    path = tmp_path / "log.parquet"
+    pq.write_table(table, path)
+    result = run_cli("evaluate", "--input", str(path), "--output-dir", str(tmp_path / "out"))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert f"{path}: column '{column}': {expected}" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_trace_type_errors_name_the_trace_column(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from autheval.errors import RecordError
+    from autheval.records import read_records
+
+    pq.write_table(pa.table({"image_id": ["i1"], "cluster_id": ["k1"], "a_head": ["a0"], "a_exec": ["a0"],
+                             "Uz_head": [0.0], "Uz_exec": pa.array(np.array([0.0], dtype=np.float16))}),
+                   tmp_path / "trace.parquet")
+    with pytest.raises(RecordError, match="column 'Uz_exec': must be a number column"):
+        read_records(tmp_path / "trace.parquet")
