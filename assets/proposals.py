@@ -8,12 +8,12 @@ from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
 from assets.common import PROPOSALS, check_row, connect_with, query, write_table
 from assets.model_proposals import MODEL_PROPOSAL_TABLES, model_proposals
 from assets.reference import register_reference
-from autheval.proposals import combine_proposals, read_proposals
+from autheval.proposals import check_coverage, combine_proposals, evaluated_image_ids, read_proposals
 from autheval.reference_data import reference_path
 from dagster_project.resources import LakeResource, ModelsResource, SourceResource
 
 
-@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images", *MODEL_PROPOSAL_TABLES], description=(
+@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images", "clusters", *MODEL_PROPOSAL_TABLES], description=(
     "What each proposal mechanism proposed for each image. Raw cohorts: mechanism, image_id, slate "
     "(ranked actions), a_head, p_very_low, p_low, p_moderate, p_high, diagnosis, source: a proposals "
     "file's mechanisms (validated), then, when models are enabled, the lake's model mechanisms (VLM "
@@ -31,14 +31,20 @@ def proposals(lake: LakeResource, source: SourceResource, models: ModelsResource
 
 def raw_source_proposals(store, source: SourceResource, with_models: bool = False):
     """A raw cohort's proposals in the contract (mechanism, image_id, slate, a_head, p_*, diagnosis,
-    source): the source's proposals file, validated against the lake's images, then (`with_models`) the
-    model mechanisms' tables in declaration order."""
+    source): the source's proposals file, validated against the lake's images, each of its mechanisms
+    covering every evaluated image (else one line naming the file and the mechanism, and nothing is
+    written), then (`with_models`) the model mechanisms' tables in declaration order."""
     path = source.proposals_file()
     if path is None and not with_models:
         raise ValueError("no proposals for this cohort: name a proposals file (CSV or Parquet with mechanism, "
                          "image_id and the four probabilities, a slate or an a_head) as the source's `proposals`, "
                          "or enable the model mechanisms")
-    parts = [read_proposals(path, store.read("images").column("image_id"))] if path else []
+    parts = []
+    if path:
+        from_file = read_proposals(path, store.read("images").column("image_id"))
+        evaluated = evaluated_image_ids(store.read("clusters"), source.evaluate_split)
+        check_coverage(from_file, evaluated, path, source.evaluate_split)
+        parts.append(from_file)
     return combine_proposals(parts + (model_proposals(store) if with_models else []))
 
 

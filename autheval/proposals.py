@@ -7,7 +7,14 @@ similarity beside U_z), source. A file gives each row's ranking in one of three 
 (slate = stable descending order, ties to the lower level), an explicit `slate` ("a2 a1 a3 a0"), or
 only `a_head` (AuthEval spec 5.5's nearest-level rule). Validation and slates are SQL
 (sql/proposals_file_validate.sql, sql/proposals_file_slates.sql); a broken rule is one RecordError
-line naming the file, the column, the rule and the first offending row.
+line naming the file, the column, the rule and the first offending row. Column types are checked first
+(text or integer ids; numbers or text for the probabilities; text or a list of text for the slate).
+
+Once the evaluated images are known (the lake's `proposals` asset, after ingest and clusters),
+`check_coverage` decides each mechanism of a file on its own: it must propose for every evaluated
+image, or it is refused in one line naming the file and the mechanism, before any table is written (a
+mechanism with no evaluated image would vanish from the estimates, one with some of them would break
+the paired comparisons that need the same clusters for every mechanism).
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
 from autheval.raw.ingest import RISK
-from autheval.records import closest_name, read_table, warn
+from autheval.records import (NUMBER_TYPE_RULE, TEXT_TYPE_RULE, _is_text_type, check_column_types, closest_name,
+                              read_table, warn)
 from warehouse.sql import connect, load_sql
 
 PROBABILITY_COLUMNS = ("p_very_low", "p_low", "p_moderate", "p_high")
@@ -48,6 +56,7 @@ def _as_text_columns(table: pa.Table, source: str, default_mechanism: str | None
         raise RecordError(source, "mechanism", "required column is missing")
     if not {"slate", "a_head", *PROBABILITY_COLUMNS} & set(names):
         raise RecordError(source, "slate", "give the four probabilities, a slate or an a_head column")
+    _check_types(table, source)
     n = table.num_rows
     columns = {"row_index": pa.array(range(n), pa.int64())}
     for name in FILE_COLUMNS:
@@ -60,6 +69,17 @@ def _as_text_columns(table: pa.Table, source: str, default_mechanism: str | None
             column = pa.array([None if v is None else " ".join(map(str, v)) for v in column.to_pylist()], pa.string())
         columns[name] = column.cast(pa.string())
     return pa.table(columns)
+
+
+def _check_types(table: pa.Table, source: str) -> None:
+    """Each contract column of a Parquet file in a type it can mean, else one line naming it."""
+    check_column_types(table, source, text=("mechanism", "image_id", "a_head", "diagnosis", "source"),
+                       numbers=PROBABILITY_COLUMNS)
+    if "slate" in table.column_names:
+        kind = table.schema.field("slate").type
+        listed = (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and _is_text_type(kind.value_type)
+        if not (listed or _is_text_type(kind) or pa.types.is_null(kind)):
+            raise RecordError(source, "slate", f"must be text (\"a2 a1 a3 a0\") or a list of text; got {kind}")
 
 
 def proposals_from_table(table: pa.Table, source: str, image_ids: pa.Array | None = None,
@@ -86,6 +106,33 @@ def read_proposals(path: str | Path, image_ids: pa.Array | None = None) -> pa.Ta
     after the file (its stem)."""
     path = Path(path)
     return proposals_from_table(read_table(path), str(path), image_ids, default_mechanism=path.stem.split(".")[0])
+
+
+def check_coverage(proposals: pa.Table, evaluated_ids: pa.Array, source: str, split: str) -> None:
+    """Every mechanism of `proposals` (the contract) proposes for every evaluated image (`evaluated_ids`:
+    the images the review runs on, split `split`), else one RecordError line naming the file `source`
+    and the mechanism (sql/proposals_coverage.sql). Proposals for other images are allowed (unused)."""
+    con = connect()
+    con.register("proposals", proposals.select(["mechanism", "image_id"]))
+    con.register("evaluated_images", pa.table({"image_id": pa.array(evaluated_ids, pa.string())}))
+    row = con.execute(load_sql("proposals_coverage")).fetchone()
+    if row is None:
+        return
+    mechanism, n_evaluated, n_covered, missing, outside = row
+    where = f"the {n_evaluated} evaluated images (split {split!r})"
+    if n_covered == 0:
+        raise RecordError(source, "mechanism", f"mechanism {mechanism!r} proposes for none of {where}; it would "
+                          "vanish from the estimates", f"its first image {outside!r} is not evaluated")
+    raise RecordError(source, "mechanism", f"mechanism {mechanism!r} must propose for every one of {where}: "
+                      f"{n_evaluated - n_covered} have no proposal (every mechanism is compared on the same "
+                      "clusters)", f"e.g. image {missing!r}")
+
+
+def evaluated_image_ids(clusters: pa.Table, split: str) -> pa.Array:
+    """The images the review runs on: the clustered images of split `split` ('all': every one)."""
+    con = connect()
+    con.register("clusters", clusters.select(["image_id", "split"]))
+    return con.execute(load_sql("proposals_evaluated_images"), {"split": split}).arrow().read_all().column("image_id")
 
 
 def as_contract(table: pa.Table) -> pa.Table:

@@ -6,6 +6,9 @@
 -- Output: rule_order, column_name, rule, row_index, image_id, bad_value, n_rows.
 -- A row gives its ranking in one of three forms: the four probabilities, an explicit `slate`
 -- ("a2 a1 a3 a0", length 2 or 4, a permutation of distinct actions), or only `a_head`.
+-- A mechanism or image id that begins or ends with whitespace (rules 14, 15) is refused, never
+-- stripped: `m ` beside `m` would be two mechanisms (and one analysis twice downstream), `i1 ` an image
+-- the lake does not know. They are reported right after the empty ones.
 WITH typed AS (
     SELECT
         row_index, mechanism, image_id, slate, a_head, upper(trim(diagnosis)) AS diagnosis,
@@ -39,7 +42,13 @@ checked AS (
         a_head IN ('a0', 'a1', 'a2', 'a3') AND len(items) IN (2, 4) AND items[1] <> a_head AS r10,
         $check_images AND image_id IS NOT NULL
             AND image_id NOT IN (SELECT image_id FROM known_images) AS r12,
-        diagnosis IS NOT NULL AND diagnosis NOT IN (SELECT diagnosis FROM known_diagnoses) AS r13
+        diagnosis IS NOT NULL AND diagnosis NOT IN (SELECT diagnosis FROM known_diagnoses) AS r13,
+        trim(mechanism) <> '' AND (mechanism < '!' OR prefix(mechanism, chr(160)) OR suffix(mechanism, ' ')
+            OR suffix(mechanism, chr(9)) OR suffix(mechanism, chr(10)) OR suffix(mechanism, chr(13))
+            OR suffix(mechanism, chr(160))) AS r14,
+        trim(image_id) <> '' AND (image_id < '!' OR prefix(image_id, chr(160)) OR suffix(image_id, ' ')
+            OR suffix(image_id, chr(9)) OR suffix(image_id, chr(10)) OR suffix(image_id, chr(13))
+            OR suffix(image_id, chr(160))) AS r15
     FROM flagged
 ),
 duplicates AS (
@@ -77,8 +86,12 @@ rules AS (
     UNION ALL SELECT 13, 'diagnosis', 'must be an ISIC 2019 diagnosis code (' ||
         (SELECT string_agg(diagnosis, ' ' ORDER BY diagnosis) FROM known_diagnoses) || ')', row_index,
         image_id, diagnosis, count(*) OVER () FROM checked WHERE r13
+    UNION ALL SELECT 14, 'mechanism', 'must not begin or end with whitespace (it would be another mechanism than '
+        || 'the same name without it)', row_index, image_id, mechanism, count(*) OVER () FROM checked WHERE r14
+    UNION ALL SELECT 15, 'image_id', 'must not begin or end with whitespace (it would be another image than the '
+        || 'same id without it)', row_index, image_id, image_id, count(*) OVER () FROM checked WHERE r15
 )
 SELECT rule_order, column_name, rule, row_index, image_id, bad_value, n_rows
 FROM rules
 QUALIFY row_number() OVER (PARTITION BY rule_order ORDER BY row_index) = 1
-ORDER BY rule_order
+ORDER BY CASE rule_order WHEN 14 THEN 2.1 WHEN 15 THEN 2.2 ELSE rule_order END
