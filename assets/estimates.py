@@ -11,6 +11,7 @@ from assets.common import ESTIMATES, check_row, write_table
 from assets.records import records
 from autheval.analytic import delta_method_rows, interval_table
 from autheval.estimators import estimate
+from autheval.multiplicity import flagged
 from autheval.recordsets import recordsets_by
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
 from autheval.study import contrasts_table, estimates_table
@@ -30,7 +31,9 @@ STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
             "cluster bootstrap intervals; unsupported numbers are reported as not recoverable.")),
         AssetSpec("contrasts", group_name=ESTIMATES, kinds={"parquet"}, deps=[records], description=(
             "contrast, unit, difference, ci_lower, ci_upper, excludes_zero: paired differences of the "
-            "authority gap between mechanisms on identical clusters (one shared resampling stream).")),
+            "authority gap between mechanisms on identical clusters (one shared resampling stream); "
+            "p_value, p_adjusted (Holm), q_value (Benjamini-Hochberg), family (every contrast of the "
+            "study in one unit), family_size, excludes_zero_adjusted (the headline flag).")),
         AssetSpec("intervals", group_name=ESTIMATES, kinds={"parquet"}, deps=[records], description=(
             "study, analysis, unit, metric, interval_method, estimate, std_error, ci_lower, ci_upper: the "
             "bootstrap intervals of `estimates` (bootstrap_reference) beside analytic delta-method "
@@ -56,7 +59,8 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
             else:
                 recordsets.sort(key=lambda r: mechanism_order.get(mechanism[r.analysis], len(mechanism_order)))
                 contrasts = every_pair([r.analysis for r in recordsets])
-            result = estimate(recordsets, scheme="reference", reps=source.reps, contrasts=contrasts, engine=compute)
+            result = estimate(recordsets, scheme="reference", reps=source.reps, contrasts=contrasts, engine=compute,
+                              family=study)
             context.log.info(f"{study}: {len(recordsets)} analyses, {result.reps} replicates, scheme {result.scheme}")
             part = estimates_table(result, model=mechanism)
             order.update({r.analysis: i for i, r in enumerate(recordsets)})
@@ -70,7 +74,9 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     contrast_table = pa.concat_tables(contrast_parts) if contrast_parts else contrasts_table(None)
     table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
     yield write_table(store, "estimates", table, asset_key="estimates")
-    yield write_table(store, "contrasts", contrast_table, asset_key="contrasts")
+    yield write_table(store, "contrasts", contrast_table, asset_key="contrasts",
+                      excluding_zero=flagged(contrast_table, adjusted=False),
+                      excluding_zero_adjusted=flagged(contrast_table))
     yield write_table(store, "intervals", pa.concat_tables(interval_parts, promote_options="permissive"),
                       asset_key="intervals")
 

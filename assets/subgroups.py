@@ -8,6 +8,7 @@ import pyarrow as pa
 from dagster import AssetSpec, multi_asset
 
 from assets.common import ESTIMATES, write_table
+from autheval.multiplicity import adjust_subgroups, flagged
 from autheval.subgroups import GROUPINGS, no_images, subgroup_tables
 from dagster_project.resources import LakeResource, SourceResource
 
@@ -17,7 +18,9 @@ from dagster_project.resources import LakeResource, SourceResource
               description=(
         "analysis, grouping, group_value, n_images, n_clusters, estimable, reason, accuracy and balanced "
         "accuracy of the proposal and of the selected action, then unit, metric, estimate and interval of "
-        "a whole-cluster bootstrap within the group; groups under the declared minimum are not estimable.")),
+        "a whole-cluster bootstrap within the group; groups under the declared minimum are not estimable. "
+        "For the gaps: excludes_zero, p_value, p_adjusted (Holm), q_value (BH) over the family of every "
+        "estimable group of the analysis in one unit and metric, excludes_zero_adjusted.")),
     AssetSpec("fairness", group_name=ESTIMATES, kinds={"parquet"}, deps=["records", "images", "contexts"],
               description=(
         "analysis, grouping, min/max group accuracy for the proposal and for the selected action "
@@ -31,8 +34,10 @@ def subgroups(context, lake: LakeResource, source: SourceResource):
     out = subgroup_tables(store.read("records"), images, contexts, groupings=GROUPINGS,
                           min_clusters=source.min_group_clusters, min_images=source.min_group_clusters,
                           reps=source.reps)
+    table = adjust_subgroups(out.subgroups)
     estimable = sum(out.groups.column("estimable").to_pylist())
     context.log.info(f"{out.groups.num_rows} groups, {estimable} estimable")
-    yield write_table(store, "subgroups", out.subgroups, asset_key="subgroups", groups=out.groups.num_rows,
-                      estimable_groups=estimable, min_group_clusters=source.min_group_clusters)
+    yield write_table(store, "subgroups", table, asset_key="subgroups", groups=out.groups.num_rows,
+                      estimable_groups=estimable, min_group_clusters=source.min_group_clusters,
+                      excluding_zero=flagged(table, adjusted=False), excluding_zero_adjusted=flagged(table))
     yield write_table(store, "fairness", out.fairness, asset_key="fairness")

@@ -19,6 +19,7 @@ both units whatever the scheme.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -29,6 +30,8 @@ import pyarrow as pa
 from autheval.bootstrap import (POISSON_BLOCK, Progress, available_cores, lockstep_blocks, one_blas_thread,
                                 poisson_products, stream_sums)
 from autheval.errors import RecordError
+from autheval.multiplicity import (DEFAULT_CONTRAST_FAMILY, TESTED_METRICS, add_adjusted_columns, alpha_of,
+                                   contrast_family)
 from autheval.records import FULL, PROPOSAL_ONLY, RecordSet, warn
 from warehouse.sql import connect, drop_table, load_sql, materialize
 
@@ -314,11 +317,19 @@ def warn_if_no_contrast(arms: Sequence[str], contrasts: Sequence) -> bool:
 
 def degenerate_warnings(result: "EstimationResult") -> list[str]:
     """Why some intervals of `result` mean little: one cluster, fewer than MIN_STABLE_REPS replicates,
-    or an interval that does not contain its own point estimate."""
+    an interval that does not contain its own point estimate, or too few replicates for any contrast to
+    pass the multiplicity adjustment (the smallest p-value is 2 / (B + 1))."""
     messages = []
     if result.reps < MIN_STABLE_REPS:
         messages.append(f"{result.reps} bootstrap replicates (fewer than {MIN_STABLE_REPS}): the interval "
                         "ends are noisy; use --reps 1000 or more")
+    if result.contrasts:
+        m = max(c["family_size"] or 1 for c in result.contrasts)
+        alpha, smallest = alpha_of(result.quantiles), min(1.0, 2.0 * m / (result.reps + 1))
+        if smallest >= alpha:
+            messages.append(f"{m} contrasts per unit: with {result.reps} replicates no Holm-adjusted p-value can "
+                            f"fall below {alpha:g} (the smallest is {smallest:.3g}); use --reps "
+                            f"{math.ceil(2 * m / alpha)} or more")
     for analysis, records in result.records.items():
         rows = [r for r in result.estimates if r["analysis"] == analysis and r["available"]
                 and r["ci_lower"] is not None]
@@ -347,8 +358,11 @@ def estimate(
     contrasts: Sequence[tuple[str, str]] = (),
     engine=None,
     progress: Callable[[str], None] | None = None,
+    family: str = DEFAULT_CONTRAST_FAMILY,
 ) -> EstimationResult:
     """Estimate every metric in both units for each record set, and the paired contrasts.
+    `family`: the label of this call's contrasts; their multiplicity family is every contrast of the
+    call in one unit, named '<family> / <unit>' in each row (autheval.multiplicity).
     `engine` (warehouse.engine.Engine): None or DuckDB = here, in process; Spark = the work that grows
     with records and replicates runs there (autheval.engine_estimates), the rest here. `progress`:
     called with a line now and then during a long bootstrap (the CLI prints it on stderr)."""
@@ -392,6 +406,7 @@ def estimate(
                         "estimate": row.get("estimate") if keep else None,
                         "ci_lower": row.get("ci_lower") if keep else None,
                         "ci_upper": row.get("ci_upper") if keep else None,
+                        "p_value": row.get("p_value") if keep and metric in TESTED_METRICS else None,
                         "n": n if keep else 0,
                         "n_clusters": records.n_clusters,
                         "available": keep,
@@ -410,6 +425,8 @@ def estimate(
 
     if contrasts:
         result.contrasts = _paired_contrasts(con, by_name, contrasts, q)
+        add_adjusted_columns(result.contrasts, [contrast_family(family, r["unit"]) for r in result.contrasts],
+                             (lower, upper), con)
     result.warnings = degenerate_warnings(result)
     for message in result.warnings:
         warn(message)

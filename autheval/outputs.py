@@ -19,6 +19,7 @@ from pathlib import Path
 from autheval import __version__
 from autheval.errors import RecordError
 from autheval.estimators import METRICS, EstimationResult
+from autheval.multiplicity import ADJUSTED_COLUMNS
 from autheval.tables import cell
 
 SUMMARY_COLUMNS = (
@@ -39,9 +40,10 @@ PROPOSAL_COLUMNS = (
     "Delta_authority_image_ci_lower", "Delta_authority_image_ci_upper", "Delta_authority_cluster",
     "Delta_authority_cluster_ci_lower", "Delta_authority_cluster_ci_upper",
 )  # fmt: skip
-CONTRAST_COLUMNS = ("contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero")
+# The published paired_contrast.csv columns first, then the multiplicity columns (autheval.multiplicity).
+CONTRAST_COLUMNS = ("contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero", *ADJUSTED_COLUMNS)
 ESTIMATE_COLUMNS = (
-    "analysis", "unit", "metric", "estimate", "ci_lower", "ci_upper", "n", "n_clusters",
+    "analysis", "unit", "metric", "estimate", "ci_lower", "ci_upper", "p_value", "n", "n_clusters",
     "available", "status", "reason", "scheme", "interval_method", "reps", "seed", "quantile_lower",
     "quantile_upper", "record_level", "source", "data_sha256", "model",
 )  # fmt: skip

@@ -105,17 +105,48 @@ def _readable(summary: pa.Table) -> pa.Table:
     return pa.Table.from_pylist([headline(r) for r in summary.to_pylist()])
 
 
+CONTRAST_FLAG = "excludes zero (Holm-adjusted)"
+CONTRAST_NOTE = ("The flag is the multiplicity-adjusted one: Holm's adjusted bootstrap p-value below the "
+                 "intervals' alpha (0.05 for 95% intervals) over the row's family (every contrast of its study "
+                 "in one unit, family_size tests); the raw interval's flag and the Benjamini-Hochberg q-value "
+                 "are beside it.")
+
+
+def contrast_rows(contrasts: pa.Table) -> pa.Table:
+    """The contrasts as the report shows them: the headline flag is the adjusted one (a table of an
+    older lake, without the adjusted columns, keeps its raw flag, named as such)."""
+    out = []
+    for r in contrasts.to_pylist():
+        row = {"contrast": r["contrast"], "unit": r["unit"], "difference": r["difference"],
+               "ci_lower": r["ci_lower"], "ci_upper": r["ci_upper"]}
+        if "excludes_zero_adjusted" in r:
+            row.update({CONTRAST_FLAG: r["excludes_zero_adjusted"], "p": r["p_value"],
+                        "p (Holm)": r["p_adjusted"], "q (BH)": r["q_value"], "family": r["family"],
+                        "family_size": r["family_size"], "excludes zero (unadjusted)": r["excludes_zero"]})
+        else:
+            row["excludes zero (unadjusted)"] = r.get("excludes_zero")
+        out.append(row)
+    return pa.Table.from_pylist(out)
+
+
 def _columns(table: pa.Table) -> list[str]:
     return [c for c in table.column_names if c not in ("scheme", "reps", "seed", "analysis_order")]
 
 
+def _sections(summary: pa.Table, contrasts: pa.Table | None):
+    """(title, table, note) of each non-empty table of the report."""
+    shown = [("Authority gaps", _readable(summary), None)]
+    if contrasts is not None and contrasts.num_rows:
+        shown.append(("Paired contrasts", contrast_rows(contrasts), CONTRAST_NOTE))
+    return [(title, table, note) for title, table, note in shown if table.num_rows]
+
+
 def markdown_report(summary: pa.Table, contrasts: pa.Table | None, provenance: str) -> str:
     lines = ["# AuthEval lake: authority-preserving evaluation", "", provenance, ""]
-    for title, table in (("Authority gaps", _readable(summary)), ("Paired contrasts", contrasts)):
-        if table is None or table.num_rows == 0:
-            continue
+    for title, table, note in _sections(summary, contrasts):
         cols = _columns(table)
-        lines += [f"## {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        lines += [f"## {title}", ""] + ([note, ""] if note else [])
+        lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         lines += ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for r in table.to_pylist()]
         lines.append("")
     lines += ["![forest plot](forest_plot.png)", ""]
@@ -131,11 +162,9 @@ def html_report(summary: pa.Table, contrasts: pa.Table | None, provenance: str, 
         "<h1>AuthEval lake: authority-preserving evaluation</h1>",
         f"<p>{html.escape(provenance)}</p>",
     ]
-    for title, table in (("Authority gaps", _readable(summary)), ("Paired contrasts", contrasts)):
-        if table is None or table.num_rows == 0:
-            continue
+    for title, table, note in _sections(summary, contrasts):
         cols = _columns(table)
-        parts.append(f"<h2>{title}</h2><table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>")
+        parts.append(f"<h2>{title}</h2>" + (f"<p>{html.escape(note)}</p>" if note else "") + "<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>")
         for r in table.to_pylist():
             parts.append("<tr>" + "".join(f"<td>{html.escape(_fmt(r[c]))}</td>" for c in cols) + "</tr>")
         parts.append("</table>")

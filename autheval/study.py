@@ -16,7 +16,8 @@ _TYPES = {
     "record_level": pa.string(),
     "source": pa.string(), "data_sha256": pa.string(), "model": pa.string(), "available": pa.bool_(),
     "excludes_zero": pa.bool_(), "n": pa.int64(), "n_clusters": pa.int64(), "reps": pa.int64(),
-    "seed": pa.int64(),
+    "seed": pa.int64(), "excludes_zero_adjusted": pa.bool_(), "adjustment": pa.string(), "family": pa.string(),
+    "family_size": pa.int64(),
 }  # fmt: skip
 
 

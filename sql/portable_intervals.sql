@@ -3,8 +3,8 @@
 -- with numpy's default "linear" interpolation (Hyndman-Fan type 7) written out: the replicate values
 -- ranked by a window function, h = (n - 1) q, the values at ranks floor(h) and floor(h) + 1 (the last
 -- rank at most) and numpy's lerp (a + (b - a) g, or b - (b - a)(1 - g) when g >= 0.5). Undefined
--- replicates (NULL or NaN) are dropped first, as numpy's nanquantile does, and counted.
--- Input: replicate_metrics; parameters $lower, $upper. Output: the layout of intervals.sql.
+-- replicates (NULL or NaN) are dropped first, as numpy's nanquantile does, and counted; p_value as in
+-- intervals.sql. Input: replicate_metrics; parameters $lower, $upper. Output: the layout of intervals.sql.
 WITH long AS (
     SELECT analysis, unit, rep, 'J' AS metric, "J" AS value FROM replicate_metrics
     UNION ALL SELECT analysis, unit, rep, 'intervention_rate', intervention_rate FROM replicate_metrics
@@ -66,11 +66,15 @@ counted AS (
         max(CASE WHEN rep < 0 THEN value END) AS estimate,
         CAST(sum(CASE WHEN rep >= 0 THEN 1 ELSE 0 END) AS BIGINT) AS reps,
         CAST(sum(CASE WHEN rep >= 0 AND (value IS NULL OR isnan(value)) THEN 1 ELSE 0 END) AS BIGINT)
-            AS reps_undefined
+            AS reps_undefined,
+        sum(CASE WHEN rep >= 0 AND NOT isnan(value) AND value <= 0 THEN 1 ELSE 0 END) AS at_or_below,
+        sum(CASE WHEN rep >= 0 AND NOT isnan(value) AND value >= 0 THEN 1 ELSE 0 END) AS at_or_above
     FROM long
     GROUP BY analysis, unit, metric
 )
-SELECT c.analysis, c.unit, c.metric, c.estimate, b.ci_lower, b.ci_upper, c.reps, c.reps_undefined
+SELECT c.analysis, c.unit, c.metric, c.estimate, b.ci_lower, b.ci_upper, c.reps, c.reps_undefined,
+       least(CAST(1 AS DOUBLE), CAST(2 AS DOUBLE) * (1 + least(c.at_or_below, c.at_or_above))
+             / CAST(c.reps - c.reps_undefined + 1 AS DOUBLE)) AS p_value
 FROM counted AS c
 LEFT JOIN bounds AS b ON b.analysis = c.analysis AND b.unit = c.unit AND b.metric = c.metric
 ORDER BY c.analysis, c.unit, c.metric

@@ -1,6 +1,6 @@
 -- Paired contrasts "arm_a minus arm_b" of Delta_authority on identical clusters, per unit, in the
 -- portable subset: paired_contrast.sql with its quantiles written out as in portable_intervals.sql
--- (exact type-7 quantiles by window functions and numpy's lerp). Input: replicate_metrics,
+-- (exact type-7 quantiles by window functions and numpy's lerp), and its p_value. Input: replicate_metrics,
 -- contrast_pairs(contrast, arm_a, arm_b); parameters $lower, $upper. Output: the layout of
 -- paired_contrast.sql.
 WITH paired AS (
@@ -48,6 +48,17 @@ points AS (
     FROM paired
     WHERE rep < 0
     GROUP BY contrast, unit
+),
+tails AS (  -- the p-value's counts over the defined replicates
+    SELECT
+        contrast,
+        unit,
+        sum(CASE WHEN difference <= 0 THEN 1 ELSE 0 END) AS at_or_below,
+        sum(CASE WHEN difference >= 0 THEN 1 ELSE 0 END) AS at_or_above,
+        count(*) AS defined
+    FROM paired
+    WHERE rep >= 0 AND difference IS NOT NULL AND NOT isnan(difference)
+    GROUP BY contrast, unit
 )
 SELECT
     p.contrast,
@@ -56,6 +67,9 @@ SELECT
     CASE WHEN k.g_lower >= 0.5 THEN k.lower_b - (k.lower_b - k.lower_a) * (1 - k.g_lower)
          ELSE k.lower_a + (k.lower_b - k.lower_a) * k.g_lower END AS ci_lower,
     CASE WHEN k.g_upper >= 0.5 THEN k.upper_b - (k.upper_b - k.upper_a) * (1 - k.g_upper)
-         ELSE k.upper_a + (k.upper_b - k.upper_a) * k.g_upper END AS ci_upper
+         ELSE k.upper_a + (k.upper_b - k.upper_a) * k.g_upper END AS ci_upper,
+    least(CAST(1 AS DOUBLE), CAST(2 AS DOUBLE) * (1 + least(t.at_or_below, t.at_or_above))
+          / CAST(t.defined + 1 AS DOUBLE)) AS p_value
 FROM points AS p
 LEFT JOIN picked AS k ON k.contrast = p.contrast AND k.unit = p.unit
+LEFT JOIN tails AS t ON t.contrast = p.contrast AND t.unit = p.unit

@@ -8,7 +8,7 @@ SELECT
     g.analysis, g.grouping, g.group_value, g.n_images, g.n_clusters, g.estimable,
     coalesce(g.reason, e.reason) AS reason,
     g.accuracy_proposal, g.balanced_accuracy_proposal, g.accuracy_selected, g.balanced_accuracy_selected,
-    e.unit, e.metric, e.estimate, e.ci_lower, e.ci_upper, e.available, e.status,
+    e.unit, e.metric, e.estimate, e.ci_lower, e.ci_upper, e.p_value, e.available, e.status,
     e.scheme, e.reps, e.seed, e.record_level, e.data_sha256
 FROM subgroup_sizes AS g
 LEFT JOIN subgroup_labels AS l USING (analysis, grouping, group_value)
