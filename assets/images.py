@@ -39,7 +39,8 @@ SPECS = [  # in the order they are written (each after what it depends on)
               deps=["input_files", "image_hashes", "hash_failures"], description=(
         "source, row_number, image_id, column_name, reason, value, action: one row per problem found "
         "while reading the inputs (excluded, kept, ignored or recorded), e.g. missing_image, "
-        "unreadable_image, format_mismatch, checksum_mismatch. Nothing is dropped silently.")),
+        "unreadable_image, format_mismatch, checksum_mismatch, outside_input_folder (an id, path or link "
+        "that leads out of the input folder: never read). Nothing is dropped silently.")),
 ]  # fmt: skip
 
 

@@ -251,3 +251,108 @@ def test_synthetic_cohort_has_the_official_formats_and_schema(synthetic_small, r
     assert synthetic.images.num_rows == 60
     assert set(synthetic.images["source"].to_pylist()) == {"synthetic"}
     assert set(synthetic.report["reason"].to_pylist()) == {"checksum_mismatch"}
+
+
+# ------------------------------------------------------------------------------------------------
+# Ids with surrounding whitespace: refused, never counted apart
+
+
+@pytest.mark.parametrize("meta_row, gt_row, file, column", [
+    ("ISIC_0000000 ,55.0,anterior torso,,female", None, METADATA_FILE, "image"),
+    ("ISIC_0000000,55.0,anterior torso,HAM_0000550 ,female", None, METADATA_FILE, "lesion_id"),
+    (None, gt_line("\tISIC_0000000", "NV"), LABELS_FILE, "image"),
+    ("ISIC_0000000\u00a0,55.0,anterior torso,,female", None, METADATA_FILE, "image"),
+], ids=["metadata image id", "lesion id", "labels image id", "no-break space"])
+def test_ids_with_surrounding_whitespace_are_refused(tmp_path, meta_row, gt_row, file, column):
+    rows = [meta_row or REAL_ROWS[0], *REAL_ROWS[1:3]]
+    gt = [gt_row or REAL_GT[0], *REAL_GT[1:3]]
+    root = write_cohort(tmp_path / "ws", rows, gt, REAL_IDS[:3])
+    with pytest.raises(RecordError) as err:
+        ingest_isic2019(root, checksums=False)
+    text = str(err.value)
+    assert file in text and f"column '{column}'" in text and "must not begin or end with whitespace" in text
+    assert "data row 1" in text and "\n" not in text
+
+
+def test_patient_ids_with_surrounding_whitespace_are_refused(tmp_path):
+    (tmp_path / "img").mkdir()
+    csv = tmp_path / "archive.csv"
+    csv.write_text("isic_id,patient_id,diagnosis\nISIC_A,IP_1,melanoma\nISIC_B, IP_1,nevus\n")
+    with pytest.raises(RecordError, match=r"column 'patient_id': must not begin or end with whitespace \(it would be "
+                                          r"another patient.*data row 2, value ' IP_1'"):
+        ingest(csv, images=tmp_path / "img", checksums=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Images only from inside the input folder
+
+
+def _report(result) -> dict:
+    return {(r["image_id"], r["reason"]): r for r in result.report.to_pylist()}
+
+
+def test_links_leaving_the_folder_and_dot_dot_ids_are_never_read(tmp_path):
+    """A link to /etc/shadow, a link to a JPEG outside the folder and an id `../outside` are excluded
+    and reported (outside_input_folder, with where they lead), never hashed or shown to a model; a link
+    inside the folder is followed and `path` is the file read."""
+    import os
+
+    rows = REAL_ROWS[:3] + ["ISIC_LINK_ETC,50.0,head/neck,,male", "ISIC_LINK_JPEG,50.0,head/neck,,male",
+                            "../outside,50.0,head/neck,,male", "ISIC_LINK_IN,50.0,head/neck,,male"]
+    gt = REAL_GT[:3] + [gt_line(i, "NV") for i in ("ISIC_LINK_ETC", "ISIC_LINK_JPEG", "../outside", "ISIC_LINK_IN")]
+    root = write_cohort(tmp_path / "cohort", rows, gt, REAL_IDS[:3])
+    folder = root / IMAGE_FOLDER
+    Image.new("RGB", (64, 48), (1, 2, 3)).save(root / "outside.jpg", "JPEG")  # beside the folder, not in it
+    elsewhere = tmp_path / "elsewhere.jpg"
+    Image.new("RGB", (64, 48), (9, 9, 9)).save(elsewhere, "JPEG")
+    os.symlink("/etc/shadow", folder / "ISIC_LINK_ETC.jpg")
+    os.symlink(elsewhere, folder / "ISIC_LINK_JPEG.jpg")
+    os.symlink(folder / "ISIC_0000000.jpg", folder / "ISIC_LINK_IN.jpg")
+    result = ingest_isic2019(root, checksums=False)
+    images = {r["image_id"]: r for r in result.images.to_pylist()}
+    assert sorted(images) == sorted([*REAL_IDS[:3], "ISIC_LINK_IN"])
+    assert images["ISIC_LINK_IN"]["path"] == str((folder / "ISIC_0000000.jpg").resolve())
+    report = _report(result)
+    for image_id, leads in (("ISIC_LINK_ETC", "/etc/shadow"), ("ISIC_LINK_JPEG", str(elsewhere.resolve())),
+                            ("../outside", str((root / "outside.jpg").resolve()))):
+        row = report[(image_id, "outside_input_folder")]
+        assert row["action"] == "excluded" and row["value"].endswith(f" -> {leads}") and row["column_name"] == "image"
+    assert not any(reason == "image_without_metadata" for _, reason in report)  # every link is accounted for
+
+
+def test_an_unreferenced_link_is_reported_as_ignored_and_is_not_read(tmp_path):
+    import os
+
+    root = write_cohort(tmp_path / "cohort", REAL_ROWS[:2], REAL_GT[:2], REAL_IDS[:2])
+    os.symlink("/etc/shadow", root / IMAGE_FOLDER / "ISIC_9999999.jpg")
+    result = ingest_isic2019(root, checksums=False)
+    assert result.images.num_rows == 2
+    row = _report(result)[("ISIC_9999999", "image_without_metadata")]
+    assert row["action"] == "ignored" and row["value"].endswith("ISIC_9999999.jpg")
+
+
+def test_the_image_folder_may_itself_be_a_link(tmp_path):
+    import os
+
+    root = write_cohort(tmp_path / "cohort", REAL_ROWS[:2], REAL_GT[:2], REAL_IDS[:2])
+    real = tmp_path / "real_images"
+    (root / IMAGE_FOLDER).rename(real)
+    os.symlink(real, root / IMAGE_FOLDER)
+    result = ingest_isic2019(root, checksums=False)
+    assert result.images.num_rows == 2 and result.report.num_rows == 0
+    assert result.images["path"][0].as_py() == str(real.resolve() / "ISIC_0000000.jpg")
+
+
+def test_metadata_paths_must_stay_inside_the_input_folder(tmp_path):
+    (tmp_path / "cohort" / "img").mkdir(parents=True)
+    for name in ("a", "b"):
+        Image.new("RGB", (32, 32)).save(tmp_path / "cohort" / "img" / f"{name}.jpg", "JPEG")
+    Image.new("RGB", (32, 32)).save(tmp_path / "secret.jpg", "JPEG")
+    csv = tmp_path / "cohort" / "meta.csv"
+    csv.write_text("isic_id,image_path,diagnosis\nISIC_A,img/a.jpg,melanoma\nISIC_B,../secret.jpg,nevus\n"
+                   f"ISIC_C,{tmp_path / 'secret.jpg'},nevus\nISIC_D,{tmp_path / 'cohort' / 'img' / 'b.jpg'},nevus\n")
+    result = ingest(csv, checksums=False)
+    assert result.images["image_id"].to_pylist() == ["ISIC_A", "ISIC_D"]
+    report = _report(result)
+    assert {k for k in report} == {("ISIC_B", "outside_input_folder"), ("ISIC_C", "outside_input_folder")}
+    assert report[("ISIC_B", "outside_input_folder")]["column_name"] == "image_path"

@@ -4,7 +4,15 @@ Follows AuthEval spec sections 1.1-1.5: alias-based column detection, one-hot di
 diagnosis -> risk stratum, right-closed age bins with the literal string "nan", and the workflow
 profile assigned by hashing `age_bin|site`. Every row that cannot be used is listed in a report table
 with its reason; nothing is dropped silently. Broken files (a duplicated id in the labels file, a
-missing id column, a non-numeric one-hot cell) raise RecordError instead.
+missing id column, a non-numeric one-hot cell, an image, lesion or patient id that begins or ends with
+whitespace) raise RecordError instead: `ISIC_1 ` beside `ISIC_1` would be two images (no label, no
+file) and `L1 ` another lesion, so another cluster.
+
+Images are read only from inside the input folder (the image folder, else the metadata's folder):
+every path is resolved (links followed) and a path that ends outside it, through `..` in an id or
+path or a link to a file elsewhere, is never read: the row is excluded and reported
+(`outside_input_folder`, with the path and where it leads). Links that stay inside are followed, and
+the lake's `path` is the resolved file.
 """
 
 from __future__ import annotations
@@ -222,6 +230,23 @@ def _first_duplicate(ids: list) -> tuple[int, str, int] | None:
     return first[1], ids[first[1]], sum(len(r) for r in dups)
 
 
+def _refuse_spaced_ids(values: list, source: str, column: str, what: str) -> None:
+    """An id that begins or ends with whitespace (or is blank) is a broken file: one RecordError line."""
+    for i, value in enumerate(values):
+        if value is not None and value != value.strip():
+            raise RecordError(source, column, f"must not begin or end with whitespace (it would be another {what} "
+                              "than the same id without it)", f"data row {i + 1}, value {value!r}")
+
+
+def _inside(path: str, root: str) -> str | None:
+    """The resolved path (links followed) when it lies inside the resolved folder `root`, else None."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):  # a NUL byte, a link loop
+        return None
+    return real if real != root and os.path.commonpath([real, root]) == root else None
+
+
 def _one_hot_diagnosis(table: pa.Table, source: str) -> tuple[list, np.ndarray]:
     """Per row, the first one-hot column holding the row maximum (spec 1.2.3).
 
@@ -300,10 +325,15 @@ def ingest(
     ids = meta.column(id_col).to_pylist()
     n = meta.num_rows
     report_rows: list[dict] = []
+    _refuse_spaced_ids(ids, msource, id_col, "image")
 
     def col(canonical: str, table: pa.Table = meta) -> list:
         name = find_column(table, canonical)
         return table.column(name).to_pylist() if name else [None] * n
+
+    for canonical, what in (("lesion_id", "lesion"), ("patient_id", "patient")):
+        if find_column(meta, canonical):
+            _refuse_spaced_ids(col(canonical), msource, find_column(meta, canonical), what)
 
     files = [("metadata", metadata)]
     label_table = None
@@ -322,6 +352,7 @@ def ingest(
         empty = [i for i, v in enumerate(label_ids) if v is None]
         if empty:
             raise RecordError(lsource, lid_col, "image id must not be empty", f"data row {empty[0] + 1}")
+        _refuse_spaced_ids(label_ids, lsource, lid_col, "image")
         dup = _first_duplicate(label_ids)
         if dup is not None:
             row, value, count = dup
@@ -373,10 +404,23 @@ def ingest(
     in_zip = None
     if path_col is not None:
         base = metadata.resolve().parent
-        paths = [None if p is None else str(Path(p) if Path(p).is_absolute() else base / p)
-                 for p in meta.column(path_col).to_pylist()]
+        located = [None if p is None else str(Path(p) if Path(p).is_absolute() else base / p)
+                   for p in meta.column(path_col).to_pylist()]
     else:
-        paths, in_zip = _locate_images(ids, image_dir or metadata.parent, image_zip)
+        located, in_zip = _locate_images(ids, image_dir or metadata.parent, image_zip)
+    # Containment: a file path must resolve inside the input folder (a zip's members are read from it).
+    outside: dict[int, str] = {}
+    paths = list(located)
+    if in_zip is None:
+        root = os.path.realpath(image_dir if image_dir is not None else metadata.parent)
+        for i, path in enumerate(located):
+            if path is None:
+                continue
+            real = _inside(path, root)
+            if real is None:
+                outside[i] = path
+            else:
+                paths[i] = real
 
     if source is None:
         source = "isic2019" if metadata.name == METADATA_FILE else metadata.stem
@@ -405,8 +449,18 @@ def ingest(
                   "age": find_column(meta, "age") or "age"}.get(row["column_name"], row["column_name"])
         report_rows.append(dict(source=msource, row_number=row["row_index"] + 1, image_id=row["image_id"],
                                 column_name=column, reason=row["reason"], value=row["value"], action=row["action"]))
+    for i, path in sorted(outside.items()):
+        if i in excluded:
+            continue
+        excluded.add(i)
+        try:
+            leads = os.path.realpath(path)
+        except (OSError, ValueError) as err:
+            leads = f"unusable path ({err})"
+        report_rows.append(dict(source=msource, row_number=i + 1, image_id=ids[i], column_name=path_col or id_col,
+                                reason="outside_input_folder", value=f"{path} -> {leads}", action="excluded"))
     if check_files:
-        referenced = {p for p in paths if p is not None}
+        referenced = {p for p in located if p is not None}
         for i in range(n):
             if i in excluded or paths[i] is None:
                 continue
@@ -415,8 +469,9 @@ def ingest(
                 report_rows.append(dict(source=msource, row_number=i + 1, image_id=ids[i], column_name=id_col,
                                         reason="missing_image", value=paths[i], action="excluded"))
         if image_dir is not None and image_dir.is_dir() and path_col is None:
-            for entry in sorted(image_dir.iterdir()):
-                if entry.suffix.lower() == ".jpg" and str(entry.resolve()) not in referenced:
+            folder = image_dir.resolve()
+            for entry in sorted(image_dir.iterdir()):  # by name, as the metadata locates them (links not followed)
+                if entry.suffix.lower() == ".jpg" and str(folder / entry.name) not in referenced:
                     report_rows.append(dict(source=str(image_dir), row_number=None, image_id=entry.stem,
                                             column_name=None, reason="image_without_metadata",
                                             value=str(entry), action="ignored"))
