@@ -56,6 +56,7 @@ MATRIX = {
     "paired_contrast": ("portable_paired_contrast", ("contrast", "unit")),
     "delta_method": ("delta_method", ("analysis", "unit", "metric")),
     "evaluator_clusters": ("portable_evaluator_clusters", ("analysis", "metric", "cluster_rank")),
+    "multiplicity": ("multiplicity", ("row_id",)),  # autheval/multiplicity.py: Holm and BH over families
 }  # portable_evaluator_weighted: against the in-process products (test_evaluator_weighted_...)
 # Runs on the in-process DuckDB whatever the engine (on one row per replicate, analysis and metric).
 DUCKDB_ONLY = {"evaluator_metrics", "evaluator_stream_runs", "cluster_matrix_runs"}
@@ -103,6 +104,8 @@ def inputs(recordsets) -> dict[str, pa.Table]:
         "replicate_metrics": _arrow(con.table("replicate_metrics").arrow()),
         "contrast_pairs": pairs,
         "evaluator_clusters": _arrow(con.table("evaluator_clusters").arrow()),
+        "tested": pa.table({"row_id": np.arange(9, dtype=np.int64), "family": list("aaaabbbbb"),
+                            "p_value": [0.01, 0.04, 0.03, 0.005, 0.2, None, 0.2, 0.001, 0.9]}),
     }
 
 
