@@ -343,3 +343,165 @@ def test_run_review_end_to_end_feeds_the_estimators():
     exact_capacity = result.estimate("exact / capacity_ceiling", "image_weighted", "J_auth")
     assert exact_capacity["estimate"] == 0.0  # the proposal is the reference level everywhere
     assert all(c["max_point_residual"] <= 1e-12 for c in result.checks if "max_point_residual" in c)
+
+
+# ------------------------------------------------------------------------------------------------
+# Every other rule of the engine, each fed its case (tests/test_planted_bugs.py has the rest)
+
+
+def _h12(text: str) -> int:
+    import hashlib
+
+    return int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)
+
+
+def _rules_with(mutate):
+    data = yaml.safe_load(default_rules_text())
+    mutate(data)
+    return parse_rules(yaml.safe_dump(data, sort_keys=False), source="service.yaml")
+
+
+def test_ages_outside_the_bins_are_nan():
+    images = pa.table({"image_id": ["old", "negative", "missing"], "age": pa.array([250.0, -5.0, None], pa.float64()),
+                       "anatomic_site": ["anterior torso"] * 3})
+    con, params = engine(images=images)
+    review.run_sql(con, "image_profiles", "image_profiles", params)
+    got = {r["image_id"]: r["profile_signature"] for r in rows(con, "image_profiles")}
+    assert got == {"old": "nan|anterior torso", "negative": "nan|anterior torso", "missing": "nan|anterior torso"}
+
+
+def test_profiles_are_the_declared_list_by_h12_mod_its_length():
+    rules = _rules_with(lambda d: d.update(profiles={k: d["profiles"][k] for k in ("MSK_like", "BCN_like", "HAM_like")}))
+    sites = ["anterior torso", "head/neck", "lateral torso", "palms/soles", None]
+    images = pa.table({"image_id": [f"i{k}" for k in range(5)], "age": pa.array([25.0, 40.0, 60.0, 80.0, None]),
+                       "anatomic_site": sites})
+    con, params = engine(rules, images=images)
+    review.run_sql(con, "image_profiles", "image_profiles", params)
+    for r in rows(con, "image_profiles"):
+        assert r["profile"] == ["MSK_like", "BCN_like", "HAM_like"][_h12(r["profile_signature"]) % 3]
+
+
+def test_private_factors_follow_the_declared_seed_namespaces_and_levels():
+    def mutate(d):
+        d["context_seed"] = 7
+        d["private_factors"]["sens"]["namespace"] = "burden"  # namespaces are data, not names in the SQL
+        d["private_factors"]["sens"]["levels"].append({"name": "extra", "w_under": 1.0, "w_over": 1.0})
+        d["private_factors"]["aversion"]["namespace"] = "av2"
+    rules = _rules_with(mutate)
+    ids = [f"cluster:{k:04d}" for k in range(12)]
+    got = contexts_of(pa.table({"image_id": ids, "cluster_id": ids}), pa.table({"image_id": ids, "s_gate": [0.1] * 12}),
+                      pa.table({"image_id": ids, "profile": ["BCN_like"] * 12}), rule_file=rules)
+    sens = ["sens_seeking", "neutral", "spec_seeking", "extra"]
+    for cid in ids:
+        assert got[cid]["sens"] == sens[_h12(f"7|burden|{cid}") % 4]
+        assert got[cid]["burden"] == ["low", "high"][_h12(f"7|burden|{cid}") % 2]
+        assert got[cid]["aversion"] == ["neutral", "averse"][_h12(f"7|av2|{cid}") % 2]
+
+
+def test_a_member_without_a_profile_leaves_the_cluster_unprofiled():
+    got = contexts_of(pa.table({"image_id": ["a", "b"], "cluster_id": ["c", "c"]}),
+                      pa.table({"image_id": ["a", "b"], "s_gate": [0.9, 0.9]}),
+                      pa.table({"image_id": ["a"], "profile": ["MSK_like"]}))
+    c = got["c"]
+    assert (c["profile"], c["capacity"], c["floor_policy"], c["floor"], c["w_under"], c["w_over"]) == (None,) * 6
+    assert c["risk_bin"] == "high" and c["sens"] is not None  # what needs no profile is still known
+
+
+def test_bins_at_every_threshold_and_floors_clipped_at_zero():
+    rules = _rules_with(lambda d: d["proxy_bins"].update(thresholds=[0.2, 0.4, 0.6]))
+    scores = {"t1": 0.2, "above_t1": 0.2000001, "t2": 0.4, "t3": 0.6, "above_t3": 0.61}
+    ids = list(scores)
+    got = contexts_of(pa.table({"image_id": ids, "cluster_id": ids}),
+                      pa.table({"image_id": ids, "s_gate": list(scores.values())}),
+                      pa.table({"image_id": ids, "profile": ["RURAL_like"] * len(ids)}), rule_file=rules)
+    assert {k: got[k]["risk_bin"] for k in ids} == {"t1": "very_low", "above_t1": "low", "t2": "low",
+                                                   "t3": "moderate", "above_t3": "high"}
+    assert got["t1"]["floor"] == 0  # lenient very_low: clip(0 - 1) = 0, not -1
+    assert got["above_t3"]["floor"] == 1
+    default = contexts_of(pa.table({"image_id": ["x"], "cluster_id": ["x"]}), pa.table({"image_id": ["x"], "s_gate": [0.75]}),
+                          pa.table({"image_id": ["x"], "profile": ["BCN_like"]}))
+    assert default["x"]["risk_bin"] == "moderate"  # 0.75 is not > 0.75
+
+
+def test_mixed_band_with_the_floor_above_the_capacity_is_empty_then_the_default():
+    strict_low_capacity = dict(context_row("c", "HAM_like", "high"), capacity=1, floor=3)
+    got = select([strict_low_capacity], [{"image_id": "i", "cluster_id": "c", "slate": FULL}])
+    assert outcome(got, "i", "mixed") == ("a2", "down_substitution", "empty_band_default")
+    assert got[("i", "mixed")]["band_mask"] == 0b0100
+
+
+def test_overrides_only_act_on_actions_in_the_band():
+    got = select([context_row("h", "HAM_like", "low", aversion="averse"),  # capacity a2: no a3 to refuse
+                  context_row("m", "MSK_like", "moderate", burden="high")],  # safety {a2, a3}: no a1 to remove
+                 [{"image_id": "i", "cluster_id": "h", "slate": FULL},
+                  {"image_id": "j", "cluster_id": "m", "slate": ["a1", "a2", "a3", "a0"]}])
+    assert outcome(got, "i", "capacity_ceiling") == ("a2", "down_substitution", None)
+    assert outcome(got, "i", "safety_floor") == ("a2", "down_substitution", "patient_refusal")
+    assert outcome(got, "j", "safety_floor") == ("a2", "up_substitution", None)
+    assert outcome(got, "j", "capacity_ceiling") == ("a2", "up_substitution", "patient_burden")
+
+
+def test_the_selection_reads_every_slate_position():
+    got = select([context_row("c", "MSK_like", "high")],  # safety and mixed: {a3}
+                 [{"image_id": "fourth", "cluster_id": "c", "slate": ["a0", "a1", "a2", "a3"]},
+                  {"image_id": "third", "cluster_id": "c", "slate": ["a2", "a0", "a3", "a1"]}])
+    assert outcome(got, "fourth", "safety_floor") == ("a3", "up_substitution", None)
+    assert outcome(got, "third", "mixed") == ("a3", "up_substitution", None)
+
+
+def test_fallback_is_the_band_top_for_every_band_shape():
+    got = select([context_row("two", "HAM_like", "high"),  # mixed: floor a2 = capacity a2 -> {a2}
+                  context_row("zero", "RURAL_like", "low", burden="high")],  # capacity {a0, a1} - a1 -> {a0}
+                 [{"image_id": "i", "cluster_id": "two", "slate": ["a0", "a1"]},
+                  {"image_id": "j", "cluster_id": "zero", "slate": ["a1", "a2"]}])
+    assert outcome(got, "i", "mixed") == ("a2", "fallback", None) and got[("i", "mixed")]["band_mask"] == 0b0100
+    assert outcome(got, "j", "capacity_ceiling") == ("a0", "fallback", "patient_burden")
+    assert got[("j", "capacity_ceiling")]["band_mask"] == 0b0001
+
+
+def test_no_regime_is_refused():
+    con, params = engine(contexts=pa.Table.from_pylist([context_row("c", "HAM_like", "low")]))
+    with pytest.raises(ValueError, match="unknown review regime None"):
+        review.build_selections(con, params, regimes=())
+
+
+def test_records_and_scores_are_the_scored_selections_in_the_log_layout():
+    con, params = engine(
+        contexts=pa.Table.from_pylist([{"cluster_id": "c", "w_under": 1.5, "w_over": 0.9}]),
+        images=pa.table({"image_id": ["i"], "risk_stratum": ["moderate"]}),
+        clusters=pa.table({"image_id": ["i"], "cluster_id": ["c"]}),
+        selections=pa.table({"analysis": ["m / mixed"], "mechanism": ["m"], "regime": ["mixed"], "image_id": ["i"],
+                             "cluster_id": ["c"], "a_head": ["a0"], "a_sel": ["a3"]}))
+    review.build_scores(con, params)
+    record = rows(con, "records")[0]
+    assert {k: record[k] for k in ("case_id", "cluster_id", "proposed_action", "executed_action")} == \
+        {"case_id": "i", "cluster_id": "c", "proposed_action": "a0", "executed_action": "a3"}
+    assert record["utility_proposed_local"] == ((-1.5) * 2.0) * 2.0 and record["utility_executed_local"] == -0.9
+    assert record["utility_proposed_global"] == ((-1.2) * 2.0) * 2.0
+    scored = rows(con, "review_scores")[0]
+    assert (scored["u_local_head"], scored["u_local_sel"], scored["u_global_head"]) == (-6.0, -0.9, -4.8)
+    assert scored["rule_sha256"] == record["rule_sha256"] == RULES.sha256
+
+
+def test_write_review_streams_the_same_tables_as_run_review(tmp_path):
+    import pyarrow.parquet as pq
+
+    ids = [f"ISIC_{i:07d}" for i in range(24)]
+    images = pa.table({"image_id": ids, "age": pa.array([20.0 + (i % 5) * 15 for i in range(24)], pa.float64()),
+                       "anatomic_site": [SITES[i % 8] for i in range(24)],
+                       "risk_stratum": [("very_low", "low", "moderate", "high")[i % 4] for i in range(24)]})
+    clusters = pa.table({"image_id": ids, "cluster_id": [f"cluster:{i // 3:03d}" for i in range(24)]})
+    s_gate = pa.table({"image_id": ids, "s_gate": [((i * 37) % 100) / 100 for i in range(24)]})
+    proposals = pa.Table.from_pylist([{"mechanism": "m", "image_id": i, "slate": FULL[k % 4:] + FULL[:k % 4],
+                                       "a_head": (FULL[k % 4:] + FULL[:k % 4])[0]} for k, i in enumerate(ids)])
+    held = review.run_review(connect(), images, clusters, s_gate, proposals)
+    con = connect()
+    for name, table in (("images", images), ("clusters", clusters), ("s_gate", s_gate), ("proposals", proposals)):
+        con.register(name, table)
+    paths = review.write_review(con, tmp_path / "out")
+    key = {"contexts": ["cluster_id"], "selections": ["analysis", "image_id"], "scores": ["analysis", "image_id"]}
+    for name, expected in (("contexts", held.contexts), ("selections", held.selections), ("scores", held.scores)):
+        streamed = pq.read_table(paths[name]).sort_by([(c, "ascending") for c in key[name]])
+        assert streamed.to_pylist() == expected.sort_by([(c, "ascending") for c in key[name]]).to_pylist(), name
+    records = con.table("records").arrow().read_all().sort_by([("analysis", "ascending"), ("case_id", "ascending")])
+    assert records.to_pylist() == held.records.sort_by([("analysis", "ascending"), ("case_id", "ascending")]).to_pylist()
