@@ -102,3 +102,83 @@ def test_missing_values_are_a_reported_group_but_never_compared():
     values = {g["group_value"]: g["estimable"] for g in out.groups.to_pylist()}
     assert values == {"female": True, "male": True, "missing": True}
     assert out.fairness.to_pylist()[0]["n_groups"] == 2
+
+
+def _groups(layout: dict[str, list[int]], grouping: str = "anatomic_site"):
+    """records, images, contexts where group g has one cluster per entry of layout[g], of that many
+    images; every proposal right, every selection one level down (so accuracies differ by group)."""
+    images, records, contexts = [], [], []
+    for value, sizes in layout.items():
+        for c, size in enumerate(sizes):
+            cluster = f"{value}-c{c}"
+            contexts.append({"cluster_id": cluster, "profile": "HAM_like"})
+            for k in range(size):
+                image = f"{cluster}-i{k}"
+                level = (c + k) % 4
+                images.append({"image_id": image, "sex": "female" if k % 2 else "male", "age": 40.0,
+                               "anatomic_site": value, "source": "s", "ideal_action_level": level})
+                sel = max(level - 1, 0)
+                records.append({"analysis": "m / mixed", "case_id": image, "cluster_id": cluster,
+                                "proposed_action": f"a{level}", "executed_action": f"a{sel}",
+                                "utility_executed_local": -float(level - sel), "utility_proposed_local": 0.0,
+                                "utility_proposed_global": 0.0})
+    return pa.Table.from_pylist(records), pa.Table.from_pylist(images), pa.Table.from_pylist(contexts)
+
+
+def test_the_minimums_are_inclusive_and_both_are_needed():
+    """A group at exactly the declared minimums is estimable; one that meets only the image minimum
+    (many images in few clusters) or only the cluster minimum (with min_images above min_clusters) is not."""
+    records, images, contexts = _groups({
+        "exact": [2, 1, 1, 2],          # 4 clusters, 6 images: exactly the minimums
+        "images only": [3, 2, 2],       # 7 images but 3 clusters
+        "clusters only": [1] * 5,       # 5 clusters but 5 images
+        "both": [2, 2, 2, 2, 2],
+    })
+    out = subgroup_tables(records, images, contexts, groupings=("anatomic_site",), min_clusters=4, min_images=6, reps=50)
+    groups = {g["group_value"]: g for g in out.groups.to_pylist()}
+    assert {v: (g["n_images"], g["n_clusters"]) for v, g in groups.items()} == {
+        "exact": (6, 4), "images only": (7, 3), "clusters only": (5, 5), "both": (10, 5)}
+    assert {v: g["estimable"] for v, g in groups.items()} == {
+        "exact": True, "images only": False, "clusters only": False, "both": True}
+    assert groups["images only"]["reason"] == ("not estimable: 7 images in 3 clusters (declared minimum 6 images, "
+                                               "4 clusters)")
+    with_numbers = {r["group_value"] for r in out.subgroups.to_pylist() if r["estimate"] is not None}
+    assert with_numbers == {"exact", "both"}
+
+
+def test_fairness_of_the_selected_action_and_of_balanced_accuracy():
+    records, images, contexts = _study()
+    out = subgroup_tables(records, images, contexts, groupings=("sex",), reps=100)
+    groups = {g["group_value"]: g for g in out.groups.to_pylist()}
+    f = out.fairness.to_pylist()[0]
+    for role in ("proposal", "selected"):
+        acc = {v: groups[v][f"accuracy_{role}"] for v in ("female", "male")}
+        assert f[f"fairness_{role}"] == pytest.approx(min(acc.values()) / max(acc.values()), abs=1e-15)
+        assert f[f"worst_group_{role}"] == min(acc, key=acc.get)
+        assert f[f"min_accuracy_{role}"] == min(acc.values()) and f[f"max_accuracy_{role}"] == max(acc.values())
+        bal = [groups[v][f"balanced_accuracy_{role}"] for v in ("female", "male")]
+        assert f[f"balanced_fairness_{role}"] == pytest.approx(min(bal) / max(bal), abs=1e-15)
+    assert f["fairness_selected"] != f["fairness_proposal"]  # the two roles are not one number
+
+
+def test_the_selected_role_has_its_own_worst_group():
+    """Proposals worse for one group, selections worse for the other: each role names its own."""
+    records, images, contexts = _groups({"a": [2] * 4, "b": [2] * 4})
+    rows = records.to_pylist()
+    site = {r["image_id"]: r["anatomic_site"] for r in images.to_pylist()}
+    level = {r["image_id"]: r["ideal_action_level"] for r in images.to_pylist()}
+    for r in rows:  # group a: proposals wrong half the time, selections right; group b: the reverse
+        wrong = int(r["case_id"][-1]) % 2 == 0
+        good, bad = f"a{level[r['case_id']]}", f"a{(level[r['case_id']] + 1) % 4}"
+        if site[r["case_id"]] == "a":
+            r["proposed_action"], r["executed_action"] = (bad if wrong else good), good
+        else:
+            r["proposed_action"], r["executed_action"] = good, (bad if wrong else good)
+        r["utility_proposed_local"] = r["utility_executed_local"] = 0.0
+        if r["proposed_action"] == r["executed_action"]:
+            r["utility_proposed_local"] = r["utility_executed_local"]
+    out = subgroup_tables(pa.Table.from_pylist(rows), images, contexts, groupings=("anatomic_site",), min_clusters=2,
+                          min_images=2, reps=50)
+    f = out.fairness.to_pylist()[0]
+    assert (f["worst_group_proposal"], f["worst_group_selected"]) == ("a", "b")
+    assert f["fairness_proposal"] == f["fairness_selected"] == 0.5
