@@ -25,8 +25,7 @@ import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
 from autheval.raw.ingest import RISK
-from autheval.records import (NUMBER_TYPE_RULE, TEXT_TYPE_RULE, _is_text_type, check_column_types, closest_name,
-                              read_table, warn)
+from autheval.records import check_column_types, closest_name, is_text_type, read_table, warn
 from warehouse.sql import connect, load_sql
 
 PROBABILITY_COLUMNS = ("p_very_low", "p_low", "p_moderate", "p_high")
@@ -77,8 +76,8 @@ def _check_types(table: pa.Table, source: str) -> None:
                        numbers=PROBABILITY_COLUMNS)
     if "slate" in table.column_names:
         kind = table.schema.field("slate").type
-        listed = (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and _is_text_type(kind.value_type)
-        if not (listed or _is_text_type(kind) or pa.types.is_null(kind)):
+        listed = (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and is_text_type(kind.value_type)
+        if not (listed or is_text_type(kind) or pa.types.is_null(kind)):
             raise RecordError(source, "slate", f"must be text (\"a2 a1 a3 a0\") or a list of text; got {kind}")
 
 

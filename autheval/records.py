@@ -228,9 +228,10 @@ def header_names(table: pa.Table, source: str) -> pa.Table:
     return table.rename_columns(names) if names != table.column_names else table
 
 
-def _is_text_type(kind: pa.DataType) -> bool:
+def is_text_type(kind: pa.DataType) -> bool:
+    """Arrow text: string, large string, string view, or a dictionary of one of them."""
     if pa.types.is_dictionary(kind):
-        return _is_text_type(kind.value_type)
+        return is_text_type(kind.value_type)
     return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
 
 
@@ -238,7 +239,7 @@ def is_text_column(kind: pa.DataType) -> bool:
     """A column that holds text or integer ids (Parquet's strings, dictionaries of strings, integers)."""
     if pa.types.is_dictionary(kind):
         return is_text_column(kind.value_type)
-    return _is_text_type(kind) or pa.types.is_integer(kind) or pa.types.is_null(kind)
+    return is_text_type(kind) or pa.types.is_integer(kind) or pa.types.is_null(kind)
 
 
 def is_number_column(kind: pa.DataType) -> bool:
@@ -247,7 +248,7 @@ def is_number_column(kind: pa.DataType) -> bool:
     if pa.types.is_dictionary(kind):
         return is_number_column(kind.value_type)
     return (pa.types.is_float32(kind) or pa.types.is_float64(kind) or pa.types.is_integer(kind)
-            or pa.types.is_decimal(kind) or _is_text_type(kind) or pa.types.is_null(kind))
+            or pa.types.is_decimal(kind) or is_text_type(kind) or pa.types.is_null(kind))
 
 
 TEXT_TYPE_RULE = "must be a text column (strings, or integer ids)"
