@@ -134,6 +134,20 @@ def evaluated_image_ids(clusters: pa.Table, split: str) -> pa.Array:
     return con.execute(load_sql("proposals_evaluated_images"), {"split": split}).arrow().read_all().column("image_id")
 
 
+def precheck_proposals(path: str | Path, freeze: str | Path | None = None, split: str = "test") -> pa.Table:
+    """What a command can decide before the lake exists (`autheval demo`'s flag check): every rule of
+    the file but the image ids, and, given a frozen split (its `image_id, split` are the cohort's), that
+    each mechanism covers the evaluated split. The `proposals` asset decides the rest."""
+    table = read_proposals(path)
+    if freeze is not None:
+        from autheval.raw.splits import read_freeze
+
+        frozen = read_freeze(freeze)
+        if {"image_id", "split"} <= set(frozen.column_names):  # else the freeze's own check names it later
+            check_coverage(table, evaluated_image_ids(frozen, split), str(path), split)
+    return table
+
+
 def as_contract(table: pa.Table) -> pa.Table:
     """A mechanism's rows (a model's, from models/slates.py: no `diagnosis` column) in the contract:
     the missing diagnosis is null, columns in contract order and types."""

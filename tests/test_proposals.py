@@ -256,3 +256,20 @@ def test_the_proposals_asset_decides_coverage_before_it_writes(tmp_path):
         raw_source_proposals(store, SourceResource(kind="synthetic", input_dir=str(tmp_path), proposals=str(bad)))
     every = SourceResource(kind="synthetic", input_dir=str(tmp_path), proposals=str(good), evaluate_split="all")
     assert raw_source_proposals(store, every).num_rows == 4
+
+
+def test_the_cli_precheck_decides_coverage_from_a_frozen_split(tmp_path):
+    """Before any lake exists, a frozen split gives the evaluated images: `precheck_proposals` is what
+    `autheval demo` can run on its flags (every lake-free rule, plus coverage when --freeze is given)."""
+    from autheval.proposals import precheck_proposals
+
+    freeze = _write(tmp_path, "image_id,lesion_id,cluster_id,split\ni1,,k1,test\ni2,,k2,test\ni3,,k3,train\n",
+                    "split_freeze.csv")
+    good = _write(tmp_path, "mechanism,image_id,a_head\nm,i1,a1\nm,i2,a2\n", "good.csv")
+    assert precheck_proposals(good, freeze).num_rows == 2
+    assert precheck_proposals(good).num_rows == 2  # no freeze: the file's own rules only
+    with pytest.raises(RecordError, match="mechanism 'm' must propose for every one of the 3 evaluated images"):
+        precheck_proposals(good, freeze, "all")
+    spaced = _write(tmp_path, "mechanism,image_id,a_head\nm ,i1,a1\n", "spaced.csv")
+    with pytest.raises(RecordError, match="column 'mechanism': must not begin or end with whitespace"):
+        precheck_proposals(spaced)
