@@ -1,10 +1,12 @@
 """Linear probe over a frozen vision tower ("vision control", AuthEval spec 5.4).
 
 Features of each image come from the frozen tower in batches (GPU when present) and are cached in
-Parquet keyed by (model, image_id): the cache is a folder of part files, each written atomically under
-a name no other part has, so an interrupted extraction keeps every finished batch, a rerun extracts
-only the missing images, and a new part never replaces an existing one (not even after a part was
-deleted). A tower that outputs NaN or infinity is refused before anything of its batch is cached.
+Parquet keyed by (model, image_id, SHA-256 of the image's bytes), so a replaced image file is extracted
+again and only rows of the image's current bytes are served. The cache is a folder of part files, each
+written atomically under a name no other part has, so an interrupted extraction keeps every finished
+batch, a rerun extracts only the missing images, and a new part never replaces an existing one (not
+even after a part was deleted). A tower that outputs NaN or infinity is refused before anything of its
+batch is cached.
 
 The probe is one linear layer trained with torch on train features (seeded; epochs, lr, weight decay
 and batch from `ProbeConfig`); after every epoch it is scored on validation and the epoch is chosen by
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +33,8 @@ from models.slates import expected_risk_scores, nearest_level_slates, proposals_
 
 PROBE_SEED = 20260710
 N_LEVELS = 4
-FEATURE_SCHEMA = pa.schema([("model", pa.string()), ("image_id", pa.string()), ("feature", pa.list_(pa.float32()))])
+FEATURE_SCHEMA = pa.schema([("model", pa.string()), ("image_id", pa.string()), ("input_sha256", pa.string()),
+                           ("feature", pa.list_(pa.float32()))])
 
 
 class ProbeConfig(BaseModel):
@@ -54,27 +58,44 @@ def _device(prefer: str | None):
 
 # ---------------------------------------------------------------- feature cache
 
-def cached_features(cache_dir: str | Path, model_key: str) -> pa.Table:
-    """Every cached feature row of one model (the first row per image if a part was written twice)."""
+def image_sha256(path: str) -> str:
+    """SHA-256 of an image file's bytes: the cache key's part that a replaced file changes."""
+    from autheval.raw.phash import read_image_bytes
+
+    return hashlib.sha256(read_image_bytes(path)).hexdigest()
+
+
+def cached_features(cache_dir: str | Path, model_key: str, hashes: Mapping[str, str] | None = None) -> pa.Table:
+    """The servable cached rows of one model: keyed by (model, image_id, input_sha256), the first row
+    per key wins. With `hashes` (image_id -> SHA-256 of its bytes now), only rows whose hash is the
+    image's own are served, at most one per image; rows written before the cache was keyed by the
+    bytes (no input_sha256) are never served."""
+    import pyarrow.compute as pc
+
     parts = sorted(Path(cache_dir).glob("part-*.parquet"))
     if not parts:
         return FEATURE_SCHEMA.empty_table()
     table = pa.concat_tables([pq.read_table(p, schema=FEATURE_SCHEMA) for p in parts])
-    import pyarrow.compute as pc
-
-    table = table.filter(pc.equal(table.column("model"), model_key))
-    _, first = np.unique(np.asarray(table.column("image_id").to_pylist(), dtype=object), return_index=True)
-    return table.take(np.sort(first))
+    table = table.filter(pc.and_(pc.equal(table.column("model"), model_key), pc.is_valid(table.column("input_sha256"))))
+    keys = list(zip(table.column("image_id").to_pylist(), table.column("input_sha256").to_pylist()))
+    seen, keep = set(), []
+    for k, key in enumerate(keys):
+        if key not in seen and (hashes is None or hashes.get(key[0]) == key[1]):
+            seen.add(key)
+            keep.append(k)
+    return table.take(pa.array(keep, pa.int64()))
 
 
 def extract_features(tower, processor, image_ids: list[str], load_image, cache_dir: str | Path, model_key: str,
-                     batch_size: int = 64, device: str | None = None, progress=None) -> pa.Table:
+                     batch_size: int = 64, device: str | None = None, progress=None, *,
+                     hashes: Mapping[str, str]) -> pa.Table:
     """Pooled features of the frozen `tower` for `image_ids`, through the resumable Parquet cache.
 
-    `load_image(image_id)` returns a PIL image; `processor` turns a list of images into `pixel_values`;
-    `tower` is a vision model whose output has `pooler_output` (CLIPVisionModel, SigLIP) or
-    `image_embeds`. Only images missing from the cache are run; each finished batch is one part file.
-    Returns the cached rows of `image_ids`, in their order."""
+    `load_image(image_id)` returns a PIL image; `hashes[image_id]` is the SHA-256 of its bytes (the
+    cache key with the model and the id, so a replaced file is extracted again); `processor` turns a
+    list of images into `pixel_values`; `tower` is a vision model whose output has `pooler_output`
+    (CLIPVisionModel, SigLIP) or `image_embeds`. Only images missing from the cache under their hash
+    are run; each finished batch is one part file. Returns the cached rows of `image_ids`, in order."""
     import torch
 
     from models.scorer import new_part_path
@@ -82,8 +103,9 @@ def extract_features(tower, processor, image_ids: list[str], load_image, cache_d
 
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    done = set(cached_features(cache_dir, model_key).column("image_id").to_pylist())
+    done = set(cached_features(cache_dir, model_key, hashes).column("image_id").to_pylist())
     todo = [i for i in image_ids if i not in done]
+    _report_changed(cache_dir, model_key, todo)
     dev = _device(device)
     tower = tower.to(dev).eval()
     for start in range(0, len(todo), batch_size):
@@ -101,14 +123,28 @@ def extract_features(tower, processor, image_ids: list[str], load_image, cache_d
             raise ValueError(f"vision tower {model_key} gave non-finite features for image {first!r} "
                              f"({int(bad.sum())} of {len(batch)} images in the batch); none of the batch is cached")
         part = pa.table({"model": [model_key] * len(batch), "image_id": batch,
+                         "input_sha256": [hashes[i] for i in batch],
                          "feature": pa.array(list(features), pa.list_(pa.float32()))}, schema=FEATURE_SCHEMA)
         with atomic_path(new_part_path(cache_dir)) as tmp:
             pq.write_table(part, tmp)
         if progress:
             progress(len(batch))
-    cached = cached_features(cache_dir, model_key)
+    return _in_order(cached_features(cache_dir, model_key, hashes), image_ids)
+
+
+def _in_order(cached: pa.Table, image_ids: list[str]) -> pa.Table:
     index = {image_id: k for k, image_id in enumerate(cached.column("image_id").to_pylist())}
-    return cached.take([index[i] for i in image_ids])
+    return cached.take(pa.array([index[i] for i in image_ids], pa.int64()))
+
+
+def _report_changed(cache_dir: Path, model_key: str, todo: list[str]) -> None:
+    """Say how many images are extracted again because their bytes changed (their old rows stay, unserved)."""
+    stale = set(cached_features(cache_dir, model_key).column("image_id").to_pylist()) & set(todo) if todo else set()
+    if stale:
+        from autheval.records import warn
+
+        warn(f"probe cache {cache_dir}: {len(stale)} image(s) changed since their features were cached "
+             "(other bytes); extracted again")
 
 
 def feature_matrix(features: pa.Table) -> np.ndarray:
@@ -254,7 +290,8 @@ def tower_features(images: pa.Table, model_dir: str | Path, cache_dir: str | Pat
                    device: str | None = None) -> tuple[pa.Table, dict]:
     """The features asset's one call: `images` (image_id, image_path) through the frozen tower at
     `model_dir`, cached under `cache_dir/<model key>` (model name + content hash, so another tower or
-    other weights never reuse these rows). The tower loads only when an image is left to extract.
+    other weights never reuse these rows) and by each image's bytes (read and hashed every run, as the
+    scorer does). The tower loads only when an image is left to extract.
     Returns the feature rows of `images` in their order and the run's metadata."""
     import time
 
@@ -266,23 +303,23 @@ def tower_features(images: pa.Table, model_dir: str | Path, cache_dir: str | Pat
     cache = Path(cache_dir) / hashlib.sha256(model_key.encode()).hexdigest()[:16]
     ids = [str(i) for i in images.column("image_id").to_pylist()]
     path_of = dict(zip(ids, images.column("image_path").to_pylist()))
-    missing = len(set(ids) - set(cached_features(cache, model_key).column("image_id").to_pylist()))
+    hashes = {i: image_sha256(path_of[i]) for i in ids}
+    missing = len(set(ids) - set(cached_features(cache, model_key, hashes).column("image_id").to_pylist()))
     started = time.perf_counter()
     device_name = None
     if missing:
         tower, processor = load_vision_tower(model_dir)
         device_name = str(_device(device))
         features = extract_features(tower, processor, ids, lambda i: open_rgb(path_of[i]), cache, model_key,
-                                    batch_size=batch_size, device=device)
+                                    batch_size=batch_size, device=device, hashes=hashes)
     else:
-        cached = cached_features(cache, model_key)
-        index = {image_id: k for k, image_id in enumerate(cached.column("image_id").to_pylist())}
-        features = cached.take([index[i] for i in ids])
+        features = _in_order(cached_features(cache, model_key, hashes), ids)
     seconds = time.perf_counter() - started
     return features, {
         "model": Path(model_dir).name, "revision": revision, "model_key": model_key, "images": len(ids),
         "images_extracted": missing, "images_from_cache": len(ids) - missing, "device": device_name,
         "images_per_s": round(missing / seconds, 3) if missing and seconds > 0 else None,
         "seconds": round(seconds, 3), "feature_dim": int(feature_matrix(features).shape[1]) if features.num_rows else None,
-        "cache_dir": str(cache), "data_sha256": table_sha256(images.select(["image_id"])),
+        "cache_dir": str(cache),
+        "data_sha256": table_sha256(pa.table({"image_id": ids, "input_sha256": [hashes[i] for i in ids]})),
     }

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 import torch
 
+from autheval.records import AuthEvalWarning
 from models import probe
 from models.probe import ProbeConfig, cached_features, extract_features, feature_matrix, train_probe
 
@@ -89,6 +90,11 @@ def fake_processor(images, return_tensors):
     return {"pixel_values": torch.tensor(np.stack([np.full((3, 4, 4), v, dtype=np.float32) for v in images]))}
 
 
+def same_bytes(ids) -> dict:
+    """Stand-in image hashes for the fake loader (one fixed 'file' per id)."""
+    return {i: f"sha-{i}" for i in ids}
+
+
 def test_feature_cache_is_resumable(tmp_path):
     ids = [f"img{k}" for k in range(7)]
     loaded, crashed = [], []
@@ -102,10 +108,12 @@ def test_feature_cache_is_resumable(tmp_path):
 
     cache = tmp_path / "features"
     with pytest.raises(RuntimeError):
-        extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2)
+        extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2,
+                         hashes=same_bytes(ids))
     assert cached_features(cache, "fake-tower").column("image_id").to_pylist() == ids[:4]  # two batches kept
     loaded.clear()
-    table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2)
+    table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2,
+                             hashes=same_bytes(ids))
     assert loaded == ["img4", "img5", "img6"]  # finished images are not extracted again
     assert table.column("image_id").to_pylist() == ids
     assert feature_matrix(table)[:, 0].tolist() == [float(k) for k in range(7)]
@@ -122,7 +130,7 @@ def test_features_from_the_tiny_clip_tower(tmp_path):
     processor = CLIPImageProcessor.from_pretrained(path)
     images = {f"i{k}": Image.new("RGB", (40, 40), (50 * k, 20, 100)) for k in range(3)}
     table = extract_features(tower, processor, list(images), images.__getitem__, tmp_path / "cache", "tiny-clip",
-                             batch_size=2)
+                             batch_size=2, hashes=same_bytes(images))
     assert feature_matrix(table).shape == (3, 32) and isinstance(table, pa.Table)
 
 
@@ -139,13 +147,14 @@ def test_a_removed_part_is_extracted_again_and_no_part_is_replaced(tmp_path):
         return float(image_id[3:])
 
     cache = tmp_path / "features"
-    extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2)
+    extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2, hashes=same_bytes(ids))
     parts = sorted(cache.glob("part-*.parquet"))
     assert len(parts) == 3
     parts[1].unlink()                                   # say a corrupt part the user deleted
     kept = {p.name: p.read_bytes() for p in (parts[0], parts[2])}
     loaded.clear()
-    table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2)
+    table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2,
+                             hashes=same_bytes(ids))
     assert loaded == ["img2", "img3"]                   # only the removed batch again
     assert table.column("image_id").to_pylist() == ids
     assert feature_matrix(table)[:, 0].tolist() == [float(k) for k in range(6)]
@@ -163,7 +172,8 @@ class NanTower(FakeTower):
 def test_a_tower_giving_nan_is_refused_before_anything_is_cached(tmp_path):
     cache = tmp_path / "features"
     with pytest.raises(ValueError, match=r"vision tower nan-tower gave non-finite features for image 'img0'") as err:
-        extract_features(NanTower(), fake_processor, ["img0", "img1"], lambda i: 1.0, cache, "nan-tower")
+        extract_features(NanTower(), fake_processor, ["img0", "img1"], lambda i: 1.0, cache, "nan-tower",
+                         hashes=same_bytes(["img0", "img1"]))
     assert "\n" not in str(err.value)
     assert not list(cache.glob("part-*.parquet"))
 
@@ -206,3 +216,68 @@ def test_probe_labels_outside_the_four_levels_are_refused(bad):
     labels[3] = bad
     with pytest.raises(RecordError, match="levels must be integers 0..3"):
         train_probe(train_x, labels, train_x, train_y, CONFIG.model_copy(update={"epochs": 1}))
+
+
+# ---------------------------------------------------------------- issue 21 follow-up: the cache keyed by image bytes
+
+def test_an_image_whose_bytes_changed_is_extracted_again(tmp_path):
+    """The key was (model, image_id): a replaced image file was served its old features."""
+    ids = ["img0", "img1", "img2"]
+    value = {"img0": 0.0, "img1": 1.0, "img2": 2.0}
+    loaded = []
+
+    def load(image_id):
+        loaded.append(image_id)
+        return value[image_id]
+
+    cache = tmp_path / "features"
+    hashes = same_bytes(ids)
+    extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", hashes=hashes)
+    value["img1"], loaded[:] = 7.0, []
+    changed = {**hashes, "img1": "sha-img1-replaced"}
+    with pytest.warns(AuthEvalWarning, match=r"1 image\(s\) changed since their features were cached"):
+        table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", hashes=changed)
+    assert loaded == ["img1"]                                    # only the replaced image runs again
+    assert feature_matrix(table)[:, 0].tolist() == [0.0, 7.0, 2.0]
+    assert table.column("input_sha256").to_pylist() == [changed[i] for i in ids]
+    old = cached_features(cache, "fake-tower", hashes)           # the old row stays in place, unserved
+    assert feature_matrix(old)[:, 0].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_rows_cached_without_an_image_hash_are_never_served(tmp_path):
+    import pyarrow.parquet as pq
+
+    cache = tmp_path / "features"
+    cache.mkdir()
+    pq.write_table(pa.table({"model": ["fake-tower"], "image_id": ["img0"],
+                             "feature": pa.array([[9.0, 9.0, 9.0]], pa.list_(pa.float32()))}),
+                   cache / "part-00000000000000000000-old.parquet")   # a part from before the key had the bytes
+    assert cached_features(cache, "fake-tower").num_rows == 0
+    loaded = []
+    table = extract_features(FakeTower(), fake_processor, ["img0"], lambda i: loaded.append(i) or 3.0, cache,
+                             "fake-tower", hashes=same_bytes(["img0"]))
+    assert loaded == ["img0"] and feature_matrix(table)[:, 0].tolist() == [3.0]
+
+
+def test_a_replaced_image_file_is_extracted_again_through_the_lake_call(tmp_path):
+    """tower_features (the probe_features asset's call) with the tiny CLIP tower and real files."""
+    tiny = pytest.importorskip("models.tiny")
+    from PIL import Image
+
+    path = tiny.build_tiny_clip_vision(tmp_path / "clip")
+    for k in range(3):
+        Image.new("RGB", (40, 40), (60 * k, 20, 100)).save(tmp_path / f"i{k}.png")
+    images = pa.table({"image_id": ["i0", "i1", "i2"], "image_path": [str(tmp_path / f"i{k}.png") for k in range(3)]})
+    first, meta = probe.tower_features(images, path, tmp_path / "cache", device="cpu")
+    assert meta["images_extracted"] == 3
+    again, meta = probe.tower_features(images, path, tmp_path / "cache", device="cpu")
+    assert meta["images_extracted"] == 0 and again.equals(first)
+    Image.new("RGB", (40, 40), (250, 250, 0)).save(tmp_path / "i1.png")   # same path, new bytes
+    with pytest.warns(AuthEvalWarning, match="changed since their features were cached"):
+        replaced, meta = probe.tower_features(images, path, tmp_path / "cache", device="cpu")
+    assert meta["images_extracted"] == 1 and meta["images_from_cache"] == 2
+    before, after = feature_matrix(first), feature_matrix(replaced)
+    assert np.array_equal(after[[0, 2]], before[[0, 2]]) and not np.allclose(after[1], before[1])
+    assert replaced.column("input_sha256")[1].as_py() == probe.image_sha256(str(tmp_path / "i1.png"))
+    assert meta["data_sha256"] != probe.tower_features(images.slice(0, 2), path, tmp_path / "cache")[1]["data_sha256"]
+
