@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from models.prompts import CONTINUATIONS, LEVELS, PUBLIC_COLUMNS, risk_prompt
+from models.training_runs import TrainingRun, facts
 
 TARGET_COLUMN = "ideal_action_level"   # 0..3 = very_low..high (the lake's images table)
 # LoRA on the language model's attention and MLP projections; embeddings, lm_head and the vision tower
@@ -285,6 +286,15 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
         "data_sha256": table_sha256(pa.Table.from_pylist(train_rows + val_rows)),
         "config": json.dumps(asdict(config), sort_keys=True, default=str),
     }
+
+
+def finetune_training_run(run: dict) -> TrainingRun:
+    """`model_runs` facts of `finetune_proposer`'s run: train_loss per optimizer step (step_kind `step`)
+    and val_loss per epoch (`epoch`); chosen marks the last of each, the adapter that was saved."""
+    steps = [{"train_loss": loss} for loss in run["train_loss_per_step"]]
+    epochs = [{"val_loss": loss} for loss in run["val_loss_per_epoch"]]
+    return TrainingRun("finetune", run["data_sha256"], run["config"], json.loads(run["config"])["seed"],
+                       facts("step", steps, chosen=len(steps)) + facts("epoch", epochs, chosen=len(epochs)))
 
 
 def validation_loss(model, processor, rows: list[dict], batch_size: int, device, dtype) -> float:

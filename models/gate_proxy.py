@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from models.training_runs import TrainingRun, config_json, facts
+
 RISK_SCORES = np.array([0.10, 0.38, 0.64, 0.90])  # RS, very_low ... high (spec 0.1)
 BIN_THRESHOLDS = (0.25, 0.50, 0.75)  # level = #thresholds strictly below s_gate
 ALPHAS = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)
@@ -25,6 +27,12 @@ MISSING, OTHER = "__missing__", "__other__"
 FEATURE_INPUTS = ("age", "sex", "anatomic_site")
 SELECTION_METRIC = "ordinal_mae_then_multiclass_brier_then_balanced_accuracy"
 PROXY_SOURCE = "train_fitted_public_metadata_model"
+MODEL_TYPE = "class_balanced_multiclass_ridge"
+# The fit's declared settings, named in every row of `gate_proxy_selection` (and so of `model_runs`).
+CONFIG = {"model_type": MODEL_TYPE, "alphas": list(ALPHAS), "temperatures": list(TEMPERATURES),
+          "selection_metric": SELECTION_METRIC, "feature_inputs": list(FEATURE_INPUTS),
+          "bin_thresholds": list(BIN_THRESHOLDS), "risk_scores": RISK_SCORES.tolist()}
+RECORD_COLUMNS = ("selected", "data_sha256", "config")  # gate_proxy_selection columns that are not metrics
 
 
 def normalise_category(values) -> list[str]:
@@ -167,7 +175,7 @@ class GateProxy:
 
     def metadata(self) -> dict:
         return {
-            "model_type": "class_balanced_multiclass_ridge", "alpha": self.alpha, "temperature": self.temperature,
+            "model_type": MODEL_TYPE, "alpha": self.alpha, "temperature": self.temperature,
             "selection_metric": SELECTION_METRIC, "features": ", ".join(self.schema.columns),
             "data_sha256": self.data_sha256, "test_used_for_fitting_or_selection": False, **self.fit_sizes,
         }
@@ -217,8 +225,11 @@ def fit_gate_proxy(images: pa.Table) -> GateProxy:
             if best is None or key < best[0]:
                 best = (key, alpha, temperature, weights)
     _, alpha, temperature, weights = best
+    digest = data_sha256(images)
     selection = pa.Table.from_pylist(rows).append_column(
         "selected", pa.array([r["alpha"] == alpha and r["temperature"] == temperature for r in rows]))
+    selection = selection.append_column("data_sha256", pa.array([digest] * len(rows), pa.string())).append_column(
+        "config", pa.array([config_json(CONFIG)] * len(rows), pa.string()))
     s_gate = probabilities(x, weights, temperature) @ RISK_SCORES
     n = images.num_rows
     scores = pa.table({
@@ -226,5 +237,17 @@ def fit_gate_proxy(images: pa.Table) -> GateProxy:
         "s_gate": pa.array(s_gate, pa.float64()),
         "gate_proxy": pa.array(["metadata"] * n), "proxy_source": pa.array([PROXY_SOURCE] * n),
     })
-    return GateProxy(schema, weights, alpha, temperature, selection, scores, data_sha256(images),
+    return GateProxy(schema, weights, alpha, temperature, selection, scores, digest,
                      {"n_train": int(train.sum()), "n_val": int(val.sum()), "n_scored": n})
+
+
+def training_run(selection: pa.Table) -> TrainingRun | None:
+    """`model_runs` facts from the `gate_proxy_selection` table (the 48 candidates are recorded once,
+    there): step = candidate, its alpha, temperature and validation metrics; chosen = `selected`.
+    None for a selection table without candidates (the source gave the scores)."""
+    if not set(RECORD_COLUMNS) <= set(selection.column_names) or not selection.num_rows:
+        return None
+    rows = selection.to_pylist()
+    chosen = next((k for k, row in enumerate(rows, 1) if row["selected"]), None)
+    return TrainingRun("gate_proxy", rows[0]["data_sha256"], rows[0]["config"], None,
+                       facts("candidate", rows, chosen=chosen, skip=RECORD_COLUMNS))

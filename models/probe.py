@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from models.level_metrics import best_by_spec_order, check_levels, level_metrics
 from models.option_head import fit_tau
 from models.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
+from models.training_runs import TrainingRun, facts
 
 PROBE_SEED = 20260710
 N_LEVELS = 4
@@ -199,6 +200,15 @@ class ProbeFit:
         probs = self.probabilities(features)
         heads = threshold_heads(expected_risk_scores(probs), self.tau)
         return proposals_table(mechanism, image_ids, nearest_level_slates(heads), probs, source, model)
+
+    def training_run(self) -> TrainingRun:
+        """The fit's rows of `model_runs`: the epoch table (step = epoch) and, at the chosen epoch, tau
+        and the thresholded head's validation MAE (step_kind `lock`)."""
+        locked = {"epoch": self.chosen_epoch, **{f"tau_{k}": float(t) for k, t in enumerate(self.tau, 1)},
+                  "validation_head_mae": self.validation_head_mae}
+        return TrainingRun("probe", self.data_sha256, self.config.model_dump(), self.config.seed,
+                           facts("epoch", self.epoch_table, "epoch", chosen=self.chosen_epoch)
+                           + facts("lock", [locked], "epoch", chosen=True))
 
     def metadata(self) -> dict:
         return {"chosen_epoch": self.chosen_epoch, "epoch_table": self.epoch_table,

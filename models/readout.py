@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from autheval.errors import RecordError
 from models.level_metrics import best_by_spec_order, check_levels, competence_metrics, level_metrics
 from models.slates import PROBABILITY_COLUMNS, policy_id, proposals_table, ranked_slates
+from models.training_runs import TrainingRun, facts
 
 READOUT_SEED = 20260711
 CLIP_MIN = 1e-8
@@ -183,6 +184,10 @@ class ReadoutFit:
     def cv_arrow(self) -> pa.Table:
         return pa.Table.from_pylist(self.cv_table)
 
+    def training_run(self) -> TrainingRun:
+        """The fit's rows of `model_runs` (models/training_runs.py)."""
+        return readout_training_run({"trained": True, **self.metadata()})
+
 
 def data_sha256(*arrays) -> str:
     """SHA-256 over the training inputs (values and order), so a lock names the data it was fitted on."""
@@ -248,12 +253,32 @@ def readout_proposals_table(scores: pa.Table, lock: ReadoutLock | None = None, b
                              mechanism, source, model)
 
 
+def readout_training_run(meta: dict) -> TrainingRun:
+    """`model_runs` facts from a readout's metadata (`cohort_readout`'s, or `ReadoutFit.metadata()`): the
+    C search (step_kind `cv`, step = position in the grid) and the lock at the chosen C (`lock`); for
+    the published lock (nothing trained) its C and published CV metrics, the hash of the validation rows
+    it was offered (on which it fell back), and why in config."""
+    if not meta.get("trained", True):
+        record = published_lock_record()
+        published = {"C": record.get("C"), "cv_metrics": record.get("cv_metrics") or {}}
+        config = {"trained": False, "reason": meta.get("reason"), "lock_source": LOCK_FILE}
+        return TrainingRun("readout", meta.get("data_sha256"), config, record.get("seed"),
+                           facts("published_lock", [published], chosen=True))
+    cv_table = meta["cv_table"]
+    chosen = next(k for k, row in enumerate(cv_table, 1) if row["C"] == meta["chosen_C"])
+    locked = {"step": chosen, "C": meta["chosen_C"], "n_design": meta["n_design"], "n_lock": meta["n_lock"],
+              **meta["lock_metrics"]}
+    return TrainingRun("readout", meta["data_sha256"], meta["config"], meta["config"]["seed"],
+                       facts("cv", cv_table, chosen=chosen) + facts("lock", [locked], "step", chosen=True))
+
+
 def cohort_readout(validation_scores: pa.Table, config: ReadoutConfig | None = None) -> tuple[ReadoutLock, dict]:
     """The lake's readout: trained and locked on the cohort's validation rows (`train_readout_table`),
     or, where they cannot support the fit (fewer than two clusters, or a level absent from the design
     partition, as in a small synthetic cohort), the published lock, applied as shipped. The metadata
     says which (`trained`, and the `reason` when it is the published lock)."""
-    check_levels(validation_scores.column("ideal_action_level").to_pylist(), "readout training rows")  # no fallback
+    levels = check_levels(validation_scores.column("ideal_action_level").to_pylist(),
+                          "readout training rows")  # no fallback
     n_clusters = len(set(validation_scores.column("cluster_id").to_pylist()))
     try:
         if n_clusters < 2:
@@ -261,7 +286,9 @@ def cohort_readout(validation_scores: pa.Table, config: ReadoutConfig | None = N
         fit = train_readout_table(validation_scores, config)
     except ValueError as err:
         record = published_lock_record()
+        groups = np.asarray([str(c) for c in validation_scores.column("cluster_id").to_pylist()], dtype=object)
+        offered = data_sha256(_probability_matrix(validation_scores), levels, groups)  # the rows it fell back on
         return published_lock(), {"trained": False, "reason": str(err), "validation_images": validation_scores.num_rows,
                                   "chosen_C": record.get("C"), "lock": published_lock().as_dict(),
-                                  "lock_source": LOCK_FILE}
+                                  "lock_source": LOCK_FILE, "data_sha256": offered}
     return fit.lock, {"trained": True, "validation_images": validation_scores.num_rows, **fit.metadata()}

@@ -74,6 +74,7 @@ def test_two_lora_steps_change_the_adapter_and_the_scorer_reads_it(tiny_gemma3, 
     assert len(meta["train_loss_per_step"]) == 2 and all(math.isfinite(x) for x in meta["train_loss_per_step"])
     assert len(meta["val_loss_per_epoch"]) == 1 and math.isfinite(meta["val_loss_per_epoch"][0])
     assert meta["adapter_dir"] == str(tmp_path / "adapter")
+    assert_the_training_run_is_the_losses(meta, config)
 
     trained = adapter_tensors(meta["adapter_dir"])
     before = initial_adapter(config)
@@ -91,6 +92,21 @@ def test_two_lora_steps_change_the_adapter_and_the_scorer_reads_it(tiny_gemma3, 
     assert tuned_meta["model"] == "tiny-gemma3+adapter" and tuned_meta["images_scored"] == 2
     assert not np.allclose(base_rows.column("ll_high").to_numpy(), tuned_rows.column("ll_high").to_numpy(),
                            atol=1e-6)
+
+
+def assert_the_training_run_is_the_losses(meta: dict, config: FinetuneConfig):
+    """Issue 16 item 3: the rows `model_runs` keeps: train_loss per step, val_loss per epoch, the last chosen."""
+    from models.finetune import finetune_training_run
+    from models.training_runs import SCHEMA
+
+    rows = finetune_training_run(meta).table("VLM LoRA fine-tuned", "tiny-gemma3+adapter", "rev").to_pylist()
+    assert [(r["step_kind"], r["step"], r["metric"], r["value"], r["chosen"]) for r in rows] == [
+        ("step", 1, "train_loss", meta["train_loss_per_step"][0], False),
+        ("step", 2, "train_loss", meta["train_loss_per_step"][1], True),
+        ("epoch", 1, "val_loss", meta["val_loss_per_epoch"][0], True)]
+    assert {r["data_sha256"] for r in rows} == {meta["data_sha256"]} and {r["seed"] for r in rows} == {config.seed}
+    assert json.loads(rows[0]["config"])["max_steps"] == 2 and rows[0]["config"] == meta["config"]
+    assert SCHEMA.names == list(rows[0])
 
 
 def test_finetune_needs_the_target_column(tiny_gemma3, tmp_path):

@@ -118,3 +118,28 @@ def test_missing_splits_or_targets_are_refused():
     levels[first_train] = None
     with pytest.raises(ValueError, match="ideal_action_level"):
         fit_gate_proxy(cohort.set_column(5, "ideal_action_level", pa.array(levels, pa.int64())))
+
+
+def test_the_selection_names_its_data_and_config_and_is_the_gate_proxys_run():
+    """Issue 16 item 3: gate_proxy_selection names the data hash and config; model_runs reads its 48
+    candidates from it (step = candidate, chosen = selected), nothing recomputed."""
+    import json
+
+    from models.gate_proxy import CONFIG, training_run
+    from models.training_runs import SCHEMA
+
+    proxy = fit_gate_proxy(_cohort())
+    assert set(proxy.selection.column("data_sha256").to_pylist()) == {proxy.data_sha256}
+    assert json.loads(proxy.selection.column("config")[0].as_py()) == CONFIG
+    table = training_run(proxy.selection).table()
+    assert table.schema == SCHEMA and set(table.column("trainer").to_pylist()) == {"gate_proxy"}
+    rows = table.to_pylist()
+    assert {r["step"] for r in rows} == set(range(1, 49)) and {r["step_kind"] for r in rows} == {"candidate"}
+    chosen = {(r["metric"], r["value"]) for r in rows if r["chosen"]}
+    assert {("alpha", proxy.alpha), ("temperature", proxy.temperature)} <= chosen
+    assert len({r["step"] for r in rows if r["chosen"]}) == 1
+    selected = [r for r in proxy.selection.to_pylist() if r["selected"]][0]
+    assert chosen == {(k, v) for k, v in selected.items() if k not in ("selected", "data_sha256", "config")}
+    assert {r["data_sha256"] for r in rows} == {proxy.data_sha256} and {r["seed"] for r in rows} == {None}
+    given = pa.table({"gate_proxy": ["given by the source"], "path": ["/scores.csv"]})
+    assert training_run(given) is None                   # scores given by a source: nothing was fitted

@@ -281,3 +281,28 @@ def test_a_replaced_image_file_is_extracted_again_through_the_lake_call(tmp_path
     assert replaced.column("input_sha256")[1].as_py() == probe.image_sha256(str(tmp_path / "i1.png"))
     assert meta["data_sha256"] != probe.tower_features(images.slice(0, 2), path, tmp_path / "cache")[1]["data_sha256"]
 
+
+# ---------------------------------------------------------------- issue 16 item 3: the run in model_runs
+
+def test_the_training_run_names_the_epochs_tau_data_and_config():
+    import json
+
+    from models.training_runs import SCHEMA
+
+    train_x, train_y = synthetic_features(n_per_level=10, seed=4)
+    fit = train_probe(train_x, train_y, train_x, train_y, CONFIG)
+    table = fit.training_run().table("CLIP probe", "tiny-clip-vision", "abc")
+    assert table.schema == SCHEMA
+    rows = table.to_pylist()
+    epochs = [r for r in rows if r["step_kind"] == "epoch"]
+    assert {r["step"] for r in epochs} == set(range(1, 7))
+    assert {r["metric"] for r in epochs} == {"train_loss", "mae", "balanced_accuracy", "macro_f1", "accuracy"}
+    assert {r["step"] for r in epochs if r["chosen"]} == {fit.chosen_epoch}
+    loss = {r["step"]: r["value"] for r in epochs if r["metric"] == "train_loss"}
+    assert loss == {e["epoch"]: e["train_loss"] for e in fit.epoch_table}
+    lock = {r["metric"]: r["value"] for r in rows if r["step_kind"] == "lock"}
+    assert [lock["tau_1"], lock["tau_2"], lock["tau_3"]] == fit.tau.tolist()
+    assert lock["validation_head_mae"] == fit.validation_head_mae
+    assert {(r["step"], r["chosen"]) for r in rows if r["step_kind"] == "lock"} == {(fit.chosen_epoch, True)}
+    assert {r["data_sha256"] for r in rows} == {fit.data_sha256} and {r["seed"] for r in rows} == {CONFIG.seed}
+    assert {r["config"] for r in rows} == {json.dumps(CONFIG.model_dump(), sort_keys=True)}

@@ -280,3 +280,41 @@ def test_levels_outside_the_four_are_refused_not_fitted(bad):
                       **{c: probs[:, k] for k, c in enumerate(("p_very_low", "p_low", "p_moderate", "p_high"))}})
     with pytest.raises(RecordError, match="levels must be integers 0..3"):
         readout.cohort_readout(table)
+
+
+def test_the_training_run_names_the_c_search_lock_data_and_config():
+    """Issue 16 item 3: the rows `model_runs` keeps for a trained readout and for the published fallback."""
+    import json
+
+    from models.training_runs import SCHEMA
+
+    probs, levels, clusters = synthetic_validation()
+    config = ReadoutConfig(c_grid=(1e-6, 1.0), design_fraction=0.6)
+    fit = train_readout(probs, levels, clusters, config=config)
+    table = fit.training_run().table("VLM readout", "tiny-gemma3", "rev")
+    assert table.schema == SCHEMA
+    rows = table.to_pylist()
+    cv = [r for r in rows if r["step_kind"] == "cv"]
+    assert {(r["step"], r["value"]) for r in cv if r["metric"] == "C"} == {(1, 1e-6), (2, 1.0)}
+    assert {r["step"] for r in cv if r["chosen"]} == {2} and not any(r["chosen"] for r in cv if r["step"] == 1)
+    assert {(r["step"], r["metric"]): r["value"] for r in cv} == {
+        (k, metric): value for k, row in enumerate(fit.cv_table, 1) for metric, value in row.items()}
+    lock = {r["metric"]: r["value"] for r in rows if r["step_kind"] == "lock"}
+    assert lock["C"] == 1.0 and lock["n_lock"] == fit.n_lock
+    assert lock["balanced_accuracy"] == fit.lock_metrics["balanced_accuracy"]
+    assert all(r["chosen"] and r["step"] == 2 for r in rows if r["step_kind"] == "lock")
+    assert {r["data_sha256"] for r in rows} == {fit.data_sha256} and {r["seed"] for r in rows} == {config.seed}
+    assert {json.loads(r["config"])["c_grid"] == [1e-6, 1.0] for r in rows} == {True}
+    assert {(r["trainer"], r["mechanism"], r["model"], r["model_revision"]) for r in rows} == {
+        ("readout", "VLM readout", "tiny-gemma3", "rev")}
+
+    rows12 = [{"image_id": f"i{k}", "cluster_id": f"c{k}", "ideal_action_level": k % 2, "p_very_low": 0.4,
+               "p_low": 0.3, "p_moderate": 0.2, "p_high": 0.1} for k in range(12)]
+    _, meta = readout.cohort_readout(pa.Table.from_pylist(rows12))    # levels 2, 3 absent: the published lock
+    fallback = readout.readout_training_run(meta).table("VLM readout").to_pylist()
+    assert {r["step_kind"] for r in fallback} == {"published_lock"} and all(r["chosen"] for r in fallback)
+    assert {r["value"] for r in fallback if r["metric"] == "C"} == {0.01}
+    offered = readout.data_sha256(np.full((12, 4), [0.4, 0.3, 0.2, 0.1]), np.arange(12) % 2,
+                                  np.asarray([f"c{k}" for k in range(12)], dtype=object))
+    assert {r["data_sha256"] for r in fallback} == {offered}              # the rows it fell back on
+    assert "lacks level" in json.loads(fallback[0]["config"])["reason"]
