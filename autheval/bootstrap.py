@@ -240,11 +240,15 @@ def stream_sums(
     order = sorted(range(len(streams)), key=lambda i: -streams[i][1].shape[0])
     ahead = set(order[len(order) - (workers - 1):]) if workers > 1 else set()
 
-    def one(i: int) -> np.ndarray:
+    stop = threading.Event()  # set when the caller gave up (Ctrl-C): each thread ends after its block
+
+    def one(i: int) -> np.ndarray | None:
         seed, matrix = streams[i]
         matrix = np.ascontiguousarray(matrix, dtype=np.float64)
         out = np.empty((reps, matrix.shape[1]), dtype=np.float64)
         for start, sums in product_blocks(seed, reps, matrix, prefetch=i in ahead):
+            if stop.is_set():
+                return None
             out[start : start + sums.shape[0]] = sums
             counter.add(sums.shape[0])
         return out
@@ -252,7 +256,11 @@ def stream_sums(
     if workers < 2:
         return [one(i) for i in range(len(streams))]
     with one_blas_thread(), ThreadPoolExecutor(workers, thread_name_prefix="autheval-streams") as pool:
-        done = dict(zip(order, pool.map(one, order)))
+        try:
+            done = dict(zip(order, pool.map(one, order)))
+        except BaseException:  # KeyboardInterrupt in this thread: the pool's exit waits a block, not a stream
+            stop.set()
+            raise
     return [done[i] for i in range(len(streams))]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from autheval import __version__
 from autheval.errors import RecordError
+from autheval.flags import SEED_MAX, check_seed, path_flag
 from warehouse.sql import load_sql
 
 DESCRIPTION = """\
@@ -28,11 +29,6 @@ examples:
 Results go to stdout (and files); progress and errors go to stderr. Bad input ends with one line
 naming the file, flag or column, and exit code 2.
 Run `autheval COMMAND --help` for the options of each command."""
-
-# One seed range for every scheme: numpy's streams take any non-negative integer, the evaluator adds
-# a per-metric offset (at most 7) and the poisson scheme hashes the seed in signed 64-bit SQL integers.
-SEED_MAX = 2**62 - 1
-
 
 # autheval.estimators.SCHEMES, spelled out so that building the parser (and --help) imports neither
 # numpy nor DuckDB (a test checks that the two agree)
@@ -66,21 +62,25 @@ def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false",
                         help="print no progress lines (by default a run longer than a few seconds reports rows "
                              "read and bootstrap replicates done on stderr, never on stdout)")
-    parser.add_argument("--output-dir", type=Path, default=Path("."), metavar="DIR",
+    parser.add_argument("--output-dir", type=path_flag, default=Path("."), metavar="DIR",
                         help="folder for the result files, created if missing (default: the current folder); "
                              "all files are replaced together or none is")
 
 
-def _check_bootstrap_flags(args) -> None:
-    """Fail before any work, in one line naming the flag."""
+def _check_bootstrap_flags(args, inputs: list[tuple[str, Path]], files: tuple[str, ...]) -> None:
+    """Fail before any work, in one line naming the flag: also when a result file would replace one of
+    the `inputs` (flag, path)."""
+    from autheval.estimators import check_reps
+    from autheval.flags import check_not_an_input
     from autheval.outputs import check_output_dir
 
-    if args.seed is not None and not 0 <= args.seed <= SEED_MAX:
-        raise RecordError("--seed", None, f"must be an integer from 0 to {SEED_MAX} (2^62 - 1), got {args.seed}")
+    check_seed(args.seed)
+    check_reps(args.reps)
     from warehouse.engine import engine_config
 
     engine_config(args.engine, args.spark_master)  # unknown engine, Spark extra, Java, master: one line
     check_output_dir(args.output_dir)
+    check_not_an_input([args.output_dir / name for name in files], inputs, "--output-dir")
 
 
 def _engine(args, scheme: str):
@@ -103,10 +103,10 @@ def _default_scheme(recordsets) -> str:
 
 def cmd_evaluate(args) -> int:
     from autheval.estimators import estimate
-    from autheval.outputs import write_evaluate_outputs
+    from autheval.outputs import EVALUATE_FILES, write_evaluate_outputs
     from autheval.records import read_records
 
-    _check_bootstrap_flags(args)
+    _check_bootstrap_flags(args, [("--input", args.input)], EVALUATE_FILES)
     records = _read_with_progress(read_records, args, args.input)
     scheme = args.scheme or _default_scheme([records])
     with _engine(args, scheme) as engine:
@@ -156,11 +156,11 @@ def _parse_contrast(text: str) -> tuple[str, str]:
 
 def cmd_compare(args) -> int:
     from autheval.estimators import estimate, warn_if_no_contrast
-    from autheval.outputs import write_compare_outputs
+    from autheval.outputs import COMPARE_FILES, write_compare_outputs
     from autheval.records import read_records
 
-    _check_bootstrap_flags(args)
     arms = [_parse_arm(a) for a in args.arm]
+    _check_bootstrap_flags(args, [(f"--arm {name}", Path(path)) for name, path in arms], COMPARE_FILES)
     from warehouse.sql import connect
 
     with connect() as reading:  # one connection for every arm's validation
@@ -187,11 +187,14 @@ def _progress(line: str) -> None:
 
 def _check_demo_flags(args) -> None:
     """Everything `demo` is told is checked before Dagster starts: one line naming the flag, exit 2."""
+    from autheval.estimators import check_reps
+    from autheval.flags import check_inputs_outside
     from autheval.outputs import check_output_dir
 
     check_output_dir(args.lake, "--lake")
-    if args.reps < 1:
-        raise RecordError("--reps", None, f"must be a positive number of replicates, got {args.reps}")
+    check_reps(args.reps)
+    check_inputs_outside(args.lake, [(flag, getattr(args, flag[2:].replace("-", "_"))) for flag in (
+        "--input", "--freeze", "--proposals", "--rules", "--gate-scores", "--scorer-dir", "--vision-dir")], "--lake")
     if args.min_group_clusters < 1:
         raise RecordError("--min-group-clusters", None, f"must be at least 1, got {args.min_group_clusters}")
     if args.source == "reference":
@@ -210,8 +213,10 @@ def _check_demo_flags(args) -> None:
     if args.freeze is not None and not args.freeze.is_file():
         what = "is a folder, not a file" if args.freeze.exists() else "no such file"
         raise RecordError("--freeze", None, f"{args.freeze}: {what}")
-    if args.input is None and args.n < 1:
-        raise RecordError("--n", None, f"must be a positive number of images, got {args.n}")
+    if args.input is None:
+        from autheval.raw.cli import check_cohort_size
+
+        check_cohort_size(args.n, args.lake / "synthetic_cohort", confirm=None)  # --n: before Dagster, too
     for flag, value in (("--proposals", args.proposals), ("--gate-scores", args.gate_scores)):
         if value is not None and not value.is_file():
             raise RecordError(flag, None, f"{value}: no such file")
@@ -354,12 +359,31 @@ def cmd_query(args) -> int:
     return 0
 
 
+def _check_port(port: int) -> None:
+    """A port the UI can serve on: in range and free on 127.0.0.1 now (one line, exit 2), so that a port
+    in use is not a bind error printed by a server that keeps running."""
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise RecordError("--port", None, f"must be a port from 1 to 65535, got {port}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server binds
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise RecordError("--port", None, f"127.0.0.1:{port} is not free ({err.strerror or err}); "
+                              "stop what serves there or choose another port") from err
+
+
 def cmd_ui(args) -> int:
     """Serve the Dagster UI for this project on 127.0.0.1 (Ctrl-C stops it)."""
     import os
 
+    from autheval.outputs import check_output_dir
     from warehouse.lake import Lake
 
+    _check_port(args.port)
+    check_output_dir(args.lake, "--lake")  # its .dagster_home is made there
     lake = Lake(args.lake)
     home = Path(os.environ.get("DAGSTER_HOME") or lake.root / ".dagster_home").resolve()
     home.mkdir(parents=True, exist_ok=True)
@@ -385,11 +409,19 @@ def _command_word(argv: list[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's own refusals (an unknown flag, a value of the wrong type, an empty path) as every
+    other refusal is: one line on stderr, exit 2. Subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"autheval: error: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     """The `autheval` parser. `command`: the subcommand about to run; `aggregate` is registered with
     its options (importing models.cct) only when it is that command (the default: every command)."""
-    parser = argparse.ArgumentParser(prog="autheval", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="autheval", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -402,7 +434,7 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
                     "Writes summary.json, summary.md, authority_summary.csv and estimates.csv to --output-dir "
                     "and prints their paths. A number the record cannot support is reported as not "
                     "recoverable, never as a number.")
-    p.add_argument("--input", required=True, type=Path, metavar="FILE", help="the record file (CSV or Parquet)")
+    p.add_argument("--input", required=True, type=path_flag, metavar="FILE", help="the record file (CSV or Parquet)")
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_evaluate)
 
@@ -428,19 +460,19 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     p.add_argument("--source", choices=["reference", "synthetic", "isic2019"], default="reference",
                    help="reference: the published study (embedded, the default); synthetic: a generated "
                         "ISIC-shaped cohort through the raw path; isic2019: the official ISIC 2019 files in --input")
-    p.add_argument("--input", type=Path, metavar="DIR",
+    p.add_argument("--input", type=path_flag, metavar="DIR",
                    help="a cohort folder in the ISIC 2019 layout (isic2019: required; synthetic: instead of "
                         "generating one)")
-    p.add_argument("--freeze", type=Path, metavar="FILE",
+    p.add_argument("--freeze", type=path_flag, metavar="FILE",
                    help="a split_freeze.csv to validate and use (synthetic and isic2019 sources)")
     p.add_argument("--n", type=int, default=200, help="size of the generated synthetic cohort (default 200)")
-    p.add_argument("--proposals", type=Path, metavar="FILE",
+    p.add_argument("--proposals", type=path_flag, metavar="FILE",
                    help="proposals of your mechanisms (CSV or Parquet: mechanism, image_id and per row the four "
                         "probabilities p_very_low..p_high, a slate \"a2 a1 a3 a0\" or an a_head); synthetic "
                         "cohorts bring their own")
-    p.add_argument("--rules", type=Path, metavar="FILE",
+    p.add_argument("--rules", type=path_flag, metavar="FILE",
                    help="declared local rules (YAML, see `autheval rules show`); default: the study's")
-    p.add_argument("--gate-scores", type=Path, metavar="FILE",
+    p.add_argument("--gate-scores", type=path_flag, metavar="FILE",
                    help="per-image gate scores (image_id, s_gate) to use as given instead of fitting the gate proxy")
     p.add_argument("--evaluate-split", choices=["test", "val", "train", "all"], default="test",
                    help="the split the review and the estimates run on (default test)")
@@ -449,14 +481,14 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     p.add_argument("--no-models", action="store_true",
                    help="no model mechanisms (synthetic: by default the tiny VLM scorer's readout, a CLIP probe "
                         "and the CCT single and cc arms run beside the file's mechanisms)")
-    p.add_argument("--scorer-dir", type=Path, metavar="DIR",
+    p.add_argument("--scorer-dir", type=path_flag, metavar="DIR",
                    help="a local VLM directory for the scorer (Gemma3 / LLaVA style; default: a tiny random "
                         "Gemma3 built into <lake>/models); isic2019: turns the model mechanisms on")
-    p.add_argument("--vision-dir", type=Path, metavar="DIR",
+    p.add_argument("--vision-dir", type=path_flag, metavar="DIR",
                    help="a local vision tower directory for the probe (default: a tiny random CLIP vision model)")
     p.add_argument("--finetune", action="store_true",
                    help="also LoRA fine-tune the scorer on the train split and score it as its own mechanism")
-    p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, metavar="DIR",
+    p.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, metavar="DIR",
                    help=f"lake folder, created if missing (default {DEFAULT_LAKE})")
     p.add_argument("--reps", type=int, default=5000, metavar="N",
                    help="bootstrap replicates of the estimates (default 5000, as published; with another N "
@@ -488,7 +520,7 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
 
     p = sub.add_parser("ui", help="the Dagster UI for this project on 127.0.0.1")
     p.add_argument("--port", type=int, default=3000, help="port (default 3000)")
-    p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
+    p.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
     p.set_defaults(func=cmd_ui)
     return parser
 
@@ -509,6 +541,28 @@ class _UnneededImports:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Bad input (RecordError, ValueError: exit 2), what the machine refuses (OSError:
+    a full disk, a read-only or forbidden folder; exit 1) and Ctrl-C (exit 130) end in one line on
+    stderr, from whatever command and stage; any other exception is a bug and keeps its traceback."""
+    try:
+        return _run(argv)
+    except RecordError as err:
+        print(f"autheval: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except ValueError as err:
+        print(f"autheval: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"autheval: error: {_os_error_line(err)}", file=sys.stderr)
+        return 1
+    except BaseException as err:
+        if not _is_interrupt(err):
+            raise
+        print("autheval: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv: list[str] | None) -> int:
     if argv is None and sys.argv[1:2] in (["evaluate"], ["compare"]):
         import os
 
@@ -525,14 +579,31 @@ def main(argv: list[str] | None = None) -> int:
         from autheval.records import print_warnings_plainly
 
         print_warnings_plainly()  # one `autheval: warning: ...` line each, on stderr
-    try:
-        return args.func(args)
-    except RecordError as err:
-        print(f"autheval: error: {err}", file=sys.stderr)
-        return err.exit_code
-    except ValueError as err:
-        print(f"autheval: error: {err}", file=sys.stderr)
-        return 2
+    return args.func(args)
+
+
+# Ctrl-C as the libraries report it when it lands inside them (not KeyboardInterrupt): DuckDB's
+# InterruptException and Dagster's DagsterExecutionInterruptedError, named so that neither is imported
+INTERRUPTS = ("InterruptException", "DagsterExecutionInterruptedError")
+
+
+def _is_interrupt(err: BaseException | None) -> bool:
+    """Ctrl-C, also when a library re-raised it as its own error (DuckDB: RuntimeError('Query
+    interrupted') from KeyboardInterrupt)."""
+    while err is not None:
+        if isinstance(err, KeyboardInterrupt) or type(err).__name__ in INTERRUPTS:
+            return True
+        err = err.__cause__
+    return False
+
+
+def _os_error_line(err: OSError) -> str:
+    """An OSError in one line: the file, then what the system said (no errno number, no traceback)."""
+    what = (err.strerror or str(err)).strip().splitlines()[0]
+    if err.filename is None:
+        return what
+    where = f"{err.filename} -> {err.filename2}" if err.filename2 is not None else str(err.filename)
+    return f"{where}: {what}"
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ from autheval.estimators import METRICS, EstimationResult
 from autheval.multiplicity import ADJUSTED_COLUMNS
 from autheval.tables import cell
 
+# the files each command writes into --output-dir, in this order (checked against its inputs first)
+EVALUATE_FILES = ("summary.json", "summary.md", "authority_summary.csv", "estimates.csv")
+COMPARE_FILES = ("proposal_dependence_summary.csv", "paired_contrast.csv", "estimates.csv")
 SUMMARY_COLUMNS = (
     "estimand", "n_images", "n_clusters", "J_auth", "J", "intervention_rate", "delta",
     "Delta_authority", "J_auth_ci_lower", "J_auth_ci_upper", "J_ci_lower", "J_ci_upper",
@@ -247,12 +250,12 @@ def write_files(out_dir: str | os.PathLike, files: dict[str, str], flag: str = "
 
 def write_evaluate_outputs(result: EstimationResult, analysis: str, out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
-    files = {
-        "summary.json": json.dumps(summary_json(result, analysis), indent=2, allow_nan=False) + "\n",
-        "summary.md": summary_markdown(result, analysis),
-        "authority_summary.csv": csv_text(SUMMARY_COLUMNS, authority_summary_rows(result, analysis)),
-        "estimates.csv": csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
-    }
+    files = dict(zip(EVALUATE_FILES, (
+        json.dumps(summary_json(result, analysis), indent=2, allow_nan=False) + "\n",
+        summary_markdown(result, analysis),
+        csv_text(SUMMARY_COLUMNS, authority_summary_rows(result, analysis)),
+        csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
+    )))
     return write_files(out_dir, files)
 
 
@@ -282,9 +285,9 @@ def proposal_rows(result: EstimationResult) -> list[dict]:
 
 def write_compare_outputs(result: EstimationResult, out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
-    files = {
-        "proposal_dependence_summary.csv": csv_text(PROPOSAL_COLUMNS, proposal_rows(result)),
-        "paired_contrast.csv": csv_text(CONTRAST_COLUMNS, result.contrasts),
-        "estimates.csv": csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
-    }
+    files = dict(zip(COMPARE_FILES, (
+        csv_text(PROPOSAL_COLUMNS, proposal_rows(result)),
+        csv_text(CONTRAST_COLUMNS, result.contrasts),
+        csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
+    )))
     return write_files(out_dir, files)

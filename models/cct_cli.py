@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from autheval.errors import RecordError
+from autheval.flags import check_not_an_input, path_flag
 
 OUTPUT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -30,6 +31,7 @@ def cmd_aggregate(args) -> int:
     from warehouse.atomic import atomic_path
 
     fmt = _output_format(args.output)
+    check_not_an_input([args.output], [("--input", args.input)], "--output")
     for flag, value in (("lam", args.lam), ("beta", args.beta)):
         if value is not None and flag not in USES[args.method]:
             raise RecordError(f"--{flag}", None, f"is not used by method {args.method!r} "
@@ -62,11 +64,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "to --output (.csv or .parquet) and prints its path. Methods: single (variant 0), vote "
                     "(prob = vote share; ranked by votes, then mean probability), meanprob, confonly "
                     "(w = softmax(lam * confidence)), consonly (w = softmax(-beta * deviation)), cc (both).")
-    p.add_argument("--input", required=True, type=Path, metavar="PROBS", help="the variant probabilities")
+    p.add_argument("--input", required=True, type=path_flag, metavar="PROBS", help="the variant probabilities")
     p.add_argument("--method", required=True, choices=METHODS, help="the aggregator")
     p.add_argument("--lam", type=float, default=None, metavar="L",
                    help=f"weight of the confidence margin (confonly, cc; default {DEFAULT_LAM})")
     p.add_argument("--beta", type=float, default=None, metavar="B",
                    help=f"weight of the deviation from the barycenter (consonly, cc; default {DEFAULT_BETA})")
-    p.add_argument("--output", required=True, type=Path, metavar="OUT", help="the result, .csv or .parquet")
+    p.add_argument("--output", required=True, type=path_flag, metavar="OUT", help="the result, .csv or .parquet")
     p.set_defaults(func=cmd_aggregate)

@@ -8,10 +8,10 @@ import re
 import subprocess
 import sys
 
-import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import ROOT, read_csv_rows, reference_file, run_cli
+from warehouse.lake import Lake
 
 
 def test_evaluate_imports_neither_dagster_nor_torch(tmp_path):
@@ -100,7 +100,7 @@ def test_help_is_written_for_users():
 def test_demo_reps_reach_the_estimates_and_progress_goes_to_stderr(tmp_path):
     result = run_cli("demo", "--lake", str(tmp_path / "lake"), "--reps", "10")
     assert result.returncode == 0, result.stdout + result.stderr
-    reps = pq.read_table(tmp_path / "lake" / "estimates.parquet", columns=["reps"]).column("reps").to_pylist()
+    reps = Lake(tmp_path / "lake").read("estimates").column("reps").to_pylist()  # through the lake's snapshot
     assert set(reps) == {10}
     tally = re.search(r"asset checks: (\d+) of (\d+) passed", result.stdout)
     assert tally and tally.group(1) == tally.group(2) and "Paired contrast" in result.stdout

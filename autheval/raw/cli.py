@@ -7,14 +7,73 @@ to stderr (a bar while images are written), results to stdout.
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 from pathlib import Path
 
 from autheval.errors import RecordError
+from autheval.flags import SEED_MAX, check_seed, path_flag
 
 SYNTH_SEED = 20260706  # = autheval.raw.synth.SYNTH_SEED (AuthEval's data seed), kept here for a quick CLI
+DEFAULT_SIZE = (1024, 768)
+# Image sides: at least the 32 x 32 reduction the perceptual hashes are computed on; at most 4096 (the
+# ISIC 2019 images are at most 1024 on a side; a 40000 x 40000 image is 4.8 GB of pixels in memory).
+SIDE_MIN, SIDE_MAX = 32, 4096
+# Measured here (one core, lesion-like JPEGs at quality 92, CSV rows included): about 0.17 bytes and
+# 0.17 microseconds a pixel plus 1.5 kB and 1 ms an image (1024 x 768: 131 kB, 0.13 s an image).
+BYTES_PER_PIXEL, BYTES_PER_IMAGE = 0.17, 1500
+SECONDS_PER_PIXEL, SECONDS_PER_IMAGE = 1.7e-7, 1e-3
+# A cohort estimated above either limit is written only with --yes.
+CONFIRM_BYTES, CONFIRM_SECONDS = 2 * 10**9, 30 * 60
 
 
-def write_synthetic_cohort(n: int, out: Path, *, seed: int = SYNTH_SEED, size=(1024, 768), overwrite: bool = False):
+def _size_text(n_bytes: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{n_bytes:.0f} bytes"
+
+
+def _time_text(seconds: float) -> str:
+    for unit, scale in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= scale:
+            return f"{seconds / scale:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def cohort_estimate(n: int, size=DEFAULT_SIZE) -> tuple[float, float, str]:
+    """(bytes, seconds, one line saying so) that writing `n` images of `size` takes here."""
+    pixels = size[0] * size[1]
+    n_bytes = n * (BYTES_PER_PIXEL * pixels + BYTES_PER_IMAGE)
+    seconds = n * (SECONDS_PER_PIXEL * pixels + SECONDS_PER_IMAGE)
+    return n_bytes, seconds, (f"{n:,} images of {size[0]} x {size[1]}: about {_size_text(n_bytes)} on disk and "
+                              f"{_time_text(seconds)} to write here")
+
+
+def check_cohort_size(n: int, out: Path, size=DEFAULT_SIZE, confirm: bool | None = False) -> str:
+    """Refuse (one line naming --n or --size) a cohort that cannot or should not be written: a count or
+    a side out of range, more than the disk under `out` holds, or above CONFIRM_BYTES / CONFIRM_SECONDS
+    unless `confirm` (synth --yes; None: the caller has no such flag, as demo). Returns the estimate."""
+    if n < 1:
+        raise RecordError("--n", None, f"must be a positive number of images, got {n}")
+    if not all(SIDE_MIN <= side <= SIDE_MAX for side in size):
+        raise RecordError("--size", None, f"each side must be from {SIDE_MIN} to {SIDE_MAX} pixels, got {size[0]} {size[1]}")
+    n_bytes, seconds, line = cohort_estimate(n, size)
+    existing = Path(out).absolute()
+    while not existing.exists():
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    if n_bytes > free:
+        raise RecordError("--n", None, f"{line}, and {existing} has {_size_text(free)} free")
+    if not confirm and (n_bytes > CONFIRM_BYTES or seconds > CONFIRM_SECONDS):
+        limit = f"more than {_size_text(CONFIRM_BYTES)} or {_time_text(CONFIRM_SECONDS)}"
+        how = ("write it with `autheval synth --n N --out DIR --yes` and give demo `--input DIR`" if confirm is None
+               else "add --yes to write it")
+        raise RecordError("--n", None, f"{line}: {limit}; {how}")
+    return line
+
+
+def write_synthetic_cohort(n: int, out: Path, *, seed: int = SYNTH_SEED, size=DEFAULT_SIZE, overwrite: bool = False):
     """synth_cohort with a progress bar on stderr (shown on a terminal only) while the images are written."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -33,10 +92,12 @@ def write_synthetic_cohort(n: int, out: Path, *, seed: int = SYNTH_SEED, size=(1
 
 
 def cmd_synth(args) -> int:
-    if args.n < 1:
-        raise RecordError("--n", None, f"must be a positive number of images, got {args.n}")
-    if args.out.exists() and not args.out.is_dir():
-        raise RecordError("--out", None, f"{args.out} is a file, not a folder")
+    from autheval.outputs import check_output_dir
+
+    check_seed(args.seed)  # every flag before anything is written
+    check_output_dir(args.out, "--out")
+    line = check_cohort_size(args.n, args.out, tuple(args.size), confirm=args.yes)
+    print(f"autheval: {line}", file=sys.stderr, flush=True)
     cohort = write_synthetic_cohort(args.n, args.out, seed=args.seed, size=args.size, overwrite=args.overwrite)
     roles = cohort.truth.column("role").to_pylist()
     print(f"wrote {len(roles)} images to {cohort.images}")
@@ -56,9 +117,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "duplicates (synth_truth.csv says which). The same seed gives the same bytes. Use the folder "
                     "with `autheval demo --source isic2019 --input DIR`.")
     p.add_argument("--n", type=int, required=True, help="number of images to write")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created if missing)")
-    p.add_argument("--seed", type=int, default=SYNTH_SEED, help=f"generator seed (default {SYNTH_SEED})")
-    p.add_argument("--size", type=int, nargs=2, default=(1024, 768), metavar=("W", "H"),
-                   help="image size in pixels (default 1024 768)")
+    p.add_argument("--out", type=path_flag, required=True, metavar="DIR", help="output folder (created if missing)")
+    p.add_argument("--seed", type=int, default=SYNTH_SEED,
+                   help=f"generator seed, an integer from 0 to {SEED_MAX} (default {SYNTH_SEED})")
+    p.add_argument("--size", type=int, nargs=2, default=DEFAULT_SIZE, metavar=("W", "H"),
+                   help=f"image size in pixels, each side from {SIDE_MIN} to {SIDE_MAX} (default 1024 768)")
     p.add_argument("--overwrite", action="store_true", help="replace the images already in DIR")
+    p.add_argument("--yes", action="store_true",
+                   help=f"write a cohort estimated above {_size_text(CONFIRM_BYTES)} or {_time_text(CONFIRM_SECONDS)} "
+                        "(the estimate is printed on stderr before any image is written)")
     p.set_defaults(func=cmd_synth)

@@ -1,0 +1,60 @@
+"""What the commands' flags share: the seed range, path flags that may not be empty, and the rule that
+a command's outputs never replace its inputs. Imports nothing heavy, so that building the parser (and
+`--help`) imports neither numpy nor DuckDB."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Iterable
+
+from autheval.errors import RecordError
+
+# One seed range for every scheme and command: numpy's streams take any non-negative integer, the
+# evaluator adds a per-metric offset (at most 7) and the poisson scheme hashes the seed in signed
+# 64-bit SQL integers.
+SEED_MAX = 2**62 - 1
+
+
+def path_flag(text: str) -> Path:
+    """argparse type of every path flag: an empty one is refused (Path('') is the current folder, so
+    `--lake ''` would write the lake's files where the command was started)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty (an empty path would mean the current folder)")
+    return Path(text)
+
+
+def check_seed(seed: int | None, flag: str = "--seed") -> None:
+    if seed is not None and not 0 <= seed <= SEED_MAX:
+        raise RecordError(flag, None, f"must be an integer from 0 to {SEED_MAX} (2^62 - 1), got {seed}")
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name one file: the same (device, inode) when both exist (through symbolic and
+    hard links), else the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+
+
+def check_not_an_input(outputs: Iterable[Path], inputs: Iterable[tuple[str, Path]], flag: str) -> None:
+    """Refuse, in one line naming `flag`, an output file that is an input (or a link to one): writing
+    it would replace the input. Checked before any work."""
+    inputs = [(name, Path(path)) for name, path in inputs if path is not None]
+    for output in outputs:
+        for name, path in inputs:
+            if same_file(output, path):
+                raise RecordError(flag, None, f"{output} is the input {name} {path}; writing it would replace "
+                                  f"the input: choose another {flag}")
+
+
+def check_inputs_outside(folder: Path, inputs: Iterable[tuple[str, Path | None]], flag: str) -> None:
+    """Refuse, in one line naming `flag`, an input that is `folder` or lies inside it, for a command
+    that rewrites what is in `folder` (the demo's lake)."""
+    root = Path(folder).resolve()
+    for name, path in inputs:
+        if path is not None and Path(path).resolve().is_relative_to(root):
+            raise RecordError(flag, None, f"{folder} holds the input {name} {path}, and what is in it is "
+                              "rewritten: keep inputs outside the lake folder")
