@@ -15,9 +15,9 @@ from warehouse.catalog import catalog_path, publish_catalog
 CATALOG_DEPS = [
     "input_files", "images", "ingest_report", "image_hashes", "hash_failures", "duplicates",
     "duplicate_removals", "duplicate_report", "clusters", "gate_proxy", "gate_proxy_selection", "contexts",
-    "vlm_scores", "readout", "probe_features", "probe", "cct_arms", "finetune", "proposals", "selections",
-    "scores", "records", "estimates", "contrasts", "intervals", "subgroups", "fairness", "study_summary",
-    "report", "landed_records", "trend",
+    "vlm_scores", "readout", "probe_features", "probe", "cct_arms", "finetune", "model_runs", "proposals",
+    "selections", "scores", "records", "estimates", "contrasts", "intervals", "subgroups", "fairness",
+    "study_summary", "report", "landed_records", "trend",
 ]  # fmt: skip
 
 

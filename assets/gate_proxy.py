@@ -18,7 +18,8 @@ from models.gate_proxy import fit_gate_proxy
         "image_id, split, s_gate, gate_proxy, proxy_source: the public risk context of every image, from "
         "age, sex and site only (never the diagnosis); train fits, validation selects (alpha, T).")),
     AssetSpec("gate_proxy_selection", group_name=CONTEXT, kinds={"parquet"}, deps=["images", "clusters"],
-              description="the 48 (alpha, T) candidates with their validation metrics; `selected` marks the one used."),
+              description=("the 48 (alpha, T) candidates with their validation metrics, the data hash and the "
+                           "config; `selected` marks the one used (model_runs reads them as the gate proxy's run).")),
 ])
 def gate_proxy(lake: LakeResource, source: SourceResource):
     store = lake.lake()

@@ -7,6 +7,10 @@ the `proposals` contract with source 'model', checked by the rules a proposals f
 probabilities summing to 1, a slate of distinct actions; models/slates.py check_proposals) before it is
 written, and `proposals` appends them to the file's mechanisms.
 
+Each trained mechanism's table carries its training run (data hash, config, seed, the facts it chose
+from) in its Parquet metadata; `model_runs` gathers them, with the gate proxy's candidates, into one
+long table a reviewer can query (models/training_runs.py).
+
 With ModelsResource.enabled false (the default), or for the reference study (its proposals are
 published traces), each writes an empty table and says why in its metadata; nothing loads torch."""
 
@@ -21,16 +25,19 @@ from dagster import asset
 from assets.common import PROPOSALS, connect_with, query, write_table
 from autheval.proposals import CONTRACT_SCHEMA, as_contract, combine_proposals
 from dagster_project.resources import LakeResource, ModelsResource, SourceResource
+from models import training_runs
 from models.cct import cct_proposals, variant_table_from_scores
-from models.finetune import FinetuneConfig, finetune_proposer
+from models.finetune import FinetuneConfig, finetune_proposer, finetune_training_run
+from models.gate_proxy import training_run as gate_proxy_training_run
 from models.probe import FEATURE_SCHEMA, ProbeConfig, feature_matrix, tower_features, train_probe_from_tables
-from models.readout import cohort_readout, readout_proposals_table
-from models.scorer import (CACHE_SCHEMA, ScorerConfig, proposals_from_scores, public_inputs, score_images,
-                           score_prompt_variants)
+from models.readout import cohort_readout, readout_proposals_table, readout_training_run
+from models.scorer import (CACHE_SCHEMA, ScorerConfig, directory_sha256, proposals_from_scores, public_inputs,
+                           score_images, score_prompt_variants)
 
 # The model mechanisms, in the order they are declared after the file's (later minus earlier in contrasts).
 READOUT, PROBE, CCT_SINGLE, CCT_CC, FINETUNED = "VLM readout", "CLIP probe", "CCT single", "CCT cc", "VLM LoRA fine-tuned"
 MODEL_PROPOSAL_TABLES = ("readout", "probe", "cct_arms", "finetune")
+TRAINED_TABLES = ("readout", "probe", "finetune")  # the proposals tables that carry a training run
 SCORES_SCHEMA = CACHE_SCHEMA.append(pa.field("variant", pa.int32()))
 KINDS = {"torch", "parquet"}
 
@@ -87,19 +94,26 @@ def readout(lake: LakeResource, source: SourceResource, models: ModelsResource):
     evaluated = query(con, "evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
     table = as_contract(readout_proposals_table(evaluated, lock, mechanism=READOUT,
                                                 model=str(models.scorer_model(store))))
-    return write_table(store, "readout", table, {"lock": _json(lock.as_dict())},
+    model, revision = _first(evaluated, "model"), _first(evaluated, "revision")
+    run = readout_training_run(meta).table(READOUT, model, revision)
+    return write_table(store, "readout", table, {"lock": _json(lock.as_dict()), **_run_entry(run)},
                        **{k: v for k, v in meta.items() if k != "lock"}, lock=_json(meta["lock"]),
-                       model=_first(evaluated, "model"), revision=_first(evaluated, "revision"))
+                       model=model, revision=revision)
 
 
 def _first(table: pa.Table, column: str):
     return table.column(column)[0].as_py() if table.num_rows else None
 
 
+def _run_entry(run: pa.Table) -> dict:
+    """The Parquet metadata entry under which a proposals table carries its training run."""
+    return {training_runs.METADATA_KEY: training_runs.encode(run)}
+
+
 @asset(group_name=PROPOSALS, kinds=KINDS, deps=["images", "clusters"], description=(
-    "model, image_id, feature: pooled features of the frozen vision tower (tiny CLIP vision unless "
-    "ModelsResource.vision_dir names one) for the train, validation and evaluated images; resumable "
-    "cache under <lake>/cache/probe."))
+    "model, image_id, input_sha256, feature: pooled features of the frozen vision tower (tiny CLIP vision "
+    "unless ModelsResource.vision_dir names one) for the train, validation and evaluated images; resumable "
+    "cache under <lake>/cache/probe, keyed also by the SHA-256 of the image bytes."))
 def probe_features(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     reason = _not_run(models, source)
@@ -126,10 +140,12 @@ def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
     features = store.read("probe_features")
     fit = train_probe_from_tables(features, query(con, "model_labels"), config)
     evaluated = query(con, "evaluated_probe_features", {"split": source.evaluate_split})
+    tower = models.vision_model(store)
     table = as_contract(fit.proposals(evaluated.column("image_id").to_pylist(), feature_matrix(evaluated), PROBE,
-                                      model=str(models.vision_model(store))))
-    return write_table(store, "probe", table, {"chosen_epoch": str(fit.chosen_epoch)}, **fit.metadata(),
-                       model=_first(features, "model"))
+                                      model=str(tower)))
+    run = fit.training_run().table(PROBE, tower.name, directory_sha256(tower))
+    return write_table(store, "probe", table, {"chosen_epoch": str(fit.chosen_epoch), **_run_entry(run)},
+                       **fit.metadata(), model=_first(features, "model"))
 
 
 @asset(group_name=PROPOSALS, kinds=KINDS | {"numpy"}, deps=[vlm_scores, "clusters"], description=(
@@ -177,8 +193,27 @@ def finetune(context, lake: LakeResource, source: SourceResource, models: Models
                                 store.root / "cache" / "scorer", progress=False)
     context.log.info(f"fine-tuned {run['steps']} steps on {run['device']}; scored {meta['images_scored']} images")
     table = as_contract(proposals_from_scores(scores, FINETUNED, model=f"{base}+{adapter}"))
-    return write_table(store, "finetune", table, {"adapter_dir": run["adapter_dir"]},
+    runs = finetune_training_run(run).table(FINETUNED, meta["model"], meta["revision"])
+    return write_table(store, "finetune", table, {"adapter_dir": run["adapter_dir"], **_run_entry(runs)},
                        finetune=run, scoring=meta, model=meta["model"], revision=meta["revision"])
+
+
+@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["gate_proxy_selection", readout, probe, finetune], description=(
+    "trainer, mechanism, model, model_revision, data_sha256, config, seed, step_kind, step, metric, value, "
+    "chosen, software_version: what each trainer chose from which data, one fact per row "
+    "(models/training_runs.py): the readout's C search and lock, the probe's epochs and tau, the gate "
+    "proxy's 48 candidates (read from gate_proxy_selection), the fine-tune's losses. Empty, with this "
+    "schema, when nothing was trained (the reference study, model mechanisms off)."))
+def model_runs(lake: LakeResource, source: SourceResource):
+    store = lake.lake()
+    runs = [training_runs.decode(store.read(name).schema.metadata) for name in TRAINED_TABLES if store.has_table(name)]
+    # The reference study fits no gate proxy: a selection table left by an earlier cohort is not its run.
+    if not source.is_reference and store.has_table("gate_proxy_selection"):
+        gate = gate_proxy_training_run(store.read("gate_proxy_selection"))
+        runs += [gate.table()] if gate else []
+    table = training_runs.combine(runs)
+    trainers = sorted(set(table.column("trainer").to_pylist()))
+    return write_table(store, "model_runs", table, trainers=", ".join(trainers) or "none: nothing was trained")
 
 
 def model_proposals(store) -> list[pa.Table]:

@@ -86,6 +86,80 @@ def test_scores_cover_the_variants_each_mechanism_needs(model_lake):
     assert query(lake, "select count(*) as n from finetune").to_pylist() == [{"n": 0}]  # not configured
 
 
+# Training facts in the lake (issue 16 item 3): model_runs, one long table, queried through the catalog.
+RUN_SUMMARY = """
+SELECT trainer, step_kind, count(*) AS n, count(DISTINCT step) AS steps,
+       count(DISTINCT step) FILTER (WHERE chosen) AS chosen_steps, count(DISTINCT data_sha256) AS hashes,
+       min(length(data_sha256)) AS hash_len, count(DISTINCT config) AS configs, min(config) AS config,
+       min(mechanism) AS mechanism, min(model) AS model, min(model_revision) AS revision, min(seed) AS seed,
+       min(software_version) AS software
+FROM model_runs GROUP BY ALL ORDER BY ALL"""
+
+
+def _run_summary(lake: Lake) -> dict:
+    return {(r["trainer"], r["step_kind"]): r for r in query(lake, RUN_SUMMARY).to_pylist()}
+
+
+def test_model_runs_name_each_trainers_data_config_and_choice(model_lake):
+    import json
+
+    from autheval import __version__
+    from models.scorer import directory_sha256
+
+    lake, _, models, _ = model_lake
+    runs = _run_summary(lake)
+    # the tiny cohort's validation design lacks levels 2 and 3: the readout is the published lock, and says so
+    assert set(runs) == {("gate_proxy", "candidate"), ("probe", "epoch"), ("probe", "lock"),
+                         ("readout", "published_lock")}
+    for key, run in runs.items():
+        assert run["chosen_steps"] == 1, key                         # one chosen C / epoch / candidate
+        assert run["hashes"] == 1 and run["hash_len"] == 64, key     # the data it read, named
+        assert run["configs"] == 1 and isinstance(json.loads(run["config"]), dict), key
+        assert run["software"] == f"autheval {__version__}", key
+    assert runs[("gate_proxy", "candidate")]["steps"] == 48 and runs[("probe", "epoch")]["steps"] == 80
+    assert json.loads(runs[("probe", "epoch")]["config"])["epochs"] == 80
+    assert "lacks level" in json.loads(runs[("readout", "published_lock")]["config"])["reason"]
+    tower = models.vision_model(lake)
+    probe_run = runs[("probe", "epoch")]
+    assert (probe_run["model"], probe_run["revision"]) == (tower.name, directory_sha256(tower))
+    scorer = query(lake, "select distinct model, revision from vlm_scores").to_pylist()
+    assert scorer == [{"model": runs[("readout", "published_lock")]["model"],
+                       "revision": runs[("readout", "published_lock")]["revision"]}]
+    # the chosen rows are the ones the mechanisms used
+    chosen_epoch = lake.read("probe").schema.metadata[b"chosen_epoch"].decode()
+    assert query(lake, "select distinct step from model_runs where trainer = 'probe' and chosen").to_pylist() == [
+        {"step": int(chosen_epoch)}]
+    assert query(lake, "select count(*) as tau from model_runs where trainer = 'probe' and step_kind = 'lock' "
+                       "and metric like 'tau_%'").to_pylist() == [{"tau": 3}]
+    gate = query(lake, "select r.metric, r.value, s.alpha, s.temperature, s.data_sha256 = r.data_sha256 as same_data "
+                       "from model_runs r, gate_proxy_selection s where r.trainer = 'gate_proxy' and r.chosen "
+                       "and s.selected and r.metric in ('alpha', 'temperature') order by r.metric").to_pylist()
+    assert [(g["metric"], g["value"]) for g in gate] == [("alpha", gate[0]["alpha"]),
+                                                         ("temperature", gate[0]["temperature"])]
+    assert all(g["same_data"] for g in gate)
+
+
+def test_reference_demo_model_runs_is_empty_with_its_schema(tmp_path):
+    from models.training_runs import SCHEMA
+
+    run_stages(tmp_path / "lake", ("ingest", "proposals"), out=lambda line: None, extra=("catalog",),
+               models=ModelsResource(enabled=True))     # the reference study trains nothing, even when asked
+    lake = Lake(tmp_path / "lake")
+    assert lake.read("model_runs").schema == SCHEMA and lake.read("model_runs").num_rows == 0
+    empty = query(lake, "select * from model_runs")
+    assert empty.num_rows == 0 and empty.schema.names == SCHEMA.names
+
+
+def test_a_reference_run_over_a_cohorts_lake_keeps_none_of_its_training_runs(model_lake, tmp_path):
+    """gate_proxy_selection (and the trained tables) left by a cohort are not the reference study's runs."""
+    lake, _, _, _ = model_lake
+    copy = Lake(tmp_path / "lake")
+    shutil.copytree(lake.root, copy.root)
+    assert copy.read("gate_proxy_selection").num_rows == 48
+    _materialize(copy, SourceResource(), ModelsResource(enabled=True), "readout", "probe", "finetune", "model_runs")
+    assert query(copy, "select count(*) as n from model_runs").to_pylist() == [{"n": 0}]
+
+
 def _materialize(lake: Lake, source: SourceResource, models: ModelsResource, *names: str):
     defs = build_definitions(str(lake.root), source, models)
     return materialize([a for a in study_assets()], selection=list(names), resources=defs.resources,
@@ -106,7 +180,7 @@ def test_models_disabled_gives_the_file_mechanisms_only(model_lake, tmp_path):
     copy = Lake(tmp_path / "lake")
     shutil.copytree(lake.root, copy.root)
     result = _materialize(copy, source, ModelsResource(enabled=False), "vlm_scores", "readout", "probe_features",
-                          "probe", "cct_arms", "finetune", "proposals")
+                          "probe", "cct_arms", "finetune", "proposals", "model_runs")
     for name in MODEL_TABLES:
         assert copy.read(name).num_rows == 0, name
         status = result.asset_materializations_for_node(name)[0].metadata["status"].value
@@ -115,6 +189,7 @@ def test_models_disabled_gives_the_file_mechanisms_only(model_lake, tmp_path):
 
     assert set(copy.read("proposals").column("mechanism").to_pylist()) == set(FILE_MECHANISMS)
     assert copy.read("proposals").equals(read_proposals(source.proposals_file(), copy.read("images").column("image_id")))
+    assert set(_run_summary(copy)) == {("gate_proxy", "candidate")}   # the cohort's gate proxy was still fitted
 
 
 def test_prompt_variants_are_declared_paraphrases_of_the_spec_prompt():
@@ -155,13 +230,23 @@ def test_the_fine_tune_runs_only_when_configured_and_is_its_own_mechanism(model_
     copy = Lake(tmp_path / "lake")
     shutil.copytree(lake.root, copy.root)
     models = ModelsResource(enabled=True, finetune=True, finetune_max_steps=2, device="cpu")
-    result = _materialize(copy, source, models, "finetune", "proposals")
+    result = _materialize(copy, source, models, "finetune", "proposals", "model_runs")
     meta = result.asset_materializations_for_node("finetune")[0].metadata
     assert meta["finetune"].value["steps"] == 2 and (tmp_path / "lake" / "models" / "adapters").is_dir()
     assert meta["model"].value.endswith("+tiny-gemma3-lora")
     mechanisms = list(dict.fromkeys(copy.read("proposals").column("mechanism").to_pylist()))
     assert mechanisms == [*FILE_MECHANISMS, *MODEL_MECHANISMS, "VLM LoRA fine-tuned"]
     assert set(copy.read("finetune").column("source").to_pylist()) == {"model"}
+    runs = _run_summary(copy)
+    assert {k for k in runs if k[0] == "finetune"} == {("finetune", "step"), ("finetune", "epoch")}
+    step, epoch = runs[("finetune", "step")], runs[("finetune", "epoch")]
+    assert (step["steps"], step["chosen_steps"], epoch["chosen_steps"]) == (2, 1, 1)
+    assert step["hash_len"] == 64 and step["config"] == epoch["config"] and '"max_steps": 2' in step["config"]
+    assert (step["mechanism"], step["model"]) == ("VLM LoRA fine-tuned", meta["model"].value)
+    losses = query(copy, "select step, value from model_runs where trainer = 'finetune' and metric = 'train_loss' "
+                         "order by step").to_pylist()
+    assert [r["value"] for r in losses] == meta["finetune"].value["train_loss_per_step"]
+    assert {k[0] for k in runs} == {"readout", "probe", "gate_proxy", "finetune"}   # the others kept
 
 
 @pytest.mark.parametrize("flags, flag", [
