@@ -49,7 +49,7 @@ def mounted_tmpfs(where: Path, options: str):
 def log_copy(folder: Path, name: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    path.write_bytes(LOG.read_bytes()) if LOG.suffix == ".csv" else path.write_bytes(_as_csv(LOG))
+    path.write_bytes(LOG.read_bytes() if LOG.suffix == ".csv" else _as_csv(LOG))  # shared CSV or embedded Parquet
     return path
 
 
