@@ -12,6 +12,7 @@ from assets.records import records
 from autheval.analytic import delta_method_rows, interval_table
 from autheval.estimators import estimate
 from autheval.multiplicity import flagged
+from autheval.provenance import analysis_names, combined_sha256, run_provenance, stamp, with_names
 from autheval.recordsets import recordsets_by
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
 from autheval.study import contrasts_table, estimates_table
@@ -47,7 +48,8 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     con.register("records", records)
     studies = sorted(set(zip(records.column("study").to_pylist(), records.column("analysis").to_pylist())))
     mechanism = dict(zip(records.column("analysis").to_pylist(), records.column("mechanism").to_pylist()))
-    estimate_parts, contrast_parts, interval_parts, order = [], [], [], {}
+    estimate_parts, contrast_parts, interval_parts, order, hashes = [], [], [], {}, {}
+    bootstrap = ("reference", None, source.reps)
     mechanism_order = _mechanism_order(store, source)
     with engine.engine() as compute:  # one engine (one Spark session) for every study
         for study in sorted({s for s, _ in studies}):
@@ -62,6 +64,8 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
             result = estimate(recordsets, scheme="reference", reps=source.reps, contrasts=contrasts, engine=compute,
                               family=study)
             context.log.info(f"{study}: {len(recordsets)} analyses, {result.reps} replicates, scheme {result.scheme}")
+            hashes.update({r.analysis: r.data_sha256 for r in recordsets})
+            bootstrap = (result.scheme, result.seed, result.reps)
             part = estimates_table(result, model=mechanism)
             order.update({r.analysis: i for i, r in enumerate(recordsets)})
             part = part.add_column(0, "study", pa.array([study] * part.num_rows))
@@ -73,11 +77,18 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     table = pa.concat_tables(estimate_parts)
     contrast_table = pa.concat_tables(contrast_parts) if contrast_parts else contrasts_table(None)
     table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
+    provenance, rules = run_provenance(records, source.rules or None, engine.kind, *bootstrap)
+    names = analysis_names(records)
+    table = with_names(stamp(table.drop_columns(["model"]), provenance, hashes, rules=rules), names)
+    contrast_table = stamp(contrast_table, provenance, {
+        c: combined_sha256([hashes.get(a), hashes.get(b)]) for c, a, b in zip(
+            *(contrast_table.column(n).to_pylist() for n in ("contrast", "arm_a", "arm_b")))}, key="contrast")
     yield write_table(store, "estimates", table, asset_key="estimates")
     yield write_table(store, "contrasts", contrast_table, asset_key="contrasts",
                       excluding_zero=flagged(contrast_table, adjusted=False),
                       excluding_zero_adjusted=flagged(contrast_table))
-    yield write_table(store, "intervals", pa.concat_tables(interval_parts, promote_options="permissive"),
+    intervals = pa.concat_tables(interval_parts, promote_options="permissive")
+    yield write_table(store, "intervals", with_names(stamp(intervals, provenance, hashes, rules=rules), names),
                       asset_key="intervals")
 
 

@@ -8,9 +8,13 @@ import pyarrow as pa
 from dagster import AssetSpec, multi_asset
 
 from assets.common import ESTIMATES, write_table
+from autheval.estimators import DEFAULT_SEEDS
 from autheval.multiplicity import adjust_subgroups, flagged
+from autheval.provenance import analysis_names, run_provenance, stamp, with_names
+from autheval.recordsets import recordsets_by
 from autheval.subgroups import GROUPINGS, no_images, subgroup_tables
 from dagster_project.resources import LakeResource, SourceResource
+from warehouse.sql import connect
 
 
 @multi_asset(specs=[
@@ -28,16 +32,31 @@ from dagster_project.resources import LakeResource, SourceResource
 ])
 def subgroups(context, lake: LakeResource, source: SourceResource):
     store = lake.lake()
+    records = store.read("records")
     contexts = store.read("contexts") if "contexts" in store.tables() else pa.table(
         {"cluster_id": pa.array([], pa.string()), "profile": pa.array([], pa.string())})
     images = store.read("images") if "images" in store.tables() else no_images()
-    out = subgroup_tables(store.read("records"), images, contexts, groupings=GROUPINGS,
+    out = subgroup_tables(records, images, contexts, groupings=GROUPINGS,
                           min_clusters=source.min_group_clusters, min_images=source.min_group_clusters,
                           reps=source.reps)
-    table = adjust_subgroups(out.subgroups)
+    provenance, rules = run_provenance(records, source.rules or None, "duckdb", "reference", DEFAULT_SEEDS["reference"],
+                                       source.reps)
+    names = analysis_names(records)
+    hashes = analysis_hashes(records)
+    table = with_names(stamp(adjust_subgroups(out.subgroups), provenance, hashes, rules=rules), names)
+    fairness = with_names(stamp(out.fairness, provenance, hashes, rules=rules), names)
     estimable = sum(out.groups.column("estimable").to_pylist())
     context.log.info(f"{out.groups.num_rows} groups, {estimable} estimable")
     yield write_table(store, "subgroups", table, asset_key="subgroups", groups=out.groups.num_rows,
                       estimable_groups=estimable, min_group_clusters=source.min_group_clusters,
                       excluding_zero=flagged(table, adjusted=False), excluding_zero_adjusted=flagged(table))
-    yield write_table(store, "fairness", out.fairness, asset_key="fairness")
+    yield write_table(store, "fairness", fairness, asset_key="fairness")
+
+
+def analysis_hashes(records: pa.Table) -> dict[str, str]:
+    """analysis -> the data hash of its record set (the one `estimates` names)."""
+    con = connect()
+    con.register("records", records)
+    analyses = dict.fromkeys(records.column("analysis").to_pylist())
+    return {r.analysis: r.data_sha256 for r in recordsets_by(con, "records", "records_of_analysis",
+                                                              [(a, {"analysis": a}) for a in analyses])}

@@ -6,8 +6,9 @@ from dagster import DefaultScheduleStatus, MetadataValue, ScheduleDefinition, as
 
 from assets.common import RECURRING, write_table
 from assets.landing import landed_records
-from autheval.estimators import DEFAULT_REPS
-from autheval.landing import LANDED_TABLE, trend_plot_table, trend_table
+from autheval.estimators import DEFAULT_REPS, DEFAULT_SEEDS
+from autheval.landing import LANDED_TABLE, TREND_SCHEME, trend_plot_table, trend_table
+from autheval.provenance import Provenance, stamp
 from autheval.report import trend_plot_png
 from dagster_project.resources import LakeResource
 from warehouse.atomic import atomic_write_bytes
@@ -24,8 +25,9 @@ def trend(context, lake: LakeResource):
     result = trend_table(landed, reps=DEFAULT_REPS)
     for reason in result.failed:
         context.log.warning(reason)
+    table = stamp(result.table, Provenance(scheme=TREND_SCHEME, seed=DEFAULT_SEEDS[TREND_SCHEME], reps=DEFAULT_REPS))
     plot = atomic_write_bytes(store.publish_path("reports/trend.png"), trend_plot_png(trend_plot_table(result.table)))
-    return write_table(store, "trend", result.table, periods=", ".join(result.periods),
+    return write_table(store, "trend", table, periods=", ".join(result.periods),
                        pools=", ".join(result.pools), failed_pools=" | ".join(result.failed) or "none",
                        plot=MetadataValue.path(str(plot)))
 

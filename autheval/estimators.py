@@ -466,6 +466,8 @@ def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
     unit_order = {u: i for i, u in enumerate(UNITS)}
     contrast_order = {p["contrast"]: i for i, p in enumerate(pairs)}
     rows.sort(key=lambda r: (contrast_order[r["contrast"]], unit_order[r["unit"]]))
+    arms = {p["contrast"]: p for p in pairs}
     for row in rows:
         row["excludes_zero"] = bool(row["ci_lower"] > 0 or row["ci_upper"] < 0)
+        row["arm_a"], row["arm_b"] = arms[row["contrast"]]["arm_a"], arms[row["contrast"]]["arm_b"]
     return rows

@@ -17,7 +17,7 @@ _TYPES = {
     "source": pa.string(), "data_sha256": pa.string(), "model": pa.string(), "available": pa.bool_(),
     "excludes_zero": pa.bool_(), "n": pa.int64(), "n_clusters": pa.int64(), "reps": pa.int64(),
     "seed": pa.int64(), "excludes_zero_adjusted": pa.bool_(), "adjustment": pa.string(), "family": pa.string(),
-    "family_size": pa.int64(),
+    "family_size": pa.int64(), "arm_a": pa.string(), "arm_b": pa.string(),
 }  # fmt: skip
 
 
@@ -36,4 +36,4 @@ def contrasts_table(result: EstimationResult | None) -> pa.Table:
     """The paired contrasts of `result` (None: an empty table with the contrasts' schema)."""
     rows = [] if result is None else [{**c, "scheme": result.scheme, "reps": result.reps, "seed": result.seed}
                                       for c in result.contrasts]
-    return _table((*CONTRAST_COLUMNS, "scheme", "reps", "seed"), rows)
+    return _table((*CONTRAST_COLUMNS[:1], "arm_a", "arm_b", *CONTRAST_COLUMNS[1:], "scheme", "reps", "seed"), rows)
