@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
 
 from assets.common import PROPOSALS, check_row, connect_with, query, write_table
-from assets.model_proposals import MODEL_PROPOSAL_TABLES, model_proposals
+from assets.model_proposals import CCT_CC, CCT_SINGLE, MODEL_PROPOSAL_TABLES, READOUT, model_proposals
 from assets.reference import register_reference
 from autheval.proposals import check_coverage, combine_proposals, evaluated_image_ids, read_proposals
-from autheval.reference_data import reference_path
+from autheval.records import file_sha256
+from autheval.reference_data import REFERENCE_ANALYSES, manifest, reference_path
 from dagster_project.resources import LakeResource, ModelsResource, SourceResource
 
 
-@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images", "clusters", *MODEL_PROPOSAL_TABLES], description=(
+@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images", "clusters", *MODEL_PROPOSAL_TABLES, "vlm_scores", "model_runs"],
+       description=(
     "What each proposal mechanism proposed for each image. Raw cohorts: mechanism, image_id, slate "
     "(ranked actions), a_head, p_very_low, p_low, p_moderate, p_high, diagnosis, source: a proposals "
     "file's mechanisms (validated), then, when models are enabled, the lake's model mechanisms (VLM "
@@ -25,8 +30,43 @@ def proposals(lake: LakeResource, source: SourceResource, models: ModelsResource
         table = query(register_reference(connect_with(store)), "proposals")
     else:
         table = raw_source_proposals(store, source, models.enabled)
+    table = with_producers(table, producers(store, source))
     mechanisms = list(dict.fromkeys(table.column("mechanism").to_pylist()))
     return write_table(store, "proposals", table, mechanisms=", ".join(mechanisms))
+
+
+def producers(store, source: SourceResource) -> dict[str, tuple[str, str]]:
+    """mechanism -> (producer, producer_sha256): the published trace file for the reference study, the
+    proposals file for a file's mechanism, the model directory and its content hash for a model's
+    (model_runs names the trained ones, vlm_scores the scorer behind the readout and CCT)."""
+    if source.is_reference:
+        files = manifest()
+        return {mechanism: (f"reference:{files[trace]['source']}", files[trace]["parquet_sha256"])
+                for _, study, mechanism, _, trace in REFERENCE_ANALYSES if study == "mechanisms"}
+    found: dict[str, tuple[str, str]] = {}
+    path = source.proposals_file()
+    if path:
+        digest = file_sha256(path)
+        for mechanism in dict.fromkeys(read_proposals(path).column("mechanism").to_pylist()):
+            found[mechanism] = (f"file:{Path(path).resolve()}", digest)
+    if store.has_table("vlm_scores"):
+        scorer = store.read("vlm_scores").select(["model", "revision"]).to_pylist()[:1]
+        if scorer:
+            for mechanism in (READOUT, CCT_SINGLE, CCT_CC):
+                found.setdefault(mechanism, (f"model:{scorer[0]['model']}", scorer[0]["revision"]))
+    if store.has_table("model_runs"):
+        for row in store.read("model_runs").select(["mechanism", "model", "model_revision"]).to_pylist():
+            if row["mechanism"]:
+                found[row["mechanism"]] = (f"model:{row['model']}", row["model_revision"])
+    return found
+
+
+def with_producers(table: pa.Table, found: dict[str, tuple[str, str]]) -> pa.Table:
+    """`table` with `producer` and `producer_sha256`: what made each row's proposal."""
+    mechanisms = table.column("mechanism").to_pylist()
+    for i, name in enumerate(("producer", "producer_sha256")):
+        table = table.append_column(name, pa.array([found.get(m, (None, None))[i] for m in mechanisms], pa.string()))
+    return table
 
 
 def raw_source_proposals(store, source: SourceResource, with_models: bool = False):

@@ -85,7 +85,8 @@ def test_synthetic_cohort_through_the_raw_path(tmp_path):
     materialize(study_assets(), selection=["proposals"], resources=build_definitions(str(tmp_path / "lake"), source).resources,
                 instance=DagsterInstance.ephemeral(), run_config=QUIET)
     assert pq.read_schema(lake.table_path("proposals")).names == [
-        "mechanism", "image_id", "slate", "a_head", "p_very_low", "p_low", "p_moderate", "p_high", "diagnosis", "source"]
+        "mechanism", "image_id", "slate", "a_head", "p_very_low", "p_low", "p_moderate", "p_high", "diagnosis", "source",
+        "producer", "producer_sha256"]
     # a cohort without a proposals file (the official ISIC files) stops there with the reason
     (cohort.root / "proposals.csv").unlink()
     with pytest.raises(Exception, match="no proposals for this cohort"):

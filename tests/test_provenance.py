@@ -91,3 +91,20 @@ def test_stamp_replaces_appends_and_keeps_a_rows_own_hash():
     assert out.column("scheme").to_pylist() == ["poisson"] * 3 and out.column("engine").to_pylist() == ["spark"] * 3
     assert out.schema.field("seed").type == pa.int64() and out.column("reps").to_pylist() == [99] * 3
     assert combined_sha256(["x", "y"]) == combined_sha256(["y", "x"]) != combined_sha256(["x", "z"])
+
+
+def test_every_proposal_names_its_producer(reference_lake, cohort_lake):  # noqa: F811
+    from autheval.records import file_sha256
+    from autheval.reference_data import manifest
+
+    rows = query(reference_lake, "select distinct mechanism, producer, producer_sha256 from proposals order by 1").to_pylist()
+    files = manifest()
+    assert rows[0] == {"mechanism": "CLIP probe", "producer": f"reference:{files['trace_clip_probe']['source']}",
+                       "producer_sha256": files["trace_clip_probe"]["parquet_sha256"]}
+    assert len(rows) == 3 and all(r["producer_sha256"] for r in rows)
+    lake, cohort, _ = cohort_lake
+    rows = query(lake, "select distinct mechanism, producer, producer_sha256 from proposals").to_pylist()
+    assert rows and all(r["producer"] and r["producer_sha256"] for r in rows), rows
+    proposals_file = cohort.root / "proposals.csv"
+    assert {(r["producer"], r["producer_sha256"]) for r in rows} == {
+        (f"file:{proposals_file.resolve()}", file_sha256(proposals_file))}
