@@ -1094,13 +1094,14 @@ STYLE = (
     ".callout{background:#fff6e0;border-left:4px solid #e0a100;padding:.5em .8em}"
     "table{border-collapse:collapse;font-size:12.5px;margin:.5em 0 1em}"
     "td,th{border:1px solid #ccd3db;padding:3px 7px;text-align:right;vertical-align:top}"
-    "th{background:#eef2f6;text-align:left}td.text{text-align:left}tr:nth-child(even) td{background:#fafbfc}"
+    "th{background:#eef2f6;text-align:left}td.text{text-align:left;overflow-wrap:anywhere}"
+    "tr:nth-child(even) td{background:#fafbfc}.scroll{overflow-x:auto;max-width:100%}"
     "table.numbers td{white-space:nowrap}table.numbers td:first-child{white-space:normal}"
     "td.todo{color:#8a6d00;font-style:italic}"
     "details{margin:.4em 0 1em}summary{cursor:pointer;color:#2a5db0}"
     "img{max-width:100%;border:1px solid #e3e7ec}code{font-size:12px}"
     ".items td{text-align:left}.items td:last-child{max-width:640px}"
-    "td.hash{font-family:monospace;font-size:11px;word-break:break-all;text-align:left;min-width:16em}"
+    "td.hash{font-family:monospace;font-size:11px;word-break:break-all;text-align:left;min-width:12em}"
 )
 
 
@@ -1132,7 +1133,7 @@ def _html_table(block: Table) -> str:
 
     body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in block.rows)
     classes = " ".join(c for c in (block.css, "numbers" if block.numbers else "") if c)
-    table = f"<table{f' class={chr(39)}{classes}{chr(39)}' if classes else ''}>{head}{body}</table>"
+    table = f"<div class=scroll><table{f' class={chr(39)}{classes}{chr(39)}' if classes else ''}>{head}{body}</table></div>"
     if block.collapsed:
         return f"<details><summary>{html.escape(block.collapsed)}</summary>{table}</details>"
     return table
