@@ -195,6 +195,8 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
                                                    "quantile_lower", "quantile_upper", "analysis_order")}),
     ("rules", "report_rules", {"contexts": ("rule_version", "rule_sha256")}),
     ("rules", "report_rules_estimates", {"estimates": ("analysis", "rule_version", "rule_sha256")}),
+    ("mechanisms", "report_mechanisms_produced", {"proposals": ("mechanism", "source", "producer", "producer_sha256")}),
+    ("mechanisms", "report_mechanisms_produced_unsourced", {"proposals": ("mechanism", "producer", "producer_sha256")}),
     ("mechanisms", "report_mechanisms", {"proposals": ("mechanism", "source")}),
     ("mechanisms", "report_mechanisms_unsourced", {"proposals": ("mechanism",)}),
     ("vlm_models", "report_vlm_models", {"vlm_scores": ("model", "revision", "backend", "method", "device", "dtype",
@@ -234,7 +236,7 @@ REPORT_TABLES = tuple(sorted({t for _, _, needs in REPORT_QUERIES for t in needs
 ROW_PROVENANCE = ("data_sha256", "rule_version", "rule_sha256", "scheme", "seed", "reps", "engine", "software_version")
 PROVENANCE_FIELDS = {
     **{table: ROW_PROVENANCE for table in ("estimates", "contrasts", "study_summary", "subgroups", "fairness", "trend")},
-    "proposals": ("source",),
+    "proposals": ("source", "producer", "producer_sha256"),
 }
 
 
@@ -1005,7 +1007,8 @@ def _provenance_section(inputs: ReportInputs) -> Section:
         blocks.append(Text(["The estimates carry no per-analysis provenance in this lake."]))
     blocks.append(Heading("Mechanisms and models"))
     if inputs.rows("mechanisms"):
-        blocks.append(_rows_table(inputs.rows("mechanisms"), ["mechanism", "source", "images"]))
+        wanted = ["mechanism", "source", "producer", "producer_sha256", "images"]
+        blocks.append(_rows_table(inputs.rows("mechanisms"), [c for c in wanted if c in inputs.rows("mechanisms")[0]]))
     for part, cols in (("vlm_models", ["model", "revision", "backend", "method", "device", "dtype", "images", "prompts"]),
                        ("probe_models", ["model", "images"]),
                        ("model_runs", ["trainer", "mechanism", "model", "model_revision", "data_sha256", "seed"])):

@@ -100,6 +100,9 @@ def test_the_reference_report_has_every_section_and_names_what_made_it(reference
         assert all(f"| {version} | {sha} |" in provenance for version, sha in named)
     else:
         assert "No declared rules in this lake" in provenance
+    proposals = reference_lake.read("proposals")
+    if "producer_sha256" in proposals.column_names:  # what produced each mechanism's proposals
+        assert all(sha in provenance for sha in set(proposals.column("producer_sha256").to_pylist()))
     assert "CLIP probe minus LLaVA-Med head" in section(md, SECTION_TITLES["contrasts"])
     items = section(md, SECTION_TITLES["items"])
     assert "ingestion reported no excluded or flagged row" in items
