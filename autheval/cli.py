@@ -104,17 +104,39 @@ def _default_scheme(recordsets) -> str:
 def cmd_evaluate(args) -> int:
     from autheval.estimators import estimate
     from autheval.outputs import EVALUATE_FILES, write_evaluate_outputs
+    from autheval.receipt import RECEIPT
     from autheval.records import read_records
 
-    _check_bootstrap_flags(args, [("--input", args.input)], EVALUATE_FILES)
+    _check_bootstrap_flags(args, [("--input", args.input)], (*EVALUATE_FILES, RECEIPT))
     records = _read_with_progress(read_records, args, args.input)
     scheme = args.scheme or _default_scheme([records])
     with _engine(args, scheme) as engine:
         result = estimate([records], scheme=scheme, reps=args.reps, seed=args.seed,
                           quantiles=(args.lower, args.upper), engine=engine, progress=_bootstrap_progress(args))
-    for path in write_evaluate_outputs(result, records.analysis, args.output_dir):
+    receipt = _bootstrap_receipt(args, "evaluate", result, [("--input", args.input)])
+    for path in write_evaluate_outputs(result, records.analysis, args.output_dir, receipt):
         print(path)
     return 0
+
+
+def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, Path]], names=None) -> dict:
+    """The run's receipt (autheval.receipt): a command line that re-runs it from anywhere (absolute
+    paths, the scheme and seed it resolved to), every input's SHA-256, the configuration."""
+    from autheval.receipt import build_receipt, input_entry
+
+    argv = [command]
+    for (flag, path), name in zip(inputs, names or [None] * len(inputs)):
+        argv += [flag, f"{name}={Path(path).resolve()}" if name else str(Path(path).resolve())]
+    for contrast in getattr(args, "contrast", None) or []:
+        argv += ["--contrast", contrast]
+    argv += ["--scheme", result.scheme, "--reps", str(result.reps), "--seed", str(result.seed),
+             "--lower", repr(args.lower), "--upper", repr(args.upper), "--engine", args.engine]
+    if args.spark_master:
+        argv += ["--spark-master", args.spark_master]
+    argv += ["--no-progress", "--output-dir", str(Path(args.output_dir).resolve())]
+    config = {"scheme": result.scheme, "seed": result.seed, "reps": result.reps, "quantiles": [args.lower, args.upper],
+              "engine": args.engine}
+    return build_receipt(command, argv, [input_entry(flag, path) for flag, path in inputs], [], config)
 
 
 SLOW_SECONDS = 2.0  # a step that took longer says so on stderr
@@ -157,10 +179,11 @@ def _parse_contrast(text: str) -> tuple[str, str]:
 def cmd_compare(args) -> int:
     from autheval.estimators import estimate, warn_if_no_contrast
     from autheval.outputs import COMPARE_FILES, write_compare_outputs
+    from autheval.receipt import RECEIPT
     from autheval.records import read_records
 
     arms = [_parse_arm(a) for a in args.arm]
-    _check_bootstrap_flags(args, [(f"--arm {name}", Path(path)) for name, path in arms], COMPARE_FILES)
+    _check_bootstrap_flags(args, [(f"--arm {name}", Path(path)) for name, path in arms], (*COMPARE_FILES, RECEIPT))
     from warehouse.sql import connect
 
     with connect() as reading:  # one connection for every arm's validation
@@ -175,7 +198,9 @@ def cmd_compare(args) -> int:
         result = estimate(records, scheme=scheme, reps=args.reps, seed=args.seed,
                           quantiles=(args.lower, args.upper), contrasts=contrasts, engine=engine,
                           progress=_bootstrap_progress(args))
-    for path in write_compare_outputs(result, args.output_dir):
+    receipt = _bootstrap_receipt(args, "compare", result, [("--arm", Path(path)) for _, path in arms],
+                                 names=[name for name, _ in arms])
+    for path in write_compare_outputs(result, args.output_dir, receipt):
         print(path)
     return 0
 
@@ -231,9 +256,11 @@ def _check_demo_flags(args) -> None:
 
         load_rules(args.rules)  # a bad rule file is one line naming the key, before anything runs
     if args.proposals is not None:
-        from autheval.proposals import read_proposals
+        from autheval.proposals import precheck_proposals
 
-        read_proposals(args.proposals)  # every rule but the image ids (checked against the lake's images)
+        # every rule that needs no lake (the image ids are checked against the lake's images); with
+        # --freeze, the coverage of the evaluated split too
+        precheck_proposals(args.proposals, args.freeze, args.evaluate_split)
 
 
 def cmd_demo(args) -> int:
@@ -278,7 +305,8 @@ def cmd_demo(args) -> int:
                   + f" (scorer {args.scorer_dir or 'tiny Gemma3'}, vision tower {args.vision_dir or 'tiny CLIP'})")
     _progress(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)")
     try:
-        checks = run_stages(lake.root, stages, out=_progress, source=source, extra=extra, models=models)
+        checks = run_stages(lake.root, stages, out=_progress, source=source, extra=extra, models=models,
+                            receipt=_demo_receipt(args))
     except BlockingCheckFailed as err:  # not bad input: the data broke a guarded rule (exit 1)
         print(f"autheval: error: {err}", file=sys.stderr)
         return 1
@@ -289,6 +317,31 @@ def cmd_demo(args) -> int:
     lake_flag = "" if lake.root == Lake(DEFAULT_LAKE).root else f" --lake {args.lake}"
     print(f"query:  autheval query \"select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates\"{lake_flag}")
     return 1 if failed else 0
+
+
+def _demo_receipt(args) -> dict:
+    """The lake run's receipt before its outputs (dagster_project.demo fills them at the commit): a
+    command line that re-runs it from anywhere, the SHA-256 of every file flag's input."""
+    from autheval.receipt import build_receipt, input_entry
+
+    argv = ["demo", "--source", args.source]
+    inputs = []
+    for flag, value in (("--input", args.input), ("--freeze", args.freeze), ("--proposals", args.proposals),
+                        ("--rules", args.rules), ("--gate-scores", args.gate_scores),
+                        ("--scorer-dir", args.scorer_dir), ("--vision-dir", args.vision_dir)):
+        if value is not None:
+            argv += [flag, str(Path(value).resolve())]
+            if Path(value).is_file():
+                inputs.append(input_entry(flag, value))
+    if args.source == "synthetic" and args.input is None:
+        argv += ["--n", str(args.n)]
+    argv += ["--reps", str(args.reps), "--evaluate-split", args.evaluate_split,
+             "--min-group-clusters", str(args.min_group_clusters)]
+    argv += [flag for flag, on in (("--no-models", args.no_models), ("--finetune", args.finetune)) if on]
+    argv += ["--lake", str(Path(args.lake).resolve())]
+    config = {"source": args.source, "reps": args.reps, "evaluate_split": args.evaluate_split,
+              "min_group_clusters": args.min_group_clusters, "models": _demo_models_enabled(args)}
+    return build_receipt("demo", argv, inputs, [], config)
 
 
 def _demo_models_enabled(args) -> bool:
@@ -341,22 +394,135 @@ def _print_demo_tables(lake, source, stages) -> None:
 
 
 def cmd_query(args) -> int:
+    """Stream the result to stdout. Every way it can end is one line on stderr: a refused or failed
+    query or an unreadable catalog (exit 2), stdout closed or its device full (exit 1), Ctrl-C (130);
+    a reader that stops early (`| head`) ends it quietly (exit 0)."""
     import os
 
-    from autheval.tables import write_batches
-    from warehouse.catalog import stream
-    from warehouse.lake import Lake
+    def discard_stdout():  # so that the interpreter's last flush has nowhere to fail
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # not a file (a caller's buffer): nothing to flush at exit
+            pass
 
-    lake = Lake(args.lake)
+    def fail(line: str, code: int) -> int:
+        print(f"autheval: error: {line}", file=sys.stderr)
+        return code
+
+    if sys.stdout is None or not _is_open(sys.stdout):
+        return fail("query: standard output is closed: nowhere to write the result", 1)
     try:
-        write_batches(stream(lake, args.sql), args.format, sys.stdout)
-        sys.stdout.flush()
-    except FileNotFoundError as err:
-        print(f"autheval: error: {err}", file=sys.stderr)
-        return 2
+        from autheval.tables import write_batches
+        from warehouse.catalog import stream
+        from warehouse.lake import Lake
+
+        output = _Output(sys.stdout)
+        with _CtrlCStopsQueries():
+            write_batches(stream(Lake(args.lake), args.sql), args.format, output)
+        output.flush()
     except BrokenPipeError:  # `autheval query ... | head`: the reader has all it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        discard_stdout()
+    except _OutputFailed as err:
+        discard_stdout()
+        return fail(f"query: cannot write the result to standard output: {err}", 1)
+    except FileNotFoundError as err:
+        return fail(str(err), 2)
+    except ValueError as err:  # QueryRefused, CatalogError: one line each
+        return fail(str(err), 2)
+    except KeyboardInterrupt:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C still pending is not a second traceback
+        discard_stdout()
+        print("autheval: interrupted", file=sys.stderr)
+        return 130
     return 0
+
+
+class _CtrlCStopsQueries:
+    """Ctrl-C stops the running query at once: the signal's wakeup byte reaches a thread that
+    interrupts DuckDB, which itself looks for a signal only between tasks (measured: a Ctrl-C in the
+    first second of a long join was not seen for minutes). Main thread only; elsewhere a no-op."""
+
+    def __enter__(self):
+        import os
+        import select
+        import signal
+        import threading
+
+        from warehouse.catalog import interrupt_queries
+
+        self._pipe = None
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._pipe = os.pipe()
+        os.set_blocking(self._pipe[1], False)
+        self._previous = signal.set_wakeup_fd(self._pipe[1])
+
+        def watch():  # after a Ctrl-C, again every 0.1 s: one that lands before the query starts is lost
+            stopping = False
+            while True:
+                if select.select([self._pipe[0]], [], [], 0.1 if stopping else None)[0]:
+                    data = os.read(self._pipe[0], 64)
+                    if not data:
+                        return
+                    stopping = stopping or signal.SIGINT in data
+                if stopping:
+                    interrupt_queries()
+
+        self._watcher = threading.Thread(target=watch, name="autheval-ctrl-c", daemon=True)
+        self._watcher.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import os
+        import signal
+
+        if self._pipe is not None:
+            signal.set_wakeup_fd(self._previous)
+            os.close(self._pipe[1])  # the watcher reads the end of the pipe and stops
+            self._watcher.join(timeout=1)
+            os.close(self._pipe[0])
+
+
+def _is_open(out) -> bool:
+    """False for a stdout whose descriptor is closed (`>&-`); a stream without one counts as open."""
+    import os
+
+    try:
+        os.fstat(out.fileno())
+    except (AttributeError, ValueError):  # io.UnsupportedOperation (a buffer), or closed
+        return not getattr(out, "closed", False)
+    except OSError:
+        return False
+    return True
+
+
+class _OutputFailed(Exception):
+    """Writing to stdout failed (a full device, an I/O error): told apart from reading errors."""
+
+
+class _Output:
+    """stdout for `query`, with its write errors (other than a closed pipe) as _OutputFailed."""
+
+    def __init__(self, out):
+        self._out = out
+
+    def write(self, text: str) -> int:
+        try:
+            return self._out.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise _OutputFailed(err.strerror or str(err)) from err
+
+    def flush(self) -> None:
+        try:
+            self._out.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise _OutputFailed(err.strerror or str(err)) from err
 
 
 def _check_port(port: int) -> None:
@@ -373,6 +539,15 @@ def _check_port(port: int) -> None:
         except OSError as err:
             raise RecordError("--port", None, f"127.0.0.1:{port} is not free ({err.strerror or err}); "
                               "stop what serves there or choose another port") from err
+
+
+def cmd_verify(args) -> int:
+    from autheval.receipt import verification_lines, verify
+
+    result = verify(args.receipt)
+    for line in verification_lines(result):
+        print(line)
+    return 0 if result.identical else 1
 
 
 def cmd_ui(args) -> int:
@@ -497,9 +672,13 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "query", help="read-only SQL over the lake's catalog, streamed to stdout",
-        description="Run one read-only statement (SELECT, WITH ... SELECT, DESCRIBE, SHOW, EXPLAIN) over the "
-                    "lake's catalog and stream the result to stdout. Anything else (COPY, SET, CREATE, "
-                    "several statements, reading files outside the lake) is refused with exit code 2.")
+        description="Run one read-only statement (SELECT, WITH ... SELECT, DESCRIBE, SHOW, EXPLAIN [ANALYZE] of a "
+                    "SELECT) over the lake's catalog and stream the result to stdout. Anything else (COPY, "
+                    "EXPORT, ATTACH, SET, PRAGMA, CREATE, EXPLAIN ANALYZE of anything but a SELECT, several "
+                    "statements, reading files other than those the catalog's views read) is refused with "
+                    "exit code 2. A large sort spills to a private temporary folder outside the lake, capped "
+                    "at 4 GiB or half its free space ($AUTHEVAL_QUERY_SPILL sets another cap) and removed "
+                    "at exit.")
     p.add_argument("sql", help="one SQL statement, e.g. \"select * from estimates\"")
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
@@ -517,6 +696,15 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
         register_aggregate(sub)
     else:  # listed in --help with its help line; its options are registered when it runs
         sub.add_parser("aggregate", help=AGGREGATE_HELP, add_help=False)
+
+    p = sub.add_parser(
+        "verify", help="re-derive a run from its receipt and compare every output",
+        description="Re-hash the inputs a receipt.json names (written by evaluate, compare and every lake run "
+                    "of demo), re-run its command into a temporary folder, and compare every output with the "
+                    "receipt's SHA-256: one line per output (identical / DIFFERENT / missing / new), changed "
+                    "inputs and packages named. Exit 0 when every output is identical, 1 otherwise.")
+    p.add_argument("receipt", type=path_flag, metavar="RECEIPT", help="a receipt.json")
+    p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("ui", help="the Dagster UI for this project on 127.0.0.1")
     p.add_argument("--port", type=int, default=3000, help="port (default 3000)")
@@ -556,10 +744,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"autheval: error: {_os_error_line(err)}", file=sys.stderr)
         return 1
     except BaseException as err:
+        if type(err).__name__ in LAKE_REFUSALS and not _is_interrupt(err):
+            print(f"autheval: error: {err}", file=sys.stderr)  # another run holds the lake; no such snapshot
+            return 1
         if not _is_interrupt(err):
             raise
         print("autheval: interrupted", file=sys.stderr)
         return 130
+
+
+# the lake's own refusals (warehouse.snapshots), named so that nothing is imported to catch them
+LAKE_REFUSALS = ("LakeBusy", "SnapshotError")
 
 
 def _run(argv: list[str] | None) -> int:

@@ -222,11 +222,18 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--output-dir") -> Pat
     return path
 
 
-def write_files(out_dir: str | os.PathLike, files: dict[str, str], flag: str = "--output-dir") -> list[Path]:
+def write_files(out_dir: str | os.PathLike, files: dict[str, str], flag: str = "--output-dir",
+                receipt: dict | None = None) -> list[Path]:
     """Write {file name: text} into `out_dir` all or nothing: every file goes to a temporary folder inside
     `out_dir`, and only when all are written are they renamed into place (same file system, so each
     rename is atomic). A target that is a folder, or an output folder that cannot be written, is one
-    line naming `flag`; nothing is left behind."""
+    line naming `flag`; nothing is left behind. `receipt` (autheval.receipt.build_receipt, outputs
+    empty): completed with every file's SHA-256 and written beside them as receipt.json."""
+    if receipt is not None:
+        from autheval.receipt import RECEIPT, file_outputs, receipt_text
+
+        encoded = {name: text.encode("utf-8") for name, text in files.items()}
+        files = {**files, RECEIPT: receipt_text({**receipt, "outputs": file_outputs(encoded)})}
     out_dir = check_output_dir(out_dir, flag)
     for name in files:
         if (out_dir / name).is_dir():
@@ -248,7 +255,7 @@ def write_files(out_dir: str | os.PathLike, files: dict[str, str], flag: str = "
     return [out_dir / name for name in files]
 
 
-def write_evaluate_outputs(result: EstimationResult, analysis: str, out_dir: Path) -> list[Path]:
+def write_evaluate_outputs(result: EstimationResult, analysis: str, out_dir: Path, receipt: dict | None = None) -> list[Path]:
     out_dir = Path(out_dir)
     files = dict(zip(EVALUATE_FILES, (
         json.dumps(summary_json(result, analysis), indent=2, allow_nan=False) + "\n",
@@ -256,7 +263,7 @@ def write_evaluate_outputs(result: EstimationResult, analysis: str, out_dir: Pat
         csv_text(SUMMARY_COLUMNS, authority_summary_rows(result, analysis)),
         csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
     )))
-    return write_files(out_dir, files)
+    return write_files(out_dir, files, receipt=receipt)
 
 
 def proposal_rows(result: EstimationResult) -> list[dict]:
@@ -283,11 +290,11 @@ def proposal_rows(result: EstimationResult) -> list[dict]:
     return rows
 
 
-def write_compare_outputs(result: EstimationResult, out_dir: Path) -> list[Path]:
+def write_compare_outputs(result: EstimationResult, out_dir: Path, receipt: dict | None = None) -> list[Path]:
     out_dir = Path(out_dir)
     files = dict(zip(COMPARE_FILES, (
         csv_text(PROPOSAL_COLUMNS, proposal_rows(result)),
         csv_text(CONTRAST_COLUMNS, result.contrasts),
         csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
     )))
-    return write_files(out_dir, files)
+    return write_files(out_dir, files, receipt=receipt)

@@ -43,7 +43,8 @@ class BlockingCheckFailed(ValueError):
 
 
 def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: SourceResource | None = None,
-               extra: tuple[str, ...] = (), models: ModelsResource | None = None) -> CheckTally:
+               extra: tuple[str, ...] = (), models: ModelsResource | None = None,
+               receipt: dict | None = None) -> CheckTally:
     """Materialize each group in order, then the `extra` assets; returns {check name: passed} of the
     checks that ran (with `.skipped`, those that did not). Raises if a stage fails (BlockingCheckFailed
     when a blocking check stopped it). `models` turns on the model mechanisms (default: as the
@@ -56,10 +57,23 @@ def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: Sour
     steps = [(stage, AssetSelection.groups(stage)) for stage in stages] + [(a, AssetSelection.assets(a)) for a in extra]
     # One lake run for every stage: they commit as one snapshot, or (a stage failed, a check blocked,
     # the process was killed) not at all, and the lake keeps serving the previous snapshot.
-    with Lake(lake_root, keep_snapshots=resources["lake"].keep_snapshots).open_run(
-            new_run_id("demo"), software=f"autheval {__version__}"):
+    lake = Lake(lake_root, keep_snapshots=resources["lake"].keep_snapshots)
+    with lake.open_run(new_run_id("demo"), software=f"autheval {__version__}"):
         _run_steps(steps, assets_defs, resources, instance, checks, out)
+        if receipt is not None:
+            write_lake_receipt(lake, receipt)
     return checks
+
+
+def write_lake_receipt(lake: Lake, receipt: dict) -> None:
+    """The run's receipt.json at the lake root, committed with its snapshot: every table's rows hashed
+    (autheval.receipt.table_outputs), so `autheval verify` can re-derive the whole lake. A receipt
+    written after the catalog step commits with the run's last snapshot."""
+    from autheval.receipt import RECEIPT, receipt_text, table_outputs
+    from warehouse.atomic import atomic_write_text
+
+    tables = {name: lake.read(name) for name in lake.tables()}
+    atomic_write_text(lake.publish_path(RECEIPT), receipt_text({**receipt, "outputs": table_outputs(tables)}))
 
 
 def _run_steps(steps, assets_defs, resources, instance, checks: CheckTally, out) -> None:

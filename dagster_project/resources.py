@@ -59,6 +59,16 @@ class LakeResource(ConfigurableResource):
             self._run = LakeRun(lake.location, run_id, lake._legacy_tables, self.keep_snapshots,
                                 software=f"autheval {__version__}").open()
 
+    def owns_run(self) -> bool:
+        """Did this Dagster run open its lake run (rather than join the demo's)?"""
+        return getattr(self, "_run", None) is not None
+
+    def commit(self) -> int | None:
+        """Commit this Dagster run's tables as one snapshot (the catalog step); None when nothing was
+        staged, or when the run joined one opened by this process (the demo): its opener commits."""
+        run = getattr(self, "_run", None)
+        return run.commit() if run is not None else None
+
     def teardown_after_execution(self, context) -> None:
         run = getattr(self, "_run", None)
         if run is None:
