@@ -15,7 +15,6 @@ from dagster import (
     DynamicPartitionsDefinition,
     Failure,
     MaterializeResult,
-    MetadataValue,
     RunRequest,
     SensorResult,
     asset,
@@ -42,11 +41,17 @@ def landed_records(context, lake: LakeResource):
         found = locate(lake.landing_dir(), key, context.run.tags.get(FILE_TAG))  # a private copy
     except FileNotFoundError as err:  # moved or rewritten since the sensor looked
         raise Failure(description=str(err)) from err
+    store = lake.lake()
+    landed = False
     try:
         records, table = read_landed(found.path, key, found.name, found.sha256, source=found.label)
-        lake.lake().write_partition(LANDED_TABLE, key, table, {
+        store.write_partition(LANDED_TABLE, key, table, {
             "source": found.label, "landed_file": found.name, "data_sha256": records.data_sha256})
-        processed = mark_processed(found)
+        # the copy moves to processed/ only once the partition is committed, and the commit is this
+        # step's (a failed commit fails the run): a file that did not land stays where it was dropped
+        store.after_commit(lambda: mark_processed(found))
+        lake.commit()
+        landed = True
     except LandingChanged as err:
         raise Failure(description=str(err)) from err
     except RecordError as err:
@@ -54,12 +59,13 @@ def landed_records(context, lake: LakeResource):
         context.log.error(f"rejected {found.name}: {err} (moved to {moved})")
         raise Failure(description=f"rejected {found.name}: {err}", metadata={"moved_to": str(moved)}) from err
     finally:
-        discard(found)  # what is left of the copy after a failure; the dropped file stays
+        if not landed:
+            discard(found)  # what is left of the copy after a failure; the dropped file stays
     periods = sorted(set(table.column("period").to_pylist()))
     return MaterializeResult(metadata={
         "landed_file": found.name, "rows": table.num_rows, "clusters": records.n_clusters,
         "record_level": records.level, "periods": ", ".join(periods), "data_sha256": records.data_sha256,
-        "source": MetadataValue.path(str(processed)),
+        "source": found.label,
     })
 
 

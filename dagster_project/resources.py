@@ -75,7 +75,12 @@ class LakeResource(ConfigurableResource):
             return
         try:
             if not _run_failed(context):
-                run.commit()
+                # what a run without a committing step (the catalog asset, a landed partition) staged;
+                # a failure here cannot fail the run any more, so it is logged and nothing is committed
+                try:
+                    run.commit()
+                except Exception as err:  # noqa: BLE001
+                    context.log.error(f"lake run {run.run_id} not committed: {err}")
         finally:
             run.close()
 

@@ -460,3 +460,28 @@ def test_a_file_that_cannot_be_moved_is_reported_and_the_sensor_goes_on(lake, mo
     assert [ok for _, ok in lake.settle()] == [True]  # the sensor itself never raised
     assert (lake.landing / "stuck link.csv").is_symlink() and (lake.landing / "stuck copy.csv").is_file()
     assert sorted({r["landed_file"] for r in lake.landed()}) == ["feb.csv", "jan.csv"]
+
+
+def test_a_landing_run_that_does_not_commit_leaves_the_file_to_land_again(lake, monkeypatch):
+    """The copy moves to processed/ only once the partition is committed (issue 15: a run commits
+    whole): a run whose commit fails (a full disk at the manifest) keeps the dropped file waiting."""
+    from warehouse import snapshots
+
+    write_log(lake.landing, "2026-01.csv", "timestamp", JAN)
+    assert lake.tick() == []
+    [request] = lake.tick()
+    real_commit = snapshots.LakeRun.commit
+
+    def full_disk(run):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(snapshots.LakeRun, "commit", full_disk)
+    result = lake.land(request)
+    monkeypatch.setattr(snapshots.LakeRun, "commit", real_commit)
+    assert (lake.landing / "2026-01.csv").exists() and lake.folder("processed") == []
+    assert not Lake(lake.root).has_table("landed_records")
+    assert result is False  # the run says it failed
+    assert not [p for p in lake.landing.iterdir() if p.name.startswith(".landing-")]  # the copy is gone
+    assert lake.land(request)  # the next run lands it
+    assert [n.split("__", 1)[1] for n in lake.folder("processed")] == ["2026-01.csv"]
+    assert len(lake.landed()) == 4
