@@ -574,7 +574,7 @@ def test_a_glob_view_reads_what_it_matches_and_a_view_outside_the_lake_reads_not
     duckdb.sql(f"copy (select 'secret' as k) to '{outside}' (format parquet)")
     _hand_made_catalog(lake, [
         "create view parts as select * from read_parquet(getvariable('autheval_lake') || '/parts/*.parquet')",
-        f"create view outside as select * from read_parquet(getvariable('autheval_lake') || '/../outside.parquet')",
+        "create view outside as select * from read_parquet(getvariable('autheval_lake') || '/../outside.parquet')",
     ])
     assert query(lake, "select k from parts order by k").to_pylist() == [{"k": "a"}, {"k": "b"}]
     with pytest.raises(QueryRefused, match="file access is limited"):

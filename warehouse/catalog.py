@@ -209,6 +209,7 @@ def _spill_folder() -> Path:
         _remove_stale_spill(Path(tempfile.gettempdir()))
         _spill_folders[pid] = Path(tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{pid}-"))
         atexit.register(shutil.rmtree, _spill_folders[pid], ignore_errors=True)
+    _spill_folders[pid].mkdir(mode=0o700, exist_ok=True)  # removed meanwhile (another pid namespace)
     return _spill_folders[pid]
 
 
