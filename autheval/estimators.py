@@ -63,6 +63,18 @@ NO_CHANGE = "no interventions observed"
 NO_SELECTION = "executed_action not supplied (proposal-only record)"
 
 
+def no_local(records: RecordSet, metric: str) -> str:
+    """Why the proposal's local score does not support `metric`: absent, or given on the wrong rows (a
+    score on unchanged rows only is supplied, yet says nothing about the changed rows that carry the gap)."""
+    if records.level == PROPOSAL_ONLY:  # scores of the proposal alone: nothing was selected
+        return NO_SELECTION
+    if records.n_local == 0:
+        return NO_LOCAL
+    # validation refuses a score on some changed rows only: here it is on unchanged rows only
+    return (f"utility_proposed_local is given only on rows where the action was not changed, so {metric} "
+            "is not recoverable")
+
+
 @dataclass(frozen=True)
 class Availability:
     available: bool
@@ -77,18 +89,18 @@ def availability(records: RecordSet, metric: str) -> Availability:
     if metric in ("J", "intervention_rate"):
         return Availability(False, "not_recoverable", NO_SELECTION) if proposal_only else ok
     if metric == "J_auth":
-        return ok if records.has_local else Availability(False, "not_recoverable", NO_LOCAL)
+        return ok if records.has_local else Availability(False, "not_recoverable", no_local(records, metric))
     if metric == "Delta_authority":
         if proposal_only:
             return Availability(False, "not_recoverable", NO_SELECTION)
         if records.level == FULL or records.n_changed == 0:
             return ok  # p = 0 identifies Delta = 0 without the proposal's score
-        return Availability(False, "not_recoverable", NO_LOCAL)
+        return Availability(False, "not_recoverable", no_local(records, metric))
     if metric == "delta":
         if proposal_only:
             return Availability(False, "not_recoverable", NO_SELECTION)
         if not records.has_local:
-            return Availability(False, "not_recoverable", NO_LOCAL)
+            return Availability(False, "not_recoverable", no_local(records, metric))
         return ok if records.n_changed > 0 else Availability(False, "undefined", NO_CHANGE)
     if metric == "J_std":
         return ok if records.has_global else Availability(False, "not_supplied", NO_GLOBAL)
@@ -99,7 +111,7 @@ def availability(records: RecordSet, metric: str) -> Availability:
     if metric == "Delta_utility":
         if not records.has_global:
             return Availability(False, "not_supplied", NO_GLOBAL)
-        return ok if records.has_local else Availability(False, "not_recoverable", NO_LOCAL)
+        return ok if records.has_local else Availability(False, "not_recoverable", no_local(records, metric))
     raise KeyError(metric)
 
 

@@ -20,6 +20,7 @@ from autheval import __version__
 from autheval.errors import RecordError
 from autheval.estimators import METRICS, EstimationResult
 from autheval.multiplicity import ADJUSTED_COLUMNS
+from autheval.records import PROPOSAL_ONLY
 from autheval.tables import cell
 
 # the files each command writes into --output-dir, in this order (checked against its inputs first)
@@ -165,6 +166,13 @@ def _fmt(value) -> str:
     return "NA" if value is None else f"{value:.6f}"
 
 
+def _changed_text(records) -> str:
+    """A proposal-only record has no executed action, so how many cases were changed is unknown: never 0."""
+    if records.level == PROPOSAL_ONLY:
+        return "not recoverable (proposal-only record: no executed action)"
+    return str(records.n_changed)
+
+
 def summary_markdown(result: EstimationResult, analysis: str) -> str:
     records = result.records[analysis]
     lo, hi = result.quantiles
@@ -173,7 +181,7 @@ def summary_markdown(result: EstimationResult, analysis: str) -> str:
         "",
         f"- Source: `{records.source}` (sha256 `{records.data_sha256[:16]}…`)",
         f"- Mode: {records.mode}; record level: {records.level}",
-        f"- Cases: {records.n_cases}; clusters: {records.n_clusters}; changed: {records.n_changed}",
+        f"- Cases: {records.n_cases}; clusters: {records.n_clusters}; changed: {_changed_text(records)}",
         f"- Bootstrap: scheme `{result.scheme}`, {result.reps} whole-cluster replicates, "
         f"seed {result.seed}, quantiles {lo:g}/{hi:g}",
         "",

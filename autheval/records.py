@@ -77,6 +77,7 @@ class RecordSet:
     data_sha256: str
     table: pa.Table
     unused_columns: tuple[str, ...] = ()  # input columns no estimator reads (listed as a warning)
+    n_local: int = 0  # rows with utility_proposed_local: a gap it cannot support says whether it was given at all
 
     @property
     def mode(self) -> str:
@@ -398,6 +399,7 @@ def records_from_table(
         data_sha256=data_sha256,
         table=canonical,
         unused_columns=unused,
+        n_local=n_local,
     )
 
 

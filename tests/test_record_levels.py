@@ -128,6 +128,32 @@ def test_local_score_on_unchanged_rows_only_is_not_full(tmp_path):
     for metric in ("J_auth", "Delta_authority", "delta", "Delta_utility"):
         row = result.estimate(records.analysis, "image_weighted", metric)
         assert row["available"] is False and row["estimate"] is None, metric
+        if metric != "Delta_utility":  # (that one lacks utility_proposed_global first)
+            # supplied, on the wrong rows: said so, not "not supplied"
+            assert row["reason"] == (f"utility_proposed_local is given only on rows where the action was not changed, "
+                                     f"so {metric} is not recoverable"), row["reason"]
+
+
+def test_proposal_only_with_local_scores_blames_the_missing_selection(tmp_path):
+    header = "case_id,proposed_action,utility_proposed_local"
+    records = read_records(log(tmp_path, ["c1,a0,-1.0", "c2,a3,0.0"], header))
+    result = estimate([records], scheme="evaluator", reps=50)
+    for metric in ("J_auth", "delta"):
+        assert result.estimate(records.analysis, "image_weighted", metric)["reason"] == \
+            "executed_action not supplied (proposal-only record)"
+
+
+def test_proposal_only_summary_does_not_count_changed_cases(tmp_path, tmp_out):
+    """A proposal-only record has no executed action: the number of changed cases is unknown, not 0."""
+    path = log(tmp_path, ["c1,a0,-1.0", "c2,a3,0.0"], "case_id,proposed_action,utility_proposed_global")
+    result = run_cli("evaluate", "--input", str(path), "--output-dir", str(tmp_out), "--reps", "50")
+    assert result.returncode == 0, result.stderr
+    text = (tmp_out / "summary.md").read_text()
+    assert "changed: not recoverable (proposal-only record: no executed action)" in text
+    assert "changed: 0" not in text
+    role_separated = log(tmp_path, ["c1,k1,a0,a0,0.0", "c2,k2,a2,a1,-1.0"])
+    assert run_cli("evaluate", "--input", str(role_separated), "--output-dir", str(tmp_out / "rs"), "--reps", "50").returncode == 0
+    assert "; changed: 1\n" in (tmp_out / "rs" / "summary.md").read_text()
 
 
 def test_trace_with_global_scores_reports_the_utility_terms(tmp_out):
