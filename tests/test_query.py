@@ -502,7 +502,10 @@ def test_ctrl_c_is_one_line(lake, tmp_path):
         time.sleep(0.05)
     time.sleep(0.5)  # the query runs
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()  # a query that went on must not outlive the test
     assert (proc.returncode, out, err.decode()) == (130, b"", "autheval: interrupted\n")
     assert _spill_folders(temp) == []
 
