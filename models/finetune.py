@@ -16,9 +16,11 @@ Two engines, the same loop:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import socket
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -136,14 +138,33 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def name_deepspeed_accelerator(device_type: str | None = None) -> None:
+    """Set DS_ACCELERATOR (unless set) before anything imports deepspeed: accelerate imports it inside
+    every save_pretrained, and deepspeed, left to guess on a machine without a GPU, logs a warning to
+    stdout, where a command's results go. `device_type` None: CUDA when present (deepspeed's own guess)."""
+    if device_type is None:
+        import torch
+
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    os.environ.setdefault("DS_ACCELERATOR", "cpu" if device_type == "cpu" else "cuda")
+
+
+def deepspeed_logs_to_stderr() -> None:
+    """DeepSpeed's logger writes to stdout; move it to stderr, the progress stream (after its import)."""
+    for handler in logging.getLogger("DeepSpeed").handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
+
+
 def _deepspeed_engine(model, config: FinetuneConfig, device, total_steps: int):
     """deepspeed.initialize for one process (or under the deepspeed launcher, which sets RANK etc.)."""
-    os.environ.setdefault("DS_ACCELERATOR", "cpu" if device.type == "cpu" else "cuda")
+    name_deepspeed_accelerator(device.type)
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
         os.environ.setdefault(key, value)
     os.environ.setdefault("MASTER_PORT", str(_free_port()))
     import deepspeed
 
+    deepspeed_logs_to_stderr()
     deepspeed.init_distributed(dist_backend="gloo" if device.type == "cpu" else "nccl")
     ds_config = {
         "train_micro_batch_size_per_gpu": config.batch_size,
@@ -219,6 +240,7 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
     if not train_rows:
         raise ValueError("the fine-tune has no training images: no adapter is saved")
     device = choose_device(config.device)
+    name_deepspeed_accelerator(device.type)  # before from_pretrained / save_pretrained import deepspeed
     if device.type == "cuda" and device.index is None and "LOCAL_RANK" in os.environ:   # deepspeed launcher
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)
