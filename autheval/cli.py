@@ -121,7 +121,8 @@ def cmd_evaluate(args) -> int:
 
 def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, Path]], names=None) -> dict:
     """The run's receipt (autheval.receipt): a command line that re-runs it from anywhere (absolute
-    paths, the scheme and seed it resolved to), every input's SHA-256, the configuration."""
+    paths, the scheme and seed it resolved to; no --output-dir, which `verify` supplies), every input's
+    SHA-256, the configuration."""
     from autheval.receipt import build_receipt, input_entry
 
     argv = [command]
@@ -133,7 +134,7 @@ def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, Path]
              "--lower", repr(args.lower), "--upper", repr(args.upper), "--engine", args.engine]
     if args.spark_master:
         argv += ["--spark-master", args.spark_master]
-    argv += ["--no-progress", "--output-dir", str(Path(args.output_dir).resolve())]
+    argv += ["--no-progress"]  # no --output-dir: the receipt is the same wherever the results were written
     config = {"scheme": result.scheme, "seed": result.seed, "reps": result.reps, "quantiles": [args.lower, args.upper],
               "engine": args.engine}
     return build_receipt(command, argv, [input_entry(flag, path) for flag, path in inputs], [], config)
@@ -300,6 +301,9 @@ def cmd_demo(args) -> int:
             _progress("No proposals for this cohort (--proposals FILE, or model mechanisms with --scorer-dir): "
                       "the raw path and the review contexts only")
     if models.enabled:
+        from models.finetune import name_deepspeed_accelerator
+
+        name_deepspeed_accelerator()  # else deepspeed's accelerator warning is the first line of stdout
         _progress("Model mechanisms on: VLM readout, CLIP probe, CCT single, CCT cc"
                   + (", VLM LoRA fine-tuned" if models.finetune else "")
                   + f" (scorer {args.scorer_dir or 'tiny Gemma3'}, vision tower {args.vision_dir or 'tiny CLIP'})")
@@ -321,7 +325,8 @@ def cmd_demo(args) -> int:
 
 def _demo_receipt(args) -> dict:
     """The lake run's receipt before its outputs (dagster_project.demo fills them at the commit): a
-    command line that re-runs it from anywhere, the SHA-256 of every file flag's input."""
+    command line that re-runs it from anywhere (into any lake: `--lake` is left out, so the receipt is
+    the same wherever the lake lies), the SHA-256 of every file flag's input."""
     from autheval.receipt import build_receipt, input_entry
 
     argv = ["demo", "--source", args.source]
@@ -338,7 +343,6 @@ def _demo_receipt(args) -> dict:
     argv += ["--reps", str(args.reps), "--evaluate-split", args.evaluate_split,
              "--min-group-clusters", str(args.min_group_clusters)]
     argv += [flag for flag, on in (("--no-models", args.no_models), ("--finetune", args.finetune)) if on]
-    argv += ["--lake", str(Path(args.lake).resolve())]
     config = {"source": args.source, "reps": args.reps, "evaluate_split": args.evaluate_split,
               "min_group_clusters": args.min_group_clusters, "models": _demo_models_enabled(args)}
     return build_receipt("demo", argv, inputs, [], config)
@@ -385,8 +389,9 @@ def _print_demo_tables(lake, source, stages) -> None:
     contrasts = lake.read("contrasts")
     if contrasts.num_rows:
         print()
-        print(render(contrasts.select(["contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero"]),
-                     title="Paired contrasts on identical clusters"))
+        print(render(contrasts.select(["contrast", "unit", "difference", "ci_lower", "ci_upper", "p_adjusted",
+                                       "excludes_zero_adjusted", "excludes_zero"]),
+                     title="Paired contrasts on identical clusters (excludes_zero_adjusted: Holm over the family)"))
     if not source.is_reference:
         print()
         print(render(query(lake, load_sql("fairness_summary")), title="Fairness: min/max group accuracy (1 = equal)"))
@@ -418,7 +423,7 @@ def cmd_query(args) -> int:
 
         output = _Output(sys.stdout)
         with _CtrlCStopsQueries():
-            write_batches(stream(Lake(args.lake), args.sql), args.format, output)
+            write_batches(stream(Lake(args.lake, snapshot=args.snapshot), args.sql), args.format, output)
         output.flush()
     except BrokenPipeError:  # `autheval query ... | head`: the reader has all it wanted
         discard_stdout()
@@ -584,6 +589,17 @@ def _command_word(argv: list[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse names the flag in its one-line error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's own refusals (an unknown flag, a value of the wrong type, an empty path) as every
     other refusal is: one line on stderr, exit 2. Subcommands' parsers are of this class too."""
@@ -681,6 +697,8 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
                     "at exit.")
     p.add_argument("sql", help="one SQL statement, e.g. \"select * from estimates\"")
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
+    p.add_argument("--snapshot", type=positive_int, default=None, metavar="N",
+                   help="read kept snapshot N instead of the served one (`select * from lake_snapshots` lists them)")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="table (aligned text), csv, or json (one array of row objects; JSON has no NaN or "
                         "Infinity, so non-finite numbers are written as null)")

@@ -249,3 +249,18 @@ def test_readers_during_a_run_see_one_snapshot(demo_lake, tmp_path):
     assert demo.wait(timeout=120) == 0, demo.stderr.read()[-2000:]
     seen.add(served_state(copy)["run"])
     assert len(seen) == 2  # the old snapshot while it ran, then the new one
+
+
+def test_query_reads_an_earlier_snapshot(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    for value in (1, 2):
+        lake.write("a", table(value))
+    for flags, expected in (((), "2"), (("--snapshot", "1"), "1")):
+        result = run_cli("query", "select distinct run from a", "--lake", str(lake.root), "--format", "csv", *flags)
+        assert result.returncode == 0 and result.stdout.splitlines() == ["run", expected], result.stderr
+    kept = run_cli("query", "select snapshot, served from lake_snapshots order by 1", "--lake", str(lake.root),
+                   "--format", "csv")
+    assert kept.stdout.splitlines() == ["snapshot,served", "1,False", "2,True"]
+    missing = run_cli("query", "select 1", "--lake", str(lake.root), "--snapshot", "7")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"autheval: error: snapshot 7 is not kept in lake {lake.root} (kept: 1, 2)"

@@ -62,8 +62,8 @@ class LakeBusy(RuntimeError):
     """Another run holds the lake's writer lock; `str(err)` is one line naming it."""
 
 
-class SnapshotError(RuntimeError):
-    """A snapshot that does not exist or cannot be read; one line."""
+class SnapshotError(ValueError):
+    """A snapshot that does not exist or cannot be read, or a bad retention setting; one line (bad input)."""
 
 
 def keep_snapshots(value: int | None = None) -> int:
