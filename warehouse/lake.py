@@ -13,6 +13,7 @@ The catalog, the writer lock, the reports and the landing folder use `root` as a
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from pathlib import Path
 from typing import Iterator
@@ -135,6 +136,8 @@ class Lake:
             merged.update({str(k).encode(): str(v).encode() for k, v in metadata.items()})
             table = table.replace_schema_metadata(merged)
         filesystem.write_parquet(self.location, path, table)
+        if self.location.is_local:  # a run's file is never rewritten: read-only for everyone, notebooks too
+            os.chmod(path, 0o444)
         return Path(path)
 
     def write(self, name: str, table: pa.Table, metadata: dict | None = None) -> Path:
