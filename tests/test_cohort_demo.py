@@ -46,3 +46,39 @@ def test_the_fine_tune_names_the_accelerator_and_moves_deepspeed_logs_to_stderr(
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == "cpu\n"
     assert "a deepspeed warning" in result.stderr
+
+
+def test_the_default_synthetic_cohort_gives_the_evaluated_split_enough_clusters(tmp_path):
+    """The demo evaluates the test split only (the gate proxy, readout and probe are fit on train and
+    val): its default cohort must put at least 300 clusters there, with both sexes above the subgroups'
+    default minimum (so fairness has rows), and no exact-hash group may join two planted lesions (the
+    synthetic lesions are simple enough that, unguarded, a few thousand of them collide)."""
+    import collections
+
+    from autheval.cli import build_parser
+    from autheval.raw.pipeline import run_raw_path
+    from autheval.raw.synth import synth_cohort
+
+    args = build_parser("demo").parse_args(["demo", "--source", "synthetic"])
+    cohort = synth_cohort(args.n, tmp_path / "cohort", size=tuple(args.size))
+    tables = run_raw_path(cohort.root, workers=1, progress=False)
+    clusters = tables["clusters"].to_pylist()
+    test = {r["cluster_id"] for r in clusters if r["split"] == "test"}
+    assert len(test) >= 300, len(test)
+    sex = {r["image_id"]: r["sex"] for r in tables["images"].to_pylist()}
+    by_sex = collections.Counter(s for s, _ in {(sex[r["image_id"]], r["cluster_id"]) for r in clusters
+                                                if r["split"] == "test" and sex[r["image_id"]]})
+    assert min(by_sex.values()) >= args.min_group_clusters and len(by_sex) == 2, by_sex
+
+    truth = {r["image"]: r for r in cohort.truth.to_pylist()}
+
+    def lesion(image):  # the planted lesion an image shows
+        row = truth[image]
+        return lesion(row["source_image"]) if row["source_image"] else row["lesion_id"] or image
+
+    groups = collections.defaultdict(set)
+    for r in clusters:
+        if r["duplicate_group"]:
+            groups[r["duplicate_group"]].add(lesion(r["image_id"]))
+    assert groups and all(len(lesions) == 1 for lesions in groups.values()), \
+        [sorted(v) for v in groups.values() if len(v) > 1]

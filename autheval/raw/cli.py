@@ -16,6 +16,12 @@ from autheval.flags import SEED_MAX, check_seed, path_flag
 
 SYNTH_SEED = 20260706  # = autheval.raw.synth.SYNTH_SEED (AuthEval's data seed), kept here for a quick CLI
 DEFAULT_SIZE = (1024, 768)
+# The cohort `autheval demo --source synthetic` writes. The study evaluates the test split only (about
+# 15% of clusters: the gate proxy, the readout and the probe are fit on train and val, so evaluating
+# every split would score them on their own training data); 4,000 images give about 2,260 clusters, 336
+# of them in test, so the intervals, subgroups and fairness rows rest on enough clusters (200 images gave
+# 21). Small images keep it quick: the tiny models and the pHash read 32-pixel reductions anyway.
+DEMO_N, DEMO_SIZE = 4000, (128, 96)
 # Image sides: at least the 32 x 32 reduction the perceptual hashes are computed on; at most 4096 (the
 # ISIC 2019 images are at most 1024 on a side; a 40000 x 40000 image is 4.8 GB of pixels in memory).
 SIDE_MIN, SIDE_MAX = 32, 4096

@@ -13,7 +13,9 @@ Written into `out_dir`:
 Deliberate structure: multi-image lesions (several views of one lesion), exact duplicates (byte
 copies under a new id, sometimes with another or no lesion id, as ISIC's cross-dataset re-uploads),
 and near duplicates (a small crop or a JPEG-quality change, kept within AuthEval pHash distance 4
-when one of the perturbations achieves it). Everything is a pure function of (n, seed, size).
+when one of the perturbations achieves it). No two lesions' images share an AuthEval pHash (a view or
+near duplicate that would is drawn again), so exact-hash groups are the planted ones. Everything is a pure function of
+(n, seed, size).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ COLOURS = {
     "VASC": ((150, 30, 60), (190, 80, 100)), "DF": ((140, 90, 75), (185, 135, 115)),
 }
 ROLES = ("lesion_view", "exact_duplicate", "near_duplicate")
+REDRAWS = 8  # redraws of an image whose pHash another lesion already has (one is enough in practice)
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,25 @@ def _near_variant(data: bytes, rng: np.random.Generator) -> tuple[bytes, str, in
     return min(candidates, key=lambda c: (c[2] == 0, c[2]))
 
 
+def _phash_of(data: bytes) -> int:
+    with Image.open(io.BytesIO(data)) as image:
+        return autheval_phash(image)
+
+
+def _distinct_view(lesion: dict, view: dict, lesion_index: int, lesion_of_hash: dict, size, image_seed: int,
+                   rng: np.random.Generator) -> bytes:
+    """A view's JPEG whose AuthEval pHash no other lesion's image has: the blobs are simple enough that,
+    from a few thousand images on, lesions collide (5 pairs in the demo's 4,000), and exact-hash groups
+    always cluster, so a collision would merge two lesions (and mix their risk strata). On a collision
+    the view is drawn again (shift, zoom, turn), at most REDRAWS times."""
+    for _ in range(REDRAWS + 1):
+        data = _jpeg(render_lesion(lesion, view, size, seed=image_seed), 92)
+        if lesion_of_hash.setdefault(_phash_of(data), lesion_index) == lesion_index:
+            break
+        view = _view_params(rng, first=False)
+    return data
+
+
 def synth_cohort(
     n: int,
     out_dir: str | Path,
@@ -245,17 +267,23 @@ def synth_cohort(
         names[index] = f"ISIC_{start + rank:07d}{suffix}"
 
     blobs: dict[int, bytes] = {}
+    lesion_of_hash: dict[int, int] = {}  # AuthEval pHash of a written view -> its lesion
     truth = []
     for index, record in enumerate(records):
         if record["role"] == "lesion_view":
             params, _ = lesions[record["lesion"]]
             image_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
-            data = _jpeg(render_lesion(params, record["view"], size, seed=image_seed), 92)
+            data = _distinct_view(params, record["view"], record["lesion"], lesion_of_hash, size, image_seed,
+                                  np.random.default_rng([seed, index, 1]))
             perturbation, distance = None, None
         elif record["role"] == "exact_duplicate":
             data, perturbation, distance = blobs[record["source"]], "byte copy", 0
         else:
-            data, perturbation, distance = _near_variant(blobs[record["source"]], np.random.default_rng([seed, index]))
+            near_rng = np.random.default_rng([seed, index])
+            for _ in range(REDRAWS + 1):  # nor may a near duplicate take another lesion's pHash
+                data, perturbation, distance = _near_variant(blobs[record["source"]], near_rng)
+                if lesion_of_hash.setdefault(_phash_of(data), record["lesion"]) == record["lesion"]:
+                    break
         blobs[index] = data
         publish(atomic_write_bytes(folder / f"{names[index]}.jpg", data))
         if progress is not None:
