@@ -82,3 +82,12 @@ def test_the_default_synthetic_cohort_gives_the_evaluated_split_enough_clusters(
             groups[r["duplicate_group"]].add(lesion(r["image_id"]))
     assert groups and all(len(lesions) == 1 for lesions in groups.values()), \
         [sorted(v) for v in groups.values() if len(v) > 1]
+
+
+def test_the_demo_checks_its_image_size_before_anything_is_written(tmp_path):
+    from tests.conftest import run_cli
+
+    result = run_cli("demo", "--source", "synthetic", "--size", "16", "16", "--lake", str(tmp_path / "lake"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("autheval: error: --size: each side must be from 32")
+    assert not (tmp_path / "lake").exists()
