@@ -242,7 +242,7 @@ def _check_demo_flags(args) -> None:
     if args.input is None:
         from autheval.raw.cli import check_cohort_size
 
-        check_cohort_size(args.n, args.lake / "synthetic_cohort", confirm=None)  # --n: before Dagster, too
+        check_cohort_size(args.n, args.lake / "synthetic_cohort", tuple(args.size), confirm=None)  # before Dagster
     for flag, value in (("--proposals", args.proposals), ("--gate-scores", args.gate_scores)):
         if value is not None and not value.is_file():
             raise RecordError(flag, None, f"{value}: no such file")
@@ -284,8 +284,9 @@ def cmd_demo(args) -> int:
             from autheval.raw.cli import write_synthetic_cohort
 
             input_dir = lake.root / "synthetic_cohort"
-            _progress(f"Writing a synthetic ISIC-shaped cohort of {args.n} images to {input_dir}")
-            write_synthetic_cohort(args.n, input_dir, overwrite=True)
+            _progress(f"Writing a synthetic ISIC-shaped cohort of {args.n} images ({args.size[0]} x {args.size[1]}) "
+                      f"to {input_dir}")
+            write_synthetic_cohort(args.n, input_dir, size=tuple(args.size), overwrite=True)
 
         def resolved(path):
             return str(path.resolve()) if path else ""
@@ -339,7 +340,7 @@ def _demo_receipt(args) -> dict:
             if Path(value).is_file():
                 inputs.append(input_entry(flag, value))
     if args.source == "synthetic" and args.input is None:
-        argv += ["--n", str(args.n)]
+        argv += ["--n", str(args.n), "--size", *map(str, args.size)]
     argv += ["--reps", str(args.reps), "--evaluate-split", args.evaluate_split,
              "--min-group-clusters", str(args.min_group_clusters)]
     argv += [flag for flag, on in (("--no-models", args.no_models), ("--finetune", args.finetune)) if on]
@@ -642,6 +643,8 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_compare)
 
+    from autheval.raw.cli import DEMO_N, DEMO_SIZE
+
     p = sub.add_parser(
         "demo", help="build the lake from the reference study (or a cohort) and print its tables",
         description="Materialize the lake's whole asset graph in this process (Dagster; no daemon or web "
@@ -656,7 +659,12 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
                         "generating one)")
     p.add_argument("--freeze", type=path_flag, metavar="FILE",
                    help="a split_freeze.csv to validate and use (synthetic and isic2019 sources)")
-    p.add_argument("--n", type=int, default=200, help="size of the generated synthetic cohort (default 200)")
+    p.add_argument("--n", type=int, default=DEMO_N,
+                   help=f"images in the generated synthetic cohort (default {DEMO_N:,}: about 340 clusters in the "
+                        "evaluated test split)")
+    p.add_argument("--size", type=int, nargs=2, default=DEMO_SIZE, metavar=("W", "H"),
+                   help=f"image size of the generated synthetic cohort (default {DEMO_SIZE[0]} {DEMO_SIZE[1]}: quick, and "
+                        "the tiny models read 32-pixel images; with a real --scorer-dir give 1024 768, synth's size)")
     p.add_argument("--proposals", type=path_flag, metavar="FILE",
                    help="proposals of your mechanisms (CSV or Parquet: mechanism, image_id and per row the four "
                         "probabilities p_very_low..p_high, a slate \"a2 a1 a3 a0\" or an a_head); synthetic "
