@@ -59,9 +59,26 @@ def file_outputs(files: dict[str, bytes]) -> list[dict]:
     return [{"name": name, "sha256": hashlib.sha256(data).hexdigest()} for name, data in sorted(files.items())]
 
 
-def table_outputs(tables: dict[str, pa.Table]) -> list[dict]:
-    return [{"name": f"table:{name}", "sha256": table_sha256(table.combine_chunks()), "rows": table.num_rows}
+def table_outputs(tables: dict[str, pa.Table], root: str | os.PathLike | None = None) -> list[dict]:
+    """Each table's content hash: its rows in a canonical order (sorted on every sortable column; a
+    table's row order is not part of its content), the lake's own folder written as `<lake>` (a
+    cohort generated inside the lake is the same cohort wherever the lake lies)."""
+    return [{"name": f"table:{name}", "sha256": table_sha256(canonical(table, root)), "rows": table.num_rows}
             for name, table in sorted(tables.items())]
+
+
+def canonical(table: pa.Table, root: str | os.PathLike | None = None) -> pa.Table:
+    import pyarrow.compute as pc
+
+    table = table.combine_chunks()
+    if root is not None:
+        prefix = str(Path(root).resolve())
+        for i, field in enumerate(table.schema):
+            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+                table = table.set_column(i, field, pc.replace_substring(table.column(i), prefix, "<lake>"))
+    keys = [(f.name, "ascending") for f in table.schema
+            if not (pa.types.is_nested(f.type) or pa.types.is_binary(f.type) or pa.types.is_null(f.type))]
+    return table.sort_by(keys).combine_chunks() if keys and table.num_rows else table
 
 
 def build_receipt(command: str, argv: list[str], inputs: list[dict], outputs: list[dict], config: dict) -> dict:
