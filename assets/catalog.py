@@ -2,28 +2,26 @@
 
 One serialized step (the `duckdb_catalog` pool, limit 1): the run's staged tables commit together
 (warehouse/snapshots.py), the snapshot's catalog is built in a temporary file and renamed into place,
-so readers see the previous snapshot or this one, never a mix, and never hold a writer's lock."""
+so readers see the previous snapshot or this one, never a mix, and never hold a writer's lock. It depends
+on every other asset of the lake, so it is the last step of every run: `catalog_asset` is given them by
+the definitions, from the assets loaded (dagster_project.definitions.study_assets)."""
 
 from __future__ import annotations
 
-from dagster import MaterializeResult, MetadataValue, asset
+from dagster import AssetsDefinition, MaterializeResult, MetadataValue, asset
 
 from assets.common import REPORTS
 from dagster_project.resources import LakeResource
 from warehouse.catalog import catalog_path, publish_catalog
 
-CATALOG_DEPS = [
-    "input_files", "images", "ingest_report", "image_hashes", "hash_failures", "duplicates",
-    "duplicate_removals", "duplicate_report", "clusters", "gate_proxy", "gate_proxy_selection", "contexts",
-    "vlm_scores", "readout", "probe_features", "probe", "cct_arms", "finetune", "model_runs", "proposals",
-    "selections", "scores", "records", "estimates", "contrasts", "intervals", "subgroups", "fairness",
-    "study_summary", "report", "landed_records", "trend",
-]  # fmt: skip
+
+def catalog_asset(deps) -> AssetsDefinition:
+    """The `catalog` asset, after `deps` (every other asset key of the lake)."""
+    return asset(name="catalog", group_name=REPORTS, kinds={"duckdb"}, deps=deps, pool="duckdb_catalog", description=(
+        "Commits the run's tables as one lake snapshot; autheval.duckdb: read-only views over that "
+        "snapshot's Parquet files, for `autheval query`, notebooks and BI tools."))(catalog)
 
 
-@asset(group_name=REPORTS, kinds={"duckdb"}, deps=CATALOG_DEPS, pool="duckdb_catalog", description=(
-    "Commits the run's tables as one lake snapshot; autheval.duckdb: read-only views over that "
-    "snapshot's Parquet files, for `autheval query`, notebooks and BI tools."))
 def catalog(lake: LakeResource):
     store = lake.lake()
     if not lake.owns_run() and store.run() is not None:  # joined (the demo): its opener commits, once

@@ -4,21 +4,20 @@ capacity and floor. Private: never copied into an exported record. The SQL is au
 
 from __future__ import annotations
 
-from dagster import AssetCheckResult, asset, asset_check
+from dagster import AssetCheckResult, ResourceParam, asset, asset_check
 
 from assets.common import CONTEXT, connect_with, query, write_table
 from autheval.review import build_contexts, check, register_rules
-from autheval.rules import load_rules
-from dagster_project.resources import LakeResource, SourceResource
+from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
 
 
-@asset(group_name=CONTEXT, kinds={"parquet"}, deps=["images", "clusters", "gate_proxy"], description=(
+@asset(group_name=CONTEXT, kinds={"parquet"}, deps=["images", "clusters", "gate_proxy", "declared_rules"], description=(
     "cluster_id, profile, s_gate, risk_bin, sens, burden, aversion, capacity, floor_policy, floor, "
     "w_under, w_over, rule_version, rule_sha256: one row per evaluated cluster (private, local)."))
-def contexts(lake: LakeResource, source: SourceResource):
+def contexts(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     source.require_raw("contexts")
     store = lake.lake()
-    rule_file = load_rules(source.rules or None)
+    rule_file = rules.rule_file()
     con = connect_with(store, ["images", "clusters", "gate_proxy"])
     con.register("s_gate", query(con, "evaluated_gate_scores", {"split": source.evaluate_split}))
     params = register_rules(con, rule_file)

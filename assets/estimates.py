@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import AssetCheckResult, AssetCheckSpec, AssetSpec, asset_check, multi_asset, multi_asset_check
+from dagster import AssetCheckResult, AssetCheckSpec, AssetSpec, ResourceParam, asset_check, multi_asset, multi_asset_check
 
 from assets.common import ESTIMATES, check_row, write_table
 from assets.records import records
@@ -16,7 +16,7 @@ from autheval.provenance import analysis_names, combined_sha256, run_provenance,
 from autheval.recordsets import recordsets_by
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
 from autheval.study import contrasts_table, estimates_table
-from dagster_project.resources import EngineResource, LakeResource, SourceResource
+from dagster_project.resources import DeclaredRules, EngineResource, LakeResource, SourceResource
 from warehouse.sql import connect
 
 # The paired contrasts each study declares (arm_a minus arm_b).
@@ -25,23 +25,24 @@ STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
 
 @multi_asset(
     specs=[
-        AssetSpec("estimates", group_name=ESTIMATES, kinds={"parquet"}, deps=[records], description=(
+        AssetSpec("estimates", group_name=ESTIMATES, kinds={"parquet"}, deps=[records, "declared_rules"], description=(
             "analysis, unit, metric, estimate, ci_lower, ci_upper, n, available, status, reason, scheme, "
             "reps, seed, record_level, data_sha256: J, J_auth, p, delta, Delta (+ J_std, Delta_total, "
             "Delta_utility where scored) per analysis, image-weighted and cluster-equal, with whole-"
             "cluster bootstrap intervals; unsupported numbers are reported as not recoverable.")),
-        AssetSpec("contrasts", group_name=ESTIMATES, kinds={"parquet"}, deps=[records], description=(
+        AssetSpec("contrasts", group_name=ESTIMATES, kinds={"parquet"}, deps=[records, "declared_rules"], description=(
             "contrast, unit, difference, ci_lower, ci_upper, excludes_zero: paired differences of the "
             "authority gap between mechanisms on identical clusters (one shared resampling stream); "
             "p_value, p_adjusted (Holm), q_value (Benjamini-Hochberg), family (every contrast of the "
             "study in one unit), family_size, excludes_zero_adjusted (the headline flag).")),
-        AssetSpec("intervals", group_name=ESTIMATES, kinds={"parquet"}, deps=[records], description=(
+        AssetSpec("intervals", group_name=ESTIMATES, kinds={"parquet"}, deps=[records, "declared_rules"], description=(
             "study, analysis, unit, metric, interval_method, estimate, std_error, ci_lower, ci_upper: the "
             "bootstrap intervals of `estimates` (bootstrap_reference) beside analytic delta-method "
             "intervals (linearisation over clusters, no replicates), the method named in every row.")),
     ],
 )
-def estimates(context, lake: LakeResource, source: SourceResource, engine: EngineResource):
+def estimates(context, lake: LakeResource, source: SourceResource, engine: EngineResource,
+              rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     records = store.read("records")
     con = connect()
@@ -77,9 +78,9 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     table = pa.concat_tables(estimate_parts)
     contrast_table = pa.concat_tables(contrast_parts) if contrast_parts else contrasts_table(None)
     table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
-    provenance, rules = run_provenance(records, source.rules or None, engine.kind, *bootstrap)
+    provenance, analysis_rules = run_provenance(records, rules.rule_file(), engine.kind, *bootstrap)
     names = analysis_names(records)
-    table = with_names(stamp(table.drop_columns(["model"]), provenance, hashes, rules=rules), names)
+    table = with_names(stamp(table.drop_columns(["model"]), provenance, hashes, rules=analysis_rules), names)
     contrast_table = stamp(contrast_table, provenance, {
         c: combined_sha256([hashes.get(a), hashes.get(b)]) for c, a, b in zip(
             *(contrast_table.column(n).to_pylist() for n in ("contrast", "arm_a", "arm_b")))}, key="contrast")
@@ -88,7 +89,7 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
                       excluding_zero=flagged(contrast_table, adjusted=False),
                       excluding_zero_adjusted=flagged(contrast_table))
     intervals = pa.concat_tables(interval_parts, promote_options="permissive")
-    yield write_table(store, "intervals", with_names(stamp(intervals, provenance, hashes, rules=rules), names),
+    yield write_table(store, "intervals", with_names(stamp(intervals, provenance, hashes, rules=analysis_rules), names),
                       asset_key="intervals")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from dagster import AssetCheckResult, AssetCheckSpec, asset, asset_check, multi_asset_check
+from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, asset_check, multi_asset_check
 
 from assets.common import SCORING, check_row, connect_with, query, write_table
 from assets.reference import register_reference
@@ -11,19 +11,18 @@ from assets.selections import selections
 from autheval.raw.ingest import RISK
 from autheval.review import (PUBLISHED_CONTROL_ROWS, PUBLISHED_UZ_ROWS, build_scores, reference_checks,
                              register_rules)
-from autheval.rules import load_rules
-from dagster_project.resources import LakeResource, SourceResource
+from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
 
 
-@asset(group_name=SCORING, kinds={"parquet"}, deps=[selections], description=(
+@asset(group_name=SCORING, kinds={"parquet"}, deps=[selections, "declared_rules"], description=(
     "analysis, image_id, u_local_head, u_local_sel, u_global_head: U_z of the proposal and of the "
     "selection under the same declared local rule, and U_g of the proposal (benchmark rule); raw "
     "cohorts also s_hier, the hierarchical similarity of a proposed diagnosis (secondary, never U_z)."))
-def scores(lake: LakeResource, source: SourceResource):
+def scores(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
         return write_table(store, "scores", query(register_reference(connect_with(store)), "scores"))
-    rule_file = load_rules(source.rules or None)
+    rule_file = rules.rule_file()
     con = connect_with(store, ["selections", "contexts", "images", "clusters", "proposals"])
     params = register_rules(con, rule_file)
     build_scores(con, params, records=False)
@@ -40,16 +39,16 @@ def scores_same_action_same_score(lake: LakeResource) -> AssetCheckResult:
 
 
 @multi_asset_check(specs=[AssetCheckSpec(
-    "scores_reproduced_by_declared_rules", asset="scores", description=(
+    "scores_reproduced_by_declared_rules", asset="scores", additional_deps=["declared_rules"], description=(
         "the declared local rules reproduce the reference traces: U_z of both actions bit for bit on every "
         "row whose cluster profile the traces identify (16,020) and the two controls' selections under "
         "capacity on every checkable row (3,170); not run, so shown as skipped, for a raw cohort"))],
     can_subset=True)
-def scores_reproduced_by_declared_rules(context, source: SourceResource):
+def scores_reproduced_by_declared_rules(context, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     if not source.is_reference:
         context.log.info("scores_reproduced_by_declared_rules skipped: the traces belong to the reference study")
         return
-    found = reference_checks(load_rules(source.rules or None))
+    found = reference_checks(rules.rule_file())
     uz, controls = found["uz"], found["control_selections"]
     # the identified rows depend on the rules (a profile is identified by the scores it gives), so the
     # study's counts are the bar: other rules reproduce fewer rows of the published traces
@@ -59,4 +58,4 @@ def scores_reproduced_by_declared_rules(context, source: SourceResource):
         "uz_rows_reproduced": uz["reproduced_rows"], "uz_rows_identified": uz["identified_rows"],
         "control_selections_reproduced": controls["reproduced_rows"],
         "control_selections_checkable": controls["checkable_rows"],
-        "profile_rule": source.rules or "default (missing_tokens)"})
+        "profile_rule": rules.path or "default (missing_tokens)"})

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
+from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, multi_asset_check
 
 from assets.common import REVIEW, connect_with, query, write_table
 from assets.proposals import proposals
 from assets.reference import register_reference
 from autheval.review import build_selections, check, register_rules
-from autheval.rules import load_rules
-from dagster_project.resources import LakeResource, SourceResource
+from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
 
 
-@asset(group_name=REVIEW, kinds={"parquet"}, deps=[proposals, "contexts", "clusters"], description=(
+@asset(group_name=REVIEW, kinds={"parquet"}, deps=[proposals, "contexts", "clusters", "declared_rules"], description=(
     "analysis, mechanism, regime, image_id, cluster_id, a_head, a_sel, change_type (none, "
     "down_substitution, up_substitution, fallback), override (patient_refusal, patient_burden, "
     "empty_band_default): the proposal and the action the local service selected under each review "
     "regime (mixed, capacity ceiling, safety floor). Raw cohorts: the declared local rules applied to "
     "every mechanism's slate; reference study: the published traces."))
-def selections(lake: LakeResource, source: SourceResource):
+def selections(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
         table = query(register_reference(connect_with(store)), "selections")
     else:
-        rule_file = load_rules(source.rules or None)
+        rule_file = rules.rule_file()
         con = connect_with(store, ["contexts", "clusters"])
         con.register("all_proposals", store.read("proposals"))
         con.register("proposals", query(con, "evaluated_proposals"))

@@ -5,7 +5,7 @@ has it), and min/max group accuracy per grouping. The statistics are autheval/su
 from __future__ import annotations
 
 import pyarrow as pa
-from dagster import AssetSpec, multi_asset
+from dagster import AssetSpec, ResourceParam, multi_asset
 
 from assets.common import ESTIMATES, write_table
 from autheval.estimators import DEFAULT_SEEDS
@@ -13,24 +13,24 @@ from autheval.multiplicity import adjust_subgroups, flagged
 from autheval.provenance import analysis_names, run_provenance, stamp, with_names
 from autheval.recordsets import recordsets_by
 from autheval.subgroups import GROUPINGS, no_images, subgroup_tables
-from dagster_project.resources import LakeResource, SourceResource
+from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
 from warehouse.sql import connect
 
 
 @multi_asset(specs=[
-    AssetSpec("subgroups", group_name=ESTIMATES, kinds={"parquet"}, deps=["records", "images", "contexts"],
+    AssetSpec("subgroups", group_name=ESTIMATES, kinds={"parquet"}, deps=["records", "images", "contexts", "declared_rules"],
               description=(
         "analysis, grouping, group_value, n_images, n_clusters, estimable, reason, accuracy and balanced "
         "accuracy of the proposal and of the selected action, then unit, metric, estimate and interval of "
         "a whole-cluster bootstrap within the group; groups under the declared minimum are not estimable. "
         "For the gaps: excludes_zero, p_value, p_adjusted (Holm), q_value (BH) over the family of every "
         "estimable group of the analysis in one unit and metric, excludes_zero_adjusted.")),
-    AssetSpec("fairness", group_name=ESTIMATES, kinds={"parquet"}, deps=["records", "images", "contexts"],
+    AssetSpec("fairness", group_name=ESTIMATES, kinds={"parquet"}, deps=["records", "images", "contexts", "declared_rules"],
               description=(
         "analysis, grouping, min/max group accuracy for the proposal and for the selected action "
         "(1 = every group equally accurate), over the estimable groups with a known value.")),
 ])
-def subgroups(context, lake: LakeResource, source: SourceResource):
+def subgroups(context, lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     records = store.read("records")
     contexts = store.read("contexts") if "contexts" in store.tables() else pa.table(
@@ -39,12 +39,12 @@ def subgroups(context, lake: LakeResource, source: SourceResource):
     out = subgroup_tables(records, images, contexts, groupings=GROUPINGS,
                           min_clusters=source.min_group_clusters, min_images=source.min_group_clusters,
                           reps=source.reps)
-    provenance, rules = run_provenance(records, source.rules or None, "duckdb", "reference", DEFAULT_SEEDS["reference"],
-                                       source.reps)
+    provenance, analysis_rules = run_provenance(records, rules.rule_file(), "duckdb", "reference",
+                                                DEFAULT_SEEDS["reference"], source.reps)
     names = analysis_names(records)
     hashes = analysis_hashes(records)
-    table = with_names(stamp(adjust_subgroups(out.subgroups), provenance, hashes, rules=rules), names)
-    fairness = with_names(stamp(out.fairness, provenance, hashes, rules=rules), names)
+    table = with_names(stamp(adjust_subgroups(out.subgroups), provenance, hashes, rules=analysis_rules), names)
+    fairness = with_names(stamp(out.fairness, provenance, hashes, rules=analysis_rules), names)
     estimable = sum(out.groups.column("estimable").to_pylist())
     context.log.info(f"{out.groups.num_rows} groups, {estimable} estimable")
     yield write_table(store, "subgroups", table, asset_key="subgroups", groups=out.groups.num_rows,

@@ -211,8 +211,9 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _check_demo_flags(args) -> None:
-    """Everything `demo` is told is checked before Dagster starts: one line naming the flag, exit 2."""
+def _check_demo_flags(args):
+    """Everything `demo` is told is checked before Dagster starts: one line naming the flag, exit 2.
+    Returns the --rules file parsed (the run takes this one and parses it no more), else None."""
     from autheval.estimators import check_reps
     from autheval.flags import check_inputs_outside
     from autheval.outputs import check_output_dir
@@ -252,20 +253,22 @@ def _check_demo_flags(args) -> None:
     if args.no_models and (args.scorer_dir or args.vision_dir or args.finetune):
         raise RecordError("--no-models", None, "turns the model mechanisms off; drop --scorer-dir, --vision-dir "
                           "and --finetune, or --no-models")
+    rule_file = None
     if args.rules is not None:
         from autheval.rules import load_rules
 
-        load_rules(args.rules)  # a bad rule file is one line naming the key, before anything runs
+        rule_file = load_rules(args.rules)  # a bad rule file is one line naming the key, before anything runs
     if args.proposals is not None:
         from autheval.proposals import precheck_proposals
 
         # every rule that needs no lake (the image ids are checked against the lake's images); with
         # --freeze, the coverage of the evaluated split too
         precheck_proposals(args.proposals, args.freeze, args.evaluate_split)
+    return rule_file
 
 
 def cmd_demo(args) -> int:
-    _check_demo_flags(args)  # before Dagster is imported: a bad flag costs no start-up
+    rules = _check_demo_flags(args)  # before Dagster is imported: a bad flag costs no start-up
 
     import pyarrow as pa
 
@@ -292,7 +295,7 @@ def cmd_demo(args) -> int:
             return str(path.resolve()) if path else ""
 
         source = SourceResource(kind=args.source, input_dir=str(Path(input_dir).resolve()), freeze=resolved(args.freeze),
-                                reps=args.reps, proposals=resolved(args.proposals), rules=resolved(args.rules),
+                                reps=args.reps, proposals=resolved(args.proposals),
                                 gate_scores=resolved(args.gate_scores), evaluate_split=args.evaluate_split,
                                 min_group_clusters=args.min_group_clusters)
         if source.proposals_file() or models.enabled:
@@ -311,7 +314,7 @@ def cmd_demo(args) -> int:
     _progress(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)")
     try:
         checks = run_stages(lake.root, stages, out=_progress, source=source, extra=extra, models=models,
-                            receipt=_demo_receipt(args))
+                            receipt=_demo_receipt(args), rules=rules)
     except BlockingCheckFailed as err:  # not bad input: the data broke a guarded rule (exit 1)
         print(f"autheval: error: {err}", file=sys.stderr)
         return 1

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from autheval import __version__
+
+if TYPE_CHECKING:
+    from autheval.rules import RuleFile
 
 PROVENANCE = ("data_sha256", "rule_version", "rule_sha256", "scheme", "seed", "reps", "engine", "software_version")
 _TYPES = {"seed": pa.int64(), "reps": pa.int64()}
@@ -60,13 +64,10 @@ def stamp(table: pa.Table, provenance: Provenance, data_sha256: dict[str, str] |
     return table
 
 
-def run_provenance(records: pa.Table, rules_path: str | None, engine: str, scheme: str, seed: int, reps: int):
+def run_provenance(records: pa.Table, declared: RuleFile, engine: str, scheme: str, seed: int, reps: int):
     """The run's provenance and each analysis's rules: a reviewed cohort's records name the rules that
     scored them; the reference study's traces are the study's declared rules (the lake's
-    scores_reproduced_by_declared_rules check proves it)."""
-    from autheval.rules import load_rules
-
-    declared = load_rules(rules_path)
+    scores_reproduced_by_declared_rules check proves it). `declared`: the run's rules, parsed once."""
     provenance = Provenance(scheme=scheme, seed=seed, reps=reps, engine=engine,
                             rule_version=declared.version, rule_sha256=declared.sha256)
     rules: dict[str, tuple[str | None, str | None]] = {}

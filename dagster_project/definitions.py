@@ -17,31 +17,18 @@ from dagster import (
     Definitions,
     define_asset_job,
     in_process_executor,
-    load_asset_checks_from_modules,
-    load_assets_from_modules,
+    load_asset_checks_from_package_module,
+    load_assets_from_package_module,
 )
 
-import assets.catalog
-import assets.clusters
-import assets.contexts
-import assets.duplicates
-import assets.estimates
-import assets.gate_proxy
-import assets.images
-import assets.landing
-import assets.model_proposals
-import assets.proposals
-import assets.records
-import assets.reports
-import assets.scores
-import assets.selections
-import assets.subgroups
-import assets.trend
-from dagster_project.resources import ModelsResource, SourceResource, default_engine, default_models, default_source, lake_resource
-
-STUDY_MODULES = [assets.images, assets.duplicates, assets.clusters, assets.gate_proxy, assets.contexts,
-                 assets.model_proposals, assets.proposals, assets.selections, assets.scores, assets.records, assets.estimates,
-                 assets.subgroups, assets.reports, assets.catalog, assets.landing, assets.trend]  # fmt: skip
+import assets
+from assets.catalog import catalog_asset
+from assets.landing import landed_logs_job, landing_sensor
+from assets.trend import recurring_evaluation_job, recurring_evaluation_schedule
+from autheval.rules import RuleFile
+from dagster_project.resources import (DeclaredRules, ModelsResource, SourceResource, default_engine, default_models,
+                                       default_source, lake_resource)
+from dagster_project.stages import COMMIT, JOBS
 
 # Concurrency pools and their limits: the catalog is published by one step at a time, in every run.
 CATALOG_POOL = "duckdb_catalog"
@@ -73,43 +60,40 @@ def project_instance() -> DagsterInstance:
     return configure_instance(DagsterInstance.ephemeral(settings=INSTANCE_SETTINGS))
 
 
-raw_path_job = define_asset_job(
-    "raw_path", selection=AssetSelection.groups("ingest", "duplicates", "context") | AssetSelection.assets("catalog"),
-    description="A raw ISIC-layout cohort (source synthetic or isic2019): images, hashes, duplicates, clusters, "
-                "splits, gate proxy and review contexts.",
-)
-
-cohort_study_job = define_asset_job(
-    "cohort_study", selection=AssetSelection.groups(
-        "ingest", "duplicates", "context", "proposals", "review", "scoring", "estimates", "reports"),
-    description="A raw cohort end to end: the raw path, the declared local review of every proposal mechanism "
-                "under each regime, scores, records, estimates with paired contrasts, subgroups, the report.",
-)
-
-reference_study_job = define_asset_job(
-    "reference_study", selection=AssetSelection.groups("ingest", "duplicates", "proposals", "review", "scoring", "estimates", "reports"),
-    description="The reference AuthEval study from the embedded traces: every table, check and the report.",
-)
+def _assets() -> list:
+    """Every asset of the asset package, the catalog last: it depends on every other asset, so it is the
+    last step of every run (it commits the run's snapshot). The partitioned landed_records is among its
+    dependencies as lineage only: it lands and commits in runs of its own (landed_logs_job)."""
+    loaded = load_assets_from_package_module(assets)
+    return [*loaded, catalog_asset([key for a in loaded for key in a.keys])]
 
 
 def study_assets() -> list:
-    """Every asset and asset check of the lake, unbound (dagster.materialize takes these)."""
-    return [*load_assets_from_modules(STUDY_MODULES), *load_asset_checks_from_modules(STUDY_MODULES)]
+    """Every asset and asset check of the asset package, unbound (dagster.materialize takes these)."""
+    return [*_assets(), *load_asset_checks_from_package_module(assets)]
+
+
+def stage_jobs() -> list:
+    """One job per entry of the stage plan: its groups, then the catalog."""
+    return [define_asset_job(name, selection=AssetSelection.groups(*groups) | AssetSelection.assets(COMMIT),
+                             description=description) for name, (groups, description) in JOBS.items()]
 
 
 def build_definitions(lake_root: str | None = None, source: SourceResource | None = None,
-                      models: ModelsResource | None = None) -> Definitions:
+                      models: ModelsResource | None = None, rules: RuleFile | str | None = None) -> Definitions:
+    """The lake's definitions; `rules`: the declared local rules (a RuleFile or a YAML path; default:
+    the study's), parsed at most once for every run of these definitions."""
     # One process per run: a run is one lake run holding the lake's writer lock from its first step to
     # its commit (dagster_project.resources.LakeResource); a step per process would split it.
     return Definitions(
         executor=in_process_executor,
-        assets=load_assets_from_modules(STUDY_MODULES),
-        asset_checks=load_asset_checks_from_modules(STUDY_MODULES),
-        jobs=[reference_study_job, raw_path_job, cohort_study_job, assets.landing.landed_logs_job, assets.trend.recurring_evaluation_job],
-        sensors=[assets.landing.landing_sensor],
-        schedules=[assets.trend.recurring_evaluation_schedule],
+        assets=_assets(),
+        asset_checks=load_asset_checks_from_package_module(assets),
+        jobs=[*stage_jobs(), landed_logs_job, recurring_evaluation_job],  # the recurring jobs: landing, trend
+        sensors=[landing_sensor],
+        schedules=[recurring_evaluation_schedule],
         resources={"lake": lake_resource(lake_root), "source": source or default_source(),
-                   "models": models or default_models(), "engine": default_engine()},
+                   "models": models or default_models(), "engine": default_engine(), "rules": DeclaredRules(rules)},
     )
 
 

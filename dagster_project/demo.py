@@ -12,14 +12,15 @@ from dagster._core.errors import DagsterAssetCheckFailedError
 
 from dagster_project.definitions import build_definitions, project_instance, study_assets
 from autheval import __version__
+from autheval.rules import RuleFile
 from dagster_project.resources import ModelsResource, SourceResource
+from dagster_project.stages import job_stages
 from warehouse.lake import Lake
 from warehouse.snapshots import new_run_id
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures reach the caller as one line
-REFERENCE_STAGES = ("ingest", "duplicates", "proposals", "review", "scoring", "estimates", "reports")
-RAW_STAGES = ("ingest", "duplicates", "context")  # a raw cohort without proposals
-COHORT_STAGES = ("ingest", "duplicates", "context", "proposals", "review", "scoring", "estimates", "reports")
+# each job's stages (dagster_project.stages); the raw path's stages stop before the catalog's group
+REFERENCE_STAGES, RAW_STAGES, COHORT_STAGES = (job_stages(job) for job in ("reference_study", "raw_path", "cohort_study"))
 
 
 class CheckTally(dict):
@@ -44,12 +45,13 @@ class BlockingCheckFailed(ValueError):
 
 def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: SourceResource | None = None,
                extra: tuple[str, ...] = (), models: ModelsResource | None = None,
-               receipt: dict | None = None) -> CheckTally:
+               receipt: dict | None = None, rules: RuleFile | str | None = None) -> CheckTally:
     """Materialize each group in order, then the `extra` assets; returns {check name: passed} of the
     checks that ran (with `.skipped`, those that did not). Raises if a stage fails (BlockingCheckFailed
     when a blocking check stopped it). `models` turns on the model mechanisms (default: as the
-    environment says, see dagster_project.resources.default_models)."""
-    defs = build_definitions(str(lake_root), source, models)
+    environment says, see dagster_project.resources.default_models); `rules` are the declared local rules
+    (a RuleFile or a YAML path; default: the study's), parsed once for every stage."""
+    defs = build_definitions(str(lake_root), source, models, rules)
     assets_defs = study_assets()
     resources = defs.resources
     instance = project_instance()
@@ -73,7 +75,7 @@ def write_lake_receipt(lake: Lake, receipt: dict) -> None:
     from warehouse.atomic import atomic_write_text
 
     tables = {name: lake.read(name) for name in lake.tables()}
-    atomic_write_text(lake.publish_path(RECEIPT), receipt_text({**receipt, "outputs": table_outputs(tables)}))
+    atomic_write_text(lake.publish_path(RECEIPT), receipt_text({**receipt, "outputs": table_outputs(tables, lake.root)}))
 
 
 def _run_steps(steps, assets_defs, resources, instance, checks: CheckTally, out) -> None:

@@ -15,6 +15,7 @@ from dagster import ConfigurableResource, EnvVar
 
 from autheval.estimators import DEFAULT_REPS
 from autheval import __version__
+from autheval.rules import RuleFile, load_rules
 from warehouse.lake import DEFAULT_LAKE, Lake
 from warehouse.snapshots import DEFAULT_KEEP, LakeRun
 
@@ -113,7 +114,6 @@ class SourceResource(ConfigurableResource):
     workers: int = 0  # hashing processes; 0 = all cores
     reps: int = DEFAULT_REPS  # bootstrap replicates of the estimates (`autheval demo --reps`)
     proposals: str = ""  # a proposals file (CSV or Parquet); synthetic: <input_dir>/proposals.csv if present
-    rules: str = ""  # declared local rules (YAML); default: the study's rules shipped in the package
     gate_scores: str = ""  # per-image s_gate given by the source (image_id, s_gate), instead of the proxy
     evaluate_split: str = "test"  # the split the review and the estimates run on; 'all' for every image
     min_group_clusters: int = 30  # subgroups with fewer clusters (or images) are reported as not estimable
@@ -147,6 +147,23 @@ class SourceResource(ConfigurableResource):
         if not self.is_reference:
             raise ValueError(f"{what} comes from the reference study's traces; source is {self.kind!r}. "
                              "Materialize the ingest and duplicates groups for a raw cohort.")
+
+
+class DeclaredRules:
+    """The run's declared local rules (a YAML file; default: the study's, shipped in the package), parsed
+    once by autheval.rules.load_rules on first use and shared by every asset that applies or names them
+    (assets/declared_rules.py shows them in the graph). A plain object rather than a ConfigurableResource:
+    Dagster copies those for every run, and the demo's stages, several runs in one process, share this
+    one parse. Given a RuleFile (the command line's, already checked) it parses nothing."""
+
+    def __init__(self, rules: RuleFile | str | Path | None = None):
+        self.path = rules.source if isinstance(rules, RuleFile) else (str(rules) if rules else None)
+        self._rule_file = rules if isinstance(rules, RuleFile) else None
+
+    def rule_file(self) -> RuleFile:
+        if self._rule_file is None:
+            self._rule_file = load_rules(self.path)
+        return self._rule_file
 
 
 def default_source() -> SourceResource:

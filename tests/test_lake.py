@@ -201,9 +201,9 @@ def test_the_declared_rules_check_fails_when_the_rules_differ_from_the_study(stu
     assert checks["scores_reproduced_by_declared_rules"] is True
     other = tmp_path / "rules.yaml"
     other.write_text(default_rules_text().replace("high: 4.0}", "high: 5.0}", 1))
-    source = SourceResource(kind="reference", rules=str(other))
+    source = SourceResource(kind="reference")
     selection = AssetSelection.checks(AssetCheckKey(AssetKey("scores"), "scores_reproduced_by_declared_rules"))
-    result = materialize(study_assets(), selection=selection, resources=build_definitions(str(root), source).resources,
+    result = materialize(study_assets(), selection=selection, resources=build_definitions(str(root), source, rules=str(other)).resources,
                          instance=DagsterInstance.ephemeral(), run_config=QUIET, raise_on_error=False)
     [evaluation] = result.get_asset_check_evaluations()
     assert evaluation.passed is False
