@@ -85,13 +85,17 @@ def block_rows(n_clusters: int, n_columns: int, reps: int, block_values: int | N
     return max(1, min(reps, REP_BLOCK, (block_values or BLOCK_VALUES) // max(n_clusters, n_columns, 1)))
 
 
-def _count_sub_blocks(seed: int, g: int, sizes: Sequence[int], prefetch: bool, compiled: bool
-                      ) -> Iterator[np.ndarray]:
+def stream_counts(seed: int, g: int, sizes: Sequence[int], prefetch: bool = False,
+                  compiled: bool | None = None) -> Iterator[np.ndarray]:
     """The stream `seed` as consecutive (rows x G) float64 multiplicity arrays, `sizes` replicates at a
-    time: compiled (autheval/compiled_stream.py) or numpy's `integers` and one `bincount` (each row's
-    draws offset by row * G); the same whole numbers either way. With `prefetch`, the next one is counted
-    on another thread while the caller works on this one (one in flight, so the stream's order is kept;
-    a yielded array is valid until the next one is asked for)."""
+    time: compiled (autheval/compiled_stream.py; default: where it is built) or numpy's `integers` and
+    one `bincount` (each row's draws offset by row * G), its fallback: the same whole numbers either
+    way. The one writing of numpy's resampling stream, for the in-process products and the weights
+    shipped to another engine alike. With `prefetch`, the next one is counted on another thread while
+    the caller works on this one (one in flight, so the stream's order is kept; a yielded array is
+    valid until the next one is asked for)."""
+    if compiled is None:
+        compiled = compiled_wanted(g)
     if compiled:
         from autheval.compiled_stream import CompiledStream
 
@@ -148,7 +152,7 @@ def product_blocks(
     sizes = [min(sub, n - first) for n in (min(rows, reps - s) for s in starts) for first in range(0, n, sub)]
     live_rows = np.ascontiguousarray(live_matrix.T)  # (k x G): one replicate's sums are one matrix-vector product
     compiled = live.size > 0 and compiled_wanted(g)
-    blocks = _count_sub_blocks(seed, g, sizes if live.size else [], prefetch, compiled)
+    blocks = stream_counts(seed, g, sizes if live.size else [], prefetch, compiled)
     for start in starts:
         n = min(rows, reps - start)
         sums = np.empty((n, k), dtype=np.float64)
@@ -264,10 +268,10 @@ def stream_sums(
     return [done[i] for i in range(len(streams))]
 
 
-# --- the `poisson` scheme's weights, the hash of sql/replicates_poisson.sql in numpy ------------------
+# --- the `poisson` scheme's weights, the hash of sql/portable_replicates_poisson.sql in C and numpy -----
 
 HASH_PRIME = 2147483647  # 2^31 - 1: the modulus of the portable integer hash
-# The Poisson(1) CDF at 0..10 (sql/replicates_poisson.sql's thresholds on u = k / HASH_PRIME).
+# The Poisson(1) CDF at 0..10 (sql/portable_replicates_poisson.sql's thresholds on u = k / HASH_PRIME).
 POISSON_CDF = (0.36787944117144233, 0.7357588823428847, 0.9196986029286058, 0.9810118431238463,
                0.9963401531726563, 0.9994058151824183, 0.999916758850712, 0.9999897508033253,
                0.999998874797402, 0.9999998885745216, 0.9999999899522336)  # fmt: skip
@@ -308,9 +312,10 @@ BUCKET_WEIGHT, BUCKET_MIXED = _bucket_tables()
 
 def poisson_weights(seed: int, first_rep: int, reps: int, first_rank: int, n_ranks: int) -> np.ndarray:
     """(reps x n_ranks) Poisson(1) weights of replicates first_rep.. and cluster ranks first_rank..:
-    exactly the weights of sql/replicates_poisson.sql (integer hash, every intermediate below 2^62;
-    the Poisson(1) quantile of u = k / HASH_PRIME, 11 for the 1e-9 beyond). Computed by the C
-    extension where it is built (about 8x less CPU here; the same weights: tests), else in numpy."""
+    exactly the weights of sql/portable_replicates_poisson.sql (integer hash, every intermediate below
+    2^62; the Poisson(1) quantile of u = k / HASH_PRIME, 11 for the 1e-9 beyond). Computed by the C
+    extension where it is built (about 8x less CPU here; the same weights: tests), else by its
+    fallback `numpy_poisson_weights`."""
     p = HASH_PRIME
     module = compiled_extension()
     if module is not None:
@@ -321,7 +326,7 @@ def poisson_weights(seed: int, first_rep: int, reps: int, first_rank: int, n_ran
 
 
 def numpy_poisson_weights(seed: int, first_rep: int, reps: int, first_rank: int, n_ranks: int) -> np.ndarray:
-    """`poisson_weights` in numpy (where the C extension is not built)."""
+    """`poisson_weights` in numpy: the C extension's fallback where it is not built (and its oracle)."""
     p = HASH_PRIME
     rep = np.arange(first_rep, first_rep + reps, dtype=np.int64)
     rep_key = (rep * 48271 + seed % p) % p

@@ -11,7 +11,9 @@ in one run).
 Counts are whole numbers, so every product computed from them is the numpy path's to the bit; tests
 compare the counts with numpy's for several seeds, cluster counts (one rejecting about 190 values a row)
 and row splits, and whole estimates with and without the extension. Where the extension could not be
-built (no C compiler), the numpy path runs, with the same results. AUTHEVAL_COMPILED=0 never uses it
+built (no C compiler), the numpy path runs, with the same results: each of the extension's two loops
+has its numpy fallback in autheval/bootstrap.py (`stream_counts`, `numpy_poisson_weights`), the one
+kept as the other's oracle in the tests. AUTHEVAL_COMPILED=0 never uses it
 (the benchmark's baseline); by default it is used whenever it is built.
 """
 

@@ -10,8 +10,9 @@ back is small (one row per cluster, and one row per replicate, analysis and unit
 DuckDB then takes the quantiles, the Delta = p * delta check and the paired contrasts with the same
 SQL files as the default engine, so every engine reports through one code path.
 
-The one engine-specific step is numpy's stream: it is drawn here, in replicate blocks (bounded memory),
-and shipped as sparse weights (n_clusters, rep, cluster_rank, mult), mult > 0 only.
+The one engine-specific step is numpy's stream: it is counted here by the in-process path's own code
+(`autheval.bootstrap.stream_counts`), in replicate blocks (bounded memory), and shipped as sparse
+weights (n_clusters, rep, cluster_rank, mult), mult > 0 only.
 
 The point estimates (rep -1) are one query for every scheme (`portable_replicates_weighted` with
 weight 1 on every cluster), so a scheme changes intervals only, on this path too.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from autheval.bootstrap import stream_counts
 from warehouse.engine import Engine, EngineError
 
 ENGINE_SCHEMES = ("reference", "evaluator", "poisson")
@@ -43,17 +45,14 @@ def reference_weight_blocks(seed: int, n_clusters: int, reps: int,
     reference bootstrap; drawing several replicates at once gives the identical stream), mult > 0 only.
     The point is not among them (`point_weights`)."""
     g = int(n_clusters)
-    rng = np.random.default_rng(seed)
     rows_per_block = max(1, min(reps, block_values // g))
-    for start in range(0, reps, rows_per_block):
-        rows = min(rows_per_block, reps - start)
-        draws = rng.integers(0, g, size=(rows, g))  # int64: the dtype decides the stream
-        draws += (np.arange(rows, dtype=np.int64) * g)[:, None]
-        counts = np.bincount(draws.ravel(), minlength=rows * g)
+    starts = range(0, reps, rows_per_block)
+    sizes = [min(rows_per_block, reps - start) for start in starts]
+    for start, counts in zip(starts, stream_counts(seed, g, sizes)):
         flat = np.flatnonzero(counts)
         rep = (flat // g + start).astype(np.int64)
         rank = (flat % g).astype(np.int32)
-        mult = counts[flat].astype(np.float64)
+        mult = counts.ravel()[flat]
         yield pa.table({"n_clusters": pa.array(np.full(len(rep), g, np.int32)), "rep": rep,
                         "cluster_rank": rank, "mult": mult})
 

@@ -170,24 +170,32 @@ def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, c
     for seed, g in keys:
         members = [m for _, m in streams[(seed, g)]]
         matrices.append((seed, members[0] if len(members) == 1 else np.hstack(members)))  # one analysis: no copy
-    width = len(columns)
     counter = Progress(reps, None if progress is None else (
         lambda done, total: progress(f"bootstrap: {done:,} of {total:,} replicates ({scheme} scheme)")))
     blocks = lockstep_blocks(matrices, reps) if scheme == "reference" else _poisson_blocks(matrices, reps)
     for start, sums_per_stream in _merged_blocks(blocks, METRICS_BLOCK_REPS, counter):
         parts = []
-        for (seed, g), sums in zip(keys, sums_per_stream):
-            rows = sums.shape[0]
-            rep = pa.array(np.arange(start, start + rows, dtype=np.int64))
-            for i, (labels, _) in enumerate(streams[(seed, g)]):
-                block = {k: pa.array([v] * rows, pa.string()) for k, v in labels.items()}
-                block["rep"] = rep
-                for j, name in enumerate(columns.values()):
-                    block[name] = pa.array(sums[:, i * width + j])
-                parts.append(pa.table(block))
+        for key, sums in zip(keys, sums_per_stream):
+            parts += _sums_tables(streams[key], start, sums, columns)
         con.register(sums_name, pa.concat_tables(parts))
         con.sql(load_sql(metrics_sql)).insert_into("replicate_metrics")
     con.unregister(sums_name)
+
+
+def _sums_tables(members, start: int, sums: np.ndarray, columns: dict[str, str]) -> list[pa.Table]:
+    """A block of one stream's replicate sums (rows x members * len(columns), replicates start..) as
+    one Arrow table per member (labels, matrix): its labels, rep and the sum columns named by
+    `columns` (member i's are columns i * len(columns) ..): the layout both schemes' SQL reads."""
+    rows, width = sums.shape[0], len(columns)
+    rep = pa.array(np.arange(start, start + rows, dtype=np.int64))
+    parts = []
+    for i, (labels, _) in enumerate(members):
+        block = {k: pa.array([v] * rows, pa.string()) for k, v in labels.items()}
+        block["rep"] = rep
+        for j, name in enumerate(columns.values()):
+            block[name] = pa.array(sums[:, i * width + j])
+        parts.append(pa.table(block))
+    return parts
 
 
 def _merged_blocks(blocks, min_reps: int, counter: Progress):
@@ -210,8 +218,8 @@ def _merged_blocks(blocks, min_reps: int, counter: Progress):
 
 def _poisson_blocks(matrices, reps: int):
     """(first_rep, [sums per (seed, matrix)]) of the poisson scheme, POISSON_BLOCK replicates at a time
-    (at most POISSON_BLOCK_REPS): the weights of sql/replicates_poisson.sql, computed in numpy and
-    multiplied with the statistics matrix (autheval/bootstrap.py)."""
+    (at most POISSON_BLOCK_REPS): the weights of sql/portable_replicates_poisson.sql, computed in C or
+    numpy and multiplied with the statistics matrix (autheval/bootstrap.py)."""
     block = min(POISSON_BLOCK, POISSON_BLOCK_REPS)
     for first in range(0, reps, block):
         rows = min(block, reps - first)
@@ -256,7 +264,6 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
         stream = (seed + int(seed_offset), int(n_clusters))
         labels = {"analysis": analysis, "metric": metric}
         streams.setdefault(stream, []).append((labels, {c: values[c][part] for c in EVALUATOR_TO_SUMS}))
-    width = len(EVALUATOR_TO_SUMS)
     jobs = [(stream_seed, np.column_stack([m[c] for _, m in members for c in EVALUATOR_TO_SUMS]))
             for (stream_seed, _), members in streams.items()]
     report = None if progress is None else (
@@ -267,14 +274,8 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
     for start in range(0, reps, POISSON_BLOCK_REPS):  # every stream's block in one insert
         parts = []
         for members, stream_sums_ in zip(streams.values(), all_sums):
-            sums = stream_sums_[start : start + POISSON_BLOCK_REPS]
-            n = sums.shape[0]
-            for i, (labels, _) in enumerate(members):
-                block = {k: pa.array([v] * n, pa.string()) for k, v in labels.items()}
-                block["rep"] = pa.array(np.arange(start, start + n, dtype=np.int64))
-                for j, name in enumerate(EVALUATOR_TO_SUMS.values()):
-                    block[name] = pa.array(sums[:, i * width + j])
-                parts.append(pa.table(block))
+            block = stream_sums_[start : start + POISSON_BLOCK_REPS]
+            parts += _sums_tables(members, start, block, EVALUATOR_TO_SUMS)
         if parts:
             sums_block = con.from_arrow(pa.concat_tables(parts))
             if created:
@@ -288,10 +289,10 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
 
 def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None) -> None:
     """One set of resamples for every metric and unit and every analysis with the same cluster count:
-    numpy's stream (reference) or the Poisson(1) weights of sql/replicates_poisson.sql (poisson; the
-    same integer hash computed in numpy, so the weights of a block are one dense matrix times the
-    statistics, as for the reference scheme: measured here 5-8x faster than the weights in SQL, same
-    weights), appended to replicate_metrics block by block."""
+    numpy's stream (reference) or the Poisson(1) weights of sql/portable_replicates_poisson.sql
+    (poisson; the same integer hash computed in C or numpy, so the weights of a block are one dense
+    matrix times the statistics, as for the reference scheme: measured here 5-8x faster than the
+    weights in SQL, same weights), appended to replicate_metrics block by block."""
     materialize(con, "cluster_matrix", "cluster_matrix")
     table = con.table("cluster_matrix")
     matrix = np.empty((table.shape[0], len(MATRIX_TO_SUMS)), dtype=np.float64)

@@ -215,8 +215,8 @@ def inner_loops(clusters: int = 100_000, rows: int = 16, repeats: int = 10) -> N
     g, seed, sizes = clusters, 20260710, [rows] * repeats
 
     # the library's own counting paths (autheval.bootstrap), side by side, each block timed and compared
-    numpy_path = bootstrap._count_sub_blocks(seed, g, sizes, prefetch=False, compiled=False)
-    c_path = bootstrap._count_sub_blocks(seed, g, sizes, prefetch=False, compiled=True)
+    numpy_path = bootstrap.stream_counts(seed, g, sizes, prefetch=False, compiled=False)
+    c_path = bootstrap.stream_counts(seed, g, sizes, prefetch=False, compiled=True)
     numpy_s = c_s = 0.0
     same = True
     for _ in sizes:

@@ -1,3 +1,4 @@
+-- Twin: portable_cluster_stats.sql (every other engine). Differs: fsum here, sum there (checked 1e-12).
 -- Per-cluster sufficient statistics, computed once per analysis and shared by every scheme and unit.
 -- Clusters are ranked by ascending cluster_id (byte order), the order the reference bootstrap draws in.
 -- Input: records (canonical, see records_normalize.sql). Unavailable scores sum to NULL here.

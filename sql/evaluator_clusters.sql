@@ -1,3 +1,4 @@
+-- Twin: portable_evaluator_clusters.sql (every other engine). Differs: fsum here, sum there (checked 1e-12).
 -- The `evaluator` scheme (AuthEval's generic log evaluator): each metric has its own per-case values,
 -- its own resampling stream (seed + offset) and, for delta, its own cluster set (intervened rows only).
 -- Output: one row per analysis, metric and cluster in ascending cluster_id order, with the rank and

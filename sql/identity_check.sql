@@ -1,3 +1,4 @@
+-- Twin: tests/sql/portable_identity_check.sql, a test oracle (this file runs for every engine, in process).
 -- Delta = p * delta, checked on the point estimate and on every replicate where delta is defined,
 -- per analysis and unit; also counts the replicates with no change (delta undefined there).
 -- Input: replicate_metrics.

@@ -1,3 +1,4 @@
+-- Twin: tests/sql/portable_intervals.sql, a test oracle (this file runs for every engine, in process).
 -- Point estimates and percentile intervals (linear interpolation, numpy's default "type 7") per
 -- analysis, unit and metric. Undefined replicates (NULL or NaN) are dropped before the quantile, as
 -- numpy's nanquantile does, and counted. p_value: the bootstrap p-value of "the metric is 0", twice the

@@ -1,3 +1,4 @@
+-- Twin: tests/sql/portable_paired_contrast.sql, a test oracle (this file runs for every engine, in process).
 -- Paired contrasts "arm_a minus arm_b" of Delta_authority on identical clusters, per unit: the
 -- difference of the point estimates and the percentile interval of the per-replicate differences
 -- (both arms are resampled by the same replicates), and p_value, the bootstrap p-value of "no

@@ -1,3 +1,4 @@
+-- Twin: evaluator_clusters.sql (the in-process DuckDB). Differs: sum here, fsum there (checked 1e-12).
 -- The `evaluator` scheme's per-metric clusters in the portable subset: evaluator_clusters.sql with
 -- plain `sum` where it uses DuckDB's compensated `fsum` (the two agree to rounding; the engine matrix
 -- checks 1e-12). Each metric has its own per-case values, its own resampling stream (seed + offset)

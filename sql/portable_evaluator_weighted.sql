@@ -1,3 +1,4 @@
+-- Twin: none in SQL: in process, evaluator_clusters.sql's columns times numpy's multiplicities.
 -- The `evaluator` scheme's replicate sums from a replicate-weights table joined in: each metric's own
 -- numpy stream (seed + seed_offset over that metric's clusters), drawn in Python and shipped as
 -- replicate_weights(seed_offset, n_clusters, rep, cluster_rank, mult), mult > 0 only.

@@ -1,7 +1,9 @@
--- Replicate sums of the `poisson` scheme in the portable subset: replicates_poisson.sql with the
--- replicates taken from a joined table replicate_ids(rep) instead of DuckDB's generate_series (which
--- Spark lacks), the point (rep = -1, every cluster once) in the same pass, and the weights hashed as
--- in portable_poisson_weights.sql (identical on every engine). The weights are generated inside the
+-- Twin: none in sql/. In process the same weights are hashed in C or numpy (autheval/bootstrap.py,
+-- `poisson_weights`); tests/sql/replicates_poisson.sql (the DuckDB form, generate_series) and
+-- tests/sql/portable_poisson_weights.sql (the weights as a table) are the tests' oracles.
+-- Replicate sums of the `poisson` scheme in the portable subset: the replicates taken from a joined
+-- table replicate_ids(rep) instead of DuckDB's generate_series (which Spark lacks), the point
+-- (rep = -1, every cluster once) in the same pass, the weights identical on every engine. The weights are generated inside the
 -- query (a cross join of the clusters with the replicate ids): nothing of size clusters x replicates
 -- is stored. Input: cluster_stats, replicate_ids(rep); parameter $seed. Output: the replicates_point
 -- layout.

@@ -1,3 +1,5 @@
+-- Twin: portable_replicates_weighted.sql (every other engine, the point as rep -1 weights of 1).
+-- Differs: no weights table here, and fsum where it sums (checked 1e-12).
 -- The point estimates in the replicate-sum layout: every cluster counted once (rep = -1), so the
 -- metric formulas of replicate_metrics.sql serve points and replicates alike. fsum is DuckDB's
 -- compensated sum (run on one DuckDB thread, so the same rows give the same bits); use sum elsewhere.

@@ -34,7 +34,7 @@ from autheval.records import read_records
 from tests.conftest import ROOT, published_summary, read_csv_rows, reference_file
 from tests.test_poisson import expected_weight, grid_index
 from warehouse.engine import EngineConfig, EngineError, bind_parameters, connect_engine, engine_config
-from warehouse.sql import load_sql
+from tests.sql import engine_read, sql_text
 
 SEED = 20260711
 MATRIX_REPS = 300  # replicates of the per-file matrix (the end-to-end cases use the published 5000)
@@ -85,13 +85,13 @@ def inputs(recordsets) -> dict[str, pa.Table]:
     """Identical input tables for every engine, made by the default engine's own SQL."""
     con = duckdb.connect()
     con.register("records", pa.concat_tables([r.table for r in recordsets]))
-    con.sql(load_sql("cluster_stats")).create("cluster_stats")
+    con.sql(sql_text("cluster_stats")).create("cluster_stats")
     params = {"first_rep": 0, "reps": MATRIX_REPS, "seed": SEED}
-    point = _arrow(con.execute(load_sql("replicates_point")).arrow())
-    sums = pa.concat_tables([point, _arrow(con.execute(load_sql("replicates_poisson"), params).arrow()).cast(point.schema)])
+    point = _arrow(con.execute(sql_text("replicates_point")).arrow())
+    sums = pa.concat_tables([point, _arrow(con.execute(sql_text("replicates_poisson"), params).arrow()).cast(point.schema)])
     con.register("replicate_sums", sums)
-    con.sql(load_sql("replicate_metrics")).create("replicate_metrics")
-    con.sql(load_sql("evaluator_clusters")).create("evaluator_clusters")
+    con.sql(sql_text("replicate_metrics")).create("replicate_metrics")
+    con.sql(sql_text("evaluator_clusters")).create("evaluator_clusters")
     # the published contrast, and one whose second arm is missing (paired_clusters_mismatch finds it)
     pairs = pa.table({"contrast": [CONTRAST[0], "mixed minus nobody"], "arm_a": [CONTRAST[1], "mixed"],
                       "arm_b": [CONTRAST[2], "nobody"]})
@@ -134,7 +134,7 @@ def duckdb_rows(inputs, sql_name: str) -> list[dict]:
     con = duckdb.connect()
     for name, table in inputs.items():
         con.register(name, table)
-    cursor = con.execute(load_sql(sql_name), PARAMS.get(sql_name, {}))
+    cursor = con.execute(sql_text(sql_name), PARAMS.get(sql_name, {}))
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
@@ -142,7 +142,7 @@ def duckdb_rows(inputs, sql_name: str) -> list[dict]:
 def engine_rows(engine, inputs, sql_name: str) -> list[dict]:
     for name, table in inputs.items():
         engine.register(name, table)
-    return engine.read(sql_name, PARAMS.get(sql_name)).to_pylist()
+    return engine_read(engine, sql_name, PARAMS.get(sql_name)).to_pylist()
 
 
 def max_relative_difference(expected: list[dict], got: list[dict], keys) -> float:
@@ -202,7 +202,7 @@ def test_every_estimator_file_is_in_the_matrix_or_declared_duckdb_only():
     assert used, "no SQL file found in autheval/estimators.py"
     assert used - set(MATRIX) - DUCKDB_ONLY == set()
     for native, (portable, _) in MATRIX.items():
-        load_sql(native), load_sql(portable)
+        sql_text(native), sql_text(portable)
     readme = (ROOT / "sql" / "README.md").read_text()
     for name in DUCKDB_ONLY:
         assert name in readme, f"{name} is DuckDB-only but sql/README.md does not say so"
@@ -269,7 +269,7 @@ def test_the_matrix_sees_a_difference(inputs, duck):
     expected = duckdb_rows(inputs, "replicates_poisson")
     for name, table in inputs.items():
         duck.register(name, table)
-    other = duck.read(portable, {"seed": SEED + 1}).to_pylist()
+    other = engine_read(duck, portable, {"seed": SEED + 1}).to_pylist()
     assert max_relative_difference(expected, other, keys) > 1e-3
 
 
@@ -299,7 +299,7 @@ def test_reference_weights_are_numpys_stream_whatever_the_block_size():
 def poisson_weights(engine, inputs, reps: int) -> np.ndarray:
     engine.register("cluster_stats", inputs["cluster_stats"])
     engine.register("replicate_ids", pa.table({"rep": np.arange(-1, reps, dtype=np.int64)}))
-    table = engine.read("portable_poisson_weights", {"seed": SEED})
+    table = engine_read(engine, "portable_poisson_weights", {"seed": SEED})
     dense = np.zeros((reps + 1, 2090))
     dense[np.asarray(table.column("rep")) + 1, np.asarray(table.column("cluster_rank"))] = table.column("mult")
     return dense
@@ -315,7 +315,7 @@ def test_poisson_weights_identical_on_both_engines(inputs, duck, spark):
     for rep, rank in [(0, 0), (0, 2089), (7, 1000), (199, 5), (123, 456)]:
         assert on_duckdb[rep + 1, rank] == expected_weight(grid_index(SEED, rep, rank))
     # and they are the weights of replicates_poisson.sql: joined in, they give its sums
-    weights = duck.read("portable_poisson_weights", {"seed": SEED})
+    weights = engine_read(duck, "portable_poisson_weights", {"seed": SEED})
     duck.register("replicate_weights", weights)
     duck.register("cluster_stats", inputs["cluster_stats"])
     joined = duck.read("portable_replicates_weighted").filter(pa.compute.greater_equal(pa.compute.field("rep"), 0))
@@ -326,8 +326,8 @@ def test_poisson_weights_identical_on_both_engines(inputs, duck, spark):
 def test_poisson_weights_differ_with_the_seed(inputs, duck):
     duck.register("cluster_stats", inputs["cluster_stats"])
     duck.register("replicate_ids", pa.table({"rep": np.arange(0, 20, dtype=np.int64)}))
-    a = duck.read("portable_poisson_weights", {"seed": SEED}).to_pylist()
-    b = duck.read("portable_poisson_weights", {"seed": SEED + 1}).to_pylist()
+    a = engine_read(duck, "portable_poisson_weights", {"seed": SEED}).to_pylist()
+    b = engine_read(duck, "portable_poisson_weights", {"seed": SEED + 1}).to_pylist()
     assert a != b
 
 

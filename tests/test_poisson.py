@@ -18,7 +18,7 @@ import pytest
 from autheval.estimators import estimate
 from autheval.records import read_records
 from tests.conftest import reference_file
-from warehouse.sql import load_sql
+from tests.sql import sql_text
 
 P = 2147483647  # the hash's prime modulus; u lives on the grid t / P
 MAX_WEIGHT = 11  # the SQL's last weight (P(X >= 11) = 1.0e-8 is all given 11)
@@ -83,7 +83,7 @@ def sql_weights(pairs: list[tuple[int, int]], seed: int, first_rep: int = 0, rep
                                   "sum_total_gap", "sum_utility_gap")},
     }))  # fmt: skip
     reps = reps if reps is not None else max(rep for rep, _ in pairs) + 1 - first_rep
-    rows = con.execute(load_sql("replicates_poisson"), {"first_rep": first_rep, "reps": reps, "seed": seed}).fetchall()
+    rows = con.execute(sql_text("replicates_poisson"), {"first_rep": first_rep, "reps": reps, "seed": seed}).fetchall()
     got = {(row[0], row[1]): row[10] for row in rows}  # (analysis, rep) -> c_n, the total weight
     return [int(got.get((f"p{i}", rep), 0.0)) for i, (rep, _) in enumerate(pairs)]
 
@@ -130,7 +130,7 @@ def poisson_totals(n_clusters: int, reps: int, seed: int = 20260711) -> np.ndarr
         **{k: [1.0] * n_clusters for k in ("n", "sum_changed", "sum_exec", "sum_prop", "sum_gap",
                                            "sum_glob", "sum_total_gap", "sum_utility_gap")},
     }))  # fmt: skip
-    sums = con.execute(load_sql("replicates_poisson"), {"first_rep": 0, "reps": reps, "seed": seed}).fetchnumpy()
+    sums = con.execute(sql_text("replicates_poisson"), {"first_rep": 0, "reps": reps, "seed": seed}).fetchnumpy()
     return sums["c_n"][np.argsort(sums["rep"])]
 
 

@@ -1,3 +1,5 @@
+-- Test oracle (tests/test_engines.py): nothing in the project runs it; the in-process DuckDB takes
+-- the quantiles with sql/intervals.sql for every engine. Kept to show the step is portable too.
 -- Point estimates and percentile intervals in the portable subset: intervals.sql without DuckDB's
 -- quantile_cont (Spark's percentile_cont is approximate, its quantile discrete). Quantiles are exact,
 -- with numpy's default "linear" interpolation (Hyndman-Fan type 7) written out: the replicate values

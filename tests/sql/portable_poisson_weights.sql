@@ -1,3 +1,5 @@
+-- Test oracle (tests/test_engines.py): the poisson weights as a table, so that the engine matrix can
+-- compare every weight across engines; no estimator reads weights as a table.
 -- The `poisson` scheme's replicate weights as a table: the Poisson(1) weight of every cluster rank in
 -- every replicate of replicate_ids, from the integer-only hash of replicates_poisson.sql (the same
 -- weights, bit for bit: portable_replicates_poisson.sql uses this hash, and the engine matrix checks
