@@ -2,8 +2,8 @@
 
 Features of each image come from the frozen tower in batches (GPU when present) and are cached in
 Parquet keyed by (model, image_id, SHA-256 of the image's bytes), so a replaced image file is extracted
-again and only rows of the image's current bytes are served. The cache is a folder of part files, each
-written atomically under a name no other part has, so an interrupted extraction keeps every finished
+again and only rows of the image's current bytes are served. The cache is the scorer's (models/cache.py):
+a folder of part files, each written atomically under a name no other part has, so an interrupted extraction keeps every finished
 batch, a rerun extracts only the missing images, and a new part never replaces an existing one (not
 even after a part was deleted). A tower that outputs NaN or infinity is refused before anything of its
 batch is cached.
@@ -24,9 +24,10 @@ from typing import Mapping
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
 
+from models import cache
 from models.level_metrics import best_by_spec_order, check_levels, level_metrics
 from models.option_head import fit_tau
 from models.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
@@ -51,12 +52,6 @@ class ProbeConfig(BaseModel):
     device: str | None = None  # None: CUDA when present, else CPU
 
 
-def _device(prefer: str | None):
-    import torch
-
-    return torch.device(prefer or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
 # ---------------------------------------------------------------- feature cache
 
 def image_sha256(path: str) -> str:
@@ -71,20 +66,12 @@ def cached_features(cache_dir: str | Path, model_key: str, hashes: Mapping[str, 
     per key wins. With `hashes` (image_id -> SHA-256 of its bytes now), only rows whose hash is the
     image's own are served, at most one per image; rows written before the cache was keyed by the
     bytes (no input_sha256) are never served."""
-    import pyarrow.compute as pc
+    def servable(_, table: pa.Table) -> np.ndarray:
+        return np.asarray(pc.and_(pc.equal(table.column("model"), model_key), table.column("input_sha256").is_valid()))
 
-    parts = sorted(Path(cache_dir).glob("part-*.parquet"))
-    if not parts:
-        return FEATURE_SCHEMA.empty_table()
-    table = pa.concat_tables([pq.read_table(p, schema=FEATURE_SCHEMA) for p in parts])
-    table = table.filter(pc.and_(pc.equal(table.column("model"), model_key), pc.is_valid(table.column("input_sha256"))))
-    keys = list(zip(table.column("image_id").to_pylist(), table.column("input_sha256").to_pylist()))
-    seen, keep = set(), []
-    for k, key in enumerate(keys):
-        if key not in seen and (hashes is None or hashes.get(key[0]) == key[1]):
-            seen.add(key)
-            keep.append(k)
-    return table.take(pa.array(keep, pa.int64()))
+    table, _ = cache.read_parts(cache.part_paths(cache_dir), FEATURE_SCHEMA, servable)
+    accept = None if hashes is None else (lambda key: hashes.get(key[0]) == key[1])
+    return cache.first_per_key(table, ("image_id", "input_sha256"), accept)
 
 
 def extract_features(tower, processor, image_ids: list[str], load_image, cache_dir: str | Path, model_key: str,
@@ -99,15 +86,14 @@ def extract_features(tower, processor, image_ids: list[str], load_image, cache_d
     are run; each finished batch is one part file. Returns the cached rows of `image_ids`, in order."""
     import torch
 
-    from models.scorer import new_part_path
-    from warehouse.atomic import atomic_path
+    from models.device import choose_device
 
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     done = set(cached_features(cache_dir, model_key, hashes).column("image_id").to_pylist())
     todo = [i for i in image_ids if i not in done]
     _report_changed(cache_dir, model_key, todo)
-    dev = _device(device)
+    dev = choose_device(device)
     tower = tower.to(dev).eval()
     for start in range(0, len(todo), batch_size):
         batch = todo[start:start + batch_size]
@@ -126,8 +112,7 @@ def extract_features(tower, processor, image_ids: list[str], load_image, cache_d
         part = pa.table({"model": [model_key] * len(batch), "image_id": batch,
                          "input_sha256": [hashes[i] for i in batch],
                          "feature": pa.array(list(features), pa.list_(pa.float32()))}, schema=FEATURE_SCHEMA)
-        with atomic_path(new_part_path(cache_dir)) as tmp:
-            pq.write_table(part, tmp)
+        cache.write_part(cache_dir, part)
         if progress:
             progress(len(batch))
     return _in_order(cached_features(cache_dir, model_key, hashes), image_ids)
@@ -231,9 +216,11 @@ def train_probe(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val
     validation. Deterministic for a seed on CPU."""
     import torch
 
+    from models.device import choose_device
+
     config = config or ProbeConfig()
     generator = _seed_everything(config.seed)
-    device = _device(config.device)
+    device = choose_device(config.device)
     x = torch.as_tensor(np.asarray(train_x, dtype=np.float32))
     train_y, val_y = check_levels(train_y, "probe train labels"), check_levels(val_y, "probe validation labels")
     y = torch.as_tensor(train_y)
@@ -310,26 +297,28 @@ def tower_features(images: pa.Table, model_dir: str | Path, cache_dir: str | Pat
 
     revision = directory_sha256(model_dir)
     model_key = f"{Path(model_dir).name}@{revision[:16]}"
-    cache = Path(cache_dir) / hashlib.sha256(model_key.encode()).hexdigest()[:16]
+    folder = cache.key_directory(cache_dir, model_key)
     ids = [str(i) for i in images.column("image_id").to_pylist()]
     path_of = dict(zip(ids, images.column("image_path").to_pylist()))
     hashes = {i: image_sha256(path_of[i]) for i in ids}
-    missing = len(set(ids) - set(cached_features(cache, model_key, hashes).column("image_id").to_pylist()))
+    missing = len(set(ids) - set(cached_features(folder, model_key, hashes).column("image_id").to_pylist()))
     started = time.perf_counter()
     device_name = None
     if missing:
         tower, processor = load_vision_tower(model_dir)
-        device_name = str(_device(device))
-        features = extract_features(tower, processor, ids, lambda i: open_rgb(path_of[i]), cache, model_key,
+        from models.device import choose_device
+
+        device_name = str(choose_device(device))
+        features = extract_features(tower, processor, ids, lambda i: open_rgb(path_of[i]), folder, model_key,
                                     batch_size=batch_size, device=device, hashes=hashes)
     else:
-        features = _in_order(cached_features(cache, model_key, hashes), ids)
+        features = _in_order(cached_features(folder, model_key, hashes), ids)
     seconds = time.perf_counter() - started
     return features, {
         "model": Path(model_dir).name, "revision": revision, "model_key": model_key, "images": len(ids),
         "images_extracted": missing, "images_from_cache": len(ids) - missing, "device": device_name,
         "images_per_s": round(missing / seconds, 3) if missing and seconds > 0 else None,
         "seconds": round(seconds, 3), "feature_dim": int(feature_matrix(features).shape[1]) if features.num_rows else None,
-        "cache_dir": str(cache),
+        "cache_dir": str(folder),
         "data_sha256": table_sha256(pa.table({"image_id": ids, "input_sha256": [hashes[i] for i in ids]})),
     }

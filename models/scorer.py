@@ -19,6 +19,10 @@ rerun scores only the images not yet in the cache. The input hash is the SHA-256
 and the image bytes, i.e. of everything that reaches the model: a corrected age or a replaced image
 file is rescored instead of reusing the old row. A row is served only when its key matches the
 request; a row of another model or prompt found in a key's folder is reported and skipped.
+
+Where the parts are: the two forward passes (shared prefix, padded rows) in models/scorer_passes.py,
+the part files and their keys in models/cache.py (the probe's feature cache is the same module);
+here the model, the batches, the scorer's key checks and the run.
 """
 
 from __future__ import annotations
@@ -28,16 +32,16 @@ import io
 import json
 import sys
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from models import cache
 from models.prompts import BACKEND, CONTINUATIONS, PROMPT_ID, PUBLIC_COLUMNS, chat_messages, risk_prompt
+from models.scorer_passes import model_inputs, score_padded_rows, score_shared_prefix
 from models.slates import LEVELS, RISK_SCORES, proposals_table, ranked_slates
 
 METHODS = ("shared_prefix", "padded_rows", "reference")
@@ -195,9 +199,9 @@ def score_encoded(model, processor, encoded: dict, method: str = "shared_prefix"
     cont_ids, pad_id = tokens if tokens is not None else (continuation_token_ids(processor), pad_token_id(processor))
     with torch.inference_mode():
         if method == "shared_prefix":
-            return _score_shared_prefix(model, encoded, cont_ids, pad_id)
+            return score_shared_prefix(model, encoded, cont_ids, pad_id)
         if method in ("padded_rows", "reference"):
-            return _score_padded_rows(model, encoded, cont_ids, pad_id, all_logits=method == "reference")
+            return score_padded_rows(model, encoded, cont_ids, pad_id, all_logits=method == "reference")
     raise ValueError(f"unknown scoring method {method!r}; expected one of {METHODS}")
 
 
@@ -231,123 +235,11 @@ def score_rows(model, processor, rows: list[dict], batch_size: int, method: str 
             yield batch, score_encoded(model, processor, encoded, method, tokens)
 
 
-def _model_inputs(model, encoded: dict) -> dict:
-    device, dtype = model.device, model.dtype
-    inputs = {k: v.to(device) for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-    if "pixel_values" in encoded:
-        inputs["pixel_values"] = encoded["pixel_values"].to(device, dtype)
-    return inputs
-
-
-def _score_shared_prefix(model, encoded: dict, cont_ids: list[list[int]], pad_id: int) -> np.ndarray:
-    """The prompt pass runs left-padded (every prompt ends at the last position, positions counted from
-    each row's first real token), so a row's distance from any key is its real distance: a sliding-window
-    layer (Gemma3) then masks and keeps the right keys for every row. Right-padded, a row shorter than
-    the batch's longest lost its first keys to the window once the longest passed it."""
-    import torch
-
-    inputs = _left_padded(_model_inputs(model, encoded))
-    mask = inputs["attention_mask"]
-    batch = mask.shape[0]
-    prompt_len = mask.sum(dim=1)
-    prompt_positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    prefix = model(**inputs, position_ids=prompt_positions, use_cache=True, logits_to_keep=1)
-    first_logits = prefix.logits[:, -1]                             # (B, V): every prompt ends at the last position
-    cache = prefix.cache
-    n_cont = len(cont_ids)
-    cache.batch_repeat_interleave(n_cont)                           # row b*4+j continues image b
-
-    width = max(len(ids) for ids in cont_ids)
-    cont = torch.full((n_cont, width), pad_id, dtype=torch.long, device=mask.device)
-    cont_mask = torch.zeros((n_cont, width), dtype=mask.dtype, device=mask.device)
-    for j, ids in enumerate(cont_ids):
-        cont[j, : len(ids)] = torch.tensor(ids, device=mask.device)
-        cont_mask[j, : len(ids)] = 1
-    cont = cont.repeat(batch, 1)                                    # (4B, M), row b*4+j = continuation j
-    cont_mask = cont_mask.repeat(batch, 1)
-    attention = torch.cat([mask.repeat_interleave(n_cont, dim=0), cont_mask], dim=1)
-    positions = prompt_len.repeat_interleave(n_cont).unsqueeze(1) + torch.arange(width, device=mask.device)
-    logits = model(input_ids=cont, attention_mask=attention, position_ids=positions, cache=cache,
-                   use_cache=True).logits
-    # token 0 is predicted by the last prompt position, token t >= 1 by continuation position t-1
-    step_logits = torch.cat([first_logits.repeat_interleave(n_cont, dim=0).unsqueeze(1), logits[:, : width - 1]],
-                            dim=1)
-    logprobs = _token_logprobs(step_logits, cont)
-    return _masked_mean(logprobs, cont_mask).view(batch, n_cont).cpu().numpy()
-
-
-def _left_padded(inputs: dict) -> dict:
-    """Right-padded token rows (real tokens first) moved to the right end of each row; images untouched."""
-    import torch
-
-    mask = inputs["attention_mask"]
-    width = mask.shape[1]
-    shift = width - mask.sum(dim=1, keepdim=True)
-    index = (torch.arange(width, device=mask.device).unsqueeze(0) - shift) % width
-    return {k: torch.gather(v, 1, index) if k in ("input_ids", "attention_mask", "token_type_ids") else v
-            for k, v in inputs.items()}
-
-
-def _score_padded_rows(model, encoded: dict, cont_ids: list[list[int]], pad_id: int,
-                       all_logits: bool = False) -> np.ndarray:
-    """The reference's rows (prompt_b + continuation_j, right-padded), all images of the batch at once.
-    Only the positions that predict a continuation token are projected onto the vocabulary, unless
-    `all_logits` (the reference computes every position's logits: the benchmark's baseline does too)."""
-    import torch
-
-    inputs = _model_inputs(model, encoded)
-    mask = inputs["attention_mask"]
-    batch = mask.shape[0]
-    n_cont = len(cont_ids)
-    prompt_len = mask.sum(dim=1).tolist()
-    width = max(prompt_len) + max(len(ids) for ids in cont_ids)
-    rows = torch.full((batch * n_cont, width), pad_id, dtype=torch.long, device=mask.device)
-    row_mask = torch.zeros_like(rows)
-    types = torch.zeros_like(rows) if "token_type_ids" in inputs else None
-    targets = torch.zeros_like(rows)
-    target_mask = torch.zeros_like(rows)
-    for b in range(batch):
-        length = prompt_len[b]
-        for j, ids in enumerate(cont_ids):
-            r = b * n_cont + j
-            rows[r, :length] = inputs["input_ids"][b, :length]
-            rows[r, length: length + len(ids)] = torch.tensor(ids, device=mask.device)
-            row_mask[r, : length + len(ids)] = 1
-            if types is not None:
-                types[r, :length] = inputs["token_type_ids"][b, :length]
-            # logits at P-1 .. P-2+m predict the continuation tokens
-            targets[r, length - 1: length - 1 + len(ids)] = torch.tensor(ids, device=mask.device)
-            target_mask[r, length - 1: length - 1 + len(ids)] = 1
-    forward = {"input_ids": rows, "attention_mask": row_mask}
-    if types is not None:
-        forward["token_type_ids"] = types
-    if "pixel_values" in inputs:
-        forward["pixel_values"] = inputs["pixel_values"].repeat_interleave(n_cont, dim=0)
-    keep = width if all_logits else width - (min(prompt_len) - 1)
-    logits = model(**forward, use_cache=False, logits_to_keep=keep).logits
-    logprobs = _token_logprobs(logits, targets[:, width - keep:])
-    return _masked_mean(logprobs, target_mask[:, width - keep:]).view(batch, n_cont).cpu().numpy()
-
-
-def _token_logprobs(logits, tokens):
-    """log p(token) at each position, in float32 (logits may be bf16: logsumexp in fp32 keeps the digits)."""
-    import torch
-
-    logits = logits.float()
-    picked = torch.gather(logits, -1, tokens.unsqueeze(-1)).squeeze(-1)
-    return picked - torch.logsumexp(logits, dim=-1)
-
-
-def _masked_mean(values, mask):
-    mask = mask.to(values.dtype)
-    return (values * mask).sum(dim=1).double() / mask.sum(dim=1).double()
-
-
 def naive_continuation_loglik(model, processor, image, prompt: str) -> np.ndarray:
     """The oracle: for each continuation a separate, unpadded forward pass over prompt + continuation."""
     import torch
 
-    encoded = _model_inputs(model, encode_prompts(processor, [image], [prompt]))
+    encoded = model_inputs(model, encode_prompts(processor, [image], [prompt]))
     length = encoded["input_ids"].shape[1]
     out = []
     for ids in continuation_token_ids(processor):
@@ -430,43 +322,31 @@ def input_sha256(prompt: str, image_path: str) -> str:
 
 
 def key_directory(cache_dir: str | Path, model: str, revision: str, prompt_id: str) -> Path:
-    return Path(cache_dir) / _key_tag(model, revision, prompt_id)
+    return cache.key_directory(cache_dir, model, revision, prompt_id)
 
 
-def _key_tag(model, revision, prompt_id) -> str:
-    return hashlib.sha256(f"{model}\x1f{revision}\x1f{prompt_id}".encode()).hexdigest()[:16]
+def _part_rows(part: Path, table: pa.Table) -> np.ndarray:
+    """Which rows of a part are served: those whose (model, revision, prompt id) is its folder's key
+    and that carry an input hash."""
+    return _ours(part, table) & np.asarray(table.column("input_sha256").is_valid())
 
 
-def _part_rows(part: Path) -> tuple[pa.Table, int, int]:
-    """A part's servable rows: those whose (model, revision, prompt id) is its folder's key and that
-    carry an input hash; and the counts of foreign rows and of rows written before inputs were hashed."""
-    table = pq.read_table(part, schema=CACHE_SCHEMA)
+def _ours(part: Path, table: pa.Table) -> np.ndarray:
     triples = list(zip(*(table.column(c).to_pylist() for c in ("model", "revision", "prompt_id"))))
-    tags = {t: _key_tag(*t) for t in set(triples)}
-    ours = np.fromiter((tags[t] == part.parent.name for t in triples), dtype=bool, count=len(triples))
-    hashed = np.asarray(table.column("input_sha256").is_valid())
-    keep = ours & hashed
-    return (table if keep.all() else table.filter(pa.array(keep))), int((~ours).sum()), int((ours & ~hashed).sum())
+    tags = {t: cache.key_tag(*t) for t in set(triples)}
+    return np.fromiter((tags[t] == part.parent.name for t in triples), dtype=bool, count=len(triples))
 
 
 def _read_parts(parts: list[Path]) -> tuple[pa.Table, int, int]:
-    """The servable rows of `parts`, one per key (the first part by name wins), and the skipped counts."""
-    tables, foreign, unhashed = [], 0, 0
-    for part in parts:
-        table, n_foreign, n_unhashed = _part_rows(part)
-        tables.append(table)
-        foreign += n_foreign
-        unhashed += n_unhashed
-    if not tables:
-        return CACHE_SCHEMA.empty_table(), 0, 0
-    table = pa.concat_tables(tables)
-    keys = list(zip(*(table.column(c).to_pylist() for c in KEY_COLUMNS)))
-    seen, keep = set(), []
-    for i, key in enumerate(keys):
-        if key not in seen:
-            seen.add(key)
-            keep.append(i)
-    return (table.take(keep) if len(keep) < len(keys) else table), foreign, unhashed
+    """The servable rows of `parts`, one per key (the first part by name wins), and the counts of
+    foreign rows and of rows written before inputs were hashed."""
+    table, read = cache.read_parts(parts, CACHE_SCHEMA, _part_rows)
+    foreign = unhashed = 0
+    for part, rows in zip(parts, read):
+        ours = _ours(part, rows)
+        foreign += int((~ours).sum())
+        unhashed += int((ours & ~np.asarray(rows.column("input_sha256").is_valid())).sum())
+    return cache.first_per_key(table, KEY_COLUMNS), foreign, unhashed
 
 
 def _report_skipped(where: Path, foreign: int, unhashed: int) -> None:
@@ -486,26 +366,15 @@ def read_cache(cache_dir: str | Path, model: str | None = None, revision: str | 
     whose key is not their folder's, or without an input hash, are skipped with a warning."""
     root = Path(cache_dir)
     where = key_directory(root, model, revision, prompt_id) if model is not None else root
-    parts = sorted(where.glob("part-*.parquet")) if model is not None else sorted(root.glob("*/part-*.parquet"))
+    parts = cache.part_paths(where) if model is not None else sorted(root.glob(f"*/{cache.PART_GLOB}"))
     table, foreign, unhashed = _read_parts(parts)
     _report_skipped(where, foreign, unhashed)
     return table
 
 
-def new_part_path(directory: Path) -> Path:
-    """A part file name no other part has (time, then random): a new part never replaces one, and names
-    sort in the order they were written."""
-    return Path(directory) / f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-
-
 def write_part(directory: Path, rows: list[dict]) -> Path:
-    """One chunk of finished rows as its own Parquet file, written to a temporary name and renamed."""
-    from warehouse.atomic import atomic_path
-
-    target = new_part_path(directory)
-    with atomic_path(target) as tmp:
-        pq.write_table(pa.Table.from_pylist(rows, schema=CACHE_SCHEMA), tmp)
-    return target
+    """One chunk of finished rows as its own part file (models/cache.py)."""
+    return cache.write_part(directory, pa.Table.from_pylist(rows, schema=CACHE_SCHEMA))
 
 
 def compact(directory: Path) -> int:
@@ -514,27 +383,18 @@ def compact(directory: Path) -> int:
     input hash are dropped (never served: their images were scored again). The merged file lands
     before the old parts go: a crash in between leaves duplicates, which read_cache drops. Returns the
     number of parts left."""
-    parts = sorted(directory.glob("part-*.parquet"))
-    read = [(part, *_part_rows(part)) for part in parts]
-    mergeable = [(part, table, unhashed) for part, table, foreign, unhashed in read if not foreign]
-    if len(mergeable) <= 1 and not any(unhashed for *_, unhashed in mergeable):
+    parts = cache.part_paths(directory)
+    _, read = cache.read_parts(parts, CACHE_SCHEMA)
+    mergeable = [(part, table) for part, table in zip(parts, read) if _ours(part, table).all()]
+    if len(mergeable) <= 1 and all(_part_rows(part, table).all() for part, table in mergeable):
         return len(parts)
-    rows = _dedupe(pa.concat_tables([table for _, table, _ in mergeable]).to_pylist())
-    if rows:
-        write_part(directory, rows)
-    for part, _, _ in mergeable:
+    kept = [table.filter(pa.array(_part_rows(part, table))) for part, table in mergeable]
+    merged = cache.first_per_key(pa.concat_tables(kept), KEY_COLUMNS)
+    if merged.num_rows:
+        cache.write_part(directory, merged)
+    for part, _ in mergeable:
         part.unlink()
-    return len(parts) - len(mergeable) + (1 if rows else 0)
-
-
-def _dedupe(rows: list[dict]) -> list[dict]:
-    seen, out = set(), []
-    for row in rows:
-        key = tuple(row[c] for c in KEY_COLUMNS)
-        if key not in seen:
-            seen.add(key)
-            out.append(row)
-    return out
+    return len(parts) - len(mergeable) + (1 if merged.num_rows else 0)
 
 
 # ---------------------------------------------------------------- the run
@@ -563,7 +423,7 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
     for row in rows:
         row["input_sha256"] = input_sha256(risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site"),
                                                        config.prompt_id), row["image_path"])
-    cached, foreign, unhashed = _read_parts(sorted(directory.glob("part-*.parquet")))
+    cached, foreign, unhashed = _read_parts(cache.part_paths(directory))
     _report_skipped(directory, foreign, unhashed)
     done = set(zip(cached.column("image_id").to_pylist(), cached.column("input_sha256").to_pylist()))
     todo = [row for row in rows if (row["image_id"], row["input_sha256"]) not in done]
@@ -603,7 +463,7 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
         scoring_s = time.perf_counter() - scoring_started
         compact(directory)
 
-    cached = _read_parts(sorted(directory.glob("part-*.parquet")))[0]
+    cached = _read_parts(cache.part_paths(directory))[0]
     index = {key: k for k, key in enumerate(zip(cached.column("image_id").to_pylist(),
                                                  cached.column("input_sha256").to_pylist()))}
     result = cached.take([index[(row["image_id"], row["input_sha256"])] for row in rows])
