@@ -1,4 +1,5 @@
-"""What every asset does the same way: run a SQL file over lake tables and write the result."""
+"""What every asset does the same way: read lake tables onto a connection (SQL files run through
+warehouse.sql's run/rows/one) and write the result."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pyarrow as pa
 from dagster import MaterializeResult, MetadataValue, TableColumn, TableSchema
 
 from warehouse.lake import Lake
-from warehouse.sql import connect, load_sql
+from warehouse.sql import connect, one
 
 # Groups (stages of the flow) and kinds, so the lineage reads left to right.
 INGEST, DUPLICATES, CONTEXT, PROPOSALS, REVIEW, SCORING, ESTIMATES, REPORTS, RECURRING = (
@@ -24,10 +25,6 @@ def connect_with(lake: Lake, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConne
     for name in tables:
         con.register(name, lake.read(name))
     return con
-
-
-def query(con: duckdb.DuckDBPyConnection, sql_name: str, params=None) -> pa.Table:
-    return con.execute(load_sql(sql_name), params or {}).arrow().read_all()
 
 
 def table_schema(table: pa.Table) -> TableSchema:
@@ -54,13 +51,12 @@ def write_table(lake: Lake, name: str, table: pa.Table, metadata: dict | None = 
 
 def check_row(lake: Lake, sql_name: str, tables: Iterable[str], aliases: dict[str, str] | None = None,
               extra: dict[str, pa.Table] | None = None) -> dict:
-    """Run a check SQL file over lake tables (optionally registered under other names, plus `extra`
-    tables from outside the lake); return its one row as a dict."""
+    """A check SQL file's one row (warehouse.sql.one) over lake tables, optionally registered under
+    other names, plus `extra` tables from outside the lake: the asset checks' reader, patched by name in
+    tests."""
     con = connect_with(lake, tables)
     for alias, name in (aliases or {}).items():
         con.register(alias, lake.read(name))
     for name, table in (extra or {}).items():
         con.register(name, table)
-    cursor = con.execute(load_sql(sql_name))
-    names = [d[0] for d in cursor.description]
-    return dict(zip(names, cursor.fetchone()))
+    return one(con, sql_name)

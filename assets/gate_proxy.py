@@ -7,10 +7,11 @@ from __future__ import annotations
 import pyarrow as pa
 from dagster import AssetSpec, MetadataValue, multi_asset
 
-from assets.common import CONTEXT, connect_with, query, write_table
+from assets.common import CONTEXT, connect_with, write_table
 from autheval.gate_scores import read_gate_scores
 from dagster_project.resources import LakeResource, SourceResource
 from models.gate_proxy import fit_gate_proxy
+from warehouse import sql
 
 
 @multi_asset(specs=[
@@ -24,7 +25,7 @@ from models.gate_proxy import fit_gate_proxy
 def gate_proxy(lake: LakeResource, source: SourceResource):
     store = lake.lake()
     source.require_raw("gate_proxy")
-    inputs = query(connect_with(store, ["images", "clusters"]), "gate_proxy_inputs")
+    inputs = sql.run(connect_with(store, ["images", "clusters"]), "gate_proxy_inputs")
     if source.gate_scores:
         scores = read_gate_scores(source.gate_scores, inputs)
         yield write_table(store, "gate_proxy", scores, {"proxy_source": "file"}, asset_key="gate_proxy",

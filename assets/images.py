@@ -10,13 +10,14 @@ from __future__ import annotations
 import pyarrow as pa
 from dagster import AssetCheckResult, AssetSpec, asset_check, multi_asset
 
-from assets.common import INGEST, check_row, connect_with, query, write_table
-from assets.reference import register_reference
+from assets.common import INGEST, check_row, connect_with, write_table
 from autheval.raw.ingest import REPORT_SCHEMA
 from autheval.raw.phash import FAILURES_SCHEMA
 from autheval.raw.pipeline import DEFAULT_KINDS, read_cohort
 from autheval.reference_data import manifest, reference_path
+from autheval.reference_data import register_reference
 from dagster_project.resources import LakeResource, SourceResource
+from warehouse import sql
 
 KINDS = DEFAULT_KINDS  # hash kinds: 'autheval' (the study's) and 'imagehash'
 
@@ -74,9 +75,9 @@ def _reference_tables(store) -> dict[str, pa.Table]:
     con.register("phash_report", con.read_parquet(str(reference_path("phash_duplicate_report"))).arrow().read_all())
     return {
         "input_files": pa.Table.from_pylist([{"name": k, **v} for k, v in sorted(manifest().items())]),
-        "image_hashes": query(con, "reference_image_hashes"),
+        "image_hashes": sql.run(con, "reference_image_hashes"),
         "hash_failures": FAILURES_SCHEMA.empty_table(),
-        "images": query(con, "images"),
+        "images": sql.run(con, "images"),
         "ingest_report": REPORT_SCHEMA.empty_table(),
     }
 

@@ -4,7 +4,7 @@ probe over a frozen vision tower (`probe_features`, `probe`), the CCT arms `sing
 variants (`cct_arms`) and, when configured, a LoRA fine-tune of the scorer scored as its own mechanism
 (`finetune`). Each asset calls one models/ function and writes its table; every proposals table is in
 the `proposals` contract with source 'model', checked by the rules a proposals file meets (finite
-probabilities summing to 1, a slate of distinct actions; models/slates.py check_proposals) before it is
+probabilities summing to 1, a slate of distinct actions; autheval/slates.py check_proposals) before it is
 written, and `proposals` appends them to the file's mechanisms.
 
 Each trained mechanism's table carries its training run (data hash, config, seed, the facts it chose
@@ -22,17 +22,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster import asset
 
-from assets.common import PROPOSALS, connect_with, query, write_table
-from autheval.proposals import CONTRACT_SCHEMA, as_contract, combine_proposals
+from assets.common import PROPOSALS, connect_with, write_table
+from autheval.cct import cct_proposals, variant_table_from_scores
+from autheval.proposals import as_contract, combine_proposals
+from autheval.vocabulary import PROPOSALS_SCHEMA
 from dagster_project.resources import LakeResource, ModelsResource, SourceResource
 from models import training_runs
-from models.cct import cct_proposals, variant_table_from_scores
 from models.finetune import FinetuneConfig, finetune_proposer, finetune_training_run
 from models.gate_proxy import training_run as gate_proxy_training_run
 from models.probe import FEATURE_SCHEMA, ProbeConfig, feature_matrix, tower_features, train_probe_from_tables
 from models.readout import cohort_readout, readout_proposals_table, readout_training_run
 from models.scorer import (CACHE_SCHEMA, ScorerConfig, directory_sha256, proposals_from_scores, public_inputs,
                            score_images, score_prompt_variants)
+from warehouse import sql
 
 # The model mechanisms, in the order they are declared after the file's (later minus earlier in contrasts).
 READOUT, PROBE, CCT_SINGLE, CCT_CC, FINETUNED = "VLM readout", "CLIP probe", "CCT single", "CCT cc", "VLM LoRA fine-tuned"
@@ -69,7 +71,7 @@ def vlm_scores(context, lake: LakeResource, source: SourceResource, models: Mode
     reason = _not_run(models, source)
     if reason:
         return _skipped(store, "vlm_scores", SCORES_SCHEMA, reason)
-    inputs = query(connect_with(store, ["images", "clusters"]), "model_scorer_inputs", {"split": source.evaluate_split})
+    inputs = sql.run(connect_with(store, ["images", "clusters"]), "model_scorer_inputs", {"split": source.evaluate_split})
     config = ScorerConfig(model_dir=str(models.scorer_model(store)), batch_size=models.batch_size,
                           device=models.device_or_none())
     evaluated = inputs.filter(pc.field("evaluated")).column("image_id")
@@ -88,10 +90,10 @@ def readout(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     reason = _not_run(models, source)
     if reason:
-        return _skipped(store, "readout", CONTRACT_SCHEMA, reason)
+        return _skipped(store, "readout", PROPOSALS_SCHEMA, reason)
     con = connect_with(store, ["vlm_scores", "clusters", "images"])
-    lock, meta = cohort_readout(query(con, "readout_training_scores"))
-    evaluated = query(con, "evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
+    lock, meta = cohort_readout(sql.run(con, "readout_training_scores"))
+    evaluated = sql.run(con, "evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
     table = as_contract(readout_proposals_table(evaluated, lock, mechanism=READOUT,
                                                 model=str(models.scorer_model(store))))
     model, revision = _first(evaluated, "model"), _first(evaluated, "revision")
@@ -119,7 +121,7 @@ def probe_features(context, lake: LakeResource, source: SourceResource, models: 
     reason = _not_run(models, source)
     if reason:
         return _skipped(store, "probe_features", FEATURE_SCHEMA, reason)
-    inputs = query(connect_with(store, ["images", "clusters"]), "probe_inputs", {"split": source.evaluate_split})
+    inputs = sql.run(connect_with(store, ["images", "clusters"]), "probe_inputs", {"split": source.evaluate_split})
     table, meta = tower_features(inputs, models.vision_model(store), store.root / "cache" / "probe",
                                  batch_size=max(models.batch_size, 64), device=models.device_or_none())
     context.log.info(f"extracted {meta['images_extracted']} images ({meta['images_from_cache']} from the cache)")
@@ -134,12 +136,12 @@ def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     reason = _not_run(models, source)
     if reason:
-        return _skipped(store, "probe", CONTRACT_SCHEMA, reason)
+        return _skipped(store, "probe", PROPOSALS_SCHEMA, reason)
     con = connect_with(store, ["probe_features", "clusters", "images"])
     config = ProbeConfig(device=models.device_or_none())
     features = store.read("probe_features")
-    fit = train_probe_from_tables(features, query(con, "model_labels"), config)
-    evaluated = query(con, "evaluated_probe_features", {"split": source.evaluate_split})
+    fit = train_probe_from_tables(features, sql.run(con, "model_labels"), config)
+    evaluated = sql.run(con, "evaluated_probe_features", {"split": source.evaluate_split})
     tower = models.vision_model(store)
     table = as_contract(fit.proposals(evaluated.column("image_id").to_pylist(), feature_matrix(evaluated), PROBE,
                                       model=str(tower)))
@@ -156,8 +158,8 @@ def cct_arms(lake: LakeResource, source: SourceResource, models: ModelsResource)
     store = lake.lake()
     reason = _not_run(models, source)
     if reason:
-        return _skipped(store, "cct_arms", CONTRACT_SCHEMA, reason)
-    scores = query(connect_with(store, ["vlm_scores", "clusters"]), "evaluated_vlm_scores",
+        return _skipped(store, "cct_arms", PROPOSALS_SCHEMA, reason)
+    scores = sql.run(connect_with(store, ["vlm_scores", "clusters"]), "evaluated_vlm_scores",
                    {"split": source.evaluate_split, "all_variants": True})
     variants, scorer_dir = variant_table_from_scores(scores), str(models.scorer_model(store))
     single, single_meta = cct_proposals(variants, "single", mechanism=CCT_SINGLE, model=scorer_dir)
@@ -178,15 +180,15 @@ def finetune(context, lake: LakeResource, source: SourceResource, models: Models
                                           "not run: the fine-tune is not configured (ModelsResource.finetune, "
                                           "autheval demo --finetune)")
     if reason:
-        return _skipped(store, "finetune", CONTRACT_SCHEMA, reason)
+        return _skipped(store, "finetune", PROPOSALS_SCHEMA, reason)
     con = connect_with(store, ["images", "clusters"])
     base = models.scorer_model(store)
     adapter = store.root / "models" / "adapters" / f"{base.name}-lora"
-    run = finetune_proposer(query(con, "finetune_examples", {"split": "train"}),
-                            query(con, "finetune_examples", {"split": "val"}),
+    run = finetune_proposer(sql.run(con, "finetune_examples", {"split": "train"}),
+                            sql.run(con, "finetune_examples", {"split": "val"}),
                             FinetuneConfig(model_dir=str(base), adapter_dir=str(adapter), device=models.device_or_none(),
                                            max_steps=models.finetune_max_steps or None))
-    inputs = query(con, "model_scorer_inputs", {"split": source.evaluate_split}).filter(pc.field("evaluated"))
+    inputs = sql.run(con, "model_scorer_inputs", {"split": source.evaluate_split}).filter(pc.field("evaluated"))
     config = ScorerConfig(model_dir=str(base), adapter_dir=str(adapter), batch_size=models.batch_size,
                           device=models.device_or_none())
     scores, meta = score_images(public_inputs(inputs.drop_columns(["evaluated"])), config,

@@ -8,13 +8,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
 
-from assets.common import PROPOSALS, check_row, connect_with, query, write_table
+from assets.common import PROPOSALS, check_row, connect_with, write_table
 from assets.model_proposals import CCT_CC, CCT_SINGLE, MODEL_PROPOSAL_TABLES, READOUT, model_proposals
-from assets.reference import register_reference
 from autheval.proposals import check_coverage, combine_proposals, evaluated_image_ids, read_proposals
 from autheval.records import file_sha256
 from autheval.reference_data import REFERENCE_ANALYSES, manifest, reference_path
+from autheval.reference_data import register_reference
 from dagster_project.resources import LakeResource, ModelsResource, SourceResource
+from warehouse import sql
 
 
 @asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images", "clusters", *MODEL_PROPOSAL_TABLES, "vlm_scores", "model_runs"],
@@ -27,7 +28,7 @@ from dagster_project.resources import LakeResource, ModelsResource, SourceResour
 def proposals(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     if source.is_reference:
-        table = query(register_reference(connect_with(store)), "proposals")
+        table = sql.run(register_reference(connect_with(store)), "proposals")
     else:
         table = raw_source_proposals(store, source, models.enabled)
     table = with_producers(table, producers(store, source))

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dagster import asset
 
 from assets.clusters import clusters
-from assets.common import SCORING, connect_with, query, write_table
+from assets.common import SCORING, connect_with, write_table
 from assets.scores import scores
 from assets.selections import selections
 from dagster_project.resources import LakeResource, SourceResource
+from warehouse import sql
 
 
 @asset(group_name=SCORING, kinds={"parquet"}, deps=[selections, scores, clusters], description=(
@@ -17,8 +18,8 @@ from dagster_project.resources import LakeResource, SourceResource
     "records carry scores, never the private context."))
 def records(lake: LakeResource, source: SourceResource):
     if source.is_reference:
-        table = query(connect_with(lake.lake(), ["selections", "scores", "clusters"]), "records")
+        table = sql.run(connect_with(lake.lake(), ["selections", "scores", "clusters"]), "records")
     else:
-        table = query(connect_with(lake.lake(), ["selections", "scores"]), "records_of_review")
+        table = sql.run(connect_with(lake.lake(), ["selections", "scores"]), "records_of_review")
     return write_table(lake.lake(), "records", table,
                        analyses=", ".join(sorted(set(table.column("analysis").to_pylist()))))

@@ -8,11 +8,12 @@ from datetime import datetime, timezone
 
 from dagster import MaterializeResult, MetadataValue, asset
 
-from assets.common import REPORTS, connect_with, query, write_table
+from assets.common import REPORTS, connect_with, write_table
 from autheval.report import REPORT_TABLES, ReportInputs, build_report, html_report, markdown_report, report_queries
 from dagster_project.resources import LakeResource
 from warehouse.atomic import atomic_write_bytes, atomic_write_text
 from warehouse.lake import Lake
+from warehouse import sql
 from warehouse.sql import connect
 
 
@@ -20,7 +21,7 @@ from warehouse.sql import connect
     "Per analysis: n, p, delta and the authority gap with its interval in both units (the study's "
     "headline table)."))
 def study_summary(lake: LakeResource):
-    return write_table(lake.lake(), "study_summary", query(connect_with(lake.lake(), ["estimates"]), "study_summary"))
+    return write_table(lake.lake(), "study_summary", sql.run(connect_with(lake.lake(), ["estimates"]), "study_summary"))
 
 
 def lake_state(store: Lake) -> dict:
@@ -45,7 +46,7 @@ def report(lake: LakeResource):
     for name, table in tables.items():
         con.register(name, table)
     columns = {name: table.column_names for name, table in tables.items()}
-    parts = {part: query(con, sql).to_pylist() for part, sql in report_queries(columns).items()}
+    parts = {part: sql.run(con, name).to_pylist() for part, name in report_queries(columns).items()}
     doc = build_report(ReportInputs(summary=tables["study_summary"], contrasts=tables.get("contrasts"),
                                     parts=parts, columns=columns, lake=lake_state(store)))
     for name, png in doc.images().items():  # in place when the run commits

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pyarrow as pa
 from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, asset_check, multi_asset_check
 
-from assets.common import SCORING, check_row, connect_with, query, write_table
-from assets.reference import register_reference
+from assets.common import SCORING, check_row, connect_with, write_table
 from assets.selections import selections
 from autheval.raw.ingest import RISK
+from autheval.reference_data import register_reference
 from autheval.review import (PUBLISHED_CONTROL_ROWS, PUBLISHED_UZ_ROWS, build_scores, reference_checks,
                              register_rules)
 from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
+from warehouse import sql
 
 
 @asset(group_name=SCORING, kinds={"parquet"}, deps=[selections, "declared_rules"], description=(
@@ -21,13 +22,13 @@ from dagster_project.resources import DeclaredRules, LakeResource, SourceResourc
 def scores(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
-        return write_table(store, "scores", query(register_reference(connect_with(store)), "scores"))
+        return write_table(store, "scores", sql.run(register_reference(connect_with(store)), "scores"))
     rule_file = rules.rule_file()
     con = connect_with(store, ["selections", "contexts", "images", "clusters", "proposals"])
     params = register_rules(con, rule_file)
     build_scores(con, params, records=False)
     con.register("diagnosis_risk", pa.table({"diagnosis": list(RISK), "risk_stratum": list(RISK.values())}))
-    return write_table(store, "scores", query(con, "scores_hierarchical"),
+    return write_table(store, "scores", sql.run(con, "scores_hierarchical"),
                        {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
                        rule_version=rule_file.version, rule_sha256=rule_file.sha256)
 

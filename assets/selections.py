@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, multi_asset_check
 
-from assets.common import REVIEW, connect_with, query, write_table
+from assets.common import REVIEW, connect_with, write_table
 from assets.proposals import proposals
-from assets.reference import register_reference
-from autheval.review import build_selections, check, register_rules
+from autheval.reference_data import register_reference
+from autheval.review import build_selections, register_rules
 from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
+from warehouse import sql
 
 
 @asset(group_name=REVIEW, kinds={"parquet"}, deps=[proposals, "contexts", "clusters", "declared_rules"], description=(
@@ -20,12 +21,12 @@ from dagster_project.resources import DeclaredRules, LakeResource, SourceResourc
 def selections(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
-        table = query(register_reference(connect_with(store)), "selections")
+        table = sql.run(register_reference(connect_with(store)), "selections")
     else:
         rule_file = rules.rule_file()
         con = connect_with(store, ["contexts", "clusters"])
         con.register("all_proposals", store.read("proposals"))
-        con.register("proposals", query(con, "evaluated_proposals"))
+        con.register("proposals", sql.run(con, "evaluated_proposals"))
         build_selections(con, register_rules(con, rule_file))
         table = con.table("selections").arrow().read_all()
     changed = sum(1 for t in table.column("change_type").to_pylist() if t != "none")
@@ -40,6 +41,6 @@ def selections_band_not_empty(context, lake: LakeResource, source: SourceResourc
     if source.is_reference:
         context.log.info("selections_band_not_empty skipped: the reference selections are replayed traces")
         return
-    row = check(connect_with(lake.lake(), ["selections"]), "check_selections_band")
+    row = sql.one(connect_with(lake.lake(), ["selections"]), "check_selections_band")
     yield AssetCheckResult(check_name="selections_band_not_empty", passed=row["violations"] == 0,
                            metadata={k: str(v) for k, v in row.items()})

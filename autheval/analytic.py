@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from autheval.estimators import DEFAULT_QUANTILES, METRICS, UNITS, EstimationResult, availability
 from autheval.records import RecordSet
-from warehouse.sql import connect, load_sql, materialize
+from warehouse.sql import connect, load_sql, to_table
 
 DELTA_METHOD = "delta_method"
 INTERVAL_METHODS = ("bootstrap_reference", "bootstrap_evaluator", "bootstrap_poisson", DELTA_METHOD)
@@ -61,7 +61,7 @@ def delta_method_rows(
     if engine is None or engine.kind == "duckdb":
         con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
         con.register("records", records)
-        materialize(con, "cluster_stats", "cluster_stats")
+        to_table(con, "cluster_stats", "cluster_stats")
         cursor = con.execute(load_sql("delta_method"), params)
         names = [d[0] for d in cursor.description]
         computed = [dict(zip(names, row)) for row in cursor.fetchall()]

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from autheval import __version__
 from autheval.errors import RecordError
+from autheval.cct_cli import AGGREGATE_HELP
 from autheval.flags import SEED_MAX, check_seed, path_flag
+from autheval.vocabulary import SCHEMES
 from warehouse.sql import load_sql
 
 DESCRIPTION = """\
@@ -30,9 +32,6 @@ Results go to stdout (and files); progress and errors go to stderr. Bad input en
 naming the file, flag or column, and exit code 2.
 Run `autheval COMMAND --help` for the options of each command."""
 
-# autheval.estimators.SCHEMES, spelled out so that building the parser (and --help) imports neither
-# numpy nor DuckDB (a test checks that the two agree)
-SCHEMES = ("reference", "evaluator", "poisson")
 # warehouse.lake.DEFAULT_LAKE, spelled out for the same reason (warehouse.lake imports pyarrow)
 DEFAULT_LAKE = Path("warehouse") / "lake"
 
@@ -583,11 +582,6 @@ def cmd_ui(args) -> int:
     os.execve(command[0], command, env)
 
 
-# models.cct_cli's help line of `aggregate` (a test checks that the two agree): registering the command
-# for real imports models.cct, hence numpy and pyarrow, so `main` does it only when `aggregate` runs
-AGGREGATE_HELP = "CCT: aggregate K prompt variants' probabilities into one ranked slate per case"
-
-
 def _command_word(argv: list[str]) -> str | None:
     """The subcommand named on a command line (the first word that is not an option), or None."""
     return next((word for word in argv if not word.startswith("-")), None)
@@ -614,7 +608,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     """The `autheval` parser. `command`: the subcommand about to run; `aggregate` is registered with
-    its options (importing models.cct) only when it is that command (the default: every command)."""
+    its options (importing autheval.cct) only when it is that command (the default: every command)."""
     parser = _Parser(prog="autheval", description=DESCRIPTION, epilog=EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -720,7 +714,7 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     register_raw(sub)
     register_rules(sub)
     if command == "aggregate":
-        from models.cct_cli import register as register_aggregate
+        from autheval.cct_cli import register as register_aggregate
 
         register_aggregate(sub)
     else:  # listed in --help with its help line; its options are registered when it runs

@@ -24,18 +24,18 @@ import numpy as np
 import pyarrow as pa
 
 from autheval.bootstrap import stream_counts
+from autheval.vocabulary import SCHEMES
 from warehouse.engine import Engine, EngineError
 
-ENGINE_SCHEMES = ("reference", "evaluator", "poisson")
 WEIGHT_BLOCK_VALUES = 1 << 23  # drawn cluster indices per weights block (about 5M weight rows)
 POISSON_BLOCK_REPS = 1 << 16  # replicate ids per poisson query (bounds its GROUP BY)
 POINT_REP = -1  # the point estimate: every cluster once, in the replicate layout
 
 
 def check_engine_scheme(scheme: str) -> None:
-    if scheme not in ENGINE_SCHEMES:
+    if scheme not in SCHEMES:
         raise EngineError(f"--scheme {scheme}: runs on the duckdb engine only; with --engine spark use "
-                          f"{' or '.join(ENGINE_SCHEMES)}")
+                          f"{' or '.join(SCHEMES)}")
 
 
 def reference_weight_blocks(seed: int, n_clusters: int, reps: int,

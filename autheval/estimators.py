@@ -23,7 +23,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -33,9 +32,10 @@ from autheval.errors import RecordError
 from autheval.multiplicity import (DEFAULT_CONTRAST_FAMILY, TESTED_METRICS, add_adjusted_columns, alpha_of,
                                    contrast_family)
 from autheval.records import FULL, PROPOSAL_ONLY, RecordSet, warn
-from warehouse.sql import connect, drop_table, load_sql, materialize
+from autheval.vocabulary import SCHEMES
+from warehouse import sql
+from warehouse.sql import connect, drop_table, load_sql
 
-SCHEMES = ("reference", "evaluator", "poisson")
 DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
 DEFAULT_REPS = 5000
 # Replicates are streamed in blocks, so memory does not grow with them until the interval step, which
@@ -142,12 +142,6 @@ class EstimationResult:
         return None
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> list[dict]:
-    cursor = con.execute(sql, params or {})
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
-
-
 # sql/cluster_matrix.sql column -> replicate-sum column (replicates_point.sql layout)
 MATRIX_TO_SUMS = {
     "n": "w_n", "sum_changed": "w_changed", "sum_exec": "w_exec", "sum_prop": "w_prop",
@@ -241,7 +235,7 @@ def _point_metrics(con) -> None:
     """replicate_metrics holding the point estimates (rep -1): every cluster once, by the formulas of
     sql/replicate_metrics.sql, whatever the scheme."""
     con.register("replicate_sums", con.execute(load_sql("replicates_point")).arrow().read_all())
-    materialize(con, "replicate_metrics", "replicate_metrics")
+    sql.to_table(con, "replicate_metrics", "replicate_metrics")
     con.unregister("replicate_sums")
 
 
@@ -252,7 +246,7 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
     unavailable). Each stream's replicate sums are appended to one DuckDB table (which spills past its
     memory limit), then turned into metrics in one pass; a stream's numbers do not depend on the other
     streams."""
-    materialize(con, "evaluator_clusters", "evaluator_clusters")
+    sql.to_table(con, "evaluator_clusters", "evaluator_clusters")
     values = con.table("evaluator_clusters").select(*EVALUATOR_TO_SUMS).fetchnumpy()  # numbers only
     streams: dict = {}
     first = 0
@@ -293,7 +287,7 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     (poisson; the same integer hash computed in C or numpy, so the weights of a block are one dense
     matrix times the statistics, as for the reference scheme: measured here 5-8x faster than the
     weights in SQL, same weights), appended to replicate_metrics block by block."""
-    materialize(con, "cluster_matrix", "cluster_matrix")
+    sql.to_table(con, "cluster_matrix", "cluster_matrix")
     table = con.table("cluster_matrix")
     matrix = np.empty((table.shape[0], len(MATRIX_TO_SUMS)), dtype=np.float64)
     for j, column in enumerate(MATRIX_TO_SUMS):  # a column at a time: never the whole matrix twice (128 MB at 1M clusters)
@@ -393,7 +387,7 @@ def estimate(
     con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
     con.register("records", pa.concat_tables([r.table for r in recordsets]))
     if engine is None or engine.kind == "duckdb":
-        materialize(con, "cluster_stats", "cluster_stats")
+        sql.to_table(con, "cluster_stats", "cluster_stats")
         with one_blas_thread():
             _replicate_metrics(con, scheme, reps, seed, _unsupported(by_name), progress)
     else:
@@ -403,7 +397,7 @@ def estimate(
     q = {"lower": lower, "upper": upper}
     result = EstimationResult(scheme, reps, seed, (lower, upper), by_name)
 
-    computed = {(r["analysis"], r["unit"], r["metric"]): r for r in _rows(con, load_sql("intervals"), q)}
+    computed = {(r["analysis"], r["unit"], r["metric"]): r for r in sql.rows(con, "intervals", q)}
     for analysis, records in by_name.items():
         for unit in UNITS:
             for metric in METRICS:
@@ -429,7 +423,7 @@ def estimate(
                     }
                 )
 
-    for row in _rows(con, load_sql("identity_check")):  # the point in both units, for every scheme
+    for row in sql.rows(con, "identity_check"):  # the point in both units, for every scheme
         records = by_name[row["analysis"]]
         if availability(records, "delta").available or records.level == FULL:
             if scheme == "evaluator":  # per-metric streams: a replicate's Delta, p and delta are not one resample
@@ -466,7 +460,7 @@ def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
                 raise RecordError(by_name[arm].source, "utility_proposed_local", "Delta_authority is not recoverable, so no contrast")
         pairs.append({"contrast": f"{arm_a} minus {arm_b}", "arm_a": arm_a, "arm_b": arm_b})
     con.register("contrast_pairs", pa.Table.from_pylist(pairs))
-    mismatch = _rows(con, load_sql("paired_clusters_mismatch"))
+    mismatch = sql.rows(con, "paired_clusters_mismatch")
     if mismatch:
         first = mismatch[0]
         raise RecordError(
@@ -475,7 +469,7 @@ def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
             "a paired contrast needs identical clusters with identical case counts in both arms",
             f"cluster {first['cluster_id']!r}: {_cases(first['n_arm_a'])} vs {_cases(first['n_arm_b'])} cases",
         )
-    rows = _rows(con, load_sql("paired_contrast"), q)
+    rows = sql.rows(con, "paired_contrast", q)
     unit_order = {u: i for i, u in enumerate(UNITS)}
     contrast_order = {p["contrast"]: i for i, p in enumerate(pairs)}
     rows.sort(key=lambda r: (contrast_order[r["contrast"]], unit_order[r["unit"]]))

@@ -50,7 +50,7 @@ from autheval.recordsets import recordsets_by
 from autheval.study import estimates_table
 from warehouse.atomic import atomic_write_text, current_umask
 from warehouse.lake import Lake
-from warehouse.sql import connect, load_sql, materialize
+from warehouse.sql import connect, load_sql, to_table
 
 PERIOD_COLUMNS = ("timestamp", "batch")
 PROCESSED, REJECTED, DUPLICATES = "processed", "rejected", "duplicates"
@@ -512,7 +512,7 @@ def trend_table(landed: pa.Table | None, reps: int = DEFAULT_REPS) -> Trend:
         return Trend(schema.empty_table(), [], [], [])
     con = connect()
     con.register(LANDED_TABLE, landed)
-    materialize(con, "landed_pooled", "landed_pooled")
+    to_table(con, "landed_pooled", "landed_pooled")
     pool_periods: dict[str, list[str]] = {}
     for pool, period in con.execute(load_sql("landed_pool_periods")).fetchall():
         pool_periods.setdefault(pool, []).append(period)

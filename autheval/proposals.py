@@ -26,15 +26,10 @@ import pyarrow as pa
 from autheval.errors import RecordError, first_violation
 from autheval.raw.ingest import RISK
 from autheval.records import check_column_types, closest_name, is_text_type, read_table, warn
+from autheval.vocabulary import PROBABILITY_COLUMNS, PROPOSALS_COLUMNS, PROPOSALS_SCHEMA
 from warehouse.sql import connect, load_sql
 
-PROBABILITY_COLUMNS = ("p_very_low", "p_low", "p_moderate", "p_high")
-FILE_COLUMNS = ("mechanism", "image_id", "slate", "a_head", *PROBABILITY_COLUMNS, "diagnosis")
-CONTRACT_SCHEMA = pa.schema([
-    ("mechanism", pa.string()), ("image_id", pa.string()), ("slate", pa.list_(pa.string())),
-    ("a_head", pa.string()), *[(c, pa.float64()) for c in PROBABILITY_COLUMNS], ("diagnosis", pa.string()),
-    ("source", pa.string()),
-])
+FILE_COLUMNS = tuple(name for name, _ in PROPOSALS_COLUMNS if name != "source")  # `source` says who made a row
 
 
 def _as_text_columns(table: pa.Table, source: str, default_mechanism: str | None) -> pa.Table:
@@ -97,7 +92,7 @@ def proposals_from_table(table: pa.Table, source: str, image_ids: pa.Array | Non
     if violations:
         raise first_violation(source, violations[0], "image")
     result = con.execute(load_sql("proposals_file_slates"), {"source": origin}).arrow().read_all()
-    return result.cast(CONTRACT_SCHEMA)
+    return result.cast(PROPOSALS_SCHEMA)
 
 
 def read_proposals(path: str | Path, image_ids: pa.Array | None = None) -> pa.Table:
@@ -149,11 +144,11 @@ def precheck_proposals(path: str | Path, freeze: str | Path | None = None, split
 
 
 def as_contract(table: pa.Table) -> pa.Table:
-    """A mechanism's rows (a model's, from models/slates.py: no `diagnosis` column) in the contract:
+    """A mechanism's rows (a model's, from autheval/slates.py: no `diagnosis` column) in the contract:
     the missing diagnosis is null, columns in contract order and types."""
     if "diagnosis" not in table.column_names:
         table = table.append_column("diagnosis", pa.nulls(table.num_rows, pa.string()))
-    return table.select(CONTRACT_SCHEMA.names).cast(CONTRACT_SCHEMA)
+    return table.select(PROPOSALS_SCHEMA.names).cast(PROPOSALS_SCHEMA)
 
 
 def combine_proposals(parts: list[pa.Table]) -> pa.Table:
@@ -166,4 +161,4 @@ def combine_proposals(parts: list[pa.Table]) -> pa.Table:
             if seen.setdefault(name, k) != k:
                 raise RecordError("proposals", "mechanism", f"mechanism {name!r} is given twice (by a file and a "
                                   "model, or by two models); rename one")
-    return pa.concat_tables(parts) if parts else CONTRACT_SCHEMA.empty_table()
+    return pa.concat_tables(parts) if parts else PROPOSALS_SCHEMA.empty_table()

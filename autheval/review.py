@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from autheval.rules import ACTIONS, RISK_LEVELS, RuleFile, load_rules
-from warehouse.sql import load_sql
+from autheval.rules import RuleFile, load_rules
+from autheval.vocabulary import ACTIONS, RISK_LEVELS
+from warehouse.sql import load_sql, one, run, to_parquet, to_table
 
 REGIMES = ("capacity_ceiling", "safety_floor", "mixed")
 # What the study's own rules reproduce of the published traces (spec 3.4 and 5.5): U_z values on the
@@ -99,32 +100,6 @@ def rule_parameters(rule_file: RuleFile) -> dict[str, object]:
     }
 
 
-def _params(sql: str, params: dict[str, object]) -> dict[str, object]:
-    """The subset of `params` that `sql` names as $name (DuckDB rejects unused named parameters)."""
-    import re
-
-    used = set(re.findall(r"\$([a-z_][a-z0-9_]*)", sql))
-    return {k: v for k, v in params.items() if k in used}
-
-
-def run_sql(con, sql_name: str, table: str, params: dict[str, object] | None = None) -> None:
-    """Run `sql/<sql_name>.sql` with its parameters into the native table `table` on `con`."""
-    from warehouse.sql import drop_table
-
-    sql = load_sql(sql_name)
-    drop_table(con, table)
-    con.sql(sql, params=_params(sql, params or {}) or None).create(table)
-
-
-def copy_to_parquet(con, sql_name: str, path, params: dict[str, object] | None = None) -> None:
-    """Stream `sql/<sql_name>.sql` to a Parquet file (sql/copy_to_parquet.sql): bounded memory."""
-    from warehouse.sql import quote_literal
-
-    query = load_sql(sql_name)
-    text = load_sql("copy_to_parquet").replace("{path}", quote_literal(str(path))).replace("{query}", query)
-    con.execute(text, _params(query, params or {}) or None)
-
-
 def register_rules(con, rule_file: RuleFile) -> dict[str, object]:
     """Register the rule tables on `con`; return the bound parameters."""
     for name, table in rule_tables(rule_file).items():
@@ -146,16 +121,16 @@ def _register_regimes(con, regimes) -> None:
 def build_contexts(con, params: dict[str, object]) -> None:
     """`image_profiles` then `contexts`, from `images`, `clusters`, `s_gate` and the rule tables.
     A caller that already knows each image's profile registers `image_profiles` itself and calls
-    run_sql(con, "contexts", "contexts", params)."""
-    run_sql(con, "image_profiles", "image_profiles", params)
-    run_sql(con, "contexts", "contexts", params)
+    to_table(con, "contexts", "contexts", params)."""
+    to_table(con, "image_profiles", "image_profiles", params)
+    to_table(con, "contexts", "contexts", params)
 
 
 def build_selections(con, params: dict[str, object], regimes=REGIMES) -> None:
     """`review_bands` and `selections` from `contexts`, `proposals` and `clusters`."""
     _register_regimes(con, regimes)
-    run_sql(con, "review_bands", "review_bands", params)
-    run_sql(con, "review_selections", "selections", params)
+    to_table(con, "review_bands", "review_bands", params)
+    to_table(con, "selections", "review_selections", params)
 
 
 def build_scores(con, params: dict[str, object], records: bool = True) -> None:
@@ -163,22 +138,14 @@ def build_scores(con, params: dict[str, object], records: bool = True) -> None:
     as for the lake, whose `records` asset projects its own) `records`, from `selections`, `clusters`,
     `contexts` and `images`."""
     _scored_selections(con, params)
-    run_sql(con, "review_scores", "review_scores", params)
+    to_table(con, "review_scores", "review_scores", params)
     if records:
-        run_sql(con, "review_records", "records", params)
+        to_table(con, "records", "review_records", params)
 
 
 def _scored_selections(con, params: dict[str, object]) -> None:
     """The selections joined with both actions' utilities, as a (lazy) view its projections read."""
     con.sql(load_sql("scored_selections")).create_view("scored_selections")
-
-
-def check(con, sql_name: str, params: dict[str, object] | None = None) -> dict:
-    """One row of a check SQL file as a dict (violations, counts, an example)."""
-    sql = load_sql(sql_name)
-    cursor = con.execute(sql, _params(sql, params or {}) or None)
-    names = [d[0] for d in cursor.description]
-    return dict(zip(names, cursor.fetchone()))
 
 
 @dataclass(frozen=True)
@@ -207,7 +174,7 @@ def run_review(con, images, clusters, s_gate, proposals, rules: RuleFile | None 
     build_contexts(con, params)
     build_selections(con, params, regimes)
     build_scores(con, params)
-    checks = {name: check(con, name) for name in ("check_contexts_complete", "check_selections_band")}
+    checks = {name: one(con, name) for name in ("check_contexts_complete", "check_selections_band")}
     fetch = {name: con.table(name).arrow().read_all() for name in ("contexts", "selections", "review_scores", "records")}
     return ReviewTables(fetch["contexts"], fetch["selections"], fetch["review_scores"], fetch["records"], checks)
 
@@ -227,7 +194,7 @@ def write_review(con, folder, rules: RuleFile | None = None, regimes=REGIMES) ->
     params = register_rules(con, rules or load_rules())
     build_contexts(con, params)
     _register_regimes(con, regimes)
-    run_sql(con, "review_bands", "review_bands", params)
+    to_table(con, "review_bands", "review_bands", params)
     paths = {"contexts": folder / "contexts.parquet"}
     con.table("contexts").write_parquet(str(paths["contexts"]))
     for sql_name, view, name in (("review_selections", "selections", "selections"),
@@ -235,7 +202,7 @@ def write_review(con, folder, rules: RuleFile | None = None, regimes=REGIMES) ->
         if name == "scores":
             _scored_selections(con, params)
         paths[name] = folder / f"{name}.parquet"
-        copy_to_parquet(con, sql_name, paths[name], params)
+        to_parquet(con, sql_name, paths[name], params)
         con.read_parquet(str(paths[name])).create_view(view)
     con.sql(load_sql("review_records")).create_view("records")  # left for its writer
     return paths
@@ -266,24 +233,16 @@ def register_reference_inputs(con) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from autheval.reference_data import reference_path, trace_catalog
+    from autheval.reference_data import reference_path, register_reference
 
-    catalog = trace_catalog()
-    con.register("trace_catalog", catalog)
-    traces = con.execute(load_sql("reference_traces"), {"files": catalog.column("file").to_pylist()})
-    con.register("reference_traces", traces.arrow().read_all())
-    freeze = pq.read_table(reference_path("split_freeze"))
-    con.register("split_freeze", freeze)
+    register_reference(con)
+    freeze = con.table("split_freeze").arrow().read_all()
     con.register("frozen_proposal_heads", pq.read_table(reference_path("frozen_proposal_heads")))
-    run_sql(con, "images", "images")
+    to_table(con, "images", "images")
     con.register("clusters", freeze.select(["image_id", "cluster_id", "split"]))
     test_ids = freeze.filter(pc.equal(freeze.column("split"), "test")).column("image_id")
     con.register("s_gate", pa.table({"image_id": test_ids, "s_gate": pa.nulls(len(test_ids), pa.float64())}))
-    run_sql(con, "reference_control_proposals", "proposals")
-
-
-def _fetch(con, sql_name: str) -> pa.Table:
-    return con.execute(load_sql(sql_name)).arrow().read_all()
+    to_table(con, "proposals", "reference_control_proposals")
 
 
 def _bin_scores(rule_file: RuleFile) -> pa.Table:
@@ -315,28 +274,28 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
 
     # Private factors do not depend on the profile: take them from any contexts run.
     build_contexts(con, params)
-    run_sql(con, "reference_cluster_profiles", "reference_cluster_profiles", params)
+    to_table(con, "reference_cluster_profiles", "reference_cluster_profiles", params)
 
     out["profile_rule"] = {}
     for option in ("missing_tokens", "nan_age_bin", "image_id"):
-        run_sql(con, "image_profiles", "image_profiles", {**params, "missing_rule": option})
-        run_sql(con, "contexts", "contexts", params)
-        out["profile_rule"][option] = check(con, "reference_profile_agreement",
+        to_table(con, "image_profiles", "image_profiles", {**params, "missing_rule": option})
+        to_table(con, "contexts", "contexts", params)
+        out["profile_rule"][option] = one(con, "reference_profile_agreement",
                                             {"diagnostic_image": MISSING_METADATA_IMAGE})
 
     # Contexts with the traces' own profiles (the smallest fitting one where several fit).
     con.register("cluster_profiles", con.table("reference_cluster_profiles").arrow().read_all())
-    run_sql(con, "image_profiles_from_clusters", "image_profiles")
-    run_sql(con, "contexts", "contexts", params)
-    run_sql(con, "reference_trace_selections", "reference_trace_selections")
+    to_table(con, "image_profiles", "image_profiles_from_clusters")
+    to_table(con, "contexts", "contexts", params)
+    to_table(con, "reference_trace_selections", "reference_trace_selections")
     con.register("selections", con.table("reference_trace_selections").arrow().read_all())
     _scored_selections(con, params)
-    run_sql(con, "review_scores", "reference_trace_scores", params)
-    out["uz"] = check(con, "check_reference_uz")
+    to_table(con, "reference_trace_scores", "review_scores", params)
+    out["uz"] = one(con, "check_reference_uz")
     con.unregister("selections")
 
     build_selections(con, params, regimes=("capacity_ceiling",))
-    out["control_selections"] = check(con, "check_reference_control_selections")
+    out["control_selections"] = one(con, "check_reference_control_selections")
 
     # Implied contexts: run the engine under every uniform (profile, bin), keep per cluster the first
     # fitting profile and bin that reproduce all its control rows, then rerun with those.
@@ -348,7 +307,7 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
             n = len(test_images)
             con.register("image_profiles", pa.table({"image_id": test_images, "profile": pa.array([profile] * n)}))
             con.register("s_gate", pa.table({"image_id": test_images, "s_gate": pa.array([score] * n, pa.float64())}))
-            run_sql(con, "contexts", "contexts", params)
+            to_table(con, "contexts", "contexts", params)
             build_selections(con, params, regimes=("capacity_ceiling",))
             part = con.table("selections").select("mechanism, image_id, cluster_id, a_sel").arrow().read_all()
             part = part.append_column("profile", pa.array([profile] * part.num_rows))
@@ -356,19 +315,19 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
             con.unregister("image_profiles")
             con.unregister("s_gate")
     con.register("variant_selections", pa.concat_tables(variants))
-    run_sql(con, "reference_implied_contexts", "reference_implied_contexts")
+    to_table(con, "reference_implied_contexts", "reference_implied_contexts")
     con.register("cluster_profiles", con.table("reference_implied_contexts").arrow().read_all())
     con.register("bin_scores", bins)
-    run_sql(con, "image_profiles_from_clusters", "image_profiles")
-    run_sql(con, "reference_implied_s_gate", "s_gate")
-    run_sql(con, "contexts", "contexts", params)
+    to_table(con, "image_profiles", "image_profiles_from_clusters")
+    to_table(con, "s_gate", "reference_implied_s_gate")
+    to_table(con, "contexts", "contexts", params)
     build_selections(con, params, regimes=("capacity_ceiling",))
     build_scores(con, params)
     implied = con.table("reference_implied_contexts").arrow().read_all()
     out["implied"] = {
         "clusters": implied.num_rows,
-        "control_selections": check(con, "check_reference_control_selections"),
-        "control_records": check(con, "check_reference_control_records"),
-        "change_counts": {r["analysis"]: r for r in _fetch(con, "review_change_counts").to_pylist()},
+        "control_selections": one(con, "check_reference_control_selections"),
+        "control_records": one(con, "check_reference_control_records"),
+        "change_counts": {r["analysis"]: r for r in run(con, "review_change_counts").to_pylist()},
     }
     return out

@@ -28,9 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.functional_validators import BeforeValidator
 
 from autheval.errors import RecordError
+from autheval.vocabulary import ACTIONS, RISK_LEVELS
 
-ACTIONS = ("a0", "a1", "a2", "a3")  # ordinal: index = action level (spec 0.1)
-RISK_LEVELS = ("very_low", "low", "moderate", "high")  # index = ideal action level
 PROFILE_RULES = ("missing_tokens", "nan_age_bin", "image_id")  # spec 1.5 and 9.1
 DEFAULT_RULES = files("autheval") / "data" / "rules" / "default.yaml"
 MAX_ALIASES = 100  # a rule file needs a few aliases at most; an alias bomb needs many

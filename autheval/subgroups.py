@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from autheval.estimators import DEFAULT_REPS, estimate
 from autheval.recordsets import recordsets_by
 from autheval.study import estimates_table
-from warehouse.sql import connect, load_sql, materialize
+from warehouse.sql import connect, load_sql, to_table
 
 GROUPINGS = ("sex", "age_band", "anatomic_site", "profile", "source", "fitzpatrick")
 MIN_CLUSTERS = 30  # fewer clusters in a group: its bootstrap interval is not trustworthy
@@ -63,7 +63,7 @@ def subgroup_tables(records: pa.Table, images: pa.Table, contexts: pa.Table, gro
     con.register("records", records)
     con.register("images", _images_with_every_column(images))
     con.register("contexts", contexts.select(["cluster_id", "profile"]))
-    materialize(con, "subgroup_members", "subgroup_members", {"groupings": list(groupings)})
+    to_table(con, "subgroup_members", "subgroup_members", {"groupings": list(groupings)})
     sizes = con.execute(load_sql("subgroup_accuracy")).arrow().read_all()
 
     estimable, reasons = [], []

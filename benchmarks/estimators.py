@@ -124,8 +124,8 @@ def scale_child(args) -> None:
 
     cpu = {"weights": 0.0, "products_cpu": 0.0, "products_wall": 0.0, "sql": 0.0}
     lock = threading.Lock()
-    weights, products, materialize, rows = (bootstrap.poisson_weights, estimators.poisson_products,
-                                            estimators.materialize, estimators._rows)
+    weights, products, to_table, rows = (bootstrap.poisson_weights, estimators.poisson_products,
+                                          estimators.sql.to_table, estimators.sql.rows)
 
     def timed_weights(*a, **k):
         t0 = time.thread_time()
@@ -151,8 +151,8 @@ def scale_child(args) -> None:
 
     bootstrap.poisson_weights = timed_weights
     estimators.poisson_products = timed_products
-    estimators.materialize = timed("sql", materialize)
-    estimators._rows = timed("sql", rows)
+    estimators.sql.to_table = timed("sql", to_table)
+    estimators.sql.rows = timed("sql", rows)
     t0 = time.perf_counter()
     records = read_records(args.log, analysis="scale")
     t_read = time.perf_counter() - t0

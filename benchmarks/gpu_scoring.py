@@ -37,9 +37,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from autheval.vocabulary import RISK_LEVELS  # noqa: E402
 from models import scorer  # noqa: E402
 from models.device import choose_device, describe_machine, dtype_for, dtype_name  # noqa: E402
-from models.prompts import LEVELS  # noqa: E402
 
 # MedGemma 4B (google/medgemma-4b-it config.json): widths kept, depth set on the command line.
 MEDGEMMA_TEXT = dict(vocab_size=262_208, hidden_size=2560, intermediate_size=10_240, num_attention_heads=8,
@@ -214,7 +214,7 @@ def run(args) -> dict:
             "scorer": results, "baseline": "reference: batch 1, one padded 4-row pass per image, all logits",
             "max_abs_loglik_difference_vs_baseline": agreement, "vision_features": features,
             "process_peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-            "levels": list(LEVELS)}
+            "levels": list(RISK_LEVELS)}
 
 
 def ensure_tiny_tower(tiny_root: Path) -> Path:

@@ -33,9 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autheval import review  # noqa: E402
-from autheval.rules import ACTIONS, RISK_LEVELS, load_rules  # noqa: E402
+from autheval.rules import load_rules  # noqa: E402
+from autheval.vocabulary import ACTIONS, RISK_LEVELS  # noqa: E402
 from benchmarks.peer import machine_line  # noqa: E402
-from warehouse.sql import connect  # noqa: E402
+from warehouse.sql import connect, one  # noqa: E402
 
 MECHANISMS = ("ranked readout", "nearest head", "short slate")  # the last one has 2-action slates
 SITES = ["anterior torso", "head/neck", "lateral torso", "lower extremity", "oral/genital", "palms/soles",
@@ -262,7 +263,7 @@ def scale_child(folder: Path) -> None:
     t0 = time.perf_counter()
     con.table("records").write_parquet(str(folder / "out" / "records.parquet"))
     records_s = time.perf_counter() - t0
-    band = review.check(con, "check_selections_band")
+    band = one(con, "check_selections_band")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"total": total, "cpu": cpu, "records": records_s, "counts": counts, "sizes_mb": sizes, "peak_mb": peak_mb,
                       "band_violations": band["violations"], "load": os.getloadavg()[0],

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from models.prompts import CONTINUATIONS, LEVELS, PUBLIC_COLUMNS, risk_prompt
+from autheval.vocabulary import RISK_LEVELS
+from models.prompts import CONTINUATIONS, PUBLIC_COLUMNS, risk_prompt
 from models.training_runs import TrainingRun, facts
 
 TARGET_COLUMN = "ideal_action_level"   # 0..3 = very_low..high (the lake's images table)
@@ -75,7 +76,7 @@ def training_batch(processor, images: list, prompts: list[str], levels: list[int
 
     encoded = encode_prompts(processor, images, prompts)
     tokenizer = processor.tokenizer
-    targets = [tokenizer(CONTINUATIONS[LEVELS[level]], add_special_tokens=False)["input_ids"] for level in levels]
+    targets = [tokenizer(CONTINUATIONS[RISK_LEVELS[level]], add_special_tokens=False)["input_ids"] for level in levels]
     prompt_len = encoded["attention_mask"].sum(dim=1).tolist()
     width = max(p + len(t) for p, t in zip(prompt_len, targets))
     rows = torch.full((len(images), width), pad_token_id(processor), dtype=torch.long)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from autheval.vocabulary import RISK_SCORES
 from models.training_runs import TrainingRun, config_json, facts
 
-RISK_SCORES = np.array([0.10, 0.38, 0.64, 0.90])  # RS, very_low ... high (spec 0.1)
 BIN_THRESHOLDS = (0.25, 0.50, 0.75)  # level = #thresholds strictly below s_gate
 ALPHAS = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)
 TEMPERATURES = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
@@ -31,7 +31,7 @@ MODEL_TYPE = "class_balanced_multiclass_ridge"
 # The fit's declared settings, named in every row of `gate_proxy_selection` (and so of `model_runs`).
 CONFIG = {"model_type": MODEL_TYPE, "alphas": list(ALPHAS), "temperatures": list(TEMPERATURES),
           "selection_metric": SELECTION_METRIC, "feature_inputs": list(FEATURE_INPUTS),
-          "bin_thresholds": list(BIN_THRESHOLDS), "risk_scores": RISK_SCORES.tolist()}
+          "bin_thresholds": list(BIN_THRESHOLDS), "risk_scores": list(RISK_SCORES)}
 RECORD_COLUMNS = ("selected", "data_sha256", "config")  # gate_proxy_selection columns that are not metrics
 
 
@@ -140,7 +140,7 @@ def _ece(probs: np.ndarray, truth: np.ndarray, bins: int = 10) -> float:
 
 def metrics(probs: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     """Selection metrics (binned score) and the reported extras (argmax-based with prefix argmax_)."""
-    s_gate = probs @ RISK_SCORES
+    s_gate = probs @ np.asarray(RISK_SCORES)
     binned, argmax = binned_level(s_gate), probs.argmax(axis=1)
     out = {
         "ordinal_mae": float(np.abs(binned - truth).mean()),
@@ -230,7 +230,7 @@ def fit_gate_proxy(images: pa.Table) -> GateProxy:
         "selected", pa.array([r["alpha"] == alpha and r["temperature"] == temperature for r in rows]))
     selection = selection.append_column("data_sha256", pa.array([digest] * len(rows), pa.string())).append_column(
         "config", pa.array([config_json(CONFIG)] * len(rows), pa.string()))
-    s_gate = probabilities(x, weights, temperature) @ RISK_SCORES
+    s_gate = probabilities(x, weights, temperature) @ np.asarray(RISK_SCORES)
     n = images.num_rows
     scores = pa.table({
         "image_id": images.column("image_id"), "split": images.column("split"),

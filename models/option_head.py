@@ -17,14 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from models.slates import (
-    LEVELS, expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads,
-)
+from autheval.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
+from autheval.vocabulary import RISK_LEVELS
 
 SCORE_COLUMNS = ("image_id", "option", "loglik")
 
 
-def option_probabilities(scores: pa.Table, options=LEVELS) -> tuple[list[str], np.ndarray]:
+def option_probabilities(scores: pa.Table, options=RISK_LEVELS) -> tuple[list[str], np.ndarray]:
     """(image_id, option, loglik) -> image ids (sorted) and softmax probabilities over `options` (in
     level order), vectorised. Every image needs every option exactly once."""
     options = tuple(options)
@@ -94,7 +93,7 @@ class OptionHead:
 
     tau: np.ndarray
     validation_mae: float | None = None
-    options: tuple[str, ...] = LEVELS
+    options: tuple[str, ...] = RISK_LEVELS
 
     def heads(self, probabilities: np.ndarray) -> np.ndarray:
         return threshold_heads(expected_risk_scores(probabilities), self.tau)
@@ -105,7 +104,7 @@ class OptionHead:
         return proposals_table(mechanism, image_ids, nearest_level_slates(self.heads(probs)), probs, source, model)
 
 
-def fit_option_head(validation_scores: pa.Table, validation_levels: dict, options=LEVELS) -> tuple[OptionHead, dict]:
+def fit_option_head(validation_scores: pa.Table, validation_levels: dict, options=RISK_LEVELS) -> tuple[OptionHead, dict]:
     """Fit tau on validation scores; `validation_levels` maps image_id -> reference level. Returns the
     head and the metadata an asset records (tau, validation MAE, n, head distribution)."""
     image_ids, probs = option_probabilities(validation_scores, options)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 
-from models.slates import LEVELS  # noqa: F401  (very_low..high, the order of the continuations)
-
 PROMPT_ID = "medgemma_isic_risk_v3"
 BACKEND = "medgemma_mc_logits"
 SEED = 20260711

@@ -39,19 +39,20 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from autheval.slates import proposals_table, ranked_slates
+from autheval.vocabulary import RISK_LEVELS, RISK_SCORES
 from models import cache
 from models.prompts import BACKEND, CONTINUATIONS, PROMPT_ID, PUBLIC_COLUMNS, chat_messages, risk_prompt
 from models.scorer_passes import model_inputs, score_padded_rows, score_shared_prefix
-from models.slates import LEVELS, RISK_SCORES, proposals_table, ranked_slates
 
 METHODS = ("shared_prefix", "padded_rows", "reference")
 KEY_COLUMNS = ("model", "revision", "prompt_id", "image_id", "input_sha256")
 CACHE_SCHEMA = pa.schema(
     [("model", pa.string()), ("revision", pa.string()), ("prompt_id", pa.string()), ("image_id", pa.string()),
      ("input_sha256", pa.string())]
-    + [(f"ll_{level}", pa.float64()) for level in LEVELS]
-    + [(f"n_tokens_{level}", pa.int32()) for level in LEVELS]
-    + [(f"p_{level}", pa.float64()) for level in LEVELS]
+    + [(f"ll_{level}", pa.float64()) for level in RISK_LEVELS]
+    + [(f"n_tokens_{level}", pa.int32()) for level in RISK_LEVELS]
+    + [(f"p_{level}", pa.float64()) for level in RISK_LEVELS]
     + [("s_assistant", pa.float64()), ("backend", pa.string()), ("method", pa.string()),
        ("device", pa.string()), ("dtype", pa.string()), ("scored_at", pa.timestamp("us", tz="UTC"))]
 )
@@ -165,7 +166,7 @@ def load_model(model_dir: str, adapter_dir: str | None = None, device=None):
 def continuation_token_ids(processor) -> list[list[int]]:
     """Each continuation tokenized alone, without special tokens (spec 5.1 step 1)."""
     tokenizer = processor.tokenizer
-    return [tokenizer(CONTINUATIONS[level], add_special_tokens=False)["input_ids"] for level in LEVELS]
+    return [tokenizer(CONTINUATIONS[level], add_special_tokens=False)["input_ids"] for level in RISK_LEVELS]
 
 
 def pad_token_id(processor) -> int:
@@ -498,7 +499,7 @@ def _cache_rows(batch: list[dict], loglik: np.ndarray, n_tokens: list[int], mode
                   "input_sha256": row["input_sha256"],
                   "s_assistant": round(float(np.dot(p, RISK_SCORES)), 8), "backend": BACKEND,
                   "method": config.method, "device": device, "dtype": dtype, "scored_at": now}
-        for k, level in enumerate(LEVELS):
+        for k, level in enumerate(RISK_LEVELS):
             record[f"ll_{level}"] = float(ll[k])
             record[f"n_tokens_{level}"] = n_tokens[k]
             record[f"p_{level}"] = p_rounded[k]
@@ -590,10 +591,10 @@ def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str
 
 def proposals_from_scores(scores: pa.Table, mechanism: str, source: str = "model", model: str | None = None) -> pa.Table:
     """The `proposals` contract from scorer rows, the slate ranking the four actions by probability
-    (ties to the lower action; models/slates.py). The MedGemma readout instead ranks by its locked class
+    (ties to the lower action; autheval/slates.py). The MedGemma readout instead ranks by its locked class
     scores (models/readout.py). `model` is named if they break a proposals rule."""
-    p = np.column_stack([scores.column(f"p_{level}").to_numpy() for level in LEVELS]) if scores.num_rows else \
-        np.zeros((0, len(LEVELS)))
+    p = np.column_stack([scores.column(f"p_{level}").to_numpy() for level in RISK_LEVELS]) if scores.num_rows else \
+        np.zeros((0, len(RISK_LEVELS)))
     return proposals_table(mechanism, scores.column("image_id").to_pylist(), ranked_slates(p), p, source, model)
 
 
@@ -601,9 +602,9 @@ def continuation_loglik(scores: pa.Table) -> pa.Table:
     """Scorer rows in long form: one row per (image, continuation) with its mean token log-likelihood."""
     n = scores.num_rows
     return pa.table({
-        "model": [m for m in scores.column("model").to_pylist() for _ in LEVELS],
-        "image_id": [i for i in scores.column("image_id").to_pylist() for _ in LEVELS],
-        "level": list(LEVELS) * n,
-        "continuation": [CONTINUATIONS[level].lstrip(" ") for level in LEVELS] * n,
-        "loglik_mean": [x for row in zip(*(scores.column(f"ll_{lv}").to_pylist() for lv in LEVELS)) for x in row],
+        "model": [m for m in scores.column("model").to_pylist() for _ in RISK_LEVELS],
+        "image_id": [i for i in scores.column("image_id").to_pylist() for _ in RISK_LEVELS],
+        "level": list(RISK_LEVELS) * n,
+        "continuation": [CONTINUATIONS[level].lstrip(" ") for level in RISK_LEVELS] * n,
+        "loglik_mean": [x for row in zip(*(scores.column(f"ll_{lv}").to_pylist() for lv in RISK_LEVELS)) for x in row],
     })

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from autheval.cli import main
+from autheval.cct import aggregate, aggregate_table, cct_proposals, variant_probabilities
 from autheval.errors import RecordError
-from models.cct import aggregate, aggregate_table, cct_proposals, variant_probabilities
 from tests.conftest import read_csv_rows, run_cli
 
 OPTIONS = ("a0", "a1", "a2", "a3")
@@ -235,7 +235,7 @@ def test_flags_the_method_does_not_use_are_refused(tmp_path, capsys):
 
 
 def test_scorer_rows_become_the_long_table():
-    from models.cct import variant_table_from_scores
+    from autheval.cct import variant_table_from_scores
 
     wide = pa.table({"image_id": ["i1", "i1"], "variant": [0, 1], "p_very_low": [0.5, 0.1], "p_low": [0.3, 0.2],
                      "p_moderate": [0.2, 0.3], "p_high": [0.0, 0.4]})

@@ -311,7 +311,7 @@ BROKEN_PROPOSALS = {
 def _proposal_rows(change: dict) -> "pa.Table":
     import pyarrow as pa
 
-    from models.slates import PROPOSALS_SCHEMA
+    from autheval.vocabulary import MODEL_PROPOSALS_SCHEMA as PROPOSALS_SCHEMA
 
     rows = [{"mechanism": "CLIP probe", "image_id": f"i{k}", "slate": ["a1", "a2", "a0", "a3"], "a_head": "a1",
              "p_very_low": 0.2, "p_low": 0.5, "p_moderate": 0.2, "p_high": 0.1, "source": "model"} for k in range(3)]
@@ -329,7 +329,7 @@ def _proposal_rows(change: dict) -> "pa.Table":
 @pytest.mark.parametrize("case", sorted(BROKEN_PROPOSALS))
 def test_model_made_proposals_meet_the_proposals_file_rules(case):
     from autheval.proposals import proposals_from_table
-    from models.slates import check_proposals
+    from autheval.slates import check_proposals
 
     change, rule = BROKEN_PROPOSALS[case]
     table = _proposal_rows(change)
@@ -346,7 +346,7 @@ def test_model_made_proposals_meet_the_proposals_file_rules(case):
 def test_slate_levels_outside_the_actions_are_refused():
     import numpy as np
 
-    from models.slates import proposals_table
+    from autheval.slates import proposals_table
 
     with pytest.raises(ValueError, match="slate levels must be 0..3.*image 'b'"):
         proposals_table("VLM readout", ["a", "b"], np.array([[0, 1, 2, 3], [4, 1, 2, 0]]), model="/models/m")

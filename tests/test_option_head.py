@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from models.option_head import OptionHead, fit_option_head, fit_tau, option_probabilities
-from models.slates import (
+from autheval.slates import (
     action_levels, frozen_head_proposals, nearest_level_slates, published_thresholds, threshold_heads,
 )
+from models.option_head import OptionHead, fit_option_head, fit_tau, option_probabilities
 from tests.conftest import reference_file
 from tests.test_readout import explainable, h12, read_reference
 

@@ -7,7 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from autheval.errors import RecordError
-from autheval.proposals import CONTRACT_SCHEMA, read_proposals
+from autheval.proposals import read_proposals
+from autheval.vocabulary import PROPOSALS_SCHEMA as CONTRACT_SCHEMA
 
 IMAGES = pa.array(["i1", "i2", "i3", "i4", "i5"])
 

@@ -15,10 +15,10 @@ import pytest
 from autheval.errors import RecordError
 from models import readout
 from models.level_metrics import best_by_spec_order
+from autheval.slates import action_labels, nearest_level_slates, policy_id, ranked_slates
 from models.readout import (
     ReadoutConfig, published_lock, published_lock_record, readout_proposals, train_readout, validation_partition,
 )
-from models.slates import action_labels, nearest_level_slates, policy_id, ranked_slates
 from tests.conftest import reference_file
 
 # spec 5.2, typed from the table (rows = classes, columns = log p_very_low ... log p_high)

@@ -9,8 +9,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from autheval.vocabulary import RISK_LEVELS as LEVELS  # noqa: E402
 from models import scorer  # noqa: E402
-from models.prompts import LEVELS, risk_prompt  # noqa: E402
+from models.prompts import risk_prompt  # noqa: E402
 from models.tiny import ensure_tiny_model  # noqa: E402
 
 

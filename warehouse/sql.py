@@ -44,10 +44,50 @@ def drop_table(con, name: str) -> None:
     con.execute(load_sql("drop_table").replace("{table}", quote_identifier(name)))
 
 
-def materialize(con, name: str, sql_name: str, params=None):
-    """Run `sql/<sql_name>.sql` into a native table `name` on `con` (DuckDB's relation API creates it,
-    so no SQL is composed in Python)."""
-    con.sql(load_sql(sql_name), params=params or None).create(name)
+# Running a named SQL file: the one way. `params` is a dict of the file's $name parameters; names the
+# file does not use are left out (DuckDB refuses unused named parameters), so callers pass one dict.
+
+def _bound(sql: str, params) -> dict | None:
+    """The subset of `params` that `sql` names as $name, or None when it names none of them."""
+    used = set(re.findall(r"\$([a-z_][a-z0-9_]*)", sql))
+    return {k: v for k, v in (params or {}).items() if k in used} or None
+
+
+def run(con, name: str, params=None):
+    """`sql/<name>.sql` on `con`, its result as an Arrow table."""
+    sql = load_sql(name)
+    return con.execute(sql, _bound(sql, params)).arrow().read_all()
+
+
+def rows(con, name: str, params=None) -> list[dict]:
+    """`sql/<name>.sql` on `con`, its rows as dicts (column name -> value)."""
+    sql = load_sql(name)
+    cursor = con.execute(sql, _bound(sql, params))
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def one(con, name: str, params=None) -> dict:
+    """The one row of `sql/<name>.sql` (a check: violations, counts, an example) as a dict."""
+    sql = load_sql(name)
+    cursor = con.execute(sql, _bound(sql, params))
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, cursor.fetchone()))
+
+
+def to_table(con, table: str, name: str, params=None) -> None:
+    """`sql/<name>.sql` into the native table `table` on `con`, replacing one of that name (DuckDB's
+    relation API creates it, so no SQL is composed in Python)."""
+    sql = load_sql(name)
+    drop_table(con, table)
+    con.sql(sql, params=_bound(sql, params)).create(table)
+
+
+def to_parquet(con, name: str, path, params=None) -> None:
+    """Stream `sql/<name>.sql` to a Parquet file at `path` (sql/copy_to_parquet.sql): bounded memory."""
+    sql = load_sql(name)
+    text = load_sql("copy_to_parquet").replace("{path}", quote_literal(str(path))).replace("{query}", sql)
+    con.execute(text, _bound(sql, params))
 
 
 MEMORY_SHARE = 0.4  # of the memory available when a connection opens

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from autheval.errors import RecordError
 from autheval.records import file_sha256
+from autheval.vocabulary import RISK_LEVELS
 from warehouse.sql import connect, load_sql
 
 METADATA_FILE = "ISIC_2019_Training_Metadata.csv"
@@ -62,7 +63,6 @@ ALIASES = {
 # One-hot columns searched for the row maximum, in this order (UNK deliberately absent, spec 1.2.3).
 ONE_HOT = ("MEL", "NV", "BCC", "AK", "AKIEC", "BKL", "DF", "VASC", "SCC")
 
-STRATA = ("very_low", "low", "moderate", "high")
 RISK = {"NV": "very_low", "VASC": "very_low", "DF": "very_low", "BKL": "low",
         "AK": "moderate", "AKIEC": "moderate", "BCC": "moderate", "SCC": "high", "MEL": "high"}
 # Spelled-out diagnoses of ISIC-Archive / HAM10000-style files -> ISIC 2019 code.
@@ -189,7 +189,7 @@ def diagnosis_map() -> pa.Table:
         "alias": names,
         "code": codes,
         "risk_stratum": [RISK[c] for c in codes],
-        "ideal_action_level": pa.array([STRATA.index(RISK[c]) for c in codes], pa.int32()),
+        "ideal_action_level": pa.array([RISK_LEVELS.index(RISK[c]) for c in codes], pa.int32()),
     })
 
 

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from autheval.raw.ingest import RISK, STRATA
+from autheval.raw.ingest import RISK
+from autheval.vocabulary import PROBABILITY_COLUMNS, RISK_LEVELS
 from warehouse.atomic import atomic_path
 
 PROPOSALS_FILE = "proposals.csv"
-PROBABILITY_COLUMNS = ("p_very_low", "p_low", "p_moderate", "p_high")
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def simulate_proposals(image_ids: list[str], levels: np.ndarray, seed: int,
                        mechanisms=MECHANISMS) -> pa.Table:
     """mechanism, image_id, p_very_low .. p_high (rows sum to 1), one row per (mechanism, image)."""
     levels = np.asarray(levels, dtype=float)
-    k = np.arange(len(STRATA), dtype=float)
+    k = np.arange(len(RISK_LEVELS), dtype=float)
     parts = []
     for index, m in enumerate(mechanisms):
         rng = np.random.default_rng([seed, 7919, index])
@@ -66,7 +66,7 @@ def write_proposals(root: Path, image_ids: list[str], diagnoses: list[str], seed
     """Write `<root>/proposals.csv` for the cohort (atomic)."""
     import pyarrow.csv as pacsv
 
-    levels = np.array([STRATA.index(RISK[d]) for d in diagnoses])
+    levels = np.array([RISK_LEVELS.index(RISK[d]) for d in diagnoses])
     table = simulate_proposals(image_ids, levels, seed)
     target = Path(root) / PROPOSALS_FILE
     with atomic_path(target) as tmp:

@@ -14,20 +14,8 @@ from importlib.resources import files
 import numpy as np
 import pyarrow as pa
 
-ACTIONS = ("a0", "a1", "a2", "a3")  # action k = risk level k (spec 0.1)
-LEVELS = ("very_low", "low", "moderate", "high")
-PROBABILITY_COLUMNS = tuple(f"p_{level}" for level in LEVELS)
-RISK_SCORES = np.array([0.10, 0.38, 0.64, 0.90])  # RS: expected risk score s = p . RS (spec 0.1)
-SUM_TOLERANCE = 1e-6  # a proposals file's rule (sql/proposals_file_validate.sql), kept for model-made ones
-
-PROPOSALS_SCHEMA = pa.schema([
-    ("mechanism", pa.string()),
-    ("image_id", pa.string()),
-    ("slate", pa.list_(pa.string())),
-    ("a_head", pa.string()),
-    *[(column, pa.float64()) for column in PROBABILITY_COLUMNS],
-    ("source", pa.string()),
-])
+from autheval.vocabulary import (ACTIONS, MODEL_PROPOSALS_SCHEMA, PROBABILITY_COLUMNS, PROBABILITY_SUM_TOLERANCE,
+                                 RISK_SCORES)
 
 
 def policy_id(bias: float) -> str:
@@ -71,7 +59,7 @@ def action_levels(actions) -> np.ndarray:
 
 def expected_risk_scores(probabilities: np.ndarray) -> np.ndarray:
     """s = p . RS, the scalar the control heads threshold (spec 5.3, 5.4)."""
-    return np.asarray(probabilities, dtype=np.float64) @ RISK_SCORES
+    return np.asarray(probabilities, dtype=np.float64) @ np.asarray(RISK_SCORES)
 
 
 def threshold_heads(risk_scores: np.ndarray, tau) -> np.ndarray:
@@ -112,7 +100,7 @@ def proposals_table(mechanism: str, image_ids, slates: np.ndarray, probabilities
         values = None if probabilities is None else np.asarray(probabilities, dtype=np.float64)[:, k]
         columns[column] = pa.array(values if values is not None else [None] * n, pa.float64())
     columns["source"] = pa.array([source] * n, pa.string())
-    return check_proposals(pa.table(columns, schema=PROPOSALS_SCHEMA), model)
+    return check_proposals(pa.table(columns, schema=MODEL_PROPOSALS_SCHEMA), model)
 
 
 def _refuse(mechanism, model, rule: str, image_id, value, n_rows: int):
@@ -152,7 +140,7 @@ def check_proposals(table: pa.Table, model: str | None = None) -> pa.Table:
     for bad, rule in ((nulls.any(axis=1) & given, "give all four probabilities or none"),
                       (given & ~np.isfinite(p).all(axis=1), "probabilities must be finite numbers"),
                       (given & (p < 0).any(axis=1), "probabilities must not be negative"),
-                      (given & (np.abs(p.sum(axis=1) - 1.0) > SUM_TOLERANCE), "probabilities must sum to 1 within 1e-6")):
+                      (given & (np.abs(p.sum(axis=1) - 1.0) > PROBABILITY_SUM_TOLERANCE), "probabilities must sum to 1 within 1e-6")):
         if bad.any():
             refuse(bad, rule, shown)
     slates = table.column("slate").to_pylist()

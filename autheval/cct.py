@@ -23,6 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from autheval.errors import RecordError
+from autheval.slates import proposals_table
+from autheval.vocabulary import ACTIONS, PROBABILITY_COLUMNS, PROBABILITY_SUM_TOLERANCE
 
 METHODS = ("single", "vote", "meanprob", "confonly", "consonly", "cc")
 # lambda and beta are declared hyper-parameters (the paper gives no default for decoding weights).
@@ -30,8 +32,6 @@ DEFAULT_LAM = 1.0
 DEFAULT_BETA = 1.0
 INPUT_COLUMNS = ("case_id", "variant", "option", "prob")
 OUTPUT_COLUMNS = ("case_id", "option", "prob", "rank")
-KNOWN_OPTIONS = ("a0", "a1", "a2", "a3")  # the four actions (= risk levels very_low ... high)
-SUM_TOLERANCE = 1e-6
 USES = {"single": (), "vote": (), "meanprob": (), "confonly": ("lam",), "consonly": ("beta",), "cc": ("lam", "beta")}
 
 
@@ -74,10 +74,8 @@ class Aggregate:
     def proposals(self, mechanism: str | None = None, source: str = "model", model: str | None = None) -> pa.Table:
         """The aggregate as a proposal mechanism in the `proposals` contract; p_* is the aggregated prob
         (vote share for `vote`) of actions a0..a3."""
-        from models.slates import proposals_table
-
-        if self.options != KNOWN_OPTIONS:
-            raise ValueError(f"proposals need the four actions {KNOWN_OPTIONS} as options, got {self.options}")
+        if self.options != ACTIONS:
+            raise ValueError(f"proposals need the four actions {ACTIONS} as options, got {self.options}")
         slates = np.asarray([int(o[1:]) for o in self.options])[self.order]
         return proposals_table(mechanism or f"CCT {self.method}", self.case_ids.tolist(), slates, self.prob, source,
                                model)
@@ -156,10 +154,10 @@ def variant_probabilities(table: pa.Table, source: str = "input") -> VariantProb
     case has the variants 0..K-1 and every variant every option once; each variant's probabilities sum
     to 1 within 1e-6."""
     case, variant, option, prob = _typed_columns(table, source)
-    unknown = sorted(set(option.tolist()) - set(KNOWN_OPTIONS))
+    unknown = sorted(set(option.tolist()) - set(ACTIONS))
     if unknown:
         row = int(np.flatnonzero(option == unknown[0])[0])
-        _fail(source, "option", f"unknown option {unknown[0]!r}; expected one of {', '.join(KNOWN_OPTIONS)}",
+        _fail(source, "option", f"unknown option {unknown[0]!r}; expected one of {', '.join(ACTIONS)}",
               f"row {row + 1}")
     if ((prob < 0) | (prob > 1)).any():
         row = int(np.flatnonzero((prob < 0) | (prob > 1))[0])
@@ -191,7 +189,7 @@ def variant_probabilities(table: pa.Table, source: str = "input") -> VariantProb
     probs = np.zeros((n, k, m), dtype=np.float64)
     probs[case_code, variant, option_code] = prob
     sums = probs.sum(axis=2)
-    off = np.abs(sums - 1.0) > SUM_TOLERANCE
+    off = np.abs(sums - 1.0) > PROBABILITY_SUM_TOLERANCE
     if off.any():
         c, v = np.argwhere(off)[0]
         _fail(source, "prob", "each case's probabilities for one variant must sum to 1 within 1e-6",
@@ -271,8 +269,6 @@ def cct_proposals(table: pa.Table, method: str, lam: float | None = None, beta: 
 def variant_table_from_scores(scores: pa.Table) -> pa.Table:
     """A scorer's wide rows (`image_id, variant, p_very_low ... p_high`, one per image and prompt variant)
     as the long `(case_id, variant, option, prob)` table the aggregators read (level k = action a_k)."""
-    from models.slates import PROBABILITY_COLUMNS
-
     n, m = scores.num_rows, len(PROBABILITY_COLUMNS)
     probs = np.column_stack([np.asarray(scores.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
                              for c in PROBABILITY_COLUMNS])
@@ -280,6 +276,6 @@ def variant_table_from_scores(scores: pa.Table) -> pa.Table:
         "case_id": pa.array(np.repeat(np.asarray(scores.column("image_id").to_pylist(), dtype=object), m).tolist(),
                             pa.string()),
         "variant": pa.array(np.repeat(np.asarray(scores.column("variant").to_pylist(), dtype=np.int64), m)),
-        "option": pa.array(list(KNOWN_OPTIONS) * n, pa.string()),
+        "option": pa.array(list(ACTIONS) * n, pa.string()),
         "prob": pa.array(probs.ravel(), pa.float64()),
     })

@@ -14,6 +14,8 @@ from autheval.errors import RecordError
 from autheval.flags import check_not_an_input, path_flag
 
 OUTPUT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+# autheval/cli.py lists the command with this line in --help before registering it
+AGGREGATE_HELP = "CCT: aggregate K prompt variants' probabilities into one ranked slate per case"
 
 
 def _output_format(path: Path) -> str:
@@ -26,8 +28,8 @@ def _output_format(path: Path) -> str:
 
 
 def cmd_aggregate(args) -> int:
+    from autheval.cct import USES, aggregate_table
     from autheval.records import read_table
-    from models.cct import USES, aggregate_table
     from warehouse.atomic import atomic_path
 
     fmt = _output_format(args.output)
@@ -53,10 +55,10 @@ def cmd_aggregate(args) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `aggregate` subcommand to the `autheval` parser."""
-    from models.cct import DEFAULT_BETA, DEFAULT_LAM, METHODS  # numpy and pyarrow only, no model code
+    from autheval.cct import DEFAULT_BETA, DEFAULT_LAM, METHODS
 
     p = subparsers.add_parser(
-        "aggregate", help="CCT: aggregate K prompt variants' probabilities into one ranked slate per case",
+        "aggregate", help=AGGREGATE_HELP,
         description="Confidence-consistency test-time aggregation (DermoGPT). The input (CSV or Parquet) has "
                     "exactly the columns case_id, variant, option, prob: for every case the variants 0..K-1 "
                     "(0 = the original prompt), each a probability vector over the options a0..a3 summing to 1. "

@@ -1,0 +1,41 @@
+"""The project's words, defined once: actions, risk levels, their risk scores, the `proposals`
+contract and the bootstrap schemes (AuthEval spec 0.1, 5.5; design: estimators in SQL).
+
+Plain Python, so that the command line's parser (and `--help`) can read it without numpy, DuckDB or
+pyarrow; the two Arrow schemas are built on first use (`PROPOSALS_SCHEMA`, `MODEL_PROPOSALS_SCHEMA`).
+"""
+
+from __future__ import annotations
+
+ACTIONS = ("a0", "a1", "a2", "a3")  # ordinal: index = action level; action k = risk level k (spec 0.1)
+RISK_LEVELS = ("very_low", "low", "moderate", "high")  # index = ideal action level
+RISK_SCORES = (0.10, 0.38, 0.64, 0.90)  # RS: expected risk score s = p . RS, per risk level (spec 0.1)
+PROBABILITY_COLUMNS = tuple(f"p_{level}" for level in RISK_LEVELS)
+PROBABILITY_SUM_TOLERANCE = 1e-6  # the four probabilities of a proposal sum to 1 within this
+SCHEMES = ("reference", "evaluator", "poisson")  # the bootstrap schemes, each named on every output row
+
+# The `proposals` contract, every mechanism's (file-provided or model-made): (column, Arrow type name).
+PROPOSALS_COLUMNS = (
+    ("mechanism", "string"), ("image_id", "string"), ("slate", "list<string>"), ("a_head", "string"),
+    *[(column, "float64") for column in PROBABILITY_COLUMNS], ("diagnosis", "string"), ("source", "string"),
+)
+
+
+def _schema(columns):
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "float64": pa.float64(), "list<string>": pa.list_(pa.string())}
+    return pa.schema([(name, types[kind]) for name, kind in columns])
+
+
+def __getattr__(name: str):
+    """The Arrow schemas, built when first asked for (pyarrow is not imported before)."""
+    if name == "PROPOSALS_SCHEMA":
+        value = _schema(PROPOSALS_COLUMNS)
+    elif name == "MODEL_PROPOSALS_SCHEMA":
+        # a model's own table proposes no diagnosis (autheval.proposals.as_contract adds it as null)
+        value = _schema([c for c in PROPOSALS_COLUMNS if c[0] != "diagnosis"])
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
