@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
 
-from models import cache
 from autheval.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
+from models import cache
 from models.level_metrics import best_by_spec_order, check_levels, level_metrics
 from models.option_head import fit_tau
 from models.training_runs import TrainingRun, facts
