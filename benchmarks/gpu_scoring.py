@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from autheval.vocabulary import RISK_LEVELS  # noqa: E402
-from models import scorer  # noqa: E402
+from models import scorer, scorer_batches  # noqa: E402
 from models.device import choose_device, describe_machine, dtype_for, dtype_name  # noqa: E402
 
 # MedGemma 4B (google/medgemma-4b-it config.json): widths kept, depth set on the command line.
@@ -188,8 +188,8 @@ def run(args) -> dict:
                       "full_depth": MEDGEMMA_FULL_DEPTH, "text": MEDGEMMA_TEXT, "vision": MEDGEMMA_VISION}
     model_info.update(parameters=sum(p.numel() for p in model.parameters()), dtype=dtype_name(dtype),
                       image_tokens=getattr(processor, "image_seq_length", None),
-                      prompt_tokens=int(scorer.prepare_batch(processor, lesion_rows(1))["input_ids"].shape[1]),
-                      continuation_tokens=[len(t) for t in scorer.continuation_token_ids(processor)])
+                      prompt_tokens=int(scorer_batches.prepare_batch(processor, lesion_rows(1))["input_ids"].shape[1]),
+                      continuation_tokens=[len(t) for t in scorer_batches.continuation_token_ids(processor)])
 
     rows = lesion_rows(args.images)
     baseline_rows = rows[: args.baseline_images]

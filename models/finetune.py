@@ -72,7 +72,7 @@ def training_batch(processor, images: list, prompts: list[str], levels: list[int
     """Prompt + target continuation per row, right-padded; labels are -100 except on the continuation."""
     import torch
 
-    from models.scorer import encode_prompts, pad_token_id
+    from models.scorer_batches import encode_prompts, pad_token_id
 
     encoded = encode_prompts(processor, images, prompts)
     tokenizer = processor.tokenizer
@@ -118,7 +118,7 @@ def _batches(examples: list[dict], size: int):
 
 
 def _load(model, processor, examples: list[dict], device, dtype) -> dict:
-    from models.scorer import open_rgb
+    from models.scorer_batches import open_rgb
 
     return training_batch(processor, [open_rgb(e["image_path"]) for e in examples],
                           [risk_prompt(e.get("age"), e.get("sex"), e.get("anatomic_site")) for e in examples],

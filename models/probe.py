@@ -293,7 +293,8 @@ def tower_features(images: pa.Table, model_dir: str | Path, cache_dir: str | Pat
     import time
 
     from autheval.records import table_sha256
-    from models.scorer import directory_sha256, open_rgb
+    from models.scorer import directory_sha256
+    from models.scorer_batches import open_rgb
 
     revision = directory_sha256(model_dir)
     model_key = f"{Path(model_dir).name}@{revision[:16]}"

@@ -49,7 +49,7 @@ def test_vlm_reloads_and_scores_like_a_real_checkpoint(kind, tmp_path):
     with a naive pass on both architectures (Gemma3 with its bidirectional image block, LLaVA)."""
     from PIL import Image
 
-    from models import scorer
+    from models import scorer, scorer_batches
 
     path = ensure_tiny_model(kind, tmp_path, seed=0)
     model, processor, _, _ = scorer.load_model(str(path), device="cpu")
@@ -60,8 +60,8 @@ def test_vlm_reloads_and_scores_like_a_real_checkpoint(kind, tmp_path):
     assert tokenizer.unk_token_id not in ids
     image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (20, 30, 3), dtype=np.uint8))
     prompt = risk_prompt(None, "male", "back")
-    batched = scorer.score_batch(model, processor, [image], [prompt])
-    naive = scorer.naive_continuation_loglik(model, processor, image, prompt)
+    batched = scorer_batches.score_batch(model, processor, [image], [prompt])
+    naive = scorer_batches.naive_continuation_loglik(model, processor, image, prompt)
     assert np.abs(batched[0] - naive).max() < 1e-5
 
 

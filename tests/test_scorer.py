@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from autheval.vocabulary import RISK_LEVELS as LEVELS  # noqa: E402
-from models import scorer  # noqa: E402
+from models import scorer, scorer_batches  # noqa: E402
 from models.prompts import risk_prompt  # noqa: E402
 from models.tiny import ensure_tiny_model  # noqa: E402
 
@@ -41,8 +41,8 @@ def test_batched_scores_equal_naive_forward_per_continuation(loaded, method):
     model, processor = loaded
     images = lesion_images(len(METADATA))
     prompts = [risk_prompt(*meta) for meta in METADATA]  # different prompt lengths in one batch
-    batched = scorer.score_batch(model, processor, images, prompts, method)
-    naive = np.array([scorer.naive_continuation_loglik(model, processor, im, pr) for im, pr in zip(images, prompts)])
+    batched = scorer_batches.score_batch(model, processor, images, prompts, method)
+    naive = np.array([scorer_batches.naive_continuation_loglik(model, processor, im, pr) for im, pr in zip(images, prompts)])
     assert batched.shape == (3, 4)
     assert np.abs(batched - naive).max() < 1e-5
     # the continuations are told apart far beyond the tolerance, so an off-by-one position would show
@@ -89,13 +89,13 @@ def test_crash_then_rerun_loses_nothing_and_skips_finished_rows(tiny_gemma3, tmp
     assert sorted(survived.column("image_id").to_pylist()) == [f"ISIC_{i:07d}" for i in range(4)]
 
     scored = []
-    real_score_encoded = scorer.score_encoded
+    real_score_encoded = scorer_batches.score_encoded
 
     def counting_score_encoded(model, processor, encoded, method, tokens=None):
         scored.append(len(encoded["input_ids"]))
         return real_score_encoded(model, processor, encoded, method, tokens)
 
-    monkeypatch.setattr(scorer, "score_encoded", counting_score_encoded)
+    monkeypatch.setattr(scorer_batches, "score_encoded", counting_score_encoded)
     result, meta = scorer.score_images(images, config, cache, progress=False)
     assert scored == [2, 1]                      # only the 3 unfinished images were scored
     assert meta["images_scored"] == 3 and meta["images_from_cache"] == 4
@@ -124,7 +124,7 @@ def test_cache_is_keyed_by_model_revision_and_prompt(tiny_gemma3, tmp_path, monk
     base = scorer.ScorerConfig(model_dir=str(tiny_gemma3), batch_size=2, device="cpu", revision="r1")
     scorer.score_images(images, base, cache, progress=False)
     calls = []
-    monkeypatch.setattr(scorer, "score_encoded", lambda m, p, encoded, method, ids: calls.append(1) or
+    monkeypatch.setattr(scorer_batches, "score_encoded", lambda m, p, encoded, method, ids: calls.append(1) or
                         np.zeros((len(encoded["input_ids"]), 4)))
     _, meta = scorer.score_images(images, scorer.ScorerConfig(**{**base.__dict__, "revision": "r2"}), cache,
                                   progress=False)
@@ -195,13 +195,13 @@ def test_shared_prefix_is_exact_for_prompts_longer_than_the_sliding_window(reque
     model, processor, _, _ = scorer.load_model(str(model_dir), device="cpu")
     images = lesion_images(2, seed=5)
     prompts = [risk_prompt(55.0, "female", "back"), risk_prompt(80.0, "male", LONG_SITE)]
-    lengths = scorer.encode_prompts(processor, images, prompts)["attention_mask"].sum(dim=1).tolist()
+    lengths = scorer_batches.encode_prompts(processor, images, prompts)["attention_mask"].sum(dim=1).tolist()
     window = getattr(model.config.get_text_config(), "sliding_window", None)
     if window:
         assert lengths[1] > window > lengths[0] + 8        # the long prompt passes the window, the others do not
-    naive = np.array([scorer.naive_continuation_loglik(model, processor, im, pr) for im, pr in zip(images, prompts)])
+    naive = np.array([scorer_batches.naive_continuation_loglik(model, processor, im, pr) for im, pr in zip(images, prompts)])
     for method in ("shared_prefix", "padded_rows"):
-        batched = scorer.score_batch(model, processor, images, prompts, method)
+        batched = scorer_batches.score_batch(model, processor, images, prompts, method)
         assert np.abs(batched - naive).max() < 1e-5, (method, np.abs(batched - naive).max(axis=1))
 
 
@@ -327,8 +327,8 @@ def test_a_16_bit_image_is_scaled_not_clipped(tmp_path):
     gray[:, :12] = 65535
     Image.fromarray(gray).save(tmp_path / "gray16.png")
     assert Image.open(tmp_path / "gray16.png").mode == "I;16"
-    rgb = np.asarray(scorer.open_rgb(str(tmp_path / "gray16.png")))
+    rgb = np.asarray(scorer_batches.open_rgb(str(tmp_path / "gray16.png")))
     assert rgb.shape == (24, 24, 3) and rgb[:, :12].min() == 255 and rgb[:, 12:].max() == 127   # not 255
     Image.fromarray(np.full((8, 8), 7.5, dtype=np.float32)).save(tmp_path / "float.tiff")
     with pytest.raises(RecordError, match="no declared range"):
-        scorer.open_rgb(str(tmp_path / "float.tiff"))
+        scorer_batches.open_rgb(str(tmp_path / "float.tiff"))
