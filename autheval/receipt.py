@@ -62,15 +62,21 @@ def file_outputs(files: dict[str, bytes]) -> list[dict]:
 def table_outputs(tables: dict[str, pa.Table], root: str | os.PathLike | None = None) -> list[dict]:
     """Each table's content hash: its rows in a canonical order (sorted on every sortable column; a
     table's row order is not part of its content), the lake's own folder written as `<lake>` (a
-    cohort generated inside the lake is the same cohort wherever the lake lies)."""
+    cohort generated inside the lake is the same cohort wherever the lake lies), without the columns
+    that only say when a run happened (RUN_FACT_COLUMNS)."""
     return [{"name": f"table:{name}", "sha256": table_sha256(canonical(table, root)), "rows": table.num_rows}
             for name, table in sorted(tables.items())]
+
+
+# Columns that record when or where a run happened, not what it computed: a file's modification time
+# (the hashing cache's change check) and a score's time stamp. A receipt's table hash leaves them out.
+RUN_FACT_COLUMNS = ("mtime_ns", "scored_at")
 
 
 def canonical(table: pa.Table, root: str | os.PathLike | None = None) -> pa.Table:
     import pyarrow.compute as pc
 
-    table = table.combine_chunks()
+    table = table.drop_columns([c for c in RUN_FACT_COLUMNS if c in table.column_names]).combine_chunks()
     if root is not None:
         prefix = str(Path(root).resolve())
         for i, field in enumerate(table.schema):

@@ -17,10 +17,11 @@ per_level AS (
     FROM levelled
     GROUP BY ALL
 ),
+-- summed in level order (a list), not by a parallel avg: the same inputs give the same last bit
 balanced AS (
     SELECT analysis, grouping, group_value,
-           avg(proposal_recall) AS balanced_accuracy_proposal,
-           avg(selected_recall) AS balanced_accuracy_selected
+           list_sum(list(proposal_recall ORDER BY reference_level)) / count(*) AS balanced_accuracy_proposal,
+           list_sum(list(selected_recall ORDER BY reference_level)) / count(*) AS balanced_accuracy_selected
     FROM per_level
     GROUP BY ALL
 ),
