@@ -14,6 +14,7 @@ published numbers; this is the same idea for any run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -54,8 +55,6 @@ def input_entry(role: str, path: str | os.PathLike) -> dict:
 
 
 def file_outputs(files: dict[str, bytes]) -> list[dict]:
-    import hashlib
-
     return [{"name": name, "sha256": hashlib.sha256(data).hexdigest()} for name, data in sorted(files.items())]
 
 
@@ -118,6 +117,10 @@ def read_receipt(path: str | os.PathLike) -> dict:
         raise RecordError(source, "receipt_version", f"must be {RECEIPT_VERSION}, got {receipt['receipt_version']!r}")
     if receipt["command"] not in RERUN_TARGET:
         raise RecordError(source, "command", f"must be one of {', '.join(RERUN_TARGET)}, got {receipt['command']!r}")
+    argv = receipt["argv"]
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) and argv[0] == receipt["command"]):
+        # verify re-runs argv: it must be the named command's own line, never another command
+        raise RecordError(source, "argv", f"must be a list of strings starting with the command {receipt['command']!r}")
     return receipt
 
 

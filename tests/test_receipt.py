@@ -106,6 +106,8 @@ def test_a_lake_receipt_names_a_changed_rules_file(tmp_path):
     ("not json", "not a receipt (unreadable JSON"),
     ('{"receipt_version": 1}', "column 'command': a receipt names this key"),
     ('{"receipt_version": 1, "command": "rm", "argv": [], "inputs": [], "outputs": []}', "column 'command': must be one of"),
+    ('{"receipt_version": 1, "command": "evaluate", "argv": ["ui", "--port", "1"], "inputs": [], "outputs": []}',
+     "column 'argv': must be a list of strings starting with the command 'evaluate'"),
 ])
 def test_a_bad_receipt_is_one_line(tmp_path, content, message):
     path = tmp_path / "receipt.json"

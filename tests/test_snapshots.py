@@ -159,6 +159,10 @@ def test_the_retention_is_a_declared_number(tmp_path, monkeypatch):
     with pytest.raises(SnapshotError, match="AUTHEVAL_KEEP_SNAPSHOTS='ten'"):
         Lake(tmp_path / "lake").write("a", table(1))
     assert not (tmp_path / "lake" / "runs").exists()
+    monkeypatch.setenv(snapshots.KEEP_ENV, "3")
+    monkeypatch.setenv(snapshots.WAIT_ENV, "soon")
+    with pytest.raises(SnapshotError, match="AUTHEVAL_LAKE_WAIT='soon': must be a number of seconds"):
+        Lake(tmp_path / "lake").write("a", table(1))
 
 
 # -- a real run, killed, stopped by a full disk, raced -------------------------------------------------

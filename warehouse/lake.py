@@ -79,10 +79,7 @@ class Lake:
     def table_files(self, name: str) -> list[str]:
         """The files of table `name` (store paths), or [] when it is not in the lake."""
         entry = self._entries().get(self._check(name))
-        if entry is None:
-            return []
-        rels = [entry["file"]] if "file" in entry else [entry["partitions"][k] for k in sorted(entry["partitions"])]
-        return [self._abs(rel) for rel in rels]
+        return [] if entry is None else [self._abs(rel) for rel in snapshots.entry_files(entry)]
 
     def has_table(self, name: str) -> bool:
         return bool(self.table_files(name))
@@ -169,12 +166,6 @@ class Lake:
         else:
             run.after_commit(callback)
 
-    def commit(self) -> int | None:
-        """Commit the open run's tables so far as one snapshot (the catalog asset's step); None when
-        there is no open run or nothing to commit."""
-        run = self.run()
-        return run.commit() if run is not None else None
-
     # reading
 
     def read(self, name: str) -> pa.Table:
@@ -186,18 +177,13 @@ class Lake:
 
     def tables(self) -> dict[str, str | list[str]]:
         """Table name -> what a view reads (a file, or the list of a partitioned table's files; local
-        paths or URIs), for every table of the snapshot read now."""
+        paths or URIs), for every table of the snapshot read now (its manifest read once)."""
         found = {}
-        for name in sorted(self._entries()):
-            files = [self._view_path(f) for f in self.table_files(name)]
+        for name, entry in sorted(self._entries().items()):
+            files = [self._view_path(self._abs(rel)) for rel in snapshots.entry_files(entry)]
             if files:
-                found[name] = files if self._entries()[name].get("partitions") else files[0]
+                found[name] = files if entry.get("partitions") else files[0]
         return found
-
-    def relative_tables(self, manifest: Manifest | None = None) -> dict[str, list[str]]:
-        """Table -> its files relative to the root (what the catalog's views name)."""
-        manifest = manifest or self.snapshot()
-        return {name: manifest.table_files(name) for name in sorted(manifest.tables)}
 
     def _legacy_tables(self) -> dict[str, dict]:
         """A lake written before snapshots: <root>/<table>.parquet files and marked partition folders."""

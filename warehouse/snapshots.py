@@ -102,8 +102,7 @@ class Manifest:
     software: str = ""
 
     def table_files(self, name: str) -> list[str]:
-        entry = self.tables[name]
-        return [entry["file"]] if "file" in entry else [entry["partitions"][k] for k in sorted(entry["partitions"])]
+        return entry_files(self.tables[name])
 
     def referenced(self) -> set[str]:
         refs = {rel for name in self.tables for rel in self.table_files(name)}
@@ -118,6 +117,11 @@ class Manifest:
             return cls(**json.loads(data))
         except (ValueError, TypeError) as err:
             raise SnapshotError(f"{where}: not a snapshot manifest ({err})") from None
+
+
+def entry_files(entry: dict) -> list[str]:
+    """A manifest entry's files (relative to the root): the one file, or the partitions in key order."""
+    return [entry["file"]] if "file" in entry else [entry["partitions"][k] for k in sorted(entry["partitions"])]
 
 
 # --- reading ---------------------------------------------------------------------------------------
