@@ -73,20 +73,29 @@ def score_rows(model, processor, rows: list[dict], batch_size: int, method: str 
     """Yield (batch rows, (B, 4) log-likelihoods) batch by batch. The next batch is decoded and
     preprocessed in a background thread while the current one runs on the model, so image decoding
     and resizing (about 10 ms per image at 896 px) do not leave the GPU idle."""
-    from concurrent.futures import ThreadPoolExecutor
-
     batches = [rows[begin: begin + batch_size] for begin in range(0, len(rows), batch_size)]
     if not batches:
         return
     # read here, once, so that only the prefetch thread uses the (not thread-safe) fast tokenizer
     tokens = (continuation_token_ids(processor), pad_token_id(processor))
+    for batch, encoded in prefetched(batches, lambda batch: prepare_batch(processor, batch)):
+        yield batch, score_encoded(model, processor, encoded, method, tokens)
+
+
+def prefetched(batches: list, prepare):
+    """Yield (batch, prepare(batch)) in order, the next batch prepared in a background thread while the
+    caller works on this one (one in flight). `prepare` is the only code that runs on that thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not batches:
+        return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="scorer-prefetch") as pool:
-        upcoming = pool.submit(prepare_batch, processor, batches[0])
+        upcoming = pool.submit(prepare, batches[0])
         for k, batch in enumerate(batches):
-            encoded = upcoming.result()
+            prepared = upcoming.result()
             if k + 1 < len(batches):
-                upcoming = pool.submit(prepare_batch, processor, batches[k + 1])
-            yield batch, score_encoded(model, processor, encoded, method, tokens)
+                upcoming = pool.submit(prepare, batches[k + 1])
+            yield batch, prepared
 
 
 def naive_continuation_loglik(model, processor, image, prompt: str) -> np.ndarray:

@@ -16,32 +16,37 @@ def model_inputs(model, encoded: dict) -> dict:
     return inputs
 
 
-def score_shared_prefix(model, encoded: dict, cont_ids: list[list[int]], pad_id: int) -> np.ndarray:
+def score_shared_prefix(model, encoded: dict, cont_ids: list[list[int]], pad_id: int,
+                        row_cont_ids: list[list[list[int]]] | None = None) -> np.ndarray:
     """The prompt pass runs left-padded (every prompt ends at the last position, positions counted from
     each row's first real token), so a row's distance from any key is its real distance: a sliding-window
     layer (Gemma3) then masks and keeps the right keys for every row. Right-padded, a row shorter than
-    the batch's longest lost its first keys to the window once the longest passed it."""
+    the batch's longest lost its first keys to the window once the longest passed it.
+
+    `row_cont_ids`: each row's own continuations (B lists of the same number of token-id lists: a
+    benchmark item's options, models/benchmark.py) instead of `cont_ids`, shared by every row."""
     import torch
 
     inputs = _left_padded(model_inputs(model, encoded))
     mask = inputs["attention_mask"]
     batch = mask.shape[0]
+    rows = row_cont_ids if row_cont_ids is not None else [cont_ids] * batch
+    n_cont = len(rows[0])
+    if len(rows) != batch or any(len(row) != n_cont for row in rows):
+        raise ValueError(f"every row of a batch needs the same number of continuations ({n_cont}) and every "
+                         f"row its own ({len(rows)} lists for {batch} rows)")
     prompt_len = mask.sum(dim=1)
     prompt_positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     prefix = model(**inputs, position_ids=prompt_positions, use_cache=True, logits_to_keep=1)
     first_logits = prefix.logits[:, -1]                             # (B, V): every prompt ends at the last position
     cache = prefix.cache
-    n_cont = len(cont_ids)
-    cache.batch_repeat_interleave(n_cont)                           # row b*4+j continues image b
+    cache.batch_repeat_interleave(n_cont)                           # row b*n+j continues image b
 
-    width = max(len(ids) for ids in cont_ids)
-    cont = torch.full((n_cont, width), pad_id, dtype=torch.long, device=mask.device)
-    cont_mask = torch.zeros((n_cont, width), dtype=mask.dtype, device=mask.device)
-    for j, ids in enumerate(cont_ids):
-        cont[j, : len(ids)] = torch.tensor(ids, device=mask.device)
-        cont_mask[j, : len(ids)] = 1
-    cont = cont.repeat(batch, 1)                                    # (4B, M), row b*4+j = continuation j
-    cont_mask = cont_mask.repeat(batch, 1)
+    flat = [ids for row in rows for ids in row]                     # (nB, M), row b*n+j = row b's continuation j
+    width = max(len(ids) for ids in flat)
+    cont = torch.tensor([ids + [pad_id] * (width - len(ids)) for ids in flat], dtype=torch.long, device=mask.device)
+    cont_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in flat], dtype=mask.dtype,
+                             device=mask.device)
     attention = torch.cat([mask.repeat_interleave(n_cont, dim=0), cont_mask], dim=1)
     positions = prompt_len.repeat_interleave(n_cont).unsqueeze(1) + torch.arange(width, device=mask.device)
     logits = model(input_ids=cont, attention_mask=attention, position_ids=positions, cache=cache,
