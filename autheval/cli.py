@@ -559,7 +559,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    """Serve the Dagster UI for this project on 127.0.0.1 (Ctrl-C stops it)."""
+    """Serve the Dagster UI for this project on 127.0.0.1 until Ctrl-C, SIGINT or SIGTERM, which stop it
+    with every process it started, also when it was started in the background (see _serve)."""
     import os
 
     from autheval.outputs import check_output_dir
@@ -578,8 +579,74 @@ def cmd_ui(args) -> int:
     env = {**os.environ, "DAGSTER_HOME": str(home), "AUTHEVAL_LAKE": str(lake.root)}
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "dev", "-m", "dagster_project", "-h", "127.0.0.1", "-p", str(args.port)]
-    _progress(f"Dagster UI on http://127.0.0.1:{args.port} (lake {lake.root}); Ctrl-C stops it")
-    os.execve(command[0], command, env)
+    _progress(f"Dagster UI on http://127.0.0.1:{args.port} (lake {lake.root}); Ctrl-C or SIGTERM stops it")
+    return _serve(command, env)
+
+
+UI_STOP_WAIT = 30.0  # seconds dagster dev gets to stop its services before what is left is killed
+
+
+def _serve(command: list[str], env: dict) -> int:
+    """Run `command` (dagster dev) in a process group of its own until it exits or this process gets
+    SIGINT, SIGTERM or SIGHUP. A job started with `&` from a script inherits SIGINT ignored, and dagster
+    dev maps SIGTERM to its SIGINT handler, so it would ignore both: here the command starts with both
+    at their defaults (this process handles them), and a signal is passed on to it as SIGINT, its clean
+    shutdown. Its group (the webserver, the daemon, the code servers) then gets UI_STOP_WAIT seconds,
+    SIGTERM, and SIGKILL for what is left; a second signal kills at once. Exit 0 after a requested stop,
+    else the command's own status."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import time
+
+    received: list[int] = []
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in stops}
+    try:
+        # a signal this process handles is at its default in the child after exec (an ignored one is not)
+        process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, process_group=0)
+        while process.poll() is None and not received:
+            time.sleep(0.2)
+        if received:
+            process.send_signal(signal.SIGINT)
+        for sig, wait in ((None, UI_STOP_WAIT), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            if sig is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, sig)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and len(received) < 2 and _group_runs(process):
+                time.sleep(0.2)
+            if not _group_runs(process):
+                break
+        process.wait()
+        return 0 if received else process.returncode
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _group_runs(process) -> bool:
+    """Does any process of `process`'s group still run (the leader is reaped on the way; a member that
+    has exited but is not reaped yet, a zombie, does not count where /proc tells)?"""
+    import os
+
+    process.poll()
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    if not Path("/proc/self/stat").exists():
+        return True
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (name) ": state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[2] == str(process.pid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def _command_word(argv: list[str]) -> str | None:
@@ -710,9 +777,11 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_query)
 
     from autheval.raw.cli import register as register_raw
+    from autheval.mavic_cli import register as register_mavic
     from autheval.rules_cli import register as register_rules
     register_raw(sub)
     register_rules(sub)
+    register_mavic(sub)
     if command == "aggregate":
         from autheval.cct_cli import register as register_aggregate
 
