@@ -1,4 +1,5 @@
-"""Command-line entry for the raw path: `autheval synth --n N --out DIR [--seed S]`.
+"""Command-line entry for the raw path: `autheval synth --n N --out DIR [--seed S]`, and the
+deployment simulator's `autheval synth deployment --sites N --months M --out DIR [--drift SPEC ...]`.
 
 autheval/cli.py calls register(subparsers); heavy imports wait until the command runs. Progress goes
 to stderr (a bar while images are written), results to stdout.
@@ -100,6 +101,9 @@ def write_synthetic_cohort(n: int, out: Path, *, seed: int = SYNTH_SEED, size=DE
 def cmd_synth(args) -> int:
     from autheval.outputs import check_output_dir
 
+    missing = [flag for flag, value in (("--n", args.n), ("--out", args.out)) if value is None]
+    if missing:  # required for a cohort; optional only so that `synth deployment` parses
+        args.synth_parser.error(f"the following arguments are required: {', '.join(missing)}")
     check_seed(args.seed)  # every flag before anything is written
     check_output_dir(args.out, "--out")
     line = check_cohort_size(args.n, args.out, tuple(args.size), confirm=args.yes)
@@ -122,8 +126,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "ISIC_2019_Training_Input/<image>.jpg, with multi-image lesions, exact duplicates and near "
                     "duplicates (synth_truth.csv says which). The same seed gives the same bytes. Use the folder "
                     "with `autheval demo --source isic2019 --input DIR`.")
-    p.add_argument("--n", type=int, required=True, help="number of images to write")
-    p.add_argument("--out", type=path_flag, required=True, metavar="DIR", help="output folder (created if missing)")
+    p.add_argument("--n", type=int, help="number of images to write (required)")
+    p.add_argument("--out", type=path_flag, metavar="DIR", help="output folder (created if missing; required)")
     p.add_argument("--seed", type=int, default=SYNTH_SEED,
                    help=f"generator seed, an integer from 0 to {SEED_MAX} (default {SYNTH_SEED})")
     p.add_argument("--size", type=int, nargs=2, default=DEFAULT_SIZE, metavar=("W", "H"),
@@ -132,4 +136,59 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--yes", action="store_true",
                    help=f"write a cohort estimated above {_size_text(CONFIRM_BYTES)} or {_time_text(CONFIRM_SECONDS)} "
                         "(the estimate is printed on stderr before any image is written)")
-    p.set_defaults(func=cmd_synth)
+    p.set_defaults(func=cmd_synth, synth_parser=p)
+    register_deployment(p.add_subparsers(dest="synth_kind", metavar="deployment", required=False,
+                                         title="other synthetic data",
+                                         description="`autheval synth deployment --help`: monthly logs of a "
+                                                     "simulated deployment (site, model version, time stamp)"))
+
+
+def cmd_synth_deployment(args) -> int:
+    from autheval.deployment_sim import DeploymentModel, check_model, parse_drift, write_deployment
+    from autheval.outputs import check_output_dir
+
+    check_seed(args.seed)  # every flag before anything is written
+    check_output_dir(args.out, "--out")
+    model = DeploymentModel(sites=args.sites, months=args.months, clusters_per_month=args.clusters_per_month,
+                            model_version=args.model_version, start=args.start)
+    check_model(model)  # the size first: a drift is validated against it
+    drifts = tuple(parse_drift(spec, args.sites, args.months) for spec in args.drift or ())
+    model = DeploymentModel(**{**model.__dict__, "drifts": drifts})
+    paths = write_deployment(model, args.out, seed=args.seed, fmt=args.format, overwrite=args.overwrite)
+    print(f"wrote {len(paths)} monthly logs ({args.sites} sites x {args.months} months) to {args.out}")
+    for drift in drifts:
+        print(f"  planted: {drift.spec}")
+    print(f"  {args.out / 'deployment.json'} (the declared model and the true gap per site and month)")
+    return 0
+
+
+def register_deployment(subparsers: argparse._SubParsersAction) -> None:
+    """Add `synth deployment` (autheval.deployment_sim)."""
+    from autheval.deployment_sim import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
+
+    p = subparsers.add_parser(
+        "deployment", help="monthly logs of a simulated deployment (null, or with planted drift)",
+        description="Write one role-separated log per site and month (the AuthEval log schema plus site, "
+                    "model_version, timestamp and risk_stratum; lesion clusters of several images, some seen "
+                    "again in a later month) from a declared generative model: a stationary deployment, or "
+                    "planted changes from a given month (docs/monitoring.md, the deployment simulator). "
+                    "deployment.json beside the logs holds the model and the true gap per site and month. "
+                    "Drop the logs in <lake>/landing/ and run `autheval monitor run --lake DIR`. The same "
+                    "seed gives the same bytes.")
+    p.add_argument("--sites", type=int, required=True, help="number of sites (site-1 ... site-N)")
+    p.add_argument("--months", type=int, required=True, help="number of months (one log per site and month)")
+    p.add_argument("--out", type=path_flag, required=True, metavar="DIR", help="output folder (created if missing)")
+    p.add_argument("--drift", action="append", metavar="SPEC",
+                   help=f"a planted change (repeatable): {DRIFT_SYNTAX}; kinds: {', '.join(DRIFT_KINDS)} "
+                        "(amount: the gap's change in simulator units = local-utility points per image; the "
+                        "intervention rate's change; the share of the case mix moved to the `to` stratum)")
+    p.add_argument("--clusters-per-month", type=int, default=40, metavar="K",
+                   help="lesion clusters per site and month (default 40, about 100 images)")
+    p.add_argument("--seed", type=int, default=DEPLOYMENT_SEED,
+                   help=f"generator seed, an integer from 0 to {SEED_MAX} (default {DEPLOYMENT_SEED})")
+    p.add_argument("--start", default=START, metavar="YYYY-MM", help=f"the first month (default {START})")
+    p.add_argument("--model-version", default="model-1", metavar="NAME",
+                   help="the model version the logs name (default model-1; a drift's version= names another)")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv", help="log file format (default csv)")
+    p.add_argument("--overwrite", action="store_true", help="replace the logs already in DIR")
+    p.set_defaults(func=cmd_synth_deployment)
