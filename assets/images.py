@@ -34,14 +34,18 @@ SPECS = [  # in the order they are written (each after what it depends on)
         "unreadable_image row each in ingest_report).")),
     AssetSpec("images", group_name=INGEST, kinds={"parquet"}, deps=["input_files", "hash_failures"], description=(
         "Every usable image of the study: image_id, lesion_id, patient_id, age, sex, anatomic_site, "
-        "diagnosis, risk_stratum (the reference state), path, source. Unreadable images are left out "
-        "and reported in ingest_report.")),
+        "diagnosis, risk_stratum (the reference state), path, source, fitzpatrick_skin_type (where the "
+        "source records a valid one), ita, ita_category, ita_method (the skin tone estimated from the "
+        "pixels around the lesion: an estimate, not a label). Unreadable images are left out and "
+        "reported in ingest_report.")),
     AssetSpec("ingest_report", group_name=INGEST, kinds={"parquet"},
               deps=["input_files", "image_hashes", "hash_failures"], description=(
         "source, row_number, image_id, column_name, reason, value, action: one row per problem found "
         "while reading the inputs (excluded, kept, ignored or recorded), e.g. missing_image, "
         "unreadable_image, format_mismatch, checksum_mismatch, outside_input_folder (an id, path or link "
-        "that leads out of the input folder: never read). Nothing is dropped silently.")),
+        "that leads out of the input folder: never read), invalid_isic_metadata and "
+        "inconsistent_isic_metadata (a value the ISIC Archive's schema refuses: the field and the value; "
+        "kept). Nothing is dropped silently.")),
 ]  # fmt: skip
 
 

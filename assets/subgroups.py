@@ -1,6 +1,7 @@
 """subgroups and fairness (DermoGPT section 3): the authority gap and the accuracy of both roles per
-declared group (sex, age band, anatomic site, workflow profile, source, Fitzpatrick type where a source
-has it), and min/max group accuracy per grouping. The statistics are autheval/subgroups.py."""
+declared group (sex, age band, anatomic site, workflow profile, source, Fitzpatrick skin type where a
+source records it, ita_category: the skin tone estimated from the pixels, an estimate, not a label), and
+min/max group accuracy per grouping. The statistics are autheval/subgroups.py."""
 
 from __future__ import annotations
 

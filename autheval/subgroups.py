@@ -1,7 +1,8 @@
 """Subgroups and fairness (DermoGPT section 3) on the review's records.
 
-Per declared grouping (sex, age band, anatomic site, workflow profile, source, Fitzpatrick type where a
-source has it) and group: the authority-gap estimators with a whole-cluster bootstrap within the group,
+Per declared grouping (sex, age band, anatomic site, workflow profile, source, the Fitzpatrick skin type
+where a source records it, and `ita_category`, the skin tone estimated from the pixels, an estimate and
+not a label: autheval/raw/skin_tone.py) and group: the authority-gap estimators with a whole-cluster bootstrap within the group,
 and the accuracy and balanced accuracy of the proposal and of the selected action against the reference
 level. A group below the declared minimum size is reported as not estimable, with the reason, never as a
 number. `fairness` is min/max group accuracy per grouping, for both roles.
@@ -22,10 +23,11 @@ from autheval.recordsets import recordsets_by
 from autheval.study import estimates_table
 from warehouse.sql import connect, load_sql, to_table
 
-GROUPINGS = ("sex", "age_band", "anatomic_site", "profile", "source", "fitzpatrick")
+GROUPINGS = ("sex", "age_band", "anatomic_site", "profile", "source", "fitzpatrick_skin_type", "ita_category")
 MIN_CLUSTERS = 30  # fewer clusters in a group: its bootstrap interval is not trustworthy
 MIN_IMAGES = 30
-IMAGE_COLUMNS = ("image_id", "sex", "age", "anatomic_site", "source", "fitzpatrick", "ideal_action_level")
+IMAGE_COLUMNS = ("image_id", "sex", "age", "anatomic_site", "source", "fitzpatrick_skin_type", "ita_category",
+                 "ideal_action_level")
 GROUP_COLUMNS = ("analysis", "grouping", "group_value", "n_images", "n_clusters", "estimable", "reason",
                  "accuracy_proposal", "balanced_accuracy_proposal", "accuracy_selected",
                  "balanced_accuracy_selected")  # fmt: skip
@@ -45,7 +47,8 @@ def no_images() -> pa.Table:
 
 
 def _images_with_every_column(images: pa.Table) -> pa.Table:
-    """The grouping columns a source lacks (e.g. Fitzpatrick type in ISIC) as all-missing columns."""
+    """The grouping columns a source lacks (e.g. Fitzpatrick type in ISIC, skin tone in the reference
+    study's images) as all-missing columns."""
     columns = {}
     for name in IMAGE_COLUMNS:
         columns[name] = images.column(name) if name in images.column_names else pa.nulls(images.num_rows, pa.string())

@@ -1,8 +1,9 @@
 -- Every record of every analysis placed in one group per declared grouping (DermoGPT section 3):
--- sex, age band, anatomic site, workflow profile, source, Fitzpatrick type. A missing value is its own
--- group ('missing'), so no record is dropped from a grouping.
+-- sex, age band, anatomic site, workflow profile, source, Fitzpatrick skin type (where recorded) and
+-- ita_category (the skin tone estimated from the pixels: an estimate, not a label). A missing value is
+-- its own group ('missing'), so no record is dropped from a grouping.
 -- Input: records (the review's, AuthEval log layout + analysis), images(image_id, sex, age,
---        anatomic_site, source, fitzpatrick, ideal_action_level), contexts(cluster_id, profile).
+--        anatomic_site, source, fitzpatrick_skin_type, ita_category, ideal_action_level), contexts(cluster_id, profile).
 --        Parameter $groupings (the grouping names to produce).
 -- Output: analysis, grouping, group_value, case_id, cluster_id, proposed_action, executed_action,
 --         the three utilities, reference_level.
@@ -21,14 +22,15 @@ WITH joined AS (
         coalesce(nullif(trim(CAST(i.anatomic_site AS VARCHAR)), ''), 'missing') AS anatomic_site,
         coalesce(c.profile, 'missing') AS profile,
         coalesce(nullif(trim(CAST(i.source AS VARCHAR)), ''), 'missing') AS source,
-        coalesce(nullif(trim(CAST(i.fitzpatrick AS VARCHAR)), ''), 'missing') AS fitzpatrick
+        coalesce(nullif(trim(CAST(i.fitzpatrick_skin_type AS VARCHAR)), ''), 'missing') AS fitzpatrick_skin_type,
+        coalesce(nullif(trim(CAST(i.ita_category AS VARCHAR)), ''), 'missing') AS ita_category
     FROM records AS r
     JOIN images AS i ON i.image_id = r.case_id
     LEFT JOIN contexts AS c ON c.cluster_id = r.cluster_id
 ),
 long AS (
     UNPIVOT joined
-    ON sex, age_band, anatomic_site, profile, source, fitzpatrick
+    ON sex, age_band, anatomic_site, profile, source, fitzpatrick_skin_type, ita_category
     INTO NAME grouping VALUE group_value
 )
 SELECT

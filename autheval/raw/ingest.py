@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autheval.errors import RecordError
+from autheval.raw.isic_metadata import validate_rows
 from autheval.records import file_sha256
 from autheval.vocabulary import RISK_LEVELS
 from warehouse.sql import connect, load_sql
@@ -101,6 +102,8 @@ IMAGES_SCHEMA = pa.schema([
     ("sex_norm", pa.string()),
     ("site_norm", pa.string()),
     ("row_index", pa.int64()),
+    # by the ISIC Archive's schema (autheval/raw/isic_metadata.py): the type where the source records a valid one
+    ("fitzpatrick_skin_type", pa.string()),
 ])
 REPORT_SCHEMA = pa.schema([
     ("source", pa.string()),
@@ -170,6 +173,11 @@ def proxy_age(ages, is_train) -> tuple[np.ndarray, np.ndarray]:
     filled = np.where(missing, mean, age)
     z = (filled - mean) / sd if sd > 0 else np.zeros_like(filled)
     return z, missing.astype(float)
+
+
+def _archive_age(value: str | None) -> str | None:
+    """The ISIC Archive's `85+` (85 or older; the Archive stores it as 85) as 85; any other text as is."""
+    return "85" if value is not None and value.strip() == "85+" else value
 
 
 def prompt_text(value) -> str:
@@ -434,7 +442,7 @@ def ingest(
         "lesion_id": pa.array(col("lesion_id"), pa.string()),
         "diagnosis_raw": pa.array(diagnosis, pa.string()),
         "sex": pa.array(col("sex"), pa.string()),
-        "age_raw": pa.array(col("age"), pa.string()),
+        "age_raw": pa.array([_archive_age(v) for v in col("age")], pa.string()),
         "anatomic_site": pa.array(col("anatomic_site"), pa.string()),
         "source_raw": pa.array(source_values, pa.string()),
         "has_label": pa.array(has_label, pa.bool_()),
@@ -475,10 +483,20 @@ def ingest(
                     report_rows.append(dict(source=str(image_dir), row_number=None, image_id=entry.stem,
                                             column_name=None, reason="image_without_metadata",
                                             value=str(entry), action="ignored"))
+    # The ISIC Archive's schema on its own fields: invalid values reported, the image kept (isic_metadata.py);
+    # a value already reported by the rules above (e.g. age_not_numeric) is not reported twice.
+    problems, fitzpatrick = validate_rows({name: meta.column(name).to_pylist() for name in meta.column_names})
+    reported = {(r["row_number"], r["column_name"]) for r in report_rows if r["source"] == msource}
+    for i, column, reason, value in problems:
+        if i not in excluded and (i + 1, column) not in reported:
+            report_rows.append(dict(source=msource, row_number=i + 1, image_id=ids[i], column_name=column,
+                                    reason=reason, value=value, action="kept"))
     con.register("excluded", pa.table({"row_index": pa.array(sorted(excluded), pa.int64())}))
     table = con.execute(load_sql("raw_images"), {
         "profiles": list(PROFILES), "use_source": coverage > 0.5, "default_source": source,
     }).arrow().read_all()
+    rows = table.column("row_index").to_pylist()
+    table = table.append_column("fitzpatrick_skin_type", pa.array([fitzpatrick[i] for i in rows], pa.string()))
     images_table = table.select(IMAGES_SCHEMA.names).cast(IMAGES_SCHEMA)
 
     file_rows = []

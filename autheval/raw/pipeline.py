@@ -6,8 +6,9 @@ the same four functions, so the lake's tables are the library's tables:
 
 1. `read_cohort`: ingest the files, hash every image (incrementally), leave out the images that cannot
    be decoded (an `unreadable_image` row in the report) and note files whose bytes are not the format
-   their name says (`format_mismatch`, kept): images, image_hashes, hash_failures, ingest_report,
-   input_files.
+   their name says (`format_mismatch`, kept), and estimate each image's skin tone (`ita`,
+   `ita_category`: autheval/raw/skin_tone.py, an estimate, not a label): images, image_hashes,
+   hash_failures, ingest_report, input_files.
 2. `find_duplicate_tables`: exact groups and the declared near-duplicate rules: duplicates,
    duplicate_removals.
 3. `cluster_images`: clusters of the images left after 'drop' rules, and their split (a frozen split,
@@ -27,6 +28,7 @@ from autheval.raw.clusters import assign_clusters
 from autheval.raw.duplicates import AUTHEVAL_RULES, exact_groups, find_duplicates, removals, union_groups, with_splits
 from autheval.raw.ingest import Ingested, ingest_isic2019, report_table
 from autheval.raw.phash import HashRun, hash_images, hashes_of_kind, named_format
+from autheval.raw.skin_tone import with_skin_tone
 from autheval.raw.splits import SPLIT_SEED, assign_splits, check_no_cluster_crosses_split, read_freeze, validate_freeze
 
 DEFAULT_KINDS = ("autheval", "imagehash")
@@ -94,11 +96,13 @@ def read_cohort(
     source: str | None = None,
     checksums: bool = True,
 ) -> Cohort:
-    """Step 1: ingest the cohort's files, hash its images, screen out the unreadable ones."""
+    """Step 1: ingest the cohort's files, hash its images, screen out the unreadable ones, estimate the
+    skin tone of the rest."""
     ingested = ingest_isic2019(input_dir, source=source, checksums=checksums)
     hashed = hash_images(ingested.images, hash_kinds(kinds, rules), workers=workers, previous=previous_hashes,
                          progress=progress)
     images, report = screen_images(ingested, hashed)
+    images = with_skin_tone(images, workers=workers)
     image_hashes = hashed.table.filter(pc.is_in(hashed.table.column("image_id"), value_set=images.column("image_id")))
     return Cohort(images, image_hashes, hashed.failures, report, ingested.input_files, hashed)
 

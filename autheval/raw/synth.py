@@ -6,9 +6,11 @@ Written into `out_dir`:
 * ISIC_2019_Training_Metadata.csv     image,age_approx,anatom_site_general,lesion_id,sex
 * ISIC_2019_Training_GroundTruth.csv  image,MEL,NV,BCC,AK,BKL,DF,VASC,SCC,UNK (one-hot, 0.0/1.0)
 * ISIC_2019_Training_Input/<image>.jpg
-* synth_truth.csv (what was planted: multi-image lesions, exact and near duplicates),
-  synth_manifest.json (generator, n, seed, size) and proposals.csv (three simulated proposal
-  mechanisms, autheval/raw/synth_proposals.py) -- side files the official release does not have.
+* synth_truth.csv (what was planted: multi-image lesions, exact and near duplicates, each lesion's skin
+  tone: its ITA category from the declared SKIN_TONES and its ITA as painted),
+  synth_manifest.json (generator, n, seed, size), proposals.csv (three simulated proposal
+  mechanisms, autheval/raw/synth_proposals.py) and benchmark.csv (a closed-ended benchmark of a sample
+  of lesions, autheval/raw/synth_benchmark.py) -- side files the official release does not have.
 
 Deliberate structure: multi-image lesions (several views of one lesion), exact duplicates (byte
 copies under a new id, sometimes with another or no lesion id, as ISIC's cross-dataset re-uploads),
@@ -32,10 +34,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 from PIL import Image, ImageDraw
+from skimage.color import lab2rgb, rgb2lab
 
 from autheval.raw.ingest import (IMAGE_FOLDER, LABEL_COLUMNS, LABELS_FILE, METADATA_COLUMNS, METADATA_FILE,
                                  SYNTH_MANIFEST)
 from autheval.raw.phash import autheval_phash, hamming
+from autheval.raw.skin_tone import ita_category, ita_degrees
+from autheval.raw.synth_benchmark import benchmark_image, write_benchmark
 from autheval.raw.synth_proposals import write_proposals
 from warehouse.atomic import atomic_path, atomic_write_bytes, atomic_write_text
 
@@ -44,8 +49,14 @@ TRUTH_FILE = "synth_truth.csv"
 DIAGNOSES = {"NV": 0.50, "MEL": 0.18, "BCC": 0.13, "BKL": 0.10, "AK": 0.035, "SCC": 0.025, "VASC": 0.01, "DF": 0.01}
 SITES = {"anterior torso": 0.25, "lower extremity": 0.20, "posterior torso": 0.16, "head/neck": 0.12,
          "upper extremity": 0.12, "palms/soles": 0.03, "lateral torso": 0.02, "oral/genital": 0.01, None: 0.09}
-SKIN = np.array([(238, 204, 184), (226, 184, 156), (204, 152, 118), (172, 120, 90), (128, 88, 62),
-                 (246, 218, 200)], dtype=np.float32)
+# Planted skin tones (autheval/raw/skin_tone.py's ITA categories): a declared distribution over the six, and
+# per category the ITA (degrees) and b* ranges drawn from, inside the bin and away from its edges;
+# L* = 50 + b* tan(ITA), a* uniform in SKIN_A_STAR. Drawn from a stream of their own (SKIN_STREAM).
+SKIN_TONES = {"very_light": 0.22, "light": 0.26, "intermediate": 0.20, "tan": 0.14, "brown": 0.12, "dark": 0.06}
+SKIN_ITA = {"very_light": ((59, 66), (10, 15)), "light": ((45, 51), (12, 18)), "intermediate": ((32, 37), (14, 20)),
+            "tan": ((15, 23), (16, 24)), "brown": ((-22, 3), (16, 24)), "dark": ((-50, -37), (12, 20))}
+SKIN_A_STAR = (6.0, 14.0)
+SKIN_STREAM = 2 ** 31 + 17  # tags the skin-tone stream [seed, SKIN_STREAM, lesion] apart from the per-image ones
 # (core, rim) colours per diagnosis
 COLOURS = {
     "NV": ((96, 58, 36), (150, 100, 70)), "MEL": ((40, 24, 22), (110, 70, 60)),
@@ -63,7 +74,7 @@ class SynthCohort:
     metadata: Path
     labels: Path
     images: Path
-    truth: pa.Table  # image, role, source_image, lesion_id, perturbation, autheval_distance
+    truth: pa.Table  # image, role, source_image, lesion_id, perturbation, autheval_distance, skin_tone, skin_ita
 
 
 def _file_mode() -> int:
@@ -79,11 +90,25 @@ def _draw(rng: np.random.Generator, table: dict):
     return keys[rng.choice(len(keys), p=p / p.sum())]
 
 
-def _lesion_params(rng: np.random.Generator, diagnosis: str) -> dict:
+def planted_skin(rng: np.random.Generator) -> tuple[np.ndarray, float, str]:
+    """(skin RGB as float32 0-255, its ITA, its ITA category) drawn from the declared SKIN_TONES; the ITA
+    and category are of the colour as painted (before lighting, vignette and noise)."""
+    (ita_low, ita_high), (b_low, b_high) = SKIN_ITA[_draw(rng, SKIN_TONES)]
+    ita, b_star, a_star = rng.uniform(ita_low, ita_high), rng.uniform(b_low, b_high), rng.uniform(*SKIN_A_STAR)
+    lab = np.array([50 + b_star * np.tan(np.radians(ita)), a_star, b_star])
+    rgb = np.clip(lab2rgb(lab[None, None, :])[0, 0] * 255, 0, 255).astype(np.float32)
+    painted = rgb2lab(rgb[None, None, :].astype(np.float64) / 255)[0, 0]
+    painted_ita = float(ita_degrees(painted[0], painted[2]))
+    return rgb, painted_ita, str(ita_category(painted_ita))
+
+
+def _lesion_params(rng: np.random.Generator, diagnosis: str, skin_rng: np.random.Generator) -> dict:
     core, rim = (np.array(c, dtype=np.float32) for c in COLOURS[diagnosis])
     tone = (rng.uniform(0.8, 1.2) * rng.uniform(0.96, 1.04, 3)).astype(np.float32)
+    rng.integers(6), rng.uniform(size=3)  # the former skin palette's draws: every later parameter as before
+    skin, skin_ita, skin_tone = planted_skin(skin_rng)
     return {
-        "skin": SKIN[rng.integers(len(SKIN))] * rng.uniform(0.93, 1.05, 3).astype(np.float32),
+        "skin": skin, "skin_ita": skin_ita, "skin_tone": skin_tone,
         "core": np.clip(core * tone, 0, 255), "rim": np.clip(rim * tone, 0, 255),
         "radius": rng.uniform(0.12, 0.34), "ratio": rng.uniform(0.55, 1.0), "angle": rng.uniform(0, np.pi),
         "harmonics": [(k, rng.uniform(0, 0.14 / k ** 0.5), rng.uniform(0, 2 * np.pi)) for k in range(2, 7)],
@@ -243,7 +268,7 @@ def synth_cohort(
         age = None if rng.random() < 0.03 else float(np.clip(round(rng.normal(52, 17) / 5) * 5, 5, 85))
         sex = None if rng.random() < 0.03 else ("male" if rng.random() < 0.53 else "female")
         meta = {"lesion_id": lesion_id, "age": age, "sex": sex, "site": _draw(rng, SITES), "diagnosis": diagnosis}
-        lesions.append((_lesion_params(rng, diagnosis), meta))
+        lesions.append((_lesion_params(rng, diagnosis, np.random.default_rng([seed, SKIN_STREAM, len(lesions)])), meta))
         for v in range(views):
             records.append({"lesion": len(lesions) - 1, "view": _view_params(rng, v == 0), "role": "lesion_view",
                             "meta": dict(meta), "source": None})
@@ -288,10 +313,11 @@ def synth_cohort(
         publish(atomic_write_bytes(folder / f"{names[index]}.jpg", data))
         if progress is not None:
             progress()
+        skin = lesions[record["lesion"]][0]
         truth.append({"image": names[index], "role": record["role"],
                       "source_image": None if record["source"] is None else names[record["source"]],
                       "lesion_id": record["meta"]["lesion_id"], "perturbation": perturbation,
-                      "autheval_distance": distance})
+                      "autheval_distance": distance, "skin_tone": skin["skin_tone"], "skin_ita": skin["skin_ita"]})
 
     def fmt_age(age):
         return "" if age is None else repr(float(age))
@@ -308,9 +334,11 @@ def synth_cohort(
     publish(atomic_write_text(root / LABELS_FILE, "\n".join(label_lines) + "\n"))
     ordered = sorted(range(len(records)), key=lambda i: names[i])
     publish(write_proposals(root, [names[i] for i in ordered], [records[i]["meta"]["diagnosis"] for i in ordered], seed))
+    publish(write_benchmark(root, [benchmark_image(names[i], records, lesions, i) for i in ordered], seed))
     truth_table = pa.Table.from_pylist(sorted(truth, key=lambda r: r["image"]), schema=pa.schema([
         ("image", pa.string()), ("role", pa.string()), ("source_image", pa.string()), ("lesion_id", pa.string()),
-        ("perturbation", pa.string()), ("autheval_distance", pa.int32())]))
+        ("perturbation", pa.string()), ("autheval_distance", pa.int32()), ("skin_tone", pa.string()),
+        ("skin_ita", pa.float64())]))
     with atomic_path(root / TRUTH_FILE) as tmp:
         pacsv.write_csv(truth_table, tmp)
     publish(root / TRUTH_FILE)
