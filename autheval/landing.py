@@ -53,6 +53,10 @@ from warehouse.lake import Lake
 from warehouse.sql import connect, load_sql, to_table
 
 PERIOD_COLUMNS = ("timestamp", "batch")
+DEPLOYMENT_COLUMNS = ("site", "model_version")  # where and by which model a log was made
+STRATUM_COLUMN = "risk_stratum"  # the service's own risk stratum of a case, where its log has one
+UNSPECIFIED = "unspecified"  # the site or model version of a log without that column
+POOLED = "all"  # the site or model version of rows pooled over every one (as period 'all')
 PROCESSED, REJECTED, DUPLICATES = "processed", "rejected", "duplicates"
 LANDED_TABLE = "landed_records"
 KEY_LENGTH = 20  # hex digits of the SHA-256 (80 bits) that name a landed file's partition
@@ -287,7 +291,7 @@ def read_landed(path: Path, key: str | None = None, name: str | None = None,
     present = [c for c in PERIOD_COLUMNS if c in raw.column_names]
     if not present:
         raise RecordError(source, "timestamp", "a landed log needs a timestamp or a batch column")
-    records = records_from_table(raw, source, key, sha256, used=PERIOD_COLUMNS)
+    records = records_from_table(raw, source, key, sha256, used=(*PERIOD_COLUMNS, *DEPLOYMENT_COLUMNS, STRATUM_COLUMN))
     con = connect()
     n = raw.num_rows
     con.register("landed_raw", pa.table({
@@ -308,7 +312,47 @@ def read_landed(path: Path, key: str | None = None, name: str | None = None,
     table = records.table.append_column("period", period)
     for column, value in (("landed_file", name), ("landed_key", key), ("record_level", records.level)):
         table = table.append_column(column, pa.array([value] * rows, pa.string()))
+    for column, values in _deployment(raw, source).items():
+        table = table.append_column(column, pc.take(values, records.table.column("row_index")))
     return records, table
+
+
+def _deployment(raw: pa.Table, source: str) -> dict[str, pa.ChunkedArray]:
+    """The site, model version and risk stratum of every row of a landed log, as text: a site or model
+    version column must name one on every row ('unspecified' when the log has no such column; 'all' is
+    the pooled rows' name); a risk stratum may be left empty."""
+    n = raw.num_rows
+    out = {}
+    for column in (*DEPLOYMENT_COLUMNS, STRATUM_COLUMN):
+        if column not in raw.column_names:
+            out[column] = pa.chunked_array([pa.array([UNSPECIFIED if column != STRATUM_COLUMN else None] * n, pa.string())])
+            continue
+        values = raw.column(column).cast(pa.string())
+        if column == STRATUM_COLUMN:
+            out[column] = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
+            continue
+        for mask, rule in ((pc.or_kleene(pc.is_null(values), pc.equal(values, "")),
+                            f"must not be empty (leave the column out and every row is {UNSPECIFIED!r})"),
+                           (pc.equal(pc.utf8_lower(values), POOLED),
+                            f"{POOLED!r} names the rows pooled over every {column}; give another name")):
+            hits = pc.indices_nonzero(pc.fill_null(mask, True))
+            if len(hits):
+                first = hits[0].as_py()
+                raise RecordError(source, column, rule,
+                                  f"row {first + 1}, value {values[first].as_py()!r}; {len(hits)} rows in all")
+        out[column] = values
+    return out
+
+
+def with_deployment_columns(landed: pa.Table) -> pa.Table:
+    """`landed` with the site, model_version and risk_stratum columns (a partition landed before logs
+    carried them: 'unspecified', and no risk stratum)."""
+    n = landed.num_rows
+    for column in (*DEPLOYMENT_COLUMNS, STRATUM_COLUMN):
+        if column not in landed.column_names:
+            value = None if column == STRATUM_COLUMN else UNSPECIFIED
+            landed = landed.append_column(column, pa.array([value] * n, pa.string()))
+    return landed
 
 
 def _move_no_clobber(path: Path, target: Path) -> Path:
