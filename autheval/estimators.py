@@ -31,7 +31,7 @@ from autheval.bootstrap import (POISSON_BLOCK, Progress, available_cores, lockst
 from autheval.errors import RecordError
 from autheval.multiplicity import (DEFAULT_CONTRAST_FAMILY, TESTED_METRICS, add_adjusted_columns, alpha_of,
                                    contrast_family)
-from autheval.records import FULL, PROPOSAL_ONLY, RecordSet, warn
+from autheval.records import FULL, PROPOSAL_ONLY, RecordSet, register_records, warn
 from autheval.vocabulary import SCHEMES
 from warehouse import sql
 from warehouse.sql import connect, drop_table, load_sql
@@ -385,7 +385,7 @@ def estimate(
         raise ValueError("analysis names must be unique")
 
     con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
-    con.register("records", pa.concat_tables([r.table for r in recordsets]))
+    register_records(con, recordsets)
     if engine is None or engine.kind == "duckdb":
         sql.to_table(con, "cluster_stats", "cluster_stats")
         with one_blas_thread():

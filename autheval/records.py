@@ -5,14 +5,27 @@ Two input schemas are accepted (CSV or Parquet, detected from the columns):
   utility_executed_local, [utility_proposed_local], [utility_proposed_global];
 * the AuthEval case-trace schema: image_id, cluster_id, a_head, a_exec, Uz_head, Uz_exec, [Ug_head].
 Both become one canonical table in the log's column names (see sql/records_normalize.sql).
+
+A record given by path (`read_records`) is read where it lies, never as a whole table in this
+process: a CSV file, a Parquet file, a folder or glob of Parquet files, or a URI (`file://`, or an
+object store through the lake's filesystem seam, warehouse/filesystem.py) is a `RecordDataset`,
+which DuckDB scans (read_csv / read_parquet over the file list) for every rule of validation, the
+record level and, later, the estimators' per-cluster sums (`register_records`). The data hash of a
+dataset of one file is that file's SHA-256; of several, the SHA-256 of their SHA-256s in name order
+(`dataset_sha256`), hashed streaming. Records already in memory (a lake table's rows, a landed log)
+keep the table path (`records_from_table`).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import posixpath
 import warnings
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Sequence
 
 import duckdb
 import numpy as np
@@ -20,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from autheval.errors import RecordError, first_violation
-from warehouse.sql import connect, load_sql
+from warehouse.sql import connect, load_sql, quote_identifier, quote_literal
 
 LOG_COLUMNS = (
     "case_id",
@@ -75,9 +88,21 @@ class RecordSet:
     n_clusters: int
     n_changed: int
     data_sha256: str
-    table: pa.Table
+    rows: pa.Table | None  # the canonical rows when they are held here (records_from_table), else None
     unused_columns: tuple[str, ...] = ()  # input columns no estimator reads (listed as a warning)
     n_local: int = 0  # rows with utility_proposed_local: a gap it cannot support says whether it was given at all
+    dataset: "RecordDataset | None" = None  # the files the rows are read from, where they lie
+
+    @property
+    def table(self) -> pa.Table:
+        """The canonical rows as one Arrow table: the held ones, or a dataset's read whole into this
+        process now (for small records and tests; the estimators never ask for it, they scan the
+        dataset: `register_records`)."""
+        if self.rows is not None:
+            return self.rows
+        con = connect(threads=1)
+        register_records(con, [self])
+        return con.table("records").arrow().read_all()
 
     @property
     def mode(self) -> str:
@@ -138,6 +163,10 @@ def closest_name(name: str, candidates) -> str | None:
 
 
 def file_sha256(path: str | Path) -> str:
+    """A file's SHA-256; for a record dataset (a folder, a glob, a URI) its data hash (data_sha256),
+    so a receipt names and verify re-hashes a dataset input as it does a file."""
+    if is_dataset_path(path):
+        return data_sha256(path)
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -285,6 +314,26 @@ def canonical_columns(table: pa.Table, source: str, used: tuple[str, ...] = ()) 
 
 
 def _canonical_columns(table: pa.Table, source: str, used=()) -> tuple[str, pa.Table, tuple[str, ...]]:
+    schema, mapping, unused = column_mapping(table, source, used)
+    table = header_names(table, source)
+    n = table.num_rows
+    columns = {"row_index": pa.array(np.arange(n, dtype=np.int64))}  # (a range would make pyarrow import pandas)
+    for dst, src in mapping.items():
+        columns[dst] = table.column(src.strip())
+    if "cluster_id" not in columns:  # the log schema's default: every case its own cluster
+        columns["cluster_id"] = columns["case_id"]
+    for column in LOG_COLUMNS:
+        columns.setdefault(column, pa.nulls(n, pa.string()))
+    return schema, pa.table({k: columns[k] for k in ("row_index", *LOG_COLUMNS)}), unused
+
+
+def column_mapping(table: pa.Table, source: str, used=()) -> tuple[str, dict[str, str], tuple[str, ...]]:
+    """Detect the schema from the columns of `table` (its rows are not read: an empty table of a
+    file's schema will do) and return (schema, {canonical column: input column as the input names
+    it, surrounding spaces and all}, unused columns). Every rule about the header is checked here:
+    duplicate names, a misspelling, a missing required column, a column of a type the record cannot
+    mean."""
+    original = table.column_names
     table = header_names(table, source)
     names = set(table.column_names)
     if names & {"case_id", "proposed_action", "executed_action"}:
@@ -311,22 +360,16 @@ def _canonical_columns(table: pa.Table, source: str, used=()) -> tuple[str, pa.T
             raise RecordError(source, column, f"required column is missing for the {schema} schema")
     check_column_types(table, source, text=[k for k, v in mapping.items() if v in TEXT_ROLE_COLUMNS],
                        numbers=[k for k, v in mapping.items() if v in NUMBER_ROLE_COLUMNS])
-    n = table.num_rows
-    columns = {"row_index": pa.array(np.arange(n, dtype=np.int64))}  # (a range would make pyarrow import pandas)
-    for src, dst in mapping.items():
-        if src in names:
-            columns[dst] = table.column(src)
-    if "cluster_id" not in columns:  # the log schema's default: every case its own cluster
-        columns["cluster_id"] = columns["case_id"]
-    for column in LOG_COLUMNS:
-        columns.setdefault(column, pa.nulls(n, pa.string()))
-    return schema, pa.table({k: columns[k] for k in ("row_index", *LOG_COLUMNS)}), unused
+    as_given = dict(zip(table.column_names, original))
+    return schema, {dst: as_given[src] for src, dst in mapping.items() if src in names}, unused
 
 
-def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str) -> None:
+def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str,
+             locate: Callable[[int], tuple[str, int]] | None = None) -> None:
     """Raise RecordError on the first broken rule of `raw_records` (one line with an example): one
     cheap pass finds the broken rules (records_validate.sql); only the reported row is then read for
-    its id and value, and a repeated id hash is confirmed on the ids themselves."""
+    its id and value, and a repeated id hash is confirmed on the ids themselves. `locate`: for a
+    dataset of several files, row_index -> (the file, the row within it), so the line names both."""
     for order, column, rule, row_index, n_rows in con.execute(load_sql("records_validate")).fetchall():
         if order == 2:
             n_rows, row_index, case_id = con.execute(load_sql("records_duplicates")).fetchone()
@@ -338,7 +381,10 @@ def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str) -> None:
                                              {"rule_order": order, "row_index": row_index}).fetchone()
         if schema == "trace":  # name the column as the file names it
             column = {v: k for k, v in TRACE_TO_LOG.items()}.get(column, column)
-        raise first_violation(source, (order, column, rule, row_index, case_id, bad_value, n_rows))
+        where = source
+        if locate is not None:
+            where, row_index = locate(row_index)
+        raise first_violation(where, (order, column, rule, row_index, case_id, bad_value, n_rows))
 
 
 TEXT_COLUMNS = ("case_id", "cluster_id", "proposed_action", "executed_action")
@@ -374,6 +420,15 @@ def records_from_table(
     con = con or connect()
     con.register("raw_records", raw)
     validate(con, source, schema)
+    level, has_local, counts = _record_level(con)
+    canonical = _canonical(raw, con.execute(load_sql("records_normalize")).arrow().read_all(), analysis)
+    con.unregister("raw_records")
+    return RecordSet(analysis=analysis, source=source, schema=schema, level=level, has_local=has_local,
+                     data_sha256=data_sha256, rows=canonical, unused_columns=unused, **counts)
+
+
+def _record_level(con) -> tuple[str, bool, dict]:
+    """(record level, has_local, the RecordSet counts) of the validated `raw_records` on `con`."""
     (n_cases, n_clusters, n_changed, n_changed_local, n_local, n_global, n_executed) = con.execute(
         load_sql("records_profile")
     ).fetchone()
@@ -385,29 +440,316 @@ def records_from_table(
         level, has_local = FULL, True
     else:
         level, has_local = ROLE_SEPARATED, False
-    canonical = _canonical(raw, con.execute(load_sql("records_normalize")).arrow().read_all(), analysis)
-    return RecordSet(
-        analysis=analysis,
-        source=source,
-        schema=schema,
-        level=level,
-        has_local=has_local,
-        has_global=n_global > 0,
-        n_cases=n_cases,
-        n_clusters=n_clusters,
-        n_changed=n_changed,
-        data_sha256=data_sha256,
-        table=canonical,
-        unused_columns=unused,
-        n_local=n_local,
-    )
+    counts = {"n_cases": n_cases, "n_clusters": n_clusters, "n_changed": n_changed, "n_local": n_local,
+              "has_global": n_global > 0}
+    return level, has_local, counts
+
+
+# --- records as a dataset: read where they lie -------------------------------------------------------
+
+ROW_BITS = 40  # a dataset row's row_index: (file number << ROW_BITS) + its row within the file
+GLOB_CHARACTERS = "*?["
+FSSPEC_PREFIX = "autheval"  # DuckDB reads an object store through the seam as autheval<scheme>://
+
+
+@dataclass(frozen=True)
+class RecordDataset:
+    """Record files read where they lie, in name order: one CSV file, or Parquet files (one, a
+    folder's, a glob's, a URI's). `files`: what DuckDB reads (local paths, or an object store's paths
+    through the filesystem seam); `names`: each file as messages name it (and Spark reads it);
+    `columns`: canonical column -> the input's column (`c<i>` for a CSV's i-th column)."""
+
+    source: str  # as the user named it
+    kind: str  # 'parquet' or 'csv'
+    schema: str  # 'log' or 'trace'
+    files: tuple[str, ...]
+    names: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]
+    n_rows: int | None = None  # from the Parquet footers (a CSV's is known once it is scanned)
+    width: int = 0  # a CSV's columns
+    delimiter: str = ","
+    filesystem: object = field(default=None, compare=False)  # an object store's pyarrow filesystem
+    protocol: str | None = None  # the fsspec protocol DuckDB reads `files` through (object stores)
+
+    def locate(self, row_index: int) -> tuple[str, int]:
+        """(the file, the row within it) of a row_index; the dataset's own name for one file."""
+        if len(self.files) == 1:
+            return self.source, row_index
+        return self.names[row_index >> ROW_BITS], row_index & ((1 << ROW_BITS) - 1)
+
+    def scan(self, con, view: str) -> None:
+        """Create the temporary view `view` on `con`: every input column as the files give it, beside
+        `_autheval_row` (the row_index), read streaming (sql/records_dataset_<kind>.sql)."""
+        if self.protocol is not None:
+            _register_filesystem(con, self.protocol, self.filesystem)
+        text = load_sql(f"records_dataset_{self.kind}").replace("{view}", quote_identifier(view))
+        if self.kind == "csv":
+            names = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(self.width)) + "}"
+            text = text.replace("{columns}", names).replace("{delimiter}", quote_literal(self.delimiter))
+        con.execute(text.replace("{files}", "[" + ", ".join(quote_literal(f) for f in self.files) + "]"))
+
+    def raw_records(self, con, view: str, analysis: str):
+        """A lazy relation over the scan `view`: the analysis label, row_index and the record's
+        columns in the log's names (absent ones NULL, cluster_id = case_id where a log has none): the
+        layout of records_validate.sql's raw_records, plus `analysis`."""
+        from duckdb import ColumnExpression, ConstantExpression
+
+        given = dict(self.columns)
+        given.setdefault("cluster_id", given["case_id"])  # the log schema's default: every case its own cluster
+        exprs = [ConstantExpression(analysis).cast("VARCHAR").alias("analysis"),
+                 ColumnExpression("_autheval_row").alias("row_index")]
+        for column in LOG_COLUMNS:
+            if column in given:
+                exprs.append(ColumnExpression('"' + given[column].replace('"', '""') + '"').alias(column))
+            else:
+                exprs.append(ConstantExpression(None).cast("VARCHAR").alias(column))
+        return con.table(view).select(*exprs)
+
+
+def _register_filesystem(con, protocol: str, filesystem) -> None:
+    """Let DuckDB read `protocol://` paths through a pyarrow filesystem (the lake's seam), by fsspec."""
+    from fsspec.implementations.arrow import ArrowFSWrapper
+
+    if protocol in con.list_filesystems():
+        return
+    seam = type("SeamFileSystem", (ArrowFSWrapper,), {"protocol": (protocol,)})
+    con.register_filesystem(seam(filesystem))
+
+
+def is_dataset_path(path: str | Path) -> bool:
+    """A folder, a glob or a URI: records that `read_records` reads as a dataset of files."""
+    text = str(path)
+    return "://" in text or any(c in text for c in GLOB_CHARACTERS) or Path(text).is_dir()
+
+
+def _is_parquet(name: str) -> bool:
+    return name.lower().endswith(PARQUET_SUFFIXES)
+
+
+def _hidden(relative: str) -> bool:
+    """A path part that Spark and Hive skip too: `.name` (temporary files) or `_name` (markers)."""
+    return any(part.startswith((".", "_")) for part in relative.split("/") if part)
+
+
+def dataset_files(source: str | Path):
+    """(location, [paths in name order], [display names]) of the Parquet files `source` names: one
+    file, every Parquet file under a folder (hidden ones skipped), those a glob matches (`*` spans
+    folders), or the same through a URI (file://, an object store: warehouse.filesystem's seam)."""
+    import pyarrow.fs as pafs
+
+    from warehouse.filesystem import lake_location
+
+    text, pattern = str(source), None
+    if any(c in text for c in GLOB_CHARACTERS):
+        head = text[: min(text.index(c) for c in GLOB_CHARACTERS if c in text)]
+        base = head.rstrip("/") if head.endswith("/") else posixpath.dirname(head)
+        pattern = text[len(base):].lstrip("/")
+        text = base or "."
+    location = lake_location(text)
+    fs = location.filesystem
+    kind = fs.get_file_info(location.root).type
+    if kind == pafs.FileType.NotFound:
+        raise RecordError(str(source), None, "file not found" if pattern is None else "no such folder")
+    if kind == pafs.FileType.File and pattern is None:
+        paths = [location.root]
+    else:
+        paths = []
+        for entry in fs.get_file_info(pafs.FileSelector(location.root, recursive=True)):
+            relative = entry.path[len(location.root):].lstrip("/")
+            if entry.type != pafs.FileType.File or _hidden(relative):
+                continue
+            if (fnmatch.fnmatchcase(relative, pattern) if pattern is not None else _is_parquet(entry.base_name)):
+                paths.append(entry.path)
+        paths.sort()
+        if not paths:
+            what = f"no file matches {pattern!r}" if pattern else "the folder holds no Parquet file (.parquet, .pq)"
+            raise RecordError(str(source), None, what)
+    names = [path if location.is_local else f"{location.scheme}://{path.lstrip('/')}" for path in paths]
+    for path, name in zip(paths, names):
+        if not _is_parquet(path):
+            raise RecordError(name, None, "unknown file type: a dataset of files is Parquet (.parquet or .pq)")
+    return location, paths, names
+
+
+def dataset_sha256(location, paths: Sequence[str]) -> str:
+    """The data hash of a dataset: for one file, that file's SHA-256 (so a file hashes the same
+    however it is named: a path, a folder holding it, a URI); for several, the SHA-256 of the ASCII
+    text made of each file's SHA-256 in hex followed by a newline, the files in name order. Every file
+    is hashed streaming (1 MiB blocks), so no rows are held."""
+    digests = []
+    for path in paths:
+        digest = hashlib.sha256()
+        with location.filesystem.open_input_stream(path) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        digests.append(digest.hexdigest())
+    if len(digests) == 1:
+        return digests[0]
+    return hashlib.sha256("".join(d + "\n" for d in digests).encode("ascii")).hexdigest()
+
+
+def data_sha256(source: str | Path) -> str:
+    """The data hash of a record input: a file's SHA-256, or a dataset's (`dataset_sha256`)."""
+    if not is_dataset_path(source):
+        return file_sha256(source)
+    location, paths, _ = dataset_files(source)
+    return dataset_sha256(location, paths)
+
+
+def open_dataset(source: str | Path, used: tuple[str, ...] = ()) -> tuple[RecordDataset, tuple[str, ...], Callable[[], str]]:
+    """(the RecordDataset of a record path or URI, its unused columns, a function giving its data
+    hash). Its header is checked (column_mapping) on the file schemas alone: every Parquet file's
+    footer must give the first file's columns and types; no row is read."""
+    text = str(source)
+    if not is_dataset_path(text):
+        path = Path(text)
+        if not path.is_file():
+            raise RecordError(text, None, "file not found")
+        if path.name.lower().endswith(CSV_SUFFIXES):
+            return _csv_dataset(path, used)
+        if not _is_parquet(path.name):
+            raise RecordError(text, None, "unknown file type: expected .csv, .csv.gz, .tsv, .parquet or .pq")
+    location, paths, names = dataset_files(text)
+    first, first_name, n_rows = None, None, 0
+    for path, name in zip(paths, names):
+        try:
+            with location.filesystem.open_input_file(path) as handle, pq.ParquetFile(handle) as parquet:
+                schema, rows = parquet.schema_arrow.remove_metadata(), parquet.metadata.num_rows
+        except (pa.ArrowInvalid, OSError) as err:
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise RecordError(text if len(paths) == 1 else name, None, f"cannot be read as Parquet: {message}") from err
+        if first is None:
+            first, first_name = schema, name
+            kind, mapping, unused = column_mapping(schema.empty_table(), text if len(paths) == 1 else name, used)
+        elif schema != first:
+            raise RecordError(name, _schema_difference(first, schema), f"has other columns or types than "
+                              f"{first_name} (every file of a dataset has the same columns, of the same types)")
+        n_rows += rows
+    protocol = None if location.is_local else f"{FSSPEC_PREFIX}{location.scheme}"
+    files = tuple(paths) if location.is_local else tuple(f"{protocol}://{p.lstrip('/')}" for p in paths)
+    dataset = RecordDataset(text, "parquet", kind, files, tuple(names), tuple(mapping.items()), n_rows,
+                            filesystem=None if location.is_local else location.filesystem, protocol=protocol)
+    return dataset, unused, lambda: dataset_sha256(location, paths)
+
+
+def _csv_dataset(path: Path, used=()) -> tuple[RecordDataset, tuple[str, ...], Callable[[], str]]:
+    """A CSV file as a dataset of one file: its header read here (names stripped, checked), its rows
+    scanned by DuckDB, every cell as text (so a bad value can be named, not coerced)."""
+    import csv
+    import gzip
+
+    source = str(path)
+    if path.stat().st_size == 0:
+        raise RecordError(source, None, "file is empty")
+    delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
+    _check_delimiter(path, delimiter)
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle, delimiter=delimiter), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise RecordError(source, None, f"cannot be read as CSV: {str(err).splitlines()[0] if str(err) else err}") from err
+    if not header:
+        raise RecordError(source, None, "cannot be read as CSV: no header row")
+    kind, mapping, unused = column_mapping(_header_table(header), source, used)
+    position = {name: i for i, name in enumerate(header)}
+    columns = tuple((dst, f"c{position[src]}") for dst, src in mapping.items())
+    dataset = RecordDataset(source, "csv", kind, (str(path),), (source,), columns, width=len(header),
+                            delimiter=delimiter)
+    return dataset, unused, lambda: file_sha256(path)
+
+
+def _header_table(header: list[str]) -> pa.Table:
+    """An empty table with the header's names (duplicates kept, so header_names can name them)."""
+    return pa.Table.from_arrays([pa.array([], pa.string()) for _ in header], names=list(header))
+
+
+def _schema_difference(first: pa.Schema, other: pa.Schema) -> str | None:
+    """The first column where two files' schemas differ (None when only the order differs)."""
+    for name in [*first.names, *other.names]:
+        a = first.field(name).type if name in first.names else None
+        b = other.field(name).type if name in other.names else None
+        if a != b:
+            return name
+    return None
+
+
+def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, ...] = ()) -> RecordSet:
+    """Validate a record dataset where it lies and decide its record level: every rule is SQL over
+    the files (DuckDB streams them, within its memory limit); the data hash is computed on a second
+    thread meanwhile. The RecordSet holds no rows: the estimators scan the dataset again."""
+    dataset, unused, sha256 = open_dataset(source, used)
+    if dataset.n_rows == 0:
+        raise RecordError(dataset.source, None, "file has no records")
+    with ThreadPoolExecutor(1, thread_name_prefix="autheval-hash") as pool:
+        hashing = pool.submit(sha256)
+        con = con or connect()
+        try:
+            dataset.scan(con, "record_files")
+            dataset.raw_records(con, "record_files", analysis).create_view("raw_records")
+            try:
+                validate(con, dataset.source, dataset.schema, dataset.locate)
+                level, has_local, counts = _record_level(con)
+            except duckdb.Error as err:  # a row the reader refuses (a ragged CSV row, bad quoting or encoding)
+                label = "CSV" if dataset.kind == "csv" else "Parquet"
+                raise RecordError(dataset.source, None, f"cannot be read as {label}: {_first_line(err)}") from err
+        finally:
+            con.execute(load_sql("drop_view").replace("{view}", quote_identifier("raw_records")))
+            con.execute(load_sql("drop_view").replace("{view}", quote_identifier("record_files")))
+        if counts["n_cases"] == 0:
+            raise RecordError(dataset.source, None, "file has no records")
+        digest = hashing.result()
+    return RecordSet(analysis=analysis, source=dataset.source, schema=dataset.schema, level=level,
+                     has_local=has_local, data_sha256=digest, rows=None, unused_columns=unused, dataset=dataset,
+                     **counts)
+
+
+def _first_line(err: Exception) -> str:
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def register_records(con, recordsets: Sequence[RecordSet], name: str = "records") -> None:
+    """Make the canonical rows of `recordsets` readable as `name` on `con`: held rows registered as
+    they are; a dataset's as a view that scans its files (sql/records_dataset_canonical.sql over
+    the dataset's columns), so no row is held in this process."""
+    if all(r.rows is not None for r in recordsets):
+        con.register(name, pa.concat_tables([r.rows for r in recordsets]))
+        return
+    relations = []
+    for i, records in enumerate(recordsets):
+        if records.rows is not None:
+            held = f"record_rows_{i}"
+            con.register(held, records.rows)
+            relations.append(con.sql(load_sql("records_held_canonical").replace("{rows}", quote_identifier(held))))
+            continue
+        files, raw = f"record_files_{i}", f"record_raw_{i}"
+        records.dataset.scan(con, files)
+        records.dataset.raw_records(con, files, records.analysis).create_view(raw)
+        relations.append(con.sql(load_sql("records_dataset_canonical").replace("{raw}", quote_identifier(raw))))
+    union = relations[0]
+    for other in relations[1:]:
+        union = union.union(other)
+    union.create_view(name)
 
 
 def read_records(path: str | Path, analysis: str | None = None, con=None) -> RecordSet:
-    """Read, validate and canonicalise one record file (`con`: see records_from_table)."""
-    path = Path(path)
-    table = read_table(path)
-    records = records_from_table(table, str(path), analysis or path.stem, file_sha256(path), con=con)
+    """Read, validate and decide the level of one record input where it lies: a CSV file, a Parquet
+    file, a folder or glob of Parquet files, or a URI (`con`: a DuckDB connection to reuse)."""
+    records = read_dataset(path, analysis or default_analysis(path), con=con)
     if records.unused_columns:
-        warn(f"{path}: columns not used (ignored): {', '.join(records.unused_columns)}")
+        warn(f"{records.source}: columns not used (ignored): {', '.join(records.unused_columns)}")
     return records
+
+
+def default_analysis(path: str | Path) -> str:
+    """An input's analysis name: a file's stem, a folder's name, a glob's or URI's last plain part."""
+    if not is_dataset_path(path):
+        return Path(path).stem
+    text = str(path).rstrip("/")
+    parts = [p for p in text.replace("://", "/").split("/") if p and not any(c in p for c in GLOB_CHARACTERS)]
+    last = parts[-1] if parts else "records"
+    for suffix in (*CSV_SUFFIXES, *PARQUET_SUFFIXES):
+        if last.lower().endswith(suffix):
+            return last[: -len(suffix)]
+    return last
