@@ -16,7 +16,9 @@ with one query. A row is a fact (step_kind, step, metric, value, chosen) named b
 * gate_proxy: step_kind `candidate` (step = candidate, metrics alpha, temperature and the validation
               metrics), read from `gate_proxy_selection`, where the fit records them once;
 * finetune:   step_kind `step` (train_loss per optimizer step), `epoch` (val_loss); chosen marks the last
-              step and epoch: the adapter saved is the last one.
+              step and epoch: the adapter saved is the last one;
+* grpo:       step_kind `step` (the MAVIC components' means, reward_std, kl, loss, lr per optimizer step;
+              models/grpo.py); chosen marks the last step.
 
 Steps count from 1. `chosen` marks the selected C / epoch / candidate (every row of that step).
 `config` is JSON text with sorted keys.
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-TRAINERS = ("readout", "probe", "gate_proxy", "finetune")
+TRAINERS = ("readout", "probe", "gate_proxy", "finetune", "grpo")
 SCHEMA = pa.schema([
     ("trainer", pa.string()), ("mechanism", pa.string()), ("model", pa.string()), ("model_revision", pa.string()),
     ("data_sha256", pa.string()), ("config", pa.string()), ("seed", pa.int64()), ("step_kind", pa.string()),

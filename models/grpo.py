@@ -1,0 +1,377 @@
+"""GRPO on the MAVIC reward (DermoGPT section 6): the RL stage after the LoRA SFT. For each train-split
+image the policy (a new LoRA adapter on the SFT model) samples a group of K completions of a
+morphology-grounded instruction, MAVIC scores each one from the labels alone (models/mavic.py), and
+the policy moves along the group-normalised advantage times its log-probability ratio, clipped, minus
+KL to the reference policy (the SFT model itself: the adapter switched off).
+
+The loop is TRL's GRPOTrainer (trl 1.16.0, checked here: it resolves beside torch 2.13.0, transformers
+5.24.0, peft 0.21.2 and accelerate 1.15.0, and trains the tiny Gemma3 and LLaVA with images, offline,
+on CPU), driven with `loss_type="grpo"` (the original per-sequence GRPO objective, not TRL's default
+DAPO), `scale_rewards="group"` (advantage = (r - group mean) / (group std + 1e-4)) and one update per
+generation (ratio 1 at the sample, the clip acting once the policy moves within a step's batch).
+The policy's base is the SFT model merged into one directory (`merge_sft_adapter`): the reference
+policy is that base with the GRPO adapter disabled (no second copy of the weights), and the scorer reads
+the result as base directory + adapter directory like any other fine-tuned mechanism.
+
+Every step's MAVIC components (means over the step's completions), the reward's spread, KL to the
+reference, the loss and the learning rate are kept (`steps_table`: the lake's `grpo_steps`).
+No Dagster here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from models.finetune import LANGUAGE_MODEL_TARGETS, name_deepspeed_accelerator
+from models.prompts import metadata_value
+from models.training_runs import TrainingRun, facts
+
+PROMPT_ID = "dermogpt_morph_dx_v1"
+# ISIC 2019's eight diagnoses (the S_hier ontology's leaves) and its images' modality
+DIAGNOSIS_CODES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
+DERMOSCOPIC = "dermoscopic"
+SCHEMA = "derm7pt"   # MAVIC's schema of dermoscopic images (autheval/data/mavic/schemas.yaml)
+PROMPT_TEMPLATE = (
+    "This is a research image-assessment task, not patient-specific clinical advice. Inspect the "
+    "dermoscopy image and the listed public metadata only. First describe the lesion's dermoscopic "
+    "attributes inside <morph></morph> as one JSON object of attribute to state, with these attributes "
+    "and states: {attributes}. Then give one diagnosis out of MEL, NV, BCC, AK, BKL, DF, VASC, SCC inside "
+    "<final_diagnosis></final_diagnosis>. Public metadata: age={age}, sex={sex}, anatomic_site={anatomic_site}."
+)
+REQUIRED_COLUMNS = ("image_id", "image_path", "reference_diagnosis", "reference_attributes", "modality")
+MAVIC_COMPONENTS = ("r_fmt", "r_acc", "s_hier", "s_morph", "gate", "reward")
+
+STEPS_SCHEMA = pa.schema([
+    ("step", pa.int64()), ("reward", pa.float64()), ("reward_std", pa.float64()), ("r_fmt", pa.float64()),
+    ("r_acc", pa.float64()), ("s_hier", pa.float64()), ("s_morph", pa.float64()), ("gate", pa.float64()),
+    ("kl", pa.float64()), ("loss", pa.float64()), ("lr", pa.float64()), ("completion_tokens", pa.float64()),
+    ("frac_zero_std_groups", pa.float64()), ("seed", pa.int64()), ("mechanism", pa.string()),
+    ("model", pa.string()), ("model_revision", pa.string()), ("config", pa.string()),
+    ("config_sha256", pa.string()), ("reward_form", pa.string()), ("data_sha256", pa.string()),
+    ("engine", pa.string()), ("device", pa.string()), ("dtype", pa.string()), ("software_version", pa.string()),
+])  # fmt: skip
+
+
+class GrpoConfig(BaseModel):
+    """The declared GRPO run (defaults: the DermoGPT paper's GRPO stage). A bad value is refused with
+    one line naming the field (ValueError; the CLI turns it into exit 2)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_dir: str                     # the policy's base: the SFT model (merge_sft_adapter), a local directory
+    adapter_dir: str                   # where the GRPO adapter is saved
+    group_size: int = Field(8, ge=2)   # K completions per image (a group of one has no advantage)
+    kl_coef: float = Field(0.1, ge=0, allow_inf_nan=False)   # beta: KL to the reference (SFT) policy
+    lr: float = Field(1e-6, gt=0, allow_inf_nan=False)
+    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    lora_r: int = Field(16, ge=1)
+    lora_alpha: int = Field(32, ge=1)
+    lora_dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: str = LANGUAGE_MODEL_TARGETS
+    images_per_step: int = Field(1, ge=1)   # prompts per optimizer step, each sampled group_size times
+    epochs: int = Field(1, ge=1)
+    max_steps: int | None = Field(None, ge=1)   # stop early (the CPU test runs 3 steps)
+    max_completion_tokens: int = Field(256, ge=1)
+    temperature: float = Field(1.0, gt=0, allow_inf_nan=False)
+    clip_epsilon: float = Field(0.2, gt=0, lt=1)
+    loss_type: Literal["grpo", "dr_grpo", "bnpo", "dapo"] = "grpo"
+    max_grad_norm: float = Field(1.0, gt=0, allow_inf_nan=False)
+    seed: int = 20260710
+    device: str | None = None          # None: CUDA (bf16) when present, else CPU (fp32)
+
+    def __init__(self, **values):
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            first = error.errors(include_url=False)[0]
+            field = ".".join(str(part) for part in first["loc"]) or "config"
+            value = f", got {first['input']!r}" if "input" in first and first["type"] != "missing" else ""
+            raise ValueError(f"GrpoConfig.{field}: {first['msg']}{value}") from None
+
+    def as_json(self) -> str:
+        return json.dumps(self.model_dump(), sort_keys=True, default=str)
+
+    def sha256(self) -> str:
+        """SHA-256 of the config's JSON (sorted keys): the name of the run's recipe on every step row."""
+        return hashlib.sha256(self.as_json().encode()).hexdigest()
+
+
+def grpo_prompt(age, sex, anatomic_site) -> str:
+    """The morphology-grounded instruction with the image's public metadata (formatted as the risk
+    prompt formats it: 55.0 stays '55.0', missing is 'nan')."""
+    return PROMPT_TEMPLATE.format(attributes=schema_text(), age=metadata_value(age), sex=metadata_value(sex),
+                                  anatomic_site=metadata_value(anatomic_site))
+
+
+def schema_text(schema: str = SCHEMA) -> str:
+    """The declared schema's attributes and states as the instruction lists them (from MAVIC's own
+    schema file, so the prompt asks for exactly what R_fmt accepts)."""
+    from models.mavic import default_schemas
+
+    attributes = default_schemas().schemas[schema].attributes
+    return "; ".join(f"{name} ({', '.join(states)})" for name, states in attributes.items())
+
+
+def grpo_examples(table: pa.Table, source: str = "GRPO input") -> list[dict]:
+    """The training items: public fields, the reference diagnosis, the reference attributes (a JSON
+    object of attribute -> state, '{}' when the source plants none) and the modality. A missing column
+    or a reference_attributes value that is not a JSON object is one line naming the column."""
+    from autheval.errors import RecordError
+
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+    if missing:
+        raise RecordError(source, missing[0], "required column is missing")
+    rows = table.to_pylist()
+    for row in rows:
+        if not row["reference_diagnosis"]:
+            raise RecordError(source, "reference_diagnosis", "every training image needs a reference diagnosis",
+                              row["image_id"])
+        try:
+            attributes = json.loads(row["reference_attributes"] or "{}")
+        except (TypeError, json.JSONDecodeError):
+            attributes = None
+        if not isinstance(attributes, dict):
+            raise RecordError(source, "reference_attributes", "must be a JSON object of attribute -> state",
+                              row["image_id"])
+    return rows
+
+
+def merge_sft_adapter(base_dir: str | Path, adapter_dir: str | Path, out_dir: str | Path) -> Path:
+    """The SFT model as one directory: `base_dir` with the SFT LoRA adapter merged in (fp32, then saved
+    with the base's processor). GRPO trains a new adapter on it and keeps it, adapter off, as the
+    reference policy; the scorer reads `out_dir` + the GRPO adapter. Written to a temporary folder and
+    renamed; a folder already merged from the same base and adapter bytes is reused."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from models.device import quiet_transformers
+    from models.scorer import check_adapter_base, directory_sha256
+
+    out = Path(out_dir)
+    origin = {"base_model": str(base_dir), "base_sha256": directory_sha256(base_dir),
+              "sft_adapter": str(adapter_dir), "sft_adapter_sha256": directory_sha256(adapter_dir)}
+    manifest = out / "merged_from.json"
+    if manifest.exists() and json.loads(manifest.read_text()) == origin:
+        return out
+    check_adapter_base(base_dir, adapter_dir)
+    quiet_transformers()
+    name_deepspeed_accelerator()
+    from peft import PeftModel
+
+    processor = AutoProcessor.from_pretrained(base_dir, backend="pil", local_files_only=True)
+    base = AutoModelForImageTextToText.from_pretrained(base_dir, local_files_only=True)
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        merged.save_pretrained(staging)
+        processor.save_pretrained(staging)
+        (staging / "merged_from.json").write_text(json.dumps(origin, indent=1) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return out
+
+
+def _completion_text(completion) -> str:
+    """TRL gives a conversational completion as [{'role': 'assistant', 'content': text}]."""
+    if isinstance(completion, list):
+        return "".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in completion)
+    return str(completion)
+
+
+class MavicReward:
+    """MAVIC as a TRL reward function: the scalar reward per completion, and the components' means of
+    each call (one call per optimizer step) kept in `steps` and passed to the trainer's metric log.
+    Groups are the image's K completions (TRL repeats an image K times in a row, one process)."""
+
+    __name__ = "mavic"
+
+    def __init__(self, weights=None, config=None, ontology=None):
+        self.weights, self.config, self.ontology = weights, config, ontology
+        self.steps: list[dict] = []
+
+    def __call__(self, prompts, completions, image_id, modality, reference_diagnosis, reference_attributes,
+                 log_metric=None, **_):
+        from models.mavic import score_completions
+
+        texts = [_completion_text(c) for c in completions]
+        groups = np.array([str(i) for i in image_id], dtype=object)
+        attributes = [json.loads(a or "{}") for a in reference_attributes]
+        scored = score_completions(texts, np.asarray(modality, dtype=object),
+                                   np.asarray(reference_diagnosis, dtype=object), attributes, groups,
+                                   weights=self.weights, config=self.config, ontology=self.ontology)
+        means = {name: float(np.mean(np.asarray(scored[name], dtype=np.float64))) for name in MAVIC_COMPONENTS}
+        self.steps.append(means)
+        if log_metric is not None:
+            for name, value in means.items():
+                log_metric(f"mavic/{name}", value)
+        return [float(r) for r in np.asarray(scored["reward"], dtype=np.float64)]
+
+
+def _dataset(rows: list[dict]):
+    """The items as a datasets.Dataset in TRL's conversational VLM form; images are opened when a batch
+    is read (open_rgb: 8-bit RGB), so a large train split is never held decoded in memory."""
+    from datasets import Dataset
+
+    from models.scorer_batches import open_rgb
+
+    message = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": ""}]}]
+    table = Dataset.from_list([{
+        "prompt_text": grpo_prompt(r.get("age"), r.get("sex"), r.get("anatomic_site")),
+        "image_path": r["image_path"], "image_id": r["image_id"], "modality": r["modality"],
+        "reference_diagnosis": r["reference_diagnosis"], "reference_attributes": r["reference_attributes"] or "{}",
+    } for r in rows])
+
+    def with_images(batch: dict) -> dict:
+        prompts = []
+        for text in batch["prompt_text"]:
+            turn = json.loads(json.dumps(message))
+            turn[0]["content"][1]["text"] = text
+            prompts.append(turn)
+        return {**batch, "prompt": prompts, "image": [open_rgb(p) for p in batch["image_path"]]}
+
+    return table.with_transform(with_images)
+
+
+def _quiet_trainer(trainer) -> None:
+    """Results alone on stdout: transformers' printer and progress callbacks write each log line there."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for callback in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(callback)
+
+
+def grpo_train(train: pa.Table, config: GrpoConfig, *, weights=None, mavic_config=None, ontology=None,
+               reward=None) -> dict:
+    """Train a GRPO LoRA adapter on `train` (grpo_examples' columns) with the MAVIC reward (its PMI
+    `weights`, `mavic_config` and `ontology`; None: MAVIC's defaults), save it to `config.adapter_dir`
+    (with the base's content hash, which the scorer checks), return the run: every step's reward
+    components, KL, loss and learning rate, and what the run read. `reward`: another TRL reward
+    function in MAVIC's place (its components are then not logged)."""
+    import torch
+    from peft import LoraConfig
+    from transformers import AutoModelForImageTextToText, AutoProcessor, set_seed
+
+    from autheval.records import table_sha256
+    from models.device import choose_device, dtype_for, dtype_name, quiet_transformers
+    from models.scorer import directory_sha256
+
+    started = time.perf_counter()
+    rows = grpo_examples(train)
+    if not rows:
+        raise ValueError("GRPO has no training images: no adapter is saved")
+    device = choose_device(config.device)
+    name_deepspeed_accelerator(device.type)   # before TRL / accelerate import deepspeed
+    quiet_transformers()
+    from trl import GRPOConfig as TrlConfig
+    from trl import GRPOTrainer
+
+    dtype = dtype_for(device)
+    set_seed(config.seed)   # the adapter's initial weights and the first samples
+    processor = AutoProcessor.from_pretrained(config.model_dir, backend="pil", local_files_only=True)
+    model = AutoModelForImageTextToText.from_pretrained(config.model_dir, dtype=dtype, local_files_only=True)
+    reward = reward if reward is not None else MavicReward(weights, mavic_config, ontology)
+    components = getattr(reward, "steps", [])
+    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                      target_modules=config.target_modules, bias="none")
+    scratch = Path(tempfile.mkdtemp(prefix="grpo-"))
+    try:
+        args = TrlConfig(
+            output_dir=str(scratch), num_generations=config.group_size,
+            per_device_train_batch_size=config.group_size * config.images_per_step, gradient_accumulation_steps=1,
+            num_train_epochs=config.epochs, max_steps=config.max_steps or -1,
+            learning_rate=config.lr, lr_scheduler_type=config.lr_scheduler, warmup_steps=0, weight_decay=0.0,
+            beta=config.kl_coef, epsilon=config.clip_epsilon, loss_type=config.loss_type, scale_rewards="group",
+            temperature=config.temperature, max_completion_length=config.max_completion_tokens,
+            max_grad_norm=config.max_grad_norm, seed=config.seed, data_seed=config.seed,
+            use_cpu=device.type == "cpu", bf16=device.type == "cuda", report_to="none", logging_steps=1,
+            save_strategy="no", disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False)
+        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=_dataset(rows),
+                              processing_class=processor, peft_config=lora)
+        _quiet_trainer(trainer)
+        trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        train_started = time.perf_counter()
+        trainer.train()
+        train_s = time.perf_counter() - train_started
+        logs = [entry for entry in trainer.state.log_history if "step" in entry and "loss" in entry]
+        run_device = next(trainer.model.parameters()).device
+        adapter_dir = Path(config.adapter_dir)
+        trainer.model.save_pretrained(adapter_dir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not logs:
+        raise ValueError("GRPO ran no training step: no adapter is saved")
+    steps = [_step_record(entry, components[i] if i < len(components) else {}) for i, entry in enumerate(logs)]
+    (adapter_dir / "finetune_metadata.json").write_text(json.dumps(   # the scorer's base check reads this
+        {"base_model": str(config.model_dir), "base_sha256": directory_sha256(config.model_dir),
+         "trainer": "grpo", "config": config.model_dump(), "reward_form": _reward_form(reward, mavic_config),
+         "steps": len(steps)},
+        indent=1, default=str) + "\n")
+    data = pa.Table.from_pylist([{k: r.get(k) for k in (*REQUIRED_COLUMNS, "age", "sex", "anatomic_site")}
+                                 for r in rows])
+    return {
+        "adapter_dir": str(adapter_dir), "base_model": str(config.model_dir), "engine": "trl GRPOTrainer + peft",
+        "device": str(run_device), "dtype": dtype_name(dtype), "steps": len(steps), "train_images": len(rows),
+        "completions": len(steps) * config.group_size * config.images_per_step, "step_log": steps,
+        "trainable_parameters": trainable, "prompt_id": PROMPT_ID,
+        "reward_form": _reward_form(reward, mavic_config),
+        "seconds_training": round(train_s, 3), "seconds": round(time.perf_counter() - started, 3),
+        "data_sha256": table_sha256(data), "config": config.as_json(), "config_sha256": config.sha256(),
+        "seed": config.seed, "torch_threads": torch.get_num_threads(),
+    }
+
+
+def _reward_form(reward, mavic_config) -> str:
+    """The composite the run optimised (MAVIC's declared formula), or the reward function's name."""
+    if isinstance(reward, MavicReward):
+        from models.mavic import MavicConfig
+
+        config = mavic_config or MavicConfig()
+        return f"mavic {config.composite}: {config.formula()} (config sha256 {config.sha256()[:16]})"
+    return f"custom: {getattr(reward, '__name__', type(reward).__name__)}"
+
+
+def _step_record(entry: dict, mavic: dict) -> dict:
+    """One step of TRL's log with the MAVIC components' means of the same step."""
+    def number(key):
+        value = entry.get(key)
+        return None if value is None else float(value)
+
+    return {"step": int(entry["step"]), "reward": mavic.get("reward", number("reward")),
+            "reward_std": number("reward_std"), **{k: mavic.get(k) for k in MAVIC_COMPONENTS if k != "reward"},
+            "kl": number("kl"), "loss": number("loss"), "lr": number("learning_rate"),
+            "completion_tokens": number("completions/mean_length"),
+            "frac_zero_std_groups": number("frac_reward_zero_std")}
+
+
+def steps_table(run: dict, mechanism: str, model: str | None, model_revision: str | None) -> pa.Table:
+    """The lake's `grpo_steps`: one row per optimizer step, named by the run that made it."""
+    from autheval import __version__
+
+    named = {"seed": int(run["seed"]), "mechanism": mechanism, "model": model, "model_revision": model_revision,
+             "config": run["config"], "config_sha256": run["config_sha256"], "reward_form": run["reward_form"],
+             "data_sha256": run["data_sha256"], "engine": run["engine"], "device": run["device"],
+             "dtype": run["dtype"], "software_version": f"autheval {__version__}"}
+    return pa.Table.from_pylist([{**step, **named} for step in run["step_log"]], schema=STEPS_SCHEMA)
+
+
+def grpo_training_run(run: dict) -> TrainingRun:
+    """`model_runs` facts of the run: each step's reward components, KL and loss (step_kind `step`);
+    chosen marks the last step, the adapter that was saved."""
+    records = [{k: v for k, v in step.items() if v is not None and (not isinstance(v, float) or math.isfinite(v))}
+               for step in run["step_log"]]
+    return TrainingRun("grpo", run["data_sha256"], run["config"], run["seed"],
+                       facts("step", records, step_key="step", chosen=records[-1]["step"] if records else None))

@@ -1,0 +1,190 @@
+"""GRPO on the MAVIC reward (models/grpo.py): the declared config and its one-line refusals; MAVIC as
+TRL's reward function on hand-built completions; a few steps on the tiny models from a merged SFT
+model, with finite logged rewards and KL and an adapter the scorer reads as its own mechanism; the
+same seed giving the same log; and the asset in a synthetic lake, where `contrasts` holds the GRPO
+mechanism against the fine-tuned one on identical clusters."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("trl")
+
+from models.grpo import (MAVIC_COMPONENTS, STEPS_SCHEMA, GrpoConfig, MavicReward, grpo_examples,  # noqa: E402
+                         grpo_prompt, grpo_train, grpo_training_run, merge_sft_adapter, steps_table)
+from models.tiny import ensure_tiny_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    root = tmp_path_factory.getbasetemp() / "tiny-models"
+    return {kind: ensure_tiny_model(kind, root, seed=0) for kind in ("tiny-gemma3", "tiny-llava")}
+
+
+def training_items(folder: Path, n: int, diagnoses=("MEL", "NV", "BCC", "BKL")) -> pa.Table:
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(n):
+        path = folder / f"img{i}.png"
+        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(path)
+        rows.append({"image_id": f"img{i}", "image_path": str(path), "age": 50.0 + i, "sex": "male",
+                     "anatomic_site": "back", "reference_diagnosis": diagnoses[i % len(diagnoses)],
+                     "reference_attributes": json.dumps({"streaks": "irregular"} if i % 2 else {}),
+                     "modality": "dermoscopic", "ideal_action_level": i % 4})
+    return pa.Table.from_pylist(rows)
+
+
+def tiny_config(model_dir, adapter_dir, **overrides) -> GrpoConfig:
+    settings = dict(model_dir=str(model_dir), adapter_dir=str(adapter_dir), group_size=4, max_steps=3,
+                    max_completion_tokens=12, device="cpu")
+    return GrpoConfig(**{**settings, **overrides})
+
+
+# --- the declared config -------------------------------------------------------------------------------
+
+def test_the_config_defaults_are_the_papers_grpo_stage():
+    config = GrpoConfig(model_dir="m", adapter_dir="a")
+    assert (config.group_size, config.kl_coef, config.lr, config.lora_r, config.lora_alpha) == (8, 0.1, 1e-6, 16, 32)
+    assert config.loss_type == "grpo" and len(config.sha256()) == 64
+    assert config.sha256() != GrpoConfig(model_dir="m", adapter_dir="a", kl_coef=0.2).sha256()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("group_size", 1), ("kl_coef", -0.1), ("lr", 0.0), ("lr", float("nan")), ("lora_r", 0),
+    ("clip_epsilon", 1.5), ("max_steps", 0), ("loss_type", "ppo"), ("temperature", float("inf")),
+    ("batch_size", 4),   # not a field: a misspelt setting is refused, not ignored
+])
+def test_a_bad_config_value_is_one_line_naming_the_field(field, value):
+    with pytest.raises(ValueError) as caught:
+        GrpoConfig(model_dir="m", adapter_dir="a", **{field: value})
+    message = str(caught.value)
+    assert message.startswith(f"GrpoConfig.{field}: ") and "\n" not in message
+
+
+def test_training_items_with_bad_labels_are_refused(tmp_path):
+    from autheval.errors import RecordError
+
+    table = training_items(tmp_path, 2)
+    with pytest.raises(RecordError, match="reference_attributes"):
+        at = table.schema.get_field_index("reference_attributes")
+        grpo_examples(table.set_column(at, "reference_attributes", pa.array(["{}", "[1, 2]"])))
+    with pytest.raises(RecordError, match="modality"):
+        grpo_examples(table.drop_columns(["modality"]))
+
+
+# --- MAVIC as the reward -------------------------------------------------------------------------------
+
+def test_mavic_scores_trl_completions_and_logs_its_components():
+    from models.mavic import score_completions
+
+    right = '<morph>{"streaks": "irregular", "pigment_network": "atypical"}</morph><final_diagnosis>MEL</final_diagnosis>'
+    same_risk = '<morph>{"streaks": "irregular"}</morph><final_diagnosis>BCC</final_diagnosis>'
+    texts = [right, same_risk, "MEL, I think", right.replace("</morph>", "")]
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    logged = {}
+    reward = MavicReward()
+    rewards = reward(prompts=[None] * 4, completions=completions, image_id=["a"] * 4,
+                     modality=["dermoscopic"] * 4, reference_diagnosis=["MEL"] * 4,
+                     reference_attributes=['{"streaks": "irregular"}'] * 4, log_metric=logged.__setitem__)
+    expected = score_completions(texts, ["dermoscopic"] * 4, ["MEL"] * 4, [{"streaks": "irregular"}] * 4, ["a"] * 4)
+    assert rewards == pytest.approx(expected["reward"].tolist())
+    assert rewards[0] > rewards[1] > 0 and rewards[2] == rewards[3] == 0   # invalid formats score 0
+    assert set(logged) == {f"mavic/{k}" for k in MAVIC_COMPONENTS}
+    assert logged["mavic/r_fmt"] == pytest.approx(0.5) and reward.steps == [{k: logged[f"mavic/{k}"] for k in MAVIC_COMPONENTS}]
+
+
+def test_the_prompt_lists_the_schema_mavic_accepts():
+    from models.mavic import default_schemas
+
+    prompt = grpo_prompt(55.0, None, "back")
+    assert all(name in prompt for name in default_schemas().schemas["derm7pt"].attributes)
+    assert "<morph></morph>" in prompt and "<final_diagnosis></final_diagnosis>" in prompt
+    assert prompt.endswith("age=55.0, sex=nan, anatomic_site=back.")
+
+
+# --- a run on the tiny models ----------------------------------------------------------------------------
+
+def _finite(values) -> bool:
+    return all(v is not None and math.isfinite(v) for v in values)
+
+
+def test_grpo_on_the_merged_sft_model_logs_finite_rewards_and_its_adapter_scores(tiny_models, tmp_path):
+    from models.finetune import FinetuneConfig, finetune_proposer
+    from models.scorer import ScorerConfig, proposals_from_scores, public_inputs, score_images
+
+    base = tiny_models["tiny-gemma3"]
+    items = training_items(tmp_path / "images", 4)
+    sft = tmp_path / "sft-adapter"
+    finetune_proposer(items, items.slice(0, 1), FinetuneConfig(model_dir=str(base), adapter_dir=str(sft),
+                                                               max_steps=1, batch_size=2, lr=1e-2, device="cpu"))
+    merged = merge_sft_adapter(base, sft, tmp_path / "merged")
+    inputs = public_inputs(items.select(["image_id", "image_path", "age", "sex", "anatomic_site"]))
+    # the merged model is the fine-tuned one: the same scores as base + SFT adapter
+    with_adapter, _ = score_images(inputs, ScorerConfig(model_dir=str(base), adapter_dir=str(sft), device="cpu"),
+                                   tmp_path / "cache", progress=False)
+    as_merged, _ = score_images(inputs, ScorerConfig(model_dir=str(merged), device="cpu"), tmp_path / "cache",
+                                progress=False)
+    for level in ("ll_very_low", "ll_high"):
+        assert np.allclose(with_adapter.column(level).to_numpy(), as_merged.column(level).to_numpy(), atol=1e-5)
+    assert merge_sft_adapter(base, sft, tmp_path / "merged") == merged   # the same inputs: reused
+
+    config = tiny_config(merged, tmp_path / "grpo-adapter")
+    run = grpo_train(items, config)
+    assert run["steps"] == 3 and [s["step"] for s in run["step_log"]] == [1, 2, 3]
+    for name in (*MAVIC_COMPONENTS, "kl", "loss", "lr"):
+        assert _finite(s[name] for s in run["step_log"]), name
+    assert run["reward_form"].startswith("mavic gated: r_fmt * (r_acc")
+    table = steps_table(run, "VLM GRPO (MAVIC)", "m", "rev")
+    assert table.schema == STEPS_SCHEMA and table.num_rows == 3
+    assert set(table.column("config_sha256").to_pylist()) == {config.sha256()}
+    facts = grpo_training_run(run).table("VLM GRPO (MAVIC)")
+    assert {"kl", "r_fmt", "s_morph", "reward"} <= set(facts.column("metric").to_pylist())
+
+    scored, meta = score_images(inputs, ScorerConfig(model_dir=str(merged), adapter_dir=run["adapter_dir"],
+                                                     device="cpu"), tmp_path / "cache", progress=False)
+    assert meta["model"].endswith("merged+grpo-adapter")
+    proposals = proposals_from_scores(scored, "VLM GRPO (MAVIC)")
+    assert proposals.num_rows == 4 and set(proposals.column("mechanism").to_pylist()) == {"VLM GRPO (MAVIC)"}
+    # the scorer refuses the GRPO adapter on another base (here: the base without the SFT merged in)
+    from autheval.errors import RecordError
+
+    with pytest.raises(RecordError, match="another base model"):
+        score_images(inputs, ScorerConfig(model_dir=str(base), adapter_dir=run["adapter_dir"], device="cpu"),
+                     tmp_path / "cache", progress=False)
+
+
+def vowel_share(prompts, completions, **_):
+    """A reward with a spread on a random model's completions (MAVIC gives a random model 0 for all)."""
+    texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+    return [sum(ch in "aeiou" for ch in t) / max(len(t), 1) for t in texts]
+
+
+def test_the_same_seed_gives_the_same_log_and_the_update_moves_the_policy(tiny_models, tmp_path):
+    from safetensors.torch import load_file
+
+    model = tiny_models["tiny-llava"]   # its completions differ within a group (the tiny Gemma3's rarely do)
+    items = training_items(tmp_path / "images", 3)
+
+    def log(seed, name):
+        run = grpo_train(items, tiny_config(model, tmp_path / name, seed=seed, lr=1e-2), reward=vowel_share)
+        return [(s["reward"], s["reward_std"], s["kl"], s["loss"]) for s in run["step_log"]], run
+
+    first, run = log(7, "a")
+    again, _ = log(7, "b")
+    other, _ = log(8, "c")
+    assert first == again
+    assert first != other
+    assert len({r for r, *_ in first}) > 1 and all(std > 0 for _, std, _, _ in first)
+    assert first[0][2] == 0.0 and first[-1][2] > 0   # KL to the reference: none at the start, then the policy moved
+    assert run["reward_form"] == "custom: vowel_share" and all(s["r_fmt"] is None for s in run["step_log"])
+    trained = load_file(str(Path(run["adapter_dir"]) / "adapter_model.safetensors"))
+    assert any(float(v.abs().max()) > 0 for k, v in trained.items() if "lora_B" in k)   # B starts at zero
