@@ -21,7 +21,7 @@ from typing import Sequence
 import pyarrow as pa
 
 from autheval.estimators import DEFAULT_QUANTILES, METRICS, UNITS, EstimationResult, availability
-from autheval.records import RecordSet
+from autheval.records import RecordSet, register_records
 from warehouse.sql import connect, load_sql, to_table
 
 DELTA_METHOD = "delta_method"
@@ -57,16 +57,17 @@ def delta_method_rows(
     `recordsets`, UNITS and METRICS. `engine`: None or DuckDB runs here (cluster_stats.sql with
     compensated sums); another engine (warehouse.engine.Engine) runs portable_cluster_stats there."""
     params = normal_quantiles(quantiles)
-    records = pa.concat_tables([r.table for r in recordsets])
+    con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
+    register_records(con, recordsets)  # a dataset's files are scanned where they lie
     if engine is None or engine.kind == "duckdb":
-        con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
-        con.register("records", records)
         to_table(con, "cluster_stats", "cluster_stats")
         cursor = con.execute(load_sql("delta_method"), params)
         names = [d[0] for d in cursor.description]
         computed = [dict(zip(names, row)) for row in cursor.fetchall()]
     else:
-        engine.register("records", records)
+        from autheval.engine_estimates import records_on_engine
+
+        records_on_engine(engine, con, recordsets)  # Parquet datasets: the engine reads their files
         engine.create("cluster_stats", "portable_cluster_stats")
         computed = engine.read("delta_method", params).to_pylist()
     by_key = {(r["analysis"], r["unit"], r["metric"]): r for r in computed}

@@ -126,7 +126,7 @@ def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, Path]
 
     argv = [command]
     for (flag, path), name in zip(inputs, names or [None] * len(inputs)):
-        argv += [flag, f"{name}={Path(path).resolve()}" if name else str(Path(path).resolve())]
+        argv += [flag, f"{name}={_input_text(path)}" if name else _input_text(path)]
     for contrast in getattr(args, "contrast", None) or []:
         argv += ["--contrast", contrast]
     argv += ["--scheme", result.scheme, "--reps", str(result.reps), "--seed", str(result.seed),
@@ -136,7 +136,26 @@ def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, Path]
     argv += ["--no-progress"]  # no --output-dir: the receipt is the same wherever the results were written
     config = {"scheme": result.scheme, "seed": result.seed, "reps": result.reps, "quantiles": [args.lower, args.upper],
               "engine": args.engine}
-    return build_receipt(command, argv, [input_entry(flag, path) for flag, path in inputs], [], config)
+    entries = [input_entry(flag, path) if "://" not in str(path) else _uri_entry(flag, str(path)) for flag, path in inputs]
+    return build_receipt(command, argv, entries, [], config)
+
+
+def _input_text(path) -> str:
+    """A record input as a receipt names it: a URI as given, a path absolute (folders and globs too)."""
+    return str(path) if "://" in str(path) else str(Path(path).resolve())
+
+
+def _uri_entry(flag: str, uri: str) -> dict:
+    """A receipt's input entry for a dataset given as a URI (receipt.input_entry's layout; the data
+    hash of autheval.records, which verify re-derives from the URI)."""
+    from autheval.records import data_sha256
+
+    return {"role": flag, "path": uri, "sha256": data_sha256(uri)}
+
+
+def record_input_flag(text: str):
+    """argparse type of a record input: a URI kept as text (a Path would fold its `//`), else a path."""
+    return text if "://" in text else path_flag(text)
 
 
 SLOW_SECONDS = 2.0  # a step that took longer says so on stderr
@@ -198,7 +217,7 @@ def cmd_compare(args) -> int:
         result = estimate(records, scheme=scheme, reps=args.reps, seed=args.seed,
                           quantiles=(args.lower, args.upper), contrasts=contrasts, engine=engine,
                           progress=_bootstrap_progress(args))
-    receipt = _bootstrap_receipt(args, "compare", result, [("--arm", Path(path)) for _, path in arms],
+    receipt = _bootstrap_receipt(args, "compare", result, [("--arm", path) for _, path in arms],
                                  names=[name for name, _ in arms])
     for path in write_compare_outputs(result, args.output_dir, receipt):
         print(path)
@@ -220,14 +239,16 @@ def _check_demo_flags(args):
     check_output_dir(args.lake, "--lake")
     check_reps(args.reps)
     check_inputs_outside(args.lake, [(flag, getattr(args, flag[2:].replace("-", "_"))) for flag in (
-        "--input", "--freeze", "--proposals", "--rules", "--gate-scores", "--scorer-dir", "--vision-dir")], "--lake")
+        "--input", "--freeze", "--proposals", "--rules", "--gate-scores", "--scorer-dir", "--vision-dir",
+        "--benchmark")], "--lake")
     if args.min_group_clusters < 1:
         raise RecordError("--min-group-clusters", None, f"must be at least 1, got {args.min_group_clusters}")
     if args.source == "reference":
         for flag, value in (("--input", args.input), ("--freeze", args.freeze), ("--proposals", args.proposals),
                             ("--rules", args.rules), ("--gate-scores", args.gate_scores),
                             ("--scorer-dir", args.scorer_dir), ("--vision-dir", args.vision_dir),
-                            ("--finetune", args.finetune or None)):
+                            ("--benchmark", args.benchmark),
+                            ("--finetune", args.finetune or None), ("--grpo", args.grpo or None)):
             if value is not None:
                 raise RecordError(flag, None, "is for the synthetic and isic2019 sources; the reference source is embedded")
         return
@@ -243,15 +264,18 @@ def _check_demo_flags(args):
         from autheval.raw.cli import check_cohort_size
 
         check_cohort_size(args.n, args.lake / "synthetic_cohort", tuple(args.size), confirm=None)  # before Dagster
-    for flag, value in (("--proposals", args.proposals), ("--gate-scores", args.gate_scores)):
+    for flag, value in (("--proposals", args.proposals), ("--gate-scores", args.gate_scores),
+                        ("--benchmark", args.benchmark)):
         if value is not None and not value.is_file():
             raise RecordError(flag, None, f"{value}: no such file")
     for flag, value in (("--scorer-dir", args.scorer_dir), ("--vision-dir", args.vision_dir)):
         if value is not None and not value.is_dir():
             raise RecordError(flag, None, f"{value}: no such folder (a local model directory; nothing is downloaded)")
-    if args.no_models and (args.scorer_dir or args.vision_dir or args.finetune):
-        raise RecordError("--no-models", None, "turns the model mechanisms off; drop --scorer-dir, --vision-dir "
-                          "and --finetune, or --no-models")
+    if args.no_models and (args.scorer_dir or args.vision_dir or args.finetune or args.grpo):
+        raise RecordError("--no-models", None, "turns the model mechanisms off; drop --scorer-dir, --vision-dir, "
+                          "--finetune and --grpo, or --no-models")
+    if args.grpo_steps < 0:
+        raise RecordError("--grpo-steps", None, f"must be 0 (one epoch) or a positive number of steps, got {args.grpo_steps}")
     rule_file = None
     if args.rules is not None:
         from autheval.rules import load_rules
@@ -263,6 +287,10 @@ def _check_demo_flags(args):
         # every rule that needs no lake (the image ids are checked against the lake's images); with
         # --freeze, the coverage of the evaluated split too
         precheck_proposals(args.proposals, args.freeze, args.evaluate_split)
+    if args.benchmark is not None:
+        from autheval.benchmark import read_benchmark
+
+        read_benchmark(args.benchmark)  # every rule but the image ids (the benchmark asset checks those)
     return rule_file
 
 
@@ -277,7 +305,8 @@ def cmd_demo(args) -> int:
 
     lake = Lake(args.lake)
     models = ModelsResource(enabled=_demo_models_enabled(args), scorer_dir=_resolved_path(args.scorer_dir),
-                            vision_dir=_resolved_path(args.vision_dir), finetune=args.finetune)
+                            vision_dir=_resolved_path(args.vision_dir), finetune=args.finetune or args.grpo,
+                            grpo=args.grpo, grpo_max_steps=args.grpo_steps)
     if args.source == "reference":
         source, stages, extra = SourceResource(kind="reference", reps=args.reps), REFERENCE_STAGES, ()
     else:
@@ -296,6 +325,7 @@ def cmd_demo(args) -> int:
         source = SourceResource(kind=args.source, input_dir=str(Path(input_dir).resolve()), freeze=resolved(args.freeze),
                                 reps=args.reps, proposals=resolved(args.proposals),
                                 gate_scores=resolved(args.gate_scores), evaluate_split=args.evaluate_split,
+                                benchmark=resolved(args.benchmark),
                                 min_group_clusters=args.min_group_clusters)
         if source.proposals_file() or models.enabled:
             stages, extra = COHORT_STAGES, ()
@@ -308,7 +338,7 @@ def cmd_demo(args) -> int:
 
         name_deepspeed_accelerator()  # else deepspeed's accelerator warning is the first line of stdout
         _progress("Model mechanisms on: VLM readout, CLIP probe, CCT single, CCT cc"
-                  + (", VLM LoRA fine-tuned" if models.finetune else "")
+                  + (", VLM LoRA fine-tuned" if models.finetune else "") + (", VLM GRPO (MAVIC)" if models.grpo else "")
                   + f" (scorer {args.scorer_dir or 'tiny Gemma3'}, vision tower {args.vision_dir or 'tiny CLIP'})")
     _progress(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)")
     try:
@@ -336,7 +366,8 @@ def _demo_receipt(args) -> dict:
     inputs = []
     for flag, value in (("--input", args.input), ("--freeze", args.freeze), ("--proposals", args.proposals),
                         ("--rules", args.rules), ("--gate-scores", args.gate_scores),
-                        ("--scorer-dir", args.scorer_dir), ("--vision-dir", args.vision_dir)):
+                        ("--scorer-dir", args.scorer_dir), ("--vision-dir", args.vision_dir),
+                        ("--benchmark", args.benchmark)):
         if value is not None:
             argv += [flag, str(Path(value).resolve())]
             if Path(value).is_file():
@@ -345,7 +376,9 @@ def _demo_receipt(args) -> dict:
         argv += ["--n", str(args.n), "--size", *map(str, args.size)]
     argv += ["--reps", str(args.reps), "--evaluate-split", args.evaluate_split,
              "--min-group-clusters", str(args.min_group_clusters)]
-    argv += [flag for flag, on in (("--no-models", args.no_models), ("--finetune", args.finetune)) if on]
+    argv += [flag for flag, on in (("--no-models", args.no_models), ("--finetune", args.finetune),
+                                   ("--grpo", args.grpo)) if on]
+    argv += ["--grpo-steps", str(args.grpo_steps)] if args.grpo else []
     config = {"source": args.source, "reps": args.reps, "evaluate_split": args.evaluate_split,
               "min_group_clusters": args.min_group_clusters, "models": _demo_models_enabled(args)}
     return build_receipt("demo", argv, inputs, [], config)
@@ -356,7 +389,7 @@ def _demo_models_enabled(args) -> bool:
     --scorer-dir/--vision-dir name real ones), and for isic2019 when a model flag asks for them."""
     if args.source == "reference" or args.no_models:
         return False
-    return args.source == "synthetic" or bool(args.scorer_dir or args.vision_dir or args.finetune)
+    return args.source == "synthetic" or bool(args.scorer_dir or args.vision_dir or args.finetune or args.grpo)
 
 
 def _resolved_path(path) -> str:
@@ -398,6 +431,16 @@ def _print_demo_tables(lake, source, stages) -> None:
     if not source.is_reference:
         print()
         print(render(query(lake, load_sql("fairness_summary")), title="Fairness: min/max group accuracy (1 = equal)"))
+    if lake.has_table("benchmark_scores") and lake.read("benchmark_scores").num_rows:
+        print()
+        print(render(query(lake, load_sql("benchmark_summary")),
+                     title="Benchmark accuracy by option likelihood [95% whole-cluster CI] (mechanisms sharing a model share it)"))
+        print()
+        print(render(query(lake, load_sql("benchmark_fairness_summary")),
+                     title="Benchmark fairness: min/max group accuracy over every item (1 = equal)"))
+        print()
+        print(render(query(lake, load_sql("transfer_summary")),
+                     title="Transfer: benchmark accuracy beside J, J_auth, p and Delta (image-weighted)"))
     print(f"\nreport: {lake.root / 'reports' / 'report.html'}")
 
 
@@ -690,7 +733,10 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
                     "Writes summary.json, summary.md, authority_summary.csv and estimates.csv to --output-dir "
                     "and prints their paths. A number the record cannot support is reported as not "
                     "recoverable, never as a number.")
-    p.add_argument("--input", required=True, type=path_flag, metavar="FILE", help="the record file (CSV or Parquet)")
+    p.add_argument("--input", required=True, type=record_input_flag, metavar="PATH",
+                   help="the records: a CSV or Parquet file, a folder or glob of Parquet files (one dataset, in "
+                        "name order), or a URI (file:///..., an object store such as s3://bucket/prefix); read "
+                        "where they lie, streaming")
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_evaluate)
 
@@ -700,8 +746,9 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
                     "clusters. Writes proposal_dependence_summary.csv, paired_contrast.csv and estimates.csv "
                     "to --output-dir and prints their paths.")
     p.add_argument("--arm", action="append", required=True, metavar="NAME=FILE",
-                   help="one arm: a name and its record file (repeat the flag for each arm); the first arm is "
-                        "the baseline of the default contrasts")
+                   help="one arm: a name and its records (a file, a folder or glob of Parquet files, or a URI, "
+                        "as --input of evaluate; repeat the flag for each arm); the first arm is the baseline of "
+                        "the default contrasts")
     p.add_argument("--contrast", action="append", metavar='"A minus B"',
                    help="a paired contrast of two arm names (repeatable); default: each later arm minus the first")
     _add_bootstrap_flags(p)
@@ -751,6 +798,16 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
                    help="a local vision tower directory for the probe (default: a tiny random CLIP vision model)")
     p.add_argument("--finetune", action="store_true",
                    help="also LoRA fine-tune the scorer on the train split and score it as its own mechanism")
+    p.add_argument("--grpo", action="store_true",
+                   help="also train the fine-tuned scorer by GRPO on the MAVIC reward (implies --finetune) and "
+                        "score it as its own mechanism, VLM GRPO (MAVIC)")
+    p.add_argument("--grpo-steps", type=int, default=16, metavar="N",
+                   help="GRPO optimizer steps, one image's group of 8 completions each (default 16; 0: one epoch "
+                        "over the train split)")
+    p.add_argument("--benchmark", type=path_flag, metavar="FILE",
+                   help="a closed-ended benchmark (CSV or Parquet: item_id, image_id or image_path, question, "
+                        "options, answer, axis, task, group) each model mechanism answers by option likelihood; "
+                        "synthetic cohorts bring their own (benchmark.csv)")
     p.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, metavar="DIR",
                    help=f"lake folder, created if missing (default {DEFAULT_LAKE})")
     p.add_argument("--reps", type=int, default=5000, metavar="N",

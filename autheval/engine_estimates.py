@@ -74,17 +74,48 @@ def replicate_id_blocks(reps: int, block_reps: int = POISSON_BLOCK_REPS):
         yield pa.table({"rep": np.arange(first, min(first + block_reps, reps), dtype=np.int64)})
 
 
-def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, seed: int) -> None:
-    """Compute cluster_stats and replicate_metrics on `engine` from the `records` registered on the
-    local DuckDB `con`, and leave both as tables on `con` (the layouts of cluster_stats.sql and
-    replicate_metrics.sql), for intervals, identity_check and paired_contrast to run there."""
+def records_on_engine(engine: Engine, con, recordsets=()) -> None:
+    """Make the canonical `records` of `recordsets` readable on `engine`. Parquet datasets are read
+    by the engine itself from their files (its own reader, where they lie: nothing passes through
+    this process) and canonicalised there (records_dataset_canonical.sql, portable); anything else
+    (held rows, a CSV file) is shipped from the `records` registered on the local DuckDB `con`."""
+    if not recordsets or not all(r.dataset is not None and r.dataset.kind == "parquet" for r in recordsets):
+        engine.register("records", _arrow(con.table("records").arrow()))
+        return
+    import ibis
+
+    from autheval.records import LOG_COLUMNS
+    from warehouse.sql import load_sql, quote_identifier
+
+    parts = []
+    for i, records in enumerate(recordsets):
+        files, raw = f"record_files_{i}", f"record_raw_{i}"
+        engine.register_files(files, list(records.dataset.names))
+        table = engine.backend.table(files)
+        given = dict(records.dataset.columns)
+        given.setdefault("cluster_id", given["case_id"])  # the log schema's default: every case its own cluster
+        columns = {"analysis": ibis.literal(records.analysis, "string"), "row_index": ibis.literal(0, "int64")}
+        for column in LOG_COLUMNS:
+            columns[column] = table[given[column]] if column in given else ibis.null().cast("string")
+        engine.create_view(raw, table.select(**columns))
+        parts.append(engine.sql(load_sql("records_dataset_canonical").replace("{raw}", quote_identifier(raw))))
+    engine.create_view("records", parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False))
+
+
+def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, seed: int, recordsets=(),
+                                stats_back: bool = True) -> None:
+    """Compute cluster_stats and replicate_metrics on `engine` from the records (`records_on_engine`:
+    Parquet datasets read by the engine, else the `records` registered on the local DuckDB `con`),
+    and leave replicate_metrics (and, with `stats_back`, cluster_stats: the paired contrasts' cluster
+    check needs it) as tables on `con`, for intervals, identity_check and paired_contrast there.
+    Without `stats_back` only one row per replicate, analysis and unit comes back."""
     check_engine_scheme(scheme)
-    records = _arrow(con.table("records").arrow())
-    engine.register("records", records)
+    records_on_engine(engine, con, recordsets)
     engine.create("cluster_stats", "portable_cluster_stats")
-    stats = engine.table("cluster_stats").sort_by([("analysis", "ascending"), ("cluster_rank", "ascending")])
-    con.from_arrow(stats).create("cluster_stats")
-    sizes = sorted(set(stats.column("n_clusters").to_pylist()))
+    if stats_back:
+        stats = engine.table("cluster_stats").sort_by([("analysis", "ascending"), ("cluster_rank", "ascending")])
+        con.from_arrow(stats).create("cluster_stats")
+    sizes = sorted(int(g) for g in engine.read("portable_cluster_counts").column("n_clusters").to_pylist())
     engine.register("replicate_weights", point_weights(sizes))  # the point: the same query for every scheme
     engine.create("replicate_sums", "portable_replicates_weighted")
     parts = [engine.read("replicate_metrics")]

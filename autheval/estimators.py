@@ -20,6 +20,7 @@ both units whatever the scheme.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -300,6 +301,67 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     _stream_metrics(con, "replicate_sums", "replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme)
 
 
+# The in-process schemes hold a (clusters x statistics) matrix of doubles: the reference scheme 16
+# statistics per cluster (sql/cluster_matrix.sql), the evaluator scheme 4 per metric and cluster (8
+# metrics, sql/evaluator_clusters.sql), the poisson scheme the reference's 16 (its weights are hashed
+# a block at a time). Working copies: the fetched matrix, the live columns the products read and their
+# transposed copy for one-replicate products (autheval/bootstrap.py product_blocks); poisson
+# multiplies slices of the fetched matrix itself.
+MATRIX_STATISTICS = {"reference": len(MATRIX_TO_SUMS), "evaluator": 8 * len(EVALUATOR_TO_SUMS), "poisson": len(MATRIX_TO_SUMS)}
+MATRIX_COPIES = {"reference": 3, "evaluator": 3, "poisson": 1}
+MEMORY_LIMIT_VARIABLE = "AUTHEVAL_MEMORY_LIMIT"
+
+
+def matrix_bytes(scheme: str, n_clusters: int) -> int:
+    """Bytes the in-process `scheme` holds for `n_clusters` clusters (over every analysis): G x
+    statistics x 8 bytes, times its working copies."""
+    return int(n_clusters) * MATRIX_STATISTICS[scheme] * 8 * MATRIX_COPIES[scheme]
+
+
+def memory_limit_bytes() -> int | None:
+    """The memory a run may use: AUTHEVAL_MEMORY_LIMIT when set (bytes, or a size such as 512MB,
+    2GB, 1.5GiB), else the available memory (warehouse.sql.available_memory_bytes); None when
+    neither is known."""
+    import re
+
+    from warehouse.sql import available_memory_bytes
+
+    text = os.environ.get(MEMORY_LIMIT_VARIABLE, "").strip()
+    if not text:
+        return available_memory_bytes()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", text.lower())
+    if not match:
+        raise RecordError(MEMORY_LIMIT_VARIABLE, None, f"must be a size such as 512MB or 2GB, got {text!r}")
+    unit = (match.group(2) or "").rstrip("b").rstrip("i")
+    scale = 1024 if "i" in (match.group(2) or "") else 1000
+    return int(float(match.group(1)) * scale ** " kmgt".index(unit or " "))
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def check_matrix_memory(scheme: str, recordsets: Sequence[RecordSet]) -> None:
+    """Before any work, refuse in one line a scheme whose clusters-by-statistics matrix would not fit
+    in the memory limit (memory_limit_bytes), naming the scheme that would: `--scheme poisson`
+    (one copy of its matrix), else `--engine spark` (nothing per cluster in this process)."""
+    limit = memory_limit_bytes()
+    if limit is None:
+        return
+    clusters = sum(r.n_clusters for r in recordsets)
+    need = matrix_bytes(scheme, clusters)
+    if need <= limit:
+        return
+    where = f"{MEMORY_LIMIT_VARIABLE}={os.environ[MEMORY_LIMIT_VARIABLE]}" if os.environ.get(MEMORY_LIMIT_VARIABLE, "").strip() \
+        else "available memory"
+    fix = ("use --scheme poisson (its weights are hashed a block at a time: one copy, "
+           f"{_size(matrix_bytes('poisson', clusters))})" if scheme != "poisson" and matrix_bytes("poisson", clusters) <= limit
+           else "use --engine spark (the statistics stay on the engine)")
+    raise RecordError("--scheme", None, f"the {scheme} scheme holds {clusters:,} clusters x {MATRIX_STATISTICS[scheme]} "
+                      f"statistics as doubles in this process, {_size(need)} with its working copies, more than the "
+                      f"{_size(limit)} of {where}; {fix}")
+
+
 def check_reps(reps: int) -> int:
     """The replicate count, or RecordError naming --reps when it is out of range."""
     if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)):
@@ -383,6 +445,8 @@ def estimate(
     by_name = {r.analysis: r for r in recordsets}
     if len(by_name) != len(recordsets):
         raise ValueError("analysis names must be unique")
+    if engine is None or engine.kind == "duckdb":
+        check_matrix_memory(scheme, recordsets)
 
     con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
     register_records(con, recordsets)
@@ -393,7 +457,7 @@ def estimate(
     else:
         from autheval.engine_estimates import replicate_metrics_on_engine
 
-        replicate_metrics_on_engine(engine, con, scheme, reps, seed)
+        replicate_metrics_on_engine(engine, con, scheme, reps, seed, recordsets, stats_back=bool(contrasts))
     q = {"lower": lower, "upper": upper}
     result = EstimationResult(scheme, reps, seed, (lower, upper), by_name)
 

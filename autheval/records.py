@@ -626,7 +626,7 @@ def open_dataset(source: str | Path, used: tuple[str, ...] = ()) -> tuple[Record
                               f"{first_name} (every file of a dataset has the same columns, of the same types)")
         n_rows += rows
     protocol = None if location.is_local else f"{FSSPEC_PREFIX}{location.scheme}"
-    files = tuple(paths) if location.is_local else tuple(f"{protocol}://{p.lstrip('/')}" for p in paths)
+    files = tuple(paths) if location.is_local else tuple(f"{protocol}://{p}" for p in paths)
     dataset = RecordDataset(text, "parquet", kind, files, tuple(names), tuple(mapping.items()), n_rows,
                             filesystem=None if location.is_local else location.filesystem, protocol=protocol)
     return dataset, unused, lambda: dataset_sha256(location, paths)

@@ -206,6 +206,25 @@ class Engine:
         else:
             self.session.createDataFrame(table.to_pandas()).createOrReplaceTempView(name)
 
+    def register_files(self, name: str, files: list[str]) -> None:
+        """Make Parquet files readable as `name`, read by the engine itself where they lie (Spark's
+        own reader: local paths, or URIs its Hadoop filesystems know); nothing passes through here."""
+        if self.kind == "spark":
+            self.session.read.parquet(*files).createOrReplaceTempView(name)
+        else:
+            self.backend.read_parquet(list(files), table_name=name)
+
+    def columns(self, name: str) -> list[str]:
+        return list(self.backend.table(name).columns)
+
+    def create_view(self, name: str, expr) -> None:
+        """Keep an Ibis expression as the (temporary) view `name`: computed where it is read."""
+        self.backend.create_view(name, expr, overwrite=True)
+
+    def sql(self, text: str):
+        """The Ibis table expression of a statement in DuckDB's dialect (a SQL file's text)."""
+        return self.backend.sql(text, dialect="duckdb")
+
     def table(self, name: str) -> pa.Table:
         return self.backend.table(name).to_pyarrow()
 
