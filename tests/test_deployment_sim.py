@@ -175,3 +175,48 @@ def test_synth_of_a_cohort_still_needs_n_and_out(capsys):
         assert stop.value.code == 2
         assert capsys.readouterr().err == (f"autheval: error: the following arguments are required: {missing}; "
                                            "see `autheval synth --help`\n")
+
+
+# --- the benchmark's false-alert logic, on a small case (benchmarks/monitoring.py runs 500) --------------
+
+
+@pytest.fixture(scope="module")
+def protocol():
+    from autheval.protocol import load_protocol
+
+    return load_protocol(None)
+
+
+def test_few_null_deployments_alert_falsely_only_without_the_anytime_interval(protocol):
+    """20 null deployments (3 sites, 24 looks, the gap on the bound) decided by the monitor's own SQL:
+    the confidence sequence alerts only where the naive interval does, the corrected one only where
+    the confidence sequence does, and the corrected one (almost) never; the naive one peeks into
+    false alerts."""
+    from benchmarks.monitoring import decide, null_hypotheses, null_model
+
+    model = null_model(protocol, clusters=20)
+    decisions = decide(model, protocol, deployments=20, seed=4)
+    mask = null_hypotheses(model, protocol)
+    assert mask.all() and decisions.n_clusters.shape == (20, 4, len(protocol.rules), 24)
+    assert np.nanmax(decisions.n_clusters[:, 3, 0, -1]) > 3 * np.nanmax(decisions.n_clusters[:, 0, 0, 0])  # pooled, to date
+    assert not np.any(decisions.cs & ~decisions.naive)  # the CS is wider than the 95% interval at every look
+    assert not np.any(decisions.corrected & ~decisions.cs)  # the corrected level is at most alpha
+    naive, corrected = decisions.any_alert("naive", mask), decisions.any_alert("corrected", mask)
+    assert corrected.sum() <= 2  # alpha 0.05 of 20 deployments, with room for chance
+    assert naive.sum() > corrected.sum()  # peeking at a 95% interval every month alerts falsely
+    # where nothing is rejected, Holm decides each of the 8 hypotheses (4 slices x 2 rules) at alpha / 8
+    quiet = ~corrected
+    assert np.allclose(decisions.level[quiet], protocol.alpha / (4 * len(protocol.rules)))
+
+
+def test_a_planted_drift_is_detected_at_its_site_and_nowhere_else(protocol):
+    from benchmarks.monitoring import DRIFT, decide, delays, null_hypotheses, null_model
+
+    model = null_model(protocol, clusters=20, drifts=(DRIFT,))
+    decisions = decide(model, protocol, deployments=20, seed=5)
+    mask = null_hypotheses(model, protocol)
+    assert not mask[1, 0] and not mask[3, 0] and mask[0].all() and mask[2].all()  # site-2 and the pool drift
+    delay = delays(decisions, site=1, rule=0, start=7)
+    assert np.mean(~np.isnan(delay)) >= 0.9 and np.nanmedian(delay) <= 12
+    assert decisions.any_alert("corrected", mask).sum() <= 2  # sites 1 and 3 stay quiet
+    assert not decisions.corrected[:, 1, 0, :6].any()  # nothing before the drift

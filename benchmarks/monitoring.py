@@ -1,0 +1,311 @@
+"""Monitoring benchmark (issue 18): false alerts and detection of the anytime-valid monitor, in one run.
+
+1. Machine: cores, free memory, load average.
+2. Null: --deployments simulated deployments (autheval.deployment_sim; 3 sites, 24 monthly looks, the
+   true gap exactly on the default protocol's lower bound of Delta_authority, the intervention rate
+   inside its bounds). Every look of every deployment, per site and pooled over the sites (the
+   monitor's slices), is one analysis of one query: autheval.monitoring.confidence_sequences (the
+   anytime p-values against the protocol's bounds) and sql/delta_method.sql (the fixed-sample 95%
+   interval). The share of deployments with any false alert, over every look, slice and rule, for
+   (a) the naive 95% interval at every look, (b) the confidence sequence at alpha, (c) the confidence
+   sequence at the level the protocol's multiplicity correction gives (Holm over slices x rules per
+   period: autheval.monitoring.adjusted_levels, the monitor's own), each look needing min_clusters.
+3. Drift: the same deployments with the gap of site-2 moving 0.5 simulator units past the bound from
+   month 7: the share that alert at site-2 by month 24, the median delay (months of drifted data at the
+   first alert: 1 = at the look of month 7), and false alerts elsewhere.
+4. One monthly look on --look-records landed records (default 10M; 3 sites x 24 months): the monitor's
+   computation of the latest look (autheval.monitoring.monitor_table on the landed table, without the
+   bootstrap interval beside it, and then with it), in a child process with its own peak memory.
+
+Usage: python benchmarks/monitoring.py [--deployments 500] [--clusters-per-month 30] [--look-records N]
+       [--skip-look]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autheval.deployment_sim import DeploymentModel, parse_drift, simulate  # noqa: E402
+from benchmarks.peer import child_rusage, machine_line  # noqa: E402
+from warehouse.sql import connect, run, to_table  # noqa: E402
+
+SITES, MONTHS = 3, 24
+DRIFT = "site-2:proposer_quality:-0.5:from=7"
+Z95 = 1.959963984540054
+METHODS = ("naive 95% interval at every look", "confidence sequence", "confidence sequence, multiplicity-corrected")
+
+
+@dataclass
+class Decisions:
+    """Per deployment, slice (the sites, then all sites pooled), rule and look: the arrays [D, S + 1,
+    R, M] of clusters to date and of each method's alert."""
+
+    n_clusters: np.ndarray
+    naive: np.ndarray
+    cs: np.ndarray
+    corrected: np.ndarray
+    level: np.ndarray  # the level (c) decides at, after the correction
+
+    def any_alert(self, method: str, mask: np.ndarray) -> np.ndarray:
+        """Per deployment: any alert of `method` on a hypothesis of `mask` [S + 1, R] at any look."""
+        return (getattr(self, method) & mask[None, :, :, None]).any(axis=(1, 2, 3))
+
+
+def null_model(protocol, sites: int = SITES, months: int = MONTHS, clusters: int = 30, drifts=()) -> DeploymentModel:
+    """The deployment whose true gap lies exactly on the protocol's lower bound of Delta_authority."""
+    [gap_rule] = [r for r in protocol.rules if r.metric == "Delta_authority"]
+    return DeploymentModel(sites=sites, months=months, clusters_per_month=clusters, gap=gap_rule.lower,
+                           drifts=tuple(parse_drift(d, sites, months) for d in drifts))
+
+
+def _bounds(protocol) -> pa.Table:
+    return pa.table({"rule": [f"{r.metric}/{r.unit}" for r in protocol.rules],
+                     "unit": [r.unit for r in protocol.rules], "metric": [r.metric for r in protocol.rules],
+                     "lower": pa.array([r.lower for r in protocol.rules], pa.float64()),
+                     "upper": pa.array([r.upper for r in protocol.rules], pa.float64())})
+
+
+def _outside(lo: np.ndarray, hi: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """An interval wholly outside [lower, upper] (a NaN bound is open; a NaN interval is no decision)."""
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(hi < lower, nan=False) | np.nan_to_num(lo > upper, nan=False)
+
+
+def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Decisions:
+    """Simulate `deployments` of `model` and decide every look of every slice and rule three ways."""
+    from autheval.monitoring import adjusted_levels, confidence_sequences
+
+    cases = simulate(model, seed=seed, deployments=deployments)
+    D, S, M, R = deployments, model.sites + 1, model.months, len(protocol.rules)
+    con = connect()
+    con.register("sim_cases", pa.table({
+        "deployment": cases.deployment.astype(np.int32), "site": cases.site.astype(np.int32),
+        "month": cases.month.astype(np.int32), "cluster": cases.cluster.astype(np.int64),
+        "intervened": cases.intervened, "u_executed": cases.u_executed, "u_proposed": cases.u_proposed,
+        "u_global": cases.u_global}))
+    to_table(con, "sim_cluster_months", "deployment_sim_cluster_months")
+    con.unregister("sim_cases")
+    to_table(con, "cluster_stats", "deployment_sim_looks", {"sites": model.sites, "months": M})
+    con.execute("DROP TABLE sim_cluster_months")
+
+    shape = (D, S, R, M)
+    rules = {f"{r.metric}/{r.unit}": i for i, r in enumerate(protocol.rules)}
+    lower = np.array([np.nan if r.lower is None else r.lower for r in protocol.rules])[None, None, :, None]
+    upper = np.array([np.nan if r.upper is None else r.upper for r in protocol.rules])[None, None, :, None]
+
+    def place(table: pa.Table, rule_index: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
+        analysis = table.column("analysis").to_numpy()
+        d, rest = np.divmod(analysis, S * M)
+        s, m = np.divmod(rest, M)
+        out = {}
+        for name in columns:
+            grid = np.full(shape, np.nan)
+            grid[d, s, rule_index, m] = table.column(name).to_numpy(zero_copy_only=False).astype(float)
+            out[name] = grid
+        return out
+
+    cs_table = confidence_sequences(con, "cluster_stats", protocol.alpha, protocol.horizon_clusters, _bounds(protocol))
+    cs_rule = np.array([rules[r] for r in cs_table.column("rule").to_pylist()])
+    cs = place(cs_table, cs_rule, ["n_clusters", "p_value", "cs_lower", "cs_upper"])
+    naive_table = run(con, "delta_method", {"z_lower": -Z95, "z_upper": Z95})
+    keys = [f"{m}/{u}" for m, u in zip(naive_table.column("metric").to_pylist(), naive_table.column("unit").to_pylist())]
+    kept = np.array([k in rules for k in keys])
+    naive_table = naive_table.filter(pa.array(kept))
+    naive = place(naive_table, np.array([rules[k] for k, keep in zip(keys, kept) if keep]), ["ci_lower", "ci_upper"])
+
+    decidable = np.nan_to_num(cs["n_clusters"], nan=0) >= protocol.min_clusters
+    p = cs["p_value"]
+    # (c) the monitor's own correction per deployment: Holm (or the declared method) over its slices x
+    # rules, per period, on the running minimum of each hypothesis's anytime p-values
+    corrected_level = np.full(shape, np.nan)
+    hypothesis = np.arange(S * R).reshape(S, R)
+    looks = np.arange(1, M + 1)
+    for d in range(D):
+        usable = decidable[d] & ~np.isnan(p[d])
+        table = pa.table({
+            "hypothesis": np.repeat(hypothesis.ravel(), M).astype(np.int64),
+            "look": np.tile(looks, S * R).astype(np.int64),
+            "period": pa.array([f"{m:03d}" for m in np.tile(looks, S * R)]),
+            "p_value": pa.array(np.where(usable, p[d], np.nan).ravel(), mask=~usable.ravel()),
+            "alpha": np.full(S * R * M, protocol.alpha), "tested": np.ones(S * R * M, bool)})
+        levels = adjusted_levels(con, table, protocol.multiplicity)
+        h = levels.column("hypothesis").to_numpy()
+        m = np.array([int(x) for x in levels.column("period").to_pylist()]) - 1
+        corrected_level[d, h // R, h % R, m] = levels.column("alpha_adjusted").to_numpy()
+    with np.errstate(invalid="ignore"):
+        return Decisions(
+            n_clusters=cs["n_clusters"],
+            naive=decidable & _outside(naive["ci_lower"], naive["ci_upper"], lower, upper),
+            cs=decidable & _outside(cs["cs_lower"], cs["cs_upper"], lower, upper),
+            corrected=decidable & np.nan_to_num(p < corrected_level, nan=False), level=corrected_level)
+
+
+def null_hypotheses(model: DeploymentModel, protocol) -> np.ndarray:
+    """[S + 1, R]: the hypotheses that are true in `model` (a rule whose true value stays within its
+    bounds at that slice through every month), from the model's truth."""
+    from autheval.deployment_sim import truth
+
+    rows = truth(model)
+    S, R = model.sites + 1, len(protocol.rules)
+    mask = np.ones((S, R), bool)
+    for i, rule in enumerate(protocol.rules):
+        key = {"Delta_authority": "Delta_authority", "intervention_rate": "intervention_rate",
+               "delta": "delta"}.get(rule.metric)
+        if key is None:
+            continue
+        for s in range(S):
+            values = np.array([r[key] for r in rows if s == model.sites or r["site"] == f"site-{s + 1}"])
+            if s == model.sites:  # the pooled slice: the sites' mean per month (equal expected volume)
+                values = values.reshape(model.sites, model.months).mean(axis=0)
+            tol = 1e-12
+            inside = ((rule.lower is None or np.all(values >= rule.lower - tol))
+                      and (rule.upper is None or np.all(values <= rule.upper + tol)))
+            mask[s, i] = inside
+    return mask
+
+
+def delays(decisions: Decisions, site: int, rule: int, start: int) -> np.ndarray:
+    """Per deployment: months of drifted data at the first corrected alert of `site`'s `rule` at or
+    after month `start` (1 = at the first drifted month's look), NaN when it never alerts."""
+    alerts = decisions.corrected[:, site, rule, start - 1:]
+    first = np.argmax(alerts, axis=1).astype(float) + 1
+    first[~alerts.any(axis=1)] = np.nan
+    return first
+
+
+# --- one monthly look on 10M landed records ----------------------------------------------------------
+
+
+def look_child(records: int, reps: int) -> None:
+    """In a child process: a deployment of about `records` landed records (3 sites x 24 months), landed
+    as the lake lands it, then the monitor's run on all of it; prints JSON timings."""
+    import tempfile
+
+    from autheval.deployment_sim import write_deployment
+    from autheval.landing import read_landed
+    from autheval.monitoring import monitor_table
+    from autheval.protocol import load_protocol
+
+    clusters = max(1, round(records / (SITES * MONTHS * 2.5)))
+    model = DeploymentModel(sites=SITES, months=MONTHS, clusters_per_month=clusters)
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        paths = write_deployment(model, Path(tmp), fmt="parquet")
+        written = time.perf_counter() - started
+        started = time.perf_counter()
+        landed = pa.concat_tables([read_landed(path)[1] for path in paths], promote_options="default")
+        land = time.perf_counter() - started
+    started = time.perf_counter()
+    result = monitor_table(landed, load_protocol(None), reps=reps)
+    look = time.perf_counter() - started
+    print(json.dumps({"records": landed.num_rows, "write": written, "land": land, "look": look,
+                      "rows": result.table.num_rows, "alerts": len(result.alerts)}))
+
+
+def print_table(header: list[str], rows: list[list]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--deployments", type=int, default=500)
+    parser.add_argument("--clusters-per-month", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=20260718)
+    parser.add_argument("--look-records", type=int, default=10_000_000)
+    parser.add_argument("--look-reps", type=int, default=200,
+                        help="bootstrap replicates of the fixed-sample interval in the timed look (default 200)")
+    parser.add_argument("--skip-look", action="store_true")
+    parser.add_argument("--look-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.look_child is not None:
+        return look_child(args.look_child, args.look_reps)
+
+    from autheval.protocol import load_protocol
+
+    protocol = load_protocol(None)
+    D = args.deployments
+    print(machine_line())
+    print(f"protocol {protocol.version}: alpha {protocol.alpha}, horizon {protocol.horizon_clusters} clusters, "
+          f"min_clusters {protocol.min_clusters}, multiplicity {protocol.multiplicity}; rules: "
+          + "; ".join(f"{r.metric} ({r.unit}) [{r.lower}, {r.upper}]" for r in protocol.rules))
+    model = null_model(protocol, clusters=args.clusters_per_month)
+    print(f"{D} simulated deployments: {SITES} sites x {MONTHS} monthly looks, {args.clusters_per_month} lesion "
+          f"clusters per site and month (about {2.5 * args.clusters_per_month:.0f} images), true gap "
+          f"{model.gap} (on the bound), intervention rate {model.intervention_rate}; slices: each site and all "
+          f"sites pooled; {len(protocol.rules)} rules: {(SITES + 1) * len(protocol.rules)} hypotheses per deployment")
+
+    started = time.perf_counter()
+    null = decide(model, protocol, D, args.seed)
+    null_seconds = time.perf_counter() - started
+    mask = null_hypotheses(model, protocol)
+    assert mask.all(), "the null deployment must keep every rule's true value within its bounds"
+    mc = math.sqrt(protocol.alpha * (1 - protocol.alpha) / D)
+    rows = []
+    for name, method in zip(METHODS, ("naive", "cs", "corrected")):
+        share = null.any_alert(method, mask).mean()
+        own = math.sqrt(share * (1 - share) / D)
+        verdict = ("goal met" if share <= protocol.alpha + mc else "goal NOT met") if method == "corrected" else ""
+        rows.append([f"({'abc'[len(rows)]}) {name}", f"{int(share * D)}/{D}", f"{share:.3f} +- {own:.3f}", verdict])
+    print(f"\nNull deployments: share with any false alert over {MONTHS} looks (goal for (c): <= alpha + its "
+          f"Monte Carlo error = {protocol.alpha} + {mc:.4f} = {protocol.alpha + mc:.4f}); decided in {null_seconds:.1f} s")
+    print(machine_line())
+    print_table(["method", "deployments", "share +- s.e.", ""], rows)
+
+    drift_model = null_model(protocol, clusters=args.clusters_per_month, drifts=(DRIFT,))
+    started = time.perf_counter()
+    drifted = decide(drift_model, protocol, D, args.seed + 1)
+    drift_seconds = time.perf_counter() - started
+    drift_mask = null_hypotheses(drift_model, protocol)
+    site, start = drift_model.drifts[0].site - 1, drift_model.drifts[0].start
+    rule = next(i for i, r in enumerate(protocol.rules) if r.metric == "Delta_authority")
+    delay = delays(drifted, site, rule, start)
+    found = ~np.isnan(delay)
+    rows = []
+    for name, method in zip(METHODS, ("naive", "cs", "corrected")):
+        alerts = getattr(drifted, method)[:, site, rule, start - 1:]
+        first = np.where(alerts.any(axis=1), np.argmax(alerts, axis=1) + 1.0, np.nan)
+        hit = ~np.isnan(first)
+        rows.append([f"({'abc'[len(rows)]}) {name}", f"{hit.mean():.3f}",
+                     f"{np.median(first[hit]):.0f}" if hit.any() else "none",
+                     f"{drifted.any_alert(method, drift_mask).mean():.3f}"])
+    print(f"\nPlanted drift ({DRIFT}: the gap {drift_model.gap} -> {drift_model.gap - 0.5} from month {start}, "
+          f"0.5 simulator units past the bound): decided in {drift_seconds:.1f} s")
+    print(machine_line())
+    print_table(["method", "detected by month 24", "median delay (months)", "false alerts elsewhere"], rows)
+    if found.any():
+        print(f"  (c): delay quartiles {np.nanpercentile(delay, 25):.0f} / {np.nanpercentile(delay, 50):.0f} / "
+              f"{np.nanpercentile(delay, 75):.0f} months; 1 = alerted at the look of month {start}")
+
+    if not args.skip_look:
+        print(f"\nOne monthly look on {args.look_records:,} landed records ({SITES} sites x {MONTHS} months): "
+              "autheval.monitoring.monitor_table on the landed table (every slice, rule and look, as the monthly "
+              "run recomputes them), in a child process")
+        rows = []
+        for reps in (0, args.look_reps):
+            print(machine_line())
+            wall, peak, out = child_rusage([sys.executable, str(Path(__file__).resolve()), "--look-child",
+                                            str(args.look_records), "--look-reps", str(reps)])
+            result = json.loads(out.strip().splitlines()[-1])
+            rows.append([f"{reps} bootstrap replicates" if reps else "confidence sequences only (reps 0)",
+                         f"{result['records']:,}", f"{result['land']:.1f} s", f"{result['look']:.1f} s",
+                         f"{result['look'] / MONTHS:.2f} s", f"{peak:.0f} MB"])
+        print_table(["monitor run", "records", "landing (not timed in a look)", "monitor_table",
+                     f"per look (/ {MONTHS})", "child peak RSS"], rows)
+
+
+if __name__ == "__main__":
+    main()
