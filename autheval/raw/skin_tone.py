@@ -12,9 +12,10 @@ The declared rule (ITA_METHOD), the same for every image:
 2. the skin is looked for away from the lesion, in the outer frame: the pixels whose distance from the
    image's centre, in either axis, is at least FRAME_FROM of the image's half side (the outer 20 % on
    each side; dermoscopy centres the lesion);
-3. darker-than-skin pixels are excluded: only the frame's brighter half (L* at least the frame's
-   median L*) counts, which drops lesion parts that reach the frame, hairs, the dark corners of a
-   vignette and a dermoscope's black field;
+3. darker-than-skin pixels are excluded: only the frame's brighter half counts (its pixels ranked by
+   L*, so that a field of equal values is split too), which drops lesion parts that reach the frame,
+   hairs, the dark corners of a vignette and a dermoscope's black field while the skin is at least a
+   quarter of the frame;
 4. ITA is the median of the per-pixel ITA over those pixels, and its category is the bin it falls in
    (edges right-closed: ITA in (41, 55] is `light`, exactly 55 too, above 55 `very_light`; exactly -30
    is `dark`).
@@ -76,10 +77,10 @@ def ita_of_images(rgb: np.ndarray) -> np.ndarray:
     """Estimated ITA (degrees) of each image of an (n, S, S, 3) uint8 or [0, 1] float array (steps 2-4)."""
     frame = np.asarray(rgb)[:, frame_mask(rgb.shape[1:3])]  # (n, pixels of the frame, 3): only these converted
     lab = rgb2lab(frame.astype(np.float64) / 255.0 if frame.dtype == np.uint8 else frame, channel_axis=-1)
-    lightness, b_star = lab[..., 0], lab[..., 2]
-    skin = lightness >= np.median(lightness, axis=1, keepdims=True)
-    angles = np.where(skin, ita_degrees(lightness, b_star), np.nan)
-    return np.nanmedian(angles, axis=1)
+    brighter = np.argsort(lab[..., 0], axis=1, kind="stable")[:, lab.shape[1] // 2:]  # by rank: ties split too
+    lightness = np.take_along_axis(lab[..., 0], brighter, axis=1)
+    b_star = np.take_along_axis(lab[..., 2], brighter, axis=1)
+    return np.median(ita_degrees(lightness, b_star), axis=1)
 
 
 def analysis_pixels(data: bytes, size: int = ANALYSIS_SIZE) -> np.ndarray:
