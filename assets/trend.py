@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dagster import DefaultScheduleStatus, MetadataValue, ScheduleDefinition, asset, define_asset_job
+from dagster import (DagsterInvalidDefinitionError, DefaultScheduleStatus, MetadataValue, ScheduleDefinition, asset,
+                     define_asset_job)
 
 from assets.common import RECURRING, write_table
 from assets.landing import landed_records
@@ -10,7 +11,8 @@ from autheval.estimators import DEFAULT_REPS, DEFAULT_SEEDS
 from autheval.landing import LANDED_TABLE, TREND_SCHEME, trend_plot_table, trend_table
 from autheval.provenance import Provenance, stamp
 from autheval.report import trend_plot_png
-from dagster_project.resources import LakeResource
+from dagster_project.resources import (DEFAULT_MONITOR_CRON, MONITOR_CRON_ENV, MONITOR_TZ_ENV, LakeResource,
+                                       monitor_schedule_settings)
 from warehouse.atomic import atomic_write_bytes
 
 
@@ -32,10 +34,25 @@ def trend(context, lake: LakeResource):
                        plot=MetadataValue.path(str(plot)))
 
 
-recurring_evaluation_job = define_asset_job(
-    "recurring_evaluation", selection=["trend", "catalog"],
-    description="Re-evaluate every landed log to date and per period, then republish the catalog.")
+RECURRING_ASSETS = ["trend", "monitor", "monitor_case_mix", "catalog"]  # the recurring job, in run order
 
-recurring_evaluation_schedule = ScheduleDefinition(
-    job=recurring_evaluation_job, cron_schedule="0 6 * * *", default_status=DefaultScheduleStatus.RUNNING,
-    description="Daily at 06:00: the authority gap over time, with intervals, on all data to date.")
+recurring_evaluation_job = define_asset_job(
+    "recurring_evaluation", selection=RECURRING_ASSETS,
+    description="Re-evaluate every landed log to date and per period (trend), watch it against the declared "
+                "protocol (monitor, monitor_case_mix), then commit and republish the catalog.")
+
+
+def recurring_evaluation_schedule(cron: str | None = None, timezone: str | None = None) -> ScheduleDefinition:
+    """The recurring job's schedule: `cron` and `timezone` as given, else $AUTHEVAL_MONITOR_CRON and
+    $AUTHEVAL_MONITOR_TZ, else monthly (06:00 UTC on the 1st). A bad cron string is one line (ValueError)."""
+    cron, timezone = monitor_schedule_settings(cron, timezone)
+    try:
+        return ScheduleDefinition(
+            name="recurring_evaluation_schedule", job=recurring_evaluation_job, cron_schedule=cron,
+            execution_timezone=timezone, default_status=DefaultScheduleStatus.RUNNING,
+            description=f"At cron {cron!r} ({timezone}; ${MONITOR_CRON_ENV}, ${MONITOR_TZ_ENV}): the authority gap "
+                        "over time and the monitor's decisions, on all data landed to date.")
+    except DagsterInvalidDefinitionError:
+        raise ValueError(f"monitor schedule cron {cron!r} (${MONITOR_CRON_ENV}): not a cron schedule; give five fields "
+                         f"(minute hour day-of-month month day-of-week), e.g. {DEFAULT_MONITOR_CRON!r} (monthly, 06:00 "
+                         "on the 1st) or '0 6 * * 1' (Mondays)") from None

@@ -1,4 +1,4 @@
-"""The Dagster definitions of the lake: assets, checks, jobs, the landing sensor and the schedule.
+"""The Dagster definitions of the lake: assets, checks, jobs, the landing and alert sensors, the schedule.
 
 `dagster dev -m dagster_project` (or `autheval ui`) serves them; `autheval demo` materializes them
 in-process. The lake root comes from AUTHEVAL_LAKE (default warehouse/lake), through the resources'
@@ -24,10 +24,12 @@ from dagster import (
 import assets
 from assets.catalog import catalog_asset
 from assets.landing import landed_logs_job, landing_sensor
+from assets.monitor import monitor_alert_sensor
 from assets.trend import recurring_evaluation_job, recurring_evaluation_schedule
 from autheval.rules import RuleFile
-from dagster_project.resources import (DeclaredRules, ModelsResource, SourceResource, default_engine, default_models,
-                                       default_source, lake_resource)
+from dagster_project.resources import (DeclaredRules, ModelsResource, ProtocolResource, SourceResource, default_engine,
+                                       default_models, default_notifier, default_protocol, default_source,
+                                       lake_resource)
 from dagster_project.stages import COMMIT, JOBS
 
 # Concurrency pools and their limits: the catalog is published by one step at a time, in every run.
@@ -80,20 +82,25 @@ def stage_jobs() -> list:
 
 
 def build_definitions(lake_root: str | None = None, source: SourceResource | None = None,
-                      models: ModelsResource | None = None, rules: RuleFile | str | None = None) -> Definitions:
+                      models: ModelsResource | None = None, rules: RuleFile | str | None = None,
+                      protocol: str | None = None) -> Definitions:
     """The lake's definitions; `rules`: the declared local rules (a RuleFile or a YAML path; default:
-    the study's), parsed at most once for every run of these definitions."""
+    the study's), parsed at most once for every run of these definitions; `protocol`: the monitor's
+    acceptance protocol (a YAML path; default $AUTHEVAL_PROTOCOL, else the packaged one). The schedule's
+    cron and time zone come from $AUTHEVAL_MONITOR_CRON and $AUTHEVAL_MONITOR_TZ (default monthly, UTC)."""
     # One process per run: a run is one lake run holding the lake's writer lock from its first step to
     # its commit (dagster_project.resources.LakeResource); a step per process would split it.
     return Definitions(
         executor=in_process_executor,
         assets=_assets(),
         asset_checks=load_asset_checks_from_package_module(assets),
-        jobs=[*stage_jobs(), landed_logs_job, recurring_evaluation_job],  # the recurring jobs: landing, trend
-        sensors=[landing_sensor],
-        schedules=[recurring_evaluation_schedule],
+        jobs=[*stage_jobs(), landed_logs_job, recurring_evaluation_job],  # the recurring jobs: landing; trend, monitor
+        sensors=[landing_sensor, monitor_alert_sensor],
+        schedules=[recurring_evaluation_schedule()],
         resources={"lake": lake_resource(lake_root), "source": source or default_source(),
-                   "models": models or default_models(), "engine": default_engine(), "rules": DeclaredRules(rules)},
+                   "models": models or default_models(), "engine": default_engine(), "rules": DeclaredRules(rules),
+                   "protocol": ProtocolResource(path=protocol) if protocol else default_protocol(),
+                   "notifier": default_notifier()},
     )
 
 

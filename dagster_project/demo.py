@@ -21,6 +21,8 @@ from warehouse.snapshots import new_run_id
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures reach the caller as one line
 # each job's stages (dagster_project.stages); the raw path's stages stop before the catalog's group
 REFERENCE_STAGES, RAW_STAGES, COHORT_STAGES = (job_stages(job) for job in ("reference_study", "raw_path", "cohort_study"))
+# every demo lake has the recurring tables, empty before anything has landed (their columns queryable)
+RECURRING_STEP = ("recurring", AssetSelection.assets("trend", "monitor", "monitor_case_mix"))
 
 
 class CheckTally(dict):
@@ -46,17 +48,19 @@ class BlockingCheckFailed(ValueError):
 def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: SourceResource | None = None,
                extra: tuple[str, ...] = (), models: ModelsResource | None = None,
                receipt: dict | None = None, rules: RuleFile | str | None = None) -> CheckTally:
-    """Materialize each group in order, then the `extra` assets; returns {check name: passed} of the
-    checks that ran (with `.skipped`, those that did not). Raises if a stage fails (BlockingCheckFailed
-    when a blocking check stopped it). `models` turns on the model mechanisms (default: as the
-    environment says, see dagster_project.resources.default_models); `rules` are the declared local rules
-    (a RuleFile or a YAML path; default: the study's), parsed once for every stage."""
+    """Materialize each group in order, the recurring tables (trend, monitor: empty until logs land),
+    then the `extra` assets; returns {check name: passed} of the checks that ran (with `.skipped`, those
+    that did not). Raises if a stage fails (BlockingCheckFailed when a blocking check stopped it).
+    `models` turns on the model mechanisms (default: as the environment says, see
+    dagster_project.resources.default_models); `rules` are the declared local rules (a RuleFile or a
+    YAML path; default: the study's), parsed once for every stage."""
     defs = build_definitions(str(lake_root), source, models, rules)
     assets_defs = study_assets()
     resources = defs.resources
     instance = project_instance()
     checks = CheckTally()
-    steps = [(stage, AssetSelection.groups(stage)) for stage in stages] + [(a, AssetSelection.assets(a)) for a in extra]
+    steps = [(stage, AssetSelection.groups(stage)) for stage in stages] + [RECURRING_STEP]
+    steps += [(a, AssetSelection.assets(a)) for a in extra]
     # One lake run for every stage: they commit as one snapshot, or (a stage failed, a check blocked,
     # the process was killed) not at all, and the lake keeps serving the previous snapshot.
     lake = Lake(lake_root, keep_snapshots=resources["lake"].keep_snapshots)

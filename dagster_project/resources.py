@@ -3,8 +3,10 @@ is in warehouse/ (no Dagster).
 
 Fields read the environment through Dagster's EnvVar (resolved when a run starts and shown in the UI):
 AUTHEVAL_LAKE (lake root, default warehouse/lake), AUTHEVAL_LANDING (default <lake>/landing),
-AUTHEVAL_SOURCE (reference | synthetic | isic2019), AUTHEVAL_INPUT, AUTHEVAL_FREEZE, and for the model
-mechanisms AUTHEVAL_MODELS (1 turns them on), AUTHEVAL_SCORER_DIR, AUTHEVAL_VISION_DIR, AUTHEVAL_FINETUNE."""
+AUTHEVAL_SOURCE (reference | synthetic | isic2019), AUTHEVAL_INPUT, AUTHEVAL_FREEZE, for the model
+mechanisms AUTHEVAL_MODELS (1 turns them on), AUTHEVAL_SCORER_DIR, AUTHEVAL_VISION_DIR, AUTHEVAL_FINETUNE,
+and for monitoring AUTHEVAL_PROTOCOL (the acceptance protocol), AUTHEVAL_NOTIFY_COMMAND or
+AUTHEVAL_NOTIFY_URL (the notifier), AUTHEVAL_MONITOR_CRON and AUTHEVAL_MONITOR_TZ (the schedule)."""
 
 from __future__ import annotations
 
@@ -117,6 +119,7 @@ class SourceResource(ConfigurableResource):
     gate_scores: str = ""  # per-image s_gate given by the source (image_id, s_gate), instead of the proxy
     evaluate_split: str = "test"  # the split the review and the estimates run on; 'all' for every image
     min_group_clusters: int = 30  # subgroups with fewer clusters (or images) are reported as not estimable
+    benchmark: str = ""  # a benchmark file (CSV or Parquet; autheval/benchmark.py); synthetic: <input_dir>/benchmark.csv
 
     def check(self) -> None:
         if self.kind not in SOURCES:
@@ -140,6 +143,13 @@ class SourceResource(ConfigurableResource):
         if self.proposals:
             return self.proposals
         default = Path(self.input_dir) / "proposals.csv"
+        return str(default) if self.kind == "synthetic" and default.is_file() else None
+
+    def benchmark_file(self) -> str | None:
+        """The benchmark file: as configured, else the synthetic cohort's own (autheval/raw/synth_benchmark.py)."""
+        if self.benchmark:
+            return self.benchmark
+        default = Path(self.input_dir) / "benchmark.csv"
         return str(default) if self.kind == "synthetic" and default.is_file() else None
 
     def require_reference(self, what: str) -> None:
@@ -196,6 +206,8 @@ class ModelsResource(ConfigurableResource):
     device: str = ""           # empty: CUDA when present, else CPU
     finetune: bool = False     # run the LoRA fine-tune and score it as its own mechanism
     finetune_max_steps: int = 0  # 0: one full epoch over the train split
+    grpo: bool = False         # GRPO on the MAVIC reward from the fine-tuned model, scored as its own mechanism
+    grpo_max_steps: int = 0    # 0: one full epoch over the train split (one image's group per step)
     cct_lam: float = 1.0
     cct_beta: float = 1.0
     torch_threads: int = 0     # intra-op CPU threads during a run; 0: 1 with the tiny models, torch's default otherwise
@@ -281,3 +293,76 @@ class EngineResource(ConfigurableResource):
 def default_engine() -> EngineResource:
     """The engine named by $AUTHEVAL_ENGINE (default duckdb) and $AUTHEVAL_SPARK_MASTER."""
     return EngineResource(kind=env_or(ENGINE_ENV, "duckdb"), spark_master=env_or(SPARK_MASTER_ENV, ""))
+
+
+PROTOCOL_ENV = "AUTHEVAL_PROTOCOL"
+
+
+class ProtocolResource(ConfigurableResource):
+    """The declared acceptance protocol the monitor decides by (autheval.protocol): a YAML file, or the
+    packaged default when `path` is empty (set from $AUTHEVAL_PROTOCOL); `bootstrap_reps`: replicates
+    of the fixed-sample interval shown beside each confidence sequence."""
+
+    path: str = ""
+    bootstrap_reps: int = DEFAULT_REPS
+
+    def protocol(self):
+        from autheval.protocol import load_protocol
+
+        return load_protocol(self.path or None)
+
+
+def default_protocol() -> ProtocolResource:
+    """The protocol named by $AUTHEVAL_PROTOCOL (default: the packaged one)."""
+    return ProtocolResource(path=env_or(PROTOCOL_ENV, ""))
+
+
+NOTIFY_COMMAND_ENV = "AUTHEVAL_NOTIFY_COMMAND"
+NOTIFY_URL_ENV = "AUTHEVAL_NOTIFY_URL"
+
+
+class NotifierResource(ConfigurableResource):
+    """Where a new monitor alert is sent (autheval.notify), once: `command` (run with the alert as JSON on
+    stdin) or `url` (an HTTP POST of the JSON); neither: alerts show in the UI and `autheval monitor
+    status` only. Set from $AUTHEVAL_NOTIFY_COMMAND or $AUTHEVAL_NOTIFY_URL."""
+
+    command: str = ""
+    url: str = ""
+    timeout_seconds: float = 30.0
+
+    @property
+    def declared(self) -> bool:
+        return bool(self.command or self.url)
+
+    def send(self, payload: dict) -> None:
+        """Deliver one alert; raises autheval.notify.NotifyError when it was not delivered."""
+        from autheval.notify import send
+
+        send(payload, self.command, self.url, self.timeout_seconds)
+
+
+def default_notifier() -> NotifierResource:
+    """The notifier named by $AUTHEVAL_NOTIFY_COMMAND or $AUTHEVAL_NOTIFY_URL (default: none)."""
+    return NotifierResource(command=env_or(NOTIFY_COMMAND_ENV, ""), url=env_or(NOTIFY_URL_ENV, ""))
+
+
+MONITOR_CRON_ENV = "AUTHEVAL_MONITOR_CRON"
+MONITOR_TZ_ENV = "AUTHEVAL_MONITOR_TZ"
+DEFAULT_MONITOR_CRON = "0 6 1 * *"  # monthly: 06:00 on the first day of the month
+DEFAULT_MONITOR_TZ = "UTC"
+
+
+def monitor_schedule_settings(cron: str | None = None, timezone: str | None = None) -> tuple[str, str]:
+    """The recurring job's cron string and time zone: as given, else $AUTHEVAL_MONITOR_CRON and
+    $AUTHEVAL_MONITOR_TZ, else monthly at 06:00 UTC. A time zone that is not an IANA name is one line
+    (ValueError); the cron string is checked where the schedule is made (assets/trend.py)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    cron = (cron if cron is not None else EnvVar(MONITOR_CRON_ENV).get_value() or DEFAULT_MONITOR_CRON).strip()
+    timezone = (timezone if timezone is not None else EnvVar(MONITOR_TZ_ENV).get_value() or DEFAULT_MONITOR_TZ).strip()
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"monitor schedule time zone {timezone!r} (${MONITOR_TZ_ENV}): not a time zone; give an "
+                         "IANA name such as UTC or Europe/Paris") from None
+    return cron, timezone

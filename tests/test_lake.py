@@ -108,7 +108,7 @@ def test_query_cli_answers_from_the_catalog(study_lake):
 def test_definitions_load_with_schedule_sensor_and_checks():
     defs = build_definitions("/nonexistent-lake")
     assert {s.name for s in defs.schedules} == {"recurring_evaluation_schedule"}
-    assert {s.name for s in defs.sensors} == {"landing_sensor"}
+    assert {s.name for s in defs.sensors} == {"landing_sensor", "monitor_alert_sensor"}
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert set(TABLES) | {"report", "catalog", "landed_records", "trend"} <= keys
     assert len(list(defs.resolve_asset_graph().asset_check_keys)) >= 10
