@@ -13,12 +13,15 @@
 3. Drift: the same deployments with the gap of site-2 moving 0.5 simulator units past the bound from
    month 7: the share that alert at site-2 by month 24, the median delay (months of drifted data at the
    first alert: 1 = at the look of month 7), and false alerts elsewhere.
-4. One monthly look on --look-records landed records (default 10M; 3 sites x 24 months): the monitor's
-   computation of the latest look (autheval.monitoring.monitor_table on the landed table, without the
-   bootstrap interval beside it, and then with it), in a child process with its own peak memory.
+4. One monthly look: on --look-records landed records (default 10M; 3 sites x 24 months, landed by
+   autheval.landing.read_landed, which is not timed), the latest look's confidence sequences (the
+   per-cluster sums of every slice, sql/cluster_stats.sql, then confidence_sequences against the
+   protocol's bounds); and the monitor's whole run (autheval.monitoring.monitor_table: every slice,
+   rule and look, without and with the bootstrap interval beside) on --monitor-records (default 100k),
+   each in a child process with its own peak memory.
 
 Usage: python benchmarks/monitoring.py [--deployments 500] [--clusters-per-month 30] [--look-records N]
-       [--skip-look]
+       [--monitor-records N] [--skip-look]
 """
 
 from __future__ import annotations
@@ -188,15 +191,14 @@ def delays(decisions: Decisions, site: int, rule: int, start: int) -> np.ndarray
 # --- one monthly look on 10M landed records ----------------------------------------------------------
 
 
-def look_child(records: int, reps: int) -> None:
-    """In a child process: a deployment of about `records` landed records (3 sites x 24 months), landed
-    as the lake lands it, then the monitor's run on all of it; prints JSON timings."""
+def landed_deployment(records: int) -> tuple[pa.Table, float, float]:
+    """A deployment of about `records` images (3 sites x 24 months) landed as the lake lands it (the
+    logs written as Parquet, each read and validated by autheval.landing.read_landed): the landed
+    table, and the seconds writing and landing took."""
     import tempfile
 
     from autheval.deployment_sim import write_deployment
     from autheval.landing import read_landed
-    from autheval.monitoring import monitor_table
-    from autheval.protocol import load_protocol
 
     clusters = max(1, round(records / (SITES * MONTHS * 2.5)))
     model = DeploymentModel(sites=SITES, months=MONTHS, clusters_per_month=clusters)
@@ -206,12 +208,32 @@ def look_child(records: int, reps: int) -> None:
         written = time.perf_counter() - started
         started = time.perf_counter()
         landed = pa.concat_tables([read_landed(path)[1] for path in paths], promote_options="default")
-        land = time.perf_counter() - started
+        return landed, written, time.perf_counter() - started
+
+
+def look_child(mode: str, records: int, reps: int) -> None:
+    """In a child process, on a landed deployment of about `records` records, prints JSON timings of
+    `core`: the latest look's confidence sequences (per-cluster sums of every slice, sql/cluster_stats.sql,
+    then autheval.monitoring.confidence_sequences against the protocol's bounds), or `monitor`: the
+    monitor's whole run (autheval.monitoring.monitor_table: every slice, rule and look, as the monthly
+    run recomputes them, with `reps` bootstrap replicates beside)."""
+    from autheval.monitoring import confidence_sequences, monitor_table
+    from autheval.protocol import load_protocol
+
+    protocol = load_protocol(None)
+    landed, written, land = landed_deployment(records)
     started = time.perf_counter()
-    result = monitor_table(landed, load_protocol(None), reps=reps)
+    if mode == "core":
+        con = connect()
+        con.register("landed_records", landed)
+        to_table(con, "records", "deployment_sim_look_slices")
+        to_table(con, "cluster_stats", "cluster_stats")
+        rows = confidence_sequences(con, "cluster_stats", protocol.alpha, protocol.horizon_clusters,
+                                    _bounds(protocol)).num_rows
+    else:
+        rows = monitor_table(landed, protocol, reps=reps).table.num_rows
     look = time.perf_counter() - started
-    print(json.dumps({"records": landed.num_rows, "write": written, "land": land, "look": look,
-                      "rows": result.table.num_rows, "alerts": len(result.alerts)}))
+    print(json.dumps({"records": landed.num_rows, "write": written, "land": land, "look": look, "rows": rows}))
 
 
 def print_table(header: list[str], rows: list[list]) -> None:
@@ -225,14 +247,17 @@ def main() -> None:
     parser.add_argument("--deployments", type=int, default=500)
     parser.add_argument("--clusters-per-month", type=int, default=30)
     parser.add_argument("--seed", type=int, default=20260718)
-    parser.add_argument("--look-records", type=int, default=10_000_000)
+    parser.add_argument("--look-records", type=int, default=10_000_000,
+                        help="landed records of the timed look's confidence sequences (default 10M)")
+    parser.add_argument("--monitor-records", type=int, default=100_000,
+                        help="landed records of the timed monitor_table run (default 100k)")
     parser.add_argument("--look-reps", type=int, default=200,
-                        help="bootstrap replicates of the fixed-sample interval in the timed look (default 200)")
+                        help="bootstrap replicates of the fixed-sample interval in the timed run (default 200)")
     parser.add_argument("--skip-look", action="store_true")
-    parser.add_argument("--look-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--look-child", choices=("core", "monitor"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.look_child is not None:
-        return look_child(args.look_child, args.look_reps)
+        return look_child(args.look_child, args.look_records, args.look_reps)
 
     from autheval.protocol import load_protocol
 
@@ -291,21 +316,20 @@ def main() -> None:
               f"{np.nanpercentile(delay, 75):.0f} months; 1 = alerted at the look of month {start}")
 
     if not args.skip_look:
-        print(f"\nOne monthly look on {args.look_records:,} landed records ({SITES} sites x {MONTHS} months): "
-              "autheval.monitoring.monitor_table on the landed table (every slice, rule and look, as the monthly "
-              "run recomputes them), in a child process")
+        print(f"\nOne monthly look ({SITES} sites x {MONTHS} months landed; each in a child process, timed from the "
+              "landed table in memory; landing itself is not part of a look)")
         rows = []
-        for reps in (0, args.look_reps):
+        for mode, records, reps in (("core", args.look_records, 0), ("monitor", args.monitor_records, 0),
+                                    ("monitor", args.monitor_records, args.look_reps)):
             print(machine_line())
-            wall, peak, out = child_rusage([sys.executable, str(Path(__file__).resolve()), "--look-child",
-                                            str(args.look_records), "--look-reps", str(reps)])
+            _, peak, out = child_rusage([sys.executable, str(Path(__file__).resolve()), "--look-child", mode,
+                                         "--look-records", str(records), "--look-reps", str(reps)])
             result = json.loads(out.strip().splitlines()[-1])
-            rows.append([f"{reps} bootstrap replicates" if reps else "confidence sequences only (reps 0)",
-                         f"{result['records']:,}", f"{result['land']:.1f} s", f"{result['look']:.1f} s",
-                         f"{result['look'] / MONTHS:.2f} s", f"{peak:.0f} MB"])
-        print_table(["monitor run", "records", "landing (not timed in a look)", "monitor_table",
-                     f"per look (/ {MONTHS})", "child peak RSS"], rows)
-
+            what = ("the latest look's confidence sequences (cluster sums + confidence_sequences)" if mode == "core"
+                    else f"monitor_table, every look{f', {reps} bootstrap replicates' if reps else ', no bootstrap'}")
+            rows.append([what, f"{result['records']:,}", f"{result['land']:.1f} s", f"{result['look']:.2f} s",
+                         f"{result['look'] / (1 if mode == 'core' else MONTHS):.2f} s", f"{peak:.0f} MB"])
+        print_table(["computation", "landed records", "landing (apart)", "time", "per look", "child peak RSS"], rows)
 
 if __name__ == "__main__":
     main()
