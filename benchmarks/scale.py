@@ -1,0 +1,199 @@
+"""Scale past one process's memory: a hash-generated Parquet log (a folder of files, 10 records per
+cluster) read where it lies, at 10^7 and 10^8 records, the `poisson` bootstrap (1000 replicates) plus the
+delta method, whole process: one child process per size (read + validate, bootstrap, delta method), its
+wall time, peak resident memory and bytes of peak memory per record. Then, with --spark, the largest
+dataset read by Spark itself (`--engine spark`, local[N]): the Python driver's own peak, the JVM's and the
+process tree's.
+
+    .venv/bin/python benchmarks/scale.py [--sizes 10000000 100000000] [--reps 1000] [--data /tmp/autheval-scale]
+                                        [--rows-per-file 5000000] [--spark] [--spark-reps 20] [--keep]
+    .venv/bin/python benchmarks/scale.py --sizes 1000000 --spark      # the small case, about a minute
+
+The data (sql/synthetic_log_part.sql: the log of sql/synthetic_log.sql, written a file at a time, streaming)
+goes under --data (not the repository; 10^8 records are about 1 GB), is reused when it is already there,
+and is removed at the end unless --keep. Goals on a 2-core machine (issue 19): 10^8 records under 3 minutes
+and 3 GB peak, 10^7 under 1 GB; on local Spark the driver's peak under 2 GB. Every figure is printed with
+the machine line (cores, available memory, load average) taken just before it: on a shared machine the
+times are pessimistic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.engines import tree_rss_mb  # noqa: E402
+from benchmarks.peer import child_rusage, machine_line, warm_bytecode  # noqa: E402
+
+CLUSTER_SIZE = 10  # records per cluster
+
+
+def write_dataset(folder: Path, records: int, rows_per_file: int) -> Path:
+    """The hash-generated log of `records` records as Parquet files of `rows_per_file` rows, written
+    streaming by DuckDB (bounded memory); kept when a complete one is already there."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from warehouse.sql import to_parquet
+
+    target = folder / f"log_{records}"
+    done = target / "_COMPLETE"
+    if done.exists():
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    con = duckdb.connect(config={"memory_limit": "1GB"})
+    started = time.perf_counter()
+    for k, first in enumerate(range(0, records, rows_per_file)):
+        to_parquet(con, "synthetic_log_part", target / f"part-{k:05d}.parquet",
+                   {"first_case": first, "n_cases": min(rows_per_file, records - first),
+                    "n_clusters": records // CLUSTER_SIZE})
+    con.close()
+    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in target.glob("part-*.parquet"))
+    assert rows == records, (rows, records)
+    size = sum(p.stat().st_size for p in target.glob("part-*.parquet"))
+    print(f"(generated {records:,} records in {records // CLUSTER_SIZE:,} clusters, {len(list(target.glob('part-*')))} "
+          f"files, {size / 1e9:.2f} GB, in {time.perf_counter() - started:.1f} s)", flush=True)
+    done.touch()  # a marker: hidden from the dataset (a name starting with _)
+    return target
+
+
+def child(args) -> None:
+    """One size in this process: read + validate the dataset where it lies, the poisson bootstrap, the
+    delta method; print the phases' times, the numbers and this process's own peak as JSON."""
+    import resource
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `autheval evaluate` sets it
+    from autheval.analytic import delta_method_rows
+    from autheval.estimators import estimate
+    from autheval.records import read_records
+
+    times = {}
+    engine = None
+    t0 = time.perf_counter()
+    if args.engine == "spark":
+        from warehouse.engine import EngineConfig, connect_engine
+
+        engine = connect_engine(EngineConfig("spark", spark_driver_memory=args.spark_memory))
+    times["engine_start_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    records = read_records(args.input, analysis="scale")
+    times["read_validate_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    result = estimate([records], scheme="poisson", reps=args.reps, engine=engine)
+    times["poisson_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    delta = {(r["unit"], r["metric"]): r for r in delta_method_rows([records], engine=engine)}
+    times["delta_method_s"] = time.perf_counter() - t0
+    if engine is not None:
+        engine.close()
+    boot = result.estimate("scale", "image_weighted", "Delta_authority")
+    dm = delta[("image_weighted", "Delta_authority")]
+    print(json.dumps({**times, "n_cases": records.n_cases, "n_clusters": records.n_clusters,
+                      "files": len(records.dataset.files), "data_sha256": records.data_sha256,
+                      "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "bootstrap": [boot["estimate"], boot["ci_lower"], boot["ci_upper"]],
+                      "delta_method": [dm["estimate"], dm["ci_lower"], dm["ci_upper"]]}))
+
+
+def child_command(args, folder: Path, engine: str, reps: int) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--child", "--input", str(folder), "--engine", engine,
+            "--reps", str(reps), "--spark-memory", args.spark_memory]
+
+
+def run_duckdb(args, folder: Path) -> dict:
+    """The child on the default engine: wall time and peak memory of that process (wait4)."""
+    wall, peak, out = child_rusage(child_command(args, folder, "duckdb", args.reps))
+    return {**json.loads(out.strip().splitlines()[-1]), "wall_s": wall, "peak_mb": peak}
+
+
+def run_spark(args, folder: Path) -> dict:
+    """The child on local Spark: its own peak (the Python driver) from the child, the process tree's
+    (Python and the JVM) sampled every 0.2 s."""
+    command = child_command(args, folder, "spark", args.spark_reps)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    peak = [0.0]
+
+    def sample():
+        while proc.poll() is None:
+            peak[0] = max(peak[0], tree_rss_mb(proc.pid))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    started = time.perf_counter()
+    sampler.start()
+    out, err = proc.communicate()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"spark child failed:\n{err[-3000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    return {**result, "wall_s": time.perf_counter() - started, "peak_mb": peak[0]}
+
+
+def report(label: str, r: dict, reps: int) -> None:
+    per_record = r["peak_mb"] * 2**20 / r["n_cases"]
+    b, d = r["bootstrap"], r["delta_method"]
+    print(f"  {label}: {r['n_cases']:,} records, {r['n_clusters']:,} clusters, {r['files']} files; poisson {reps} "
+          f"replicates + delta method")
+    start = f"engine start {r['engine_start_s']:.1f} s, " if r["engine_start_s"] > 0.5 else ""
+    print(f"    {start}read + validate {r['read_validate_s']:.1f} s, poisson {r['poisson_s']:.1f} s, delta method "
+          f"{r['delta_method_s']:.1f} s; whole process {r['wall_s']:.1f} s")
+    memory = f"    peak memory {r['peak_mb']:.0f} MB ({per_record:.1f} bytes per record)"
+    if "python_peak_mb" in r and label.startswith("Spark"):
+        memory += f"; the Python driver alone {r['python_peak_mb']:.0f} MB, the JVM the rest"
+    print(memory)
+    print(f"    Delta (image) {b[0]:.6f}, bootstrap [{b[1]:.6f}, {b[2]:.6f}], delta method [{d[1]:.6f}, {d[2]:.6f}]",
+          flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000_000, 100_000_000])
+    parser.add_argument("--reps", type=int, default=1000)
+    parser.add_argument("--data", type=Path, default=Path("/tmp/autheval-scale"),
+                        help="where the generated datasets go (not the repository)")
+    parser.add_argument("--rows-per-file", type=int, default=5_000_000)
+    parser.add_argument("--spark", action="store_true", help="also read the largest dataset with --engine spark")
+    parser.add_argument("--spark-reps", type=int, default=20,
+                        help="poisson replicates on Spark (a cross join of clusters x replicates on its cores)")
+    parser.add_argument("--spark-memory", default="2g", help="the local Spark JVM's heap")
+    parser.add_argument("--keep", action="store_true", help="keep the generated datasets")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--engine", default="duckdb", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return 0
+    warm_bytecode()
+    folders = {}
+    try:
+        print("== scale: Parquet datasets read where they lie, whole process per size (child processes)")
+        for records in args.sizes:
+            folders[records] = write_dataset(args.data, records, args.rows_per_file)
+            print(machine_line(), flush=True)
+            report("DuckDB (default engine)", run_duckdb(args, folders[records]), args.reps)
+        if args.spark:
+            largest = max(args.sizes)
+            print(machine_line(), flush=True)
+            report(f"Spark local[{os.cpu_count()}], {args.spark_memory} heap", run_spark(args, folders[largest]),
+                   args.spark_reps)
+    finally:
+        if not args.keep:
+            for folder in folders.values():
+                shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
