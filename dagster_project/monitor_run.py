@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from dagster import DagsterEventType, build_resources
+from dagster import DagsterEventType, EnvVar, build_resources
 
 from assets.landing import FILE_TAG, landed_logs, landed_logs_job
 from assets.monitor import MONITOR, notify_alerts
@@ -25,6 +25,7 @@ from autheval.monitoring import status_report
 from autheval.protocol import load_protocol
 from dagster_project.definitions import build_definitions, project_instance
 from dagster_project.demo import QUIET
+from dagster_project.resources import PROTOCOL_ENV
 
 SETTLE_SECONDS = 2.0  # between the two looks at the landing folder: a file still being written changes
 EXIT_OK, EXIT_FAILED, EXIT_ALERT = 0, 1, 3
@@ -32,9 +33,12 @@ EXIT_OK, EXIT_FAILED, EXIT_ALERT = 0, 1, 3
 
 def monitor_run(lake: Path, protocol: Path | None = None, out: Callable[[str], None] = print,
                 settle_seconds: float = SETTLE_SECONDS) -> int:
-    """Land what is waiting, run the recurring job, print the status. Returns 0 (nothing alerts), 3
+    """Land what is waiting, run the recurring job, print the status. `protocol`: the acceptance
+    protocol (default $AUTHEVAL_PROTOCOL, else the packaged one). Returns 0 (nothing alerts), 3
     (something alerts) or 1 (a run failed: a file that could not land for another reason than its
-    content, or the recurring job). A bad protocol file raises ProtocolError before anything lands."""
+    content, or the recurring job). A bad protocol file raises ProtocolError before anything lands; a
+    rejected file is reported on its line and set aside, and does not fail the run."""
+    protocol = protocol or EnvVar(PROTOCOL_ENV).get_value() or None  # as the protocol resource reads it
     load_protocol(protocol)  # bad input: one line, exit 2, nothing landed
     defs = build_definitions(str(lake), protocol=str(protocol) if protocol else None)
     instance = project_instance()

@@ -17,7 +17,7 @@ from dagster import AssetCheckSeverity, DagsterEventType, build_sensor_context, 
 
 from assets.monitor import alerts_check, monitor_alert_sensor
 from autheval.deployment_sim import DeploymentModel, parse_drift, write_deployment
-from autheval.monitoring import MONITOR_SCHEMA, alerts
+from autheval.monitoring import CASE_MIX_SCHEMA, MONITOR_SCHEMA, alerts
 from dagster_project.definitions import build_definitions, project_instance, study_assets
 from dagster_project.demo import QUIET
 from dagster_project.resources import LakeResource, NotifierResource, ProtocolResource
@@ -378,3 +378,90 @@ def test_monitor_run_fails_with_1_when_the_recurring_job_fails(tmp_path, monkeyp
                              for line in lines), lines
     assert autheval.monitoring.monitor_table is not broken
     assert not Lake(root).has_table("monitor")  # the failed run committed nothing
+
+
+# --- before anything has landed --------------------------------------------------------------------
+
+
+def test_a_demo_lake_answers_for_trend_and_monitor_before_anything_lands(tmp_path):
+    from dagster_project.demo import RECURRING_STEP, run_stages
+    from tests.conftest import run_cli
+
+    root = tmp_path / "lake"
+    run_stages(root, stages=(), out=lambda line: None)  # every demo runs its stages, then this step
+    assert RECURRING_STEP[0] == "recurring"
+    for table, named in (("trend", ["period", "pool", "unit", "metric", "estimate", "ci_lower", "ci_upper"]),
+                         ("monitor", MONITOR_SCHEMA.names),
+                         ("monitor_case_mix", CASE_MIX_SCHEMA.names)):
+        result = run_cli("query", f"select * from {table}", "--lake", str(root), "--format", "csv")
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert set(named) <= set(lines[0].split(",")), (table, lines[0])
+        assert len(lines) == 1, table  # no rows
+    code, lines = run_monitor(root)
+    assert code == 0 and lines == ["no monitored looks yet: nothing has landed"], lines
+
+
+# --- end to end: a simulated deployment with one planted drift --------------------------------------
+
+
+def test_monitor_run_on_a_simulated_drift_alerts_at_that_site_and_nowhere_else(tmp_path):
+    """`autheval synth deployment` (3 sites, 4 months; site-2's proposer 0.6 simulator units worse from
+    month 2), the logs dropped into <lake>/landing/, `autheval monitor run` (exit 3) and `autheval
+    monitor status` (exit 3, the same lines); the notifier, declared in the environment, hears of
+    site-2 and of the pooled row that contains it, once."""
+    import os
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    root = tmp_path / "lake"
+    sent = tmp_path / "sent.jsonl"
+    script = tmp_path / "notify.py"
+    script.write_text(f"import sys\nopen({str(sent)!r}, 'a').write(sys.stdin.read() + '\\n')\n")
+    env = {**os.environ, "AUTHEVAL_NOTIFY_COMMAND": f"{sys.executable} {script}"}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "autheval", *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=600)
+
+    made = cli("synth", "deployment", "--sites", "3", "--months", "4", "--clusters-per-month", "100",
+               "--out", str(tmp_path / "logs"), "--drift", "site-2:proposer_quality:-0.6:from=2")
+    assert made.returncode == 0, made.stderr
+    (root / "landing").mkdir(parents=True)
+    for log in sorted((tmp_path / "logs").glob("site-*.csv")):
+        log.rename(root / "landing" / log.name)
+    run = cli("monitor", "run", "--lake", str(root))
+    assert run.returncode == 3, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert sum(line.startswith("landed") for line in lines) == 12
+    alerting = [line for line in lines if line.startswith("ALERT")]
+    sites = {line.split()[1] for line in alerting}
+    assert "site-2" in sites and sites <= {"site-2", "all"}, alerting  # 'all': the pooled row, site-2 in it
+    for site in ("site-1", "site-3"):
+        assert all(not line.startswith("ALERT") for line in lines if line.split()[1:2] == [site])
+        assert any(line.split()[1:2] == [site] for line in lines if line.startswith(("PASS", "INSUFFICIENT")))
+    status = cli("monitor", "status", "--lake", str(root))
+    assert status.returncode == 3, status.stdout + status.stderr
+    assert [line for line in status.stdout.splitlines() if line.startswith("ALERT")] == alerting
+    notified = [json.loads(line) for line in sent.read_text().splitlines()]
+    assert {a["site"] for a in notified} == sites and len(notified) == len(alerting)
+    again = cli("monitor", "run", "--lake", str(root))  # nothing new lands, the same alerts: none sent again
+    assert again.returncode == 3 and not any(line.startswith("landed") for line in again.stdout.splitlines())
+    assert len(sent.read_text().splitlines()) == len(notified)
+
+
+def test_monitor_run_decides_by_the_protocol_the_environment_names(tmp_path, monkeypatch):
+    from autheval.protocol import default_protocol_text
+
+    root = simulated_lake(tmp_path / "lake")
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(default_protocol_text().replace("version: service-protocol-1", "version: strict-1")
+                      .replace("upper: 0.60", "upper: 0.10"))
+    monkeypatch.setenv("AUTHEVAL_PROTOCOL", str(strict))
+    code, lines = run_monitor(root)
+    assert code == 3, lines  # an intervention rate of about 0.3 is over this protocol's 0.1
+    assert set(Lake(root).read("monitor").column("protocol_version").to_pylist()) == {"strict-1"}
+    strict.write_text("version: strict-2\n")
+    with pytest.raises(ValueError, match="strict.yaml"):
+        run_monitor(root)
