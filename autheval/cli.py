@@ -835,9 +835,11 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
 
     from autheval.raw.cli import register as register_raw
     from autheval.mavic_cli import register as register_mavic
+    from autheval.monitor_cli import register as register_monitor
     from autheval.rules_cli import register as register_rules
     register_raw(sub)
     register_rules(sub)
+    register_monitor(sub)
     register_mavic(sub)
     if command == "aggregate":
         from autheval.cct_cli import register as register_aggregate

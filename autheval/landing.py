@@ -503,7 +503,7 @@ def watch(landing: Path, lake: Lake, cursor: str | None) -> Tick:
 def _trend_schema(reps: int) -> pa.Schema:
     empty = estimates_table(EstimationResult(TREND_SCHEME, reps, DEFAULT_SEEDS[TREND_SCHEME], (0.025, 0.975), {}))
     fields = [f for f in empty.schema if f.name != "analysis"]
-    return pa.schema([pa.field("period", pa.string()), pa.field("pool", pa.string()), *fields])
+    return pa.schema([pa.field(name, pa.string()) for name in (*DEPLOYMENT_COLUMNS, "period", "pool")] + fields)
 
 
 def empty_trend(reps: int = DEFAULT_REPS) -> pa.Table:
@@ -511,29 +511,48 @@ def empty_trend(reps: int = DEFAULT_REPS) -> pa.Table:
     return _trend_schema(reps).empty_table()
 
 
-def _pool_rows(con, pool: str, periods: list[str], reps: int) -> tuple[list[dict], str | None]:
-    """Estimate one pool (all its periods to date, then each period). A pooling that breaks a record
-    rule gives rows saying so (available false, the one-line reason) and the reason, never an exception."""
-    labels = {f"{pool}/{ALL_PERIODS if period is None else period}": (period, ALL_PERIODS if period is None else period)
-              for period in [None, *periods]}
+Slice = tuple[str, str]  # (site, model_version); POOLED in either place: pooled over every one
+
+
+def _pool_rows(con, pool: str, slices: dict[Slice, list[str]], reps: int) -> tuple[list[dict], str | None]:
+    """Estimate one pool: for each slice (every site and version, each site, each site x version), all
+    its periods to date, then each period. Slices holding the same records (a site with one version)
+    are estimated once. A pooling that breaks a record rule gives rows saying so (available false, the
+    one-line reason) and the reason, never an exception."""
+    labels = {}
+    for (site, version), periods in slices.items():
+        for period in [None, *periods]:
+            shown_period = ALL_PERIODS if period is None else period
+            labels[f"{pool}/{site}/{version}/{shown_period}"] = (site, version, period, shown_period)
+    groups = [(analysis, {"pool": pool, "period": period, "site": None if site == POOLED else site,
+                          "model_version": None if version == POOLED else version})
+              for analysis, (site, version, period, _) in labels.items()]
     try:
-        recordsets = recordsets_by(con, LANDED_TABLE, "landed_all_to_date",
-                                   [(analysis, {"pool": pool, "period": period}) for analysis, (period, _) in labels.items()])
-        result = estimate(recordsets, scheme=TREND_SCHEME, reps=reps)
+        recordsets = recordsets_by(con, LANDED_TABLE, "landed_all_to_date", groups)
+        distinct: dict[str, RecordSet] = {}
+        for records in recordsets:
+            distinct.setdefault(records.data_sha256, records)
+        result = estimate(list(distinct.values()), scheme=TREND_SCHEME, reps=reps)
     except (RecordError, ValueError) as err:
         reason = f"the landed {pool} logs cannot be pooled: {str(err).splitlines()[0]}"
-        return _failed_rows(pool, [ALL_PERIODS, *periods], reps, reason), reason
-    rows = estimates_table(result).to_pylist()
-    for row in rows:
-        row["period"], row["pool"] = labels[row.pop("analysis")][1], pool
+        return _failed_rows(pool, labels.values(), reps, reason), reason
+    by_analysis: dict[str, list[dict]] = {}
+    for row in estimates_table(result).to_pylist():
+        by_analysis.setdefault(row.pop("analysis"), []).append(row)
+    rows = []
+    for records in recordsets:  # in label order; a slice with the same records as another copies its rows
+        site, version, _, shown_period = labels[records.analysis]
+        for row in by_analysis[distinct[records.data_sha256].analysis]:
+            rows.append({**row, "site": site, "model_version": version, "period": shown_period, "pool": pool,
+                         "source": records.source})
     return rows, None
 
 
-def _failed_rows(pool: str, labels: list[str], reps: int, reason: str) -> list[dict]:
+def _failed_rows(pool: str, labels, reps: int, reason: str) -> list[dict]:
     return [
-        {"period": label, "pool": pool, "unit": unit, "metric": metric, "n": 0, "available": False,
-         "status": "not_recoverable", "reason": reason, "scheme": TREND_SCHEME, "reps": reps}
-        for label in labels for unit in UNITS for metric in METRICS
+        {"site": site, "model_version": version, "period": label, "pool": pool, "unit": unit, "metric": metric,
+         "n": 0, "available": False, "status": "not_recoverable", "reason": reason, "scheme": TREND_SCHEME, "reps": reps}
+        for site, version, _, label in labels for unit in UNITS for metric in METRICS
     ]  # fmt: skip
 
 
@@ -550,29 +569,35 @@ class Trend:
 def trend_table(landed: pa.Table | None, reps: int = DEFAULT_REPS) -> Trend:
     """The authority gap on every landed log to date ('all') and per period, pooled by record level
     (and whether the proposal's global score is given), so that each pool is a valid record and reports
-    what its level supports. No landed data gives an empty table with the trend's columns."""
+    what its level supports; within a pool, over every site and model version (site and model_version
+    'all'), per site ('<site>', 'all') and per site x model version. No landed data gives an empty
+    table with the trend's columns."""
     schema = _trend_schema(reps)
     if landed is None or landed.num_rows == 0:
         return Trend(schema.empty_table(), [], [], [])
     con = connect()
-    con.register(LANDED_TABLE, landed)
+    con.register(LANDED_TABLE, with_deployment_columns(landed))
     to_table(con, "landed_pooled", "landed_pooled")
-    pool_periods: dict[str, list[str]] = {}
-    for pool, period in con.execute(load_sql("landed_pool_periods")).fetchall():
-        pool_periods.setdefault(pool, []).append(period)
+    pool_slices: dict[str, dict[Slice, list[str]]] = {}
+    for pool, site, version, period in con.execute(load_sql("landed_pool_periods")).fetchall():
+        pool_slices.setdefault(pool, {}).setdefault((site, version), []).append(period)
     rows, failed = [], []
-    for pool, periods in pool_periods.items():
-        pooled, reason = _pool_rows(con, pool, periods, reps)
+    for pool, slices in pool_slices.items():
+        pooled, reason = _pool_rows(con, pool, slices, reps)
         if reason:
             failed.append(reason)
         rows.extend(pooled)
     table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
-    periods = sorted({p for ps in pool_periods.values() for p in ps})
-    return Trend(table, list(pool_periods), periods, failed)
+    periods = sorted({p for slices in pool_slices.values() for p in slices[(POOLED, POOLED)]})
+    return Trend(table, list(pool_slices), periods, failed)
 
 
 def trend_plot_table(trend: pa.Table) -> pa.Table:
-    """The trend as the plot reads it: one series per period, named with its pool when there are several."""
+    """The trend as the plot reads it: the rows over every site and model version, one series per
+    period, named with its pool when there are several."""
+    if "site" in trend.column_names:
+        pooled = pc.and_(pc.equal(trend.column("site"), POOLED), pc.equal(trend.column("model_version"), POOLED))
+        trend = trend.filter(pooled).drop_columns(list(DEPLOYMENT_COLUMNS))
     pools = set(trend.column("pool").to_pylist())
     if len(pools) <= 1:
         return trend

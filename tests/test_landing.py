@@ -99,7 +99,8 @@ def test_landed_logs_become_partitions_and_a_trend(lake):
                        instance=lake.instance, run_config=QUIET).success
     store = Lake(lake.root)
     rows = query(store, "select period, pool, estimate, n from trend where metric = 'intervention_rate' "
-                        "and unit = 'image_weighted' order by period").to_pylist()
+                        "and unit = 'image_weighted' and site = 'all' and model_version = 'all' "
+                        "order by period").to_pylist()
     assert [(r["period"], r["pool"], r["n"]) for r in rows] == [
         ("2026-01", "full_counterfactual", 4), ("2026-02", "full_counterfactual", 3), ("all", "full_counterfactual", 7)]
     assert rows[2]["estimate"] == pytest.approx(4 / 7)
@@ -241,7 +242,7 @@ def test_full_and_role_separated_logs_give_a_trend_and_the_catalog_publishes(lak
     store = Lake(lake.root)
     rows = query(store, "select pool, period, metric, estimate, available, status, n from trend "
                         "where unit = 'image_weighted' and metric in ('intervention_rate', 'Delta_authority') "
-                        "order by pool, period, metric").to_pylist()
+                        "and site = 'all' and model_version = 'all' order by pool, period, metric").to_pylist()
     got = {(r["pool"], r["period"], r["metric"]): r for r in rows}
     assert set(got) == {(pool, period, metric) for pool, period in [
         ("full_counterfactual", "2026-01"), ("full_counterfactual", "all"), ("role_separated", "2026-02"),
@@ -289,7 +290,8 @@ def test_a_pool_that_cannot_be_evaluated_is_reported_not_raised():
     })
     trend = trend_table(table, reps=50)
     assert len(trend.failed) == 1 and "cluster_id" in trend.failed[0]
-    assert trend.table.num_rows == 3 * 2 * 8 and not any(trend.table.column("available").to_pylist())
+    # three slices (every site and version, the one site, the site x version) x (all, two periods)
+    assert trend.table.num_rows == 3 * 3 * 2 * 8 and not any(trend.table.column("available").to_pylist())
     assert set(trend.table.column("reason").to_pylist()) == {trend.failed[0]}
 
 
@@ -299,7 +301,7 @@ def test_no_landed_data_gives_an_empty_trend(lake):
     assert result.success
     trend = Lake(lake.root).read("trend")
     assert trend.num_rows == 0
-    assert trend.column_names[:5] == ["period", "pool", "unit", "metric", "estimate"]
+    assert trend.column_names[:7] == ["site", "model_version", "period", "pool", "unit", "metric", "estimate"]
     assert {"ci_lower", "ci_upper", "available", "reason", "record_level"} <= set(trend.column_names)
     assert query(Lake(lake.root), "select count(*) as n from trend").to_pylist() == [{"n": 0}]
 
@@ -341,7 +343,7 @@ def test_two_landed_logs_reusing_case_ids_are_separate_records(lake):
     assert materialize(study_assets(), selection=["trend"], resources=lake.defs.resources,
                        instance=lake.instance, run_config=QUIET).success
     rows = {(r["period"], r["metric"]): r for r in Lake(lake.root).read("trend").to_pylist()
-            if r["unit"] == "image_weighted"}
+            if r["unit"] == "image_weighted" and r["site"] == r["model_version"] == "all"}
     assert [(p, rows[(p, "intervention_rate")]["n"]) for p in ("2026-01", "2026-02", "all")] == [
         ("2026-01", 4), ("2026-02", 3), ("all", 7)]
     assert all(rows[(p, m)]["available"] for p in ("2026-01", "2026-02", "all") for m in ("J", "Delta_authority"))
