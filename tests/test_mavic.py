@@ -14,7 +14,7 @@ import pytest
 from pyarrow import csv
 
 from autheval.errors import RecordError
-from models.mavic import (MavicConfig, PmiWeights, default_schemas, parse_completion, pmi_weights,
+from models.mavic import (MavicConfig, PmiWeights, default_schemas, parse_completion, parse_schemas, pmi_weights,
                           score_completions, weights_from_table, weights_table)
 from models.ontology import load_ontology
 from tests.conftest import run_cli
@@ -72,6 +72,21 @@ def test_an_invalid_format_scores_zero_on_every_term(text, rule):
     for key in ("r_fmt", "r_acc", "s_hier", "s_morph", "reward"):
         assert out[key][0] == 0.0, key
     assert out["r_fmt"][1] == 1.0  # the valid completion beside it
+
+
+def test_an_invalid_completion_earns_no_morphology_even_where_nothing_is_present():
+    out = score(["broken", completion({"streaks": "absent"})], reference={"streaks": "absent"})
+    assert out["s_morph"].tolist() == [0.0, 1.0]
+
+
+def test_a_json_that_follows_two_schemas_is_invalid():
+    schemas = parse_schemas("a:\n  modality: dermoscopic\n  categorical:\n    streaks: [absent, regular]\n"
+                            "b:\n  modality: clinical\n  categorical:\n    streak: [absent, regular]\n")
+    config = MavicConfig(modalities={"dermoscopic": "a", "clinical": "b"})
+    both = parse_completion(completion({"streaks": "regular"}), "dermoscopic", config, schemas)
+    assert both.rule == "<morph> follows several schemas (a, b)"
+    assert parse_completion(completion({"streaks": "regular"}), "dermoscopic", MavicConfig(),
+                            default_schemas()).rule is None
 
 
 def test_a_clinical_image_takes_the_skincon_schema():
@@ -293,7 +308,7 @@ def _refused(done, *words):
 
 @pytest.mark.parametrize("change, words", [
     (lambda rows: [r[:4] + ("{not json",) for r in rows], ["reference_attributes", "row 1", "JSON object"]),
-    (lambda rows: [r[:4] + ("[1, 2]",) for r in rows], ["reference_attributes", "row 1", "JSON object"]),
+    (lambda rows: [r[:4] + ("[1, 2]",) for r in rows], ["reference_attributes", "row 1", "JSON object", "[1, 2]"]),
     (lambda rows: rows[:1] + [rows[1][:2] + ("xray",) + rows[1][3:]], ["'modality'", "row 2", "unknown modality"]),
     (lambda rows: rows[:1] + [rows[1][:3] + ("ZZZ",) + rows[1][4:]], ["'reference_diagnosis'", "row 2"]),
     (lambda rows: [("",) + rows[0][1:]], ["'group_id'", "row 1", "must not be empty"]),
