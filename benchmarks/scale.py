@@ -52,7 +52,7 @@ def write_dataset(folder: Path, records: int, rows_per_file: int) -> Path:
         return target
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    con = duckdb.connect(config={"memory_limit": "1GB"})
+    con = duckdb.connect(config={"memory_limit": "1GB", "enable_progress_bar": False})
     started = time.perf_counter()
     for k, first in enumerate(range(0, records, rows_per_file)):
         to_parquet(con, "synthetic_log_part", target / f"part-{k:05d}.parquet",

@@ -225,3 +225,32 @@ def test_a_broken_multi_file_dataset_is_one_line_and_exit_2(inputs, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(broken) in lines[0] and "column 'proposed_action'" in lines[0]
     assert "row 1," in lines[0] and not out.exists()
+
+
+def test_spark_reads_the_files_itself_and_gives_the_same_estimates(inputs):
+    """--engine spark: the engine reads the dataset's Parquet files (its `records` view scans exactly
+    those files; no record passes through this process) and the estimates and delta-method intervals
+    equal the default engine's (1e-12)."""
+    from tests.test_engines import spark_missing
+
+    reason = spark_missing()
+    if reason:
+        pytest.skip(f"Spark cases skipped: {reason}")
+    from autheval.analytic import delta_method_rows
+    from warehouse.engine import EngineConfig, connect_engine
+
+    several = read_records(inputs["folder"], analysis="log")
+    expected = numbers(several, "poisson", reps=50)
+    local_delta = {(r["unit"], r["metric"]): r for r in delta_method_rows([several])}
+    with connect_engine(EngineConfig("spark", spark_cores=2, shuffle_partitions=4)) as spark:
+        result = estimate([several], scheme="poisson", reps=50, engine=spark)
+        read = sorted(Path(f.replace("file:", "", 1)).resolve() for f in spark.session.table("records").inputFiles())
+        assert read == sorted(p.resolve() for p in inputs["parts"])
+        assert spark._registered == 2  # what this process shipped: the point's weights and the replicate ids only
+        spark_delta = delta_method_rows([several], engine=spark)
+    got = {(r["unit"], r["metric"]): (r["estimate"], r["ci_lower"], r["ci_upper"]) for r in result.estimates if r["available"]}
+    assert largest_difference(expected, got) <= 1e-12
+    for row in spark_delta:
+        if row["available"]:
+            mine = local_delta[(row["unit"], row["metric"])]
+            assert abs(row["ci_lower"] - mine["ci_lower"]) <= 1e-12 and abs(row["ci_upper"] - mine["ci_upper"]) <= 1e-12
