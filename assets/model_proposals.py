@@ -17,6 +17,7 @@ published traces), each writes an empty table and says why in its metadata; noth
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,8 +39,8 @@ from warehouse import sql
 
 # The model mechanisms, in the order they are declared after the file's (later minus earlier in contrasts).
 READOUT, PROBE, CCT_SINGLE, CCT_CC, FINETUNED = "VLM readout", "CLIP probe", "CCT single", "CCT cc", "VLM LoRA fine-tuned"
-MODEL_PROPOSAL_TABLES = ("readout", "probe", "cct_arms", "finetune")
-TRAINED_TABLES = ("readout", "probe", "finetune")  # the proposals tables that carry a training run
+MODEL_PROPOSAL_TABLES = ("readout", "probe", "cct_arms", "finetune", "grpo")   # grpo: assets/grpo.py
+TRAINED_TABLES = ("readout", "probe", "finetune", "grpo")  # the proposals tables that carry a training run
 SCORES_SCHEMA = CACHE_SCHEMA.append(pa.field("variant", pa.int32()))
 KINDS = {"torch", "parquet"}
 
@@ -183,7 +184,7 @@ def finetune(context, lake: LakeResource, source: SourceResource, models: Models
         return _skipped(store, "finetune", PROPOSALS_SCHEMA, reason)
     con = connect_with(store, ["images", "clusters"])
     base = models.scorer_model(store)
-    adapter = store.root / "models" / "adapters" / f"{base.name}-lora"
+    adapter = sft_adapter_dir(store, base)
     run = finetune_proposer(sql.run(con, "finetune_examples", {"split": "train"}),
                             sql.run(con, "finetune_examples", {"split": "val"}),
                             FinetuneConfig(model_dir=str(base), adapter_dir=str(adapter), device=models.device_or_none(),
@@ -200,7 +201,12 @@ def finetune(context, lake: LakeResource, source: SourceResource, models: Models
                        finetune=run, scoring=meta, model=meta["model"], revision=meta["revision"])
 
 
-@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["gate_proxy_selection", readout, probe, finetune], description=(
+def sft_adapter_dir(store, base) -> Path:
+    """Where the fine-tune saves its LoRA adapter of `base` (GRPO starts from it: assets/grpo.py)."""
+    return store.root / "models" / "adapters" / f"{base.name}-lora"
+
+
+@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["gate_proxy_selection", readout, probe, finetune, "grpo"], description=(
     "trainer, mechanism, model, model_revision, data_sha256, config, seed, step_kind, step, metric, value, "
     "chosen, software_version: what each trainer chose from which data, one fact per row "
     "(models/training_runs.py): the readout's C search and lock, the probe's epochs and tau, the gate "

@@ -185,6 +185,57 @@ def merge_sft_adapter(base_dir: str | Path, adapter_dir: str | Path, out_dir: st
     return out
 
 
+def combine_adapters(base_dir: str | Path, sft_adapter: str | Path, grpo_adapter: str | Path,
+                     out_dir: str | Path) -> Path:
+    """The GRPO-trained model as one LoRA adapter on the original base: the SFT adapter and the GRPO
+    adapter (trained on the merged SFT model, same module names) concatenated (peft's `cat`: rank 64 + 16,
+    delta W = delta W_sft + delta W_grpo exactly), so the mechanism is `base + adapter` like the
+    fine-tune's, for the scorer and every reader of a mechanism's adapter_dir. Records the base's
+    content hash (the scorer's base check). Written to a temporary folder and renamed."""
+    from transformers import AutoModelForImageTextToText
+
+    from models.device import quiet_transformers
+    from models.scorer import check_adapter_base, directory_sha256
+
+    from autheval.errors import RecordError
+
+    check_adapter_base(base_dir, sft_adapter)
+    grpo_meta = json.loads((Path(grpo_adapter) / "finetune_metadata.json").read_text())
+    merged_from = Path(grpo_meta["base_model"]) / "merged_from.json"
+    origin = json.loads(merged_from.read_text()) if merged_from.exists() else {}
+    if (origin.get("base_sha256"), origin.get("sft_adapter_sha256")) != (directory_sha256(base_dir),
+                                                                        directory_sha256(sft_adapter)):
+        raise RecordError(str(grpo_adapter), None, "this GRPO adapter was not trained on this base merged with "
+                          f"this SFT adapter ({sft_adapter})")
+    quiet_transformers()
+    name_deepspeed_accelerator()
+    from peft import PeftModel
+
+    base = AutoModelForImageTextToText.from_pretrained(base_dir, local_files_only=True)
+    model = PeftModel.from_pretrained(base, str(sft_adapter), adapter_name="sft")
+    model.load_adapter(str(grpo_adapter), adapter_name="grpo")
+    model.add_weighted_adapter(["sft", "grpo"], [1.0, 1.0], "default", combination_type="cat")
+    for name in ("sft", "grpo"):
+        model.delete_adapter(name)
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(staging)
+        (staging / "finetune_metadata.json").write_text(json.dumps(
+            {"base_model": str(base_dir), "base_sha256": directory_sha256(base_dir), "trainer": "sft+grpo",
+             "sft_adapter": str(sft_adapter), "sft_adapter_sha256": directory_sha256(sft_adapter),
+             "grpo_adapter": str(grpo_adapter), "grpo_adapter_sha256": directory_sha256(grpo_adapter),
+             "grpo": grpo_meta}, indent=1, default=str) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return out
+
+
 def _completion_text(completion) -> str:
     """TRL gives a conversational completion as [{'role': 'assistant', 'content': text}]."""
     if isinstance(completion, list):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -168,11 +169,24 @@ def vowel_share(prompts, completions, **_):
     return [sum(ch in "aeiou" for ch in t) / max(len(t), 1) for t in texts]
 
 
+def sft_merged(base, items, folder: Path) -> tuple[Path, Path]:
+    from models.finetune import FinetuneConfig, finetune_proposer
+
+    sft = folder / "sft-adapter"
+    finetune_proposer(items, items.slice(0, 1), FinetuneConfig(model_dir=str(base), adapter_dir=str(sft),
+                                                               max_steps=1, batch_size=2, lr=1e-2, device="cpu"))
+    return sft, merge_sft_adapter(base, sft, folder / "merged")
+
+
 def test_the_same_seed_gives_the_same_log_and_the_update_moves_the_policy(tiny_models, tmp_path):
     from safetensors.torch import load_file
 
-    model = tiny_models["tiny-llava"]   # its completions differ within a group (the tiny Gemma3's rarely do)
+    from models.grpo import combine_adapters
+    from models.scorer import ScorerConfig, public_inputs, score_images
+
+    base = tiny_models["tiny-llava"]   # its completions differ within a group (the tiny Gemma3's rarely do)
     items = training_items(tmp_path / "images", 3)
+    sft, model = sft_merged(base, items, tmp_path)
 
     def log(seed, name):
         run = grpo_train(items, tiny_config(model, tmp_path / name, seed=seed, lr=1e-2), reward=vowel_share)
@@ -188,3 +202,74 @@ def test_the_same_seed_gives_the_same_log_and_the_update_moves_the_policy(tiny_m
     assert run["reward_form"] == "custom: vowel_share" and all(s["r_fmt"] is None for s in run["step_log"])
     trained = load_file(str(Path(run["adapter_dir"]) / "adapter_model.safetensors"))
     assert any(float(v.abs().max()) > 0 for k, v in trained.items() if "lora_B" in k)   # B starts at zero
+
+    # one adapter on the original base: the SFT and GRPO adapters concatenated score as merged + GRPO
+    combined = combine_adapters(base, sft, run["adapter_dir"], tmp_path / "combined")
+    inputs = public_inputs(items.select(["image_id", "image_path", "age", "sex", "anatomic_site"]))
+    on_base, _ = score_images(inputs, ScorerConfig(model_dir=str(base), adapter_dir=str(combined), device="cpu"),
+                              tmp_path / "cache", progress=False)
+    on_merged, _ = score_images(inputs, ScorerConfig(model_dir=str(model), adapter_dir=run["adapter_dir"],
+                                                     device="cpu"), tmp_path / "cache", progress=False)
+    only_sft, _ = score_images(inputs, ScorerConfig(model_dir=str(model), device="cpu"), tmp_path / "cache",
+                               progress=False)
+    for level in ("ll_very_low", "ll_low", "ll_moderate", "ll_high"):
+        assert np.allclose(on_base.column(level).to_numpy(), on_merged.column(level).to_numpy(), atol=1e-5)
+        assert not np.allclose(on_merged.column(level).to_numpy(), only_sft.column(level).to_numpy(), atol=1e-5)
+    from autheval.errors import RecordError
+
+    other = tmp_path / "other-sft"   # another SFT adapter of the same base (here: one file changed)
+    shutil.copytree(sft, other)
+    (other / "README.md").write_text("another adapter\n")
+    with pytest.raises(RecordError, match="not trained on this base merged with this SFT adapter"):
+        combine_adapters(base, other, run["adapter_dir"], tmp_path / "wrong")
+
+
+# --- the asset in a lake ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def grpo_lake(tmp_path_factory):
+    from autheval.raw.synth import synth_cohort
+    from dagster_project.demo import COHORT_STAGES, run_stages
+    from dagster_project.resources import ModelsResource, SourceResource
+    from warehouse.lake import Lake
+
+    root = tmp_path_factory.mktemp("grpo-lake")
+    cohort = synth_cohort(90, root / "cohort", seed=11, size=(160, 120))
+    source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1, reps=200, min_group_clusters=8)
+    models = ModelsResource(enabled=True, batch_size=16, device="cpu", finetune=True, finetune_max_steps=2,
+                            grpo=True, grpo_max_steps=2)
+    checks = run_stages(root / "lake", COHORT_STAGES, out=lambda line: None, source=source, models=models)
+    return Lake(root / "lake"), checks
+
+
+def test_the_grpo_mechanism_is_contrasted_with_the_fine_tune_on_identical_clusters(grpo_lake):
+    from warehouse.catalog import query
+
+    lake, checks = grpo_lake
+    assert all(checks.values()), checks
+    mechanisms = list(dict.fromkeys(lake.read("proposals").column("mechanism").to_pylist()))
+    assert mechanisms[-2:] == ["VLM LoRA fine-tuned", "VLM GRPO (MAVIC)"]
+    contrasts = {r["contrast"] for r in query(lake, "select contrast from contrasts").to_pylist()}
+    for regime in ("capacity_ceiling", "mixed", "safety_floor"):
+        assert f"VLM GRPO (MAVIC) / {regime} minus VLM LoRA fine-tuned / {regime}" in contrasts
+    same = query(lake, "select count(*) as n from (select image_id from proposals where mechanism = 'VLM GRPO (MAVIC)' "
+                       "except select image_id from proposals where mechanism = 'VLM LoRA fine-tuned')").to_pylist()
+    assert same == [{"n": 0}]
+    producer = query(lake, "select distinct producer from proposals where mechanism = 'VLM GRPO (MAVIC)'").to_pylist()
+    assert producer[0]["producer"].endswith("tiny-gemma3+tiny-gemma3-sft-grpo")
+
+
+def test_the_grpo_steps_are_a_lake_table_named_by_their_run(grpo_lake):
+    from warehouse.catalog import query
+
+    lake, _ = grpo_lake
+    steps = query(lake, "select * from grpo_steps order by step").to_pylist()
+    assert [s["step"] for s in steps] == [1, 2]
+    for step in steps:
+        assert all(math.isfinite(step[k]) for k in (*MAVIC_COMPONENTS, "kl", "loss", "lr"))
+        assert step["mechanism"] == "VLM GRPO (MAVIC)" and len(step["config_sha256"]) == 64
+        assert json.loads(step["config"])["group_size"] == 8 and step["seed"] == 20260710
+        assert len(step["data_sha256"]) == 64 and step["software_version"].startswith("autheval ")
+    runs = query(lake, "select count(*) as n, max(step) as last from model_runs where trainer = 'grpo' "
+                       "and metric = 'kl' and mechanism = 'VLM GRPO (MAVIC)'").to_pylist()
+    assert runs == [{"n": 2, "last": 2}]
