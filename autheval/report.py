@@ -181,6 +181,10 @@ def contrast_rows(contrasts: pa.Table) -> pa.Table:
 
 # (part, SQL file, {table: columns it needs}): the asset runs, for each part, the first file whose tables
 # and columns the lake holds; a part the lake cannot fill is reported as absent, never guessed.
+# the monitor's columns the report reads (autheval.monitoring.MONITOR_SCHEMA has them, and more)
+MONITOR_COLUMNS = ("site", "model_version", "mechanism", "metric", "unit", "period", "look", "n_clusters", "estimate",
+                   "cs_lower", "cs_upper", "ci_lower", "ci_upper", "lower", "upper", "status", "reason",
+                   "alpha_adjusted")
 REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     ("estimates", "report_estimates", {"estimates": ("study", "analysis", "unit", "metric", "estimate", "ci_lower",
                                                      "ci_upper", "n", "n_clusters", "available", "status", "reason",
@@ -228,6 +232,10 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
                                                   "max_accuracy_selected", "fairness_selected")}),
     ("trend", "report_trend", {"trend": ("period", "pool", "unit", "metric", "estimate", "ci_lower", "ci_upper", "n",
                                          "n_clusters", "available", "status", "reason")}),
+    ("monitor_latest", "report_monitor_latest", {"monitor": MONITOR_COLUMNS}),
+    ("monitor_series", "report_monitor_series", {"monitor": MONITOR_COLUMNS}),
+    ("monitor_case_mix", "report_monitor_case_mix", {"monitor_case_mix": (
+        "site", "period", "look", "dimension", "category", "baseline_share", "share", "p_value", "shifted", "reason")}),
 )
 REPORT_TABLES = tuple(sorted({t for _, _, needs in REPORT_QUERIES for t in needs} | {"study_summary", "contrasts"}))
 
@@ -315,7 +323,8 @@ SECTION_TITLES = {
     "forest": "Forest plots by regime",
     "contrasts": "Paired contrasts",
     "subgroups": "Subgroups and fairness",
-    "trend": "Trend and monitoring",
+    "trend": "Trend",
+    "monitoring": "Monitoring a deployment",
     "items": "Reporting items (CONSORT-AI, DECIDE-AI, TRIPOD+AI)",
     "provenance": "Provenance",
 }
@@ -549,7 +558,7 @@ def build_report(inputs: ReportInputs) -> Document:
     sections = [
         _summary_section(inputs, entries), _decomposition_section(entries), _levels_section(entries),
         _forest_section(inputs), _contrasts_section(inputs), _subgroups_section(inputs), _trend_section(inputs),
-        _items_section(inputs, entries), _provenance_section(inputs),
+        _monitoring_section(inputs), _items_section(inputs, entries), _provenance_section(inputs),
     ]
     return Document(title, lede, sections)
 
@@ -772,6 +781,88 @@ def _trend_png(rows: list[dict]) -> bytes:
     from autheval.landing import trend_plot_table
 
     return trend_plot_png(trend_plot_table(pa.Table.from_pylist(rows)))
+
+
+MONITOR_ABSENT = ("Nothing is monitored in this lake yet. Declare an acceptance protocol (`autheval protocol show` "
+                  "prints the default; `autheval protocol check FILE` validates yours), drop each month's logs in "
+                  "<lake>/landing/ and run `autheval monitor run --lake DIR`: every site x model version x rule then "
+                  "gets a status here, look by look.")
+
+
+def _bounds_words(row: dict) -> str:
+    lower, upper = row.get("lower"), row.get("upper")
+    return f"[{'-inf' if lower is None else f'{lower:g}'}, {'inf' if upper is None else f'{upper:g}'}]"
+
+
+def _band(row: dict, lower: str, upper: str) -> str:
+    if row.get(lower) is None or row.get(upper) is None or row[lower] != row[lower]:
+        return "NA"
+    return f"[{row[lower]:+.4f}, {row[upper]:+.4f}]"
+
+
+def _rule_words(row: dict) -> str:
+    return f"{METRIC_WORDS.get(row['metric'], row['metric'])} ({row['unit'].replace('_', '-')})"
+
+
+def _monitoring_section(inputs: ReportInputs) -> Section:
+    """The monitor's status table (latest look of every site x model version x rule), the alerts, the
+    per-site picture and the case-mix shifts; the empty state when nothing has landed."""
+    if not inputs.has("monitor_latest"):
+        why = ("This lake has no monitor table. " if "monitor" not in inputs.columns else
+               "This lake's monitor table lacks columns the report reads (an older lake). ")
+        return _section("monitoring", [Text([why + MONITOR_ABSENT])])
+    latest = inputs.rows("monitor_latest")
+    if not latest:
+        return _section("monitoring", [Text(["The monitor table has no rows: no landed log yet. " + MONITOR_ABSENT])])
+    alerts = [r for r in latest if r["status"] == "alert"]
+    counts = {s: sum(r["status"] == s for r in latest) for s in ("alert", "pass", "insufficient")}
+    blocks: list = [Text([
+        "Each site x model version (and every site pooled: 'all') is watched look by look against the declared "
+        "protocol's rules with an anytime-valid confidence sequence (valid at every look at once, lesion clusters "
+        "as units), drawn at the level the multiplicity correction gives; the fixed-sample bootstrap interval is "
+        "beside it for reference only (acting on it every month would alarm falsely). ",
+        ("b", f"{counts['alert']} alert, {counts['pass']} pass, {counts['insufficient']} insufficient"),
+        f" at the latest look of {len(latest)} site x model version x rule series."], "note")]
+    blocks.append(Heading("Alerts"))
+    if alerts:
+        blocks.append(Text([("b", f"{len(alerts)} series alert"), ": the confidence sequence lies wholly outside the "
+                            "protocol's bounds at the latest look."], "callout"))
+        blocks.append(_rows_table([{**r, "rule": _rule_words(r), "bounds": _bounds_words(r),
+                                    "confidence sequence": _band(r, "cs_lower", "cs_upper")} for r in alerts],
+                                  ["site", "model_version", "rule", "bounds", "period", "n_clusters", "estimate",
+                                   "confidence sequence", "alert_since", "reason"], numbers=True))
+    else:
+        blocks.append(Text(["No site x model version x rule alerts at its latest look."]))
+    blocks.append(Heading("Status at the latest look"))
+    blocks.append(_rows_table([{**r, "rule": _rule_words(r), "bounds": _bounds_words(r),
+                                "confidence sequence": _band(r, "cs_lower", "cs_upper"),
+                                "fixed-sample 95% CI": _band(r, "ci_lower", "ci_upper"),
+                                "level": r.get("alpha_adjusted")} for r in latest],
+                              ["site", "model_version", "rule", "bounds", "period", "look", "n_clusters", "estimate",
+                               "confidence sequence", "fixed-sample 95% CI", "level", "status"], numbers=True))
+    series = inputs.rows("monitor_series")
+    if series:
+        blocks.append(Image("report_monitor.png", monitor_plot_png(series),
+                            "each site's confidence sequence, fixed-sample interval and the protocol's bounds per look"))
+    blocks.append(Heading("Case mix"))
+    mix = inputs.rows("monitor_case_mix")
+    if not inputs.has("monitor_case_mix"):
+        blocks.append(_absent("monitor_case_mix"))
+    elif not mix:
+        blocks.append(Text(["The case-mix table has no rows."]))
+    else:
+        shifted = [r for r in mix if r["shifted"]]
+        blocks.append(Text([("b", f"{len(shifted)} of {len(mix)} site x dimension case mixes have shifted"),
+                            " against the site's baseline at the latest period (a sequential multinomial test, "
+                            "anytime-valid). A shifted case mix changes what the gap means: read the gap of that "
+                            "site beside it."]))
+        if shifted:
+            blocks.append(Heading("Case-mix shifts"))
+            blocks.append(_rows_table(shifted, ["site", "dimension", "period", "shifted_since", "p_value", "shares"],
+                                      numbers=True))
+        blocks.append(_rows_table(mix, ["site", "dimension", "period", "shifted", "p_value", "shares", "reason"],
+                                  collapsed=f"Every site's case mix at its latest period ({len(mix)} rows)"))
+    return _section("monitoring", blocks)
 
 
 def _sum(rows: list[dict], key: str) -> int:
@@ -1183,8 +1274,93 @@ def _is_all_to_date(row: dict) -> bool:
     return row["period"].split(" (")[0] == "all"
 
 
-def trend_plot_png(trend: pa.Table) -> bytes:
-    """Delta_authority (image-weighted) with its interval per period, 'all' first, as PNG bytes."""
+AXIS_WORDS = {
+    "Delta_authority": "Delta = J_auth - J, local-utility points per image",
+    "intervention_rate": "p, share of images the review changed",
+    "delta": "delta, local-utility points per changed image",
+    "J": "J, local utility of the executed action per image",
+    "J_auth": "J_auth, local utility of the proposal per image",
+}
+
+
+def monitor_plot_rows(monitor: pa.Table) -> list[dict]:
+    """The monitor's rows as the per-site plot reads them (sql/report_monitor_series.sql)."""
+    from warehouse.sql import connect, rows
+
+    con = connect()
+    con.register("monitor", monitor)
+    return rows(con, "report_monitor_series")
+
+
+def monitor_plot_png(series: list[dict]) -> bytes:
+    """One row of panels per site (every site pooled last), one panel per rule: the confidence sequence
+    as a band, the fixed-sample interval and the estimate per look, the protocol's bounds as lines, the
+    alerting looks marked; the unit on each axis. `series`: sql/report_monitor_series.sql's rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sites = list(dict.fromkeys(r["site"] for r in series))
+    rules = list(dict.fromkeys((r["metric"], r["unit"], r["lower"], r["upper"]) for r in series))
+    fig, axes = plt.subplots(len(sites), len(rules), figsize=(5.6 * len(rules), 2.7 * len(sites) + 0.5), dpi=100,
+                             squeeze=False)
+    for i, site in enumerate(sites):
+        for j, rule in enumerate(rules):
+            ax = axes[i, j]
+            looks = sorted((r for r in series if r["site"] == site
+                            and (r["metric"], r["unit"], r["lower"], r["upper"]) == rule), key=lambda r: r["look"])
+            if not looks:
+                ax.set_axis_off()
+                continue
+            _monitor_panel(ax, site, rule, looks, legend=i == 0 and j == 0)
+    return _png(fig)
+
+
+def _monitor_panel(ax, site: str, rule: tuple, looks: list[dict], legend: bool) -> None:
+    import numpy as np
+
+    metric, unit, lower, upper = rule
+    x = np.arange(len(looks))
+
+    def values(key):
+        return np.array([np.nan if r[key] is None else r[key] for r in looks], float)
+
+    estimate, lo, hi = values("estimate"), values("ci_lower"), values("ci_upper")
+    ax.fill_between(x, values("cs_lower"), values("cs_upper"), color="#1f77b4", alpha=0.25, lw=0,
+                    label="confidence sequence (anytime-valid)")
+    known = ~np.isnan(lo) & ~np.isnan(hi) & ~np.isnan(estimate)
+    if known.any():
+        ax.errorbar(x[known], estimate[known], yerr=[estimate[known] - lo[known], hi[known] - estimate[known]],
+                    fmt="none", ecolor="#ff7f0e", elinewidth=1.2, capsize=2, label="fixed-sample 95% interval")
+    ax.plot(x, estimate, "o-", color="#1f77b4", ms=3, lw=1, label="estimate to date")
+    alert = np.array([r["status"] == "alert" for r in looks])
+    if alert.any():
+        ax.plot(x[alert], estimate[alert], "X", color="#d62728", ms=8, label="alert")
+    for bound in (lower, upper):
+        if bound is not None:
+            ax.axhline(bound, color="#d62728", lw=1, ls="--", label="protocol bound")
+    step = max(1, len(looks) // 8)
+    ax.set_xticks(x[::step], [_mathtext_safe(str(r["period"])) for r in looks][::step], fontsize=7, rotation=30)
+    ax.set_ylabel(_mathtext_safe(f"{AXIS_WORDS.get(metric, metric)}\n({unit.replace('_', '-')})"), fontsize=7)
+    ax.set_title(_mathtext_safe(f"{'all sites' if site == 'all' else site}: {METRIC_WORDS.get(metric, metric)} "
+                                f"({unit.replace('_', '-')}), latest {looks[-1]['status']}"), fontsize=9, loc="left")
+    if legend:
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))
+        ax.legend(unique.values(), unique.keys(), fontsize=6, loc="best")
+
+
+def trend_plot_png(trend: pa.Table, monitor: pa.Table | None = None) -> bytes:
+    """reports/trend.png as PNG bytes: with a `monitor` table that has rows, one panel per site and
+    rule (monitor_plot_png: the confidence sequence band, the fixed-sample interval, the protocol's
+    bounds, the unit on the axis); else Delta_authority (image-weighted) with its interval per period of
+    `trend`, 'all' first."""
+    if monitor is not None and monitor.num_rows:
+        series = monitor_plot_rows(monitor)
+        if series:
+            return monitor_plot_png(series)
+
     import matplotlib
 
     matplotlib.use("Agg")

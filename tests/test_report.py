@@ -380,3 +380,115 @@ def test_every_report_query_names_a_sql_file():
     for _, sql, _ in REPORT_QUERIES:
         assert Path(__file__).parent.parent.joinpath("sql", f"{sql}.sql").exists(), sql
         load_sql(sql)
+
+
+# --- monitoring a deployment (issue 18 item 8) -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def monitored(tmp_path_factory):
+    """A simulated deployment (2 sites x 8 months; from month 3 site-2 runs model-2, 0.5 points worse than
+    model-1; site-1's case mix moves to high risk from month 5), landed and monitored under the default
+    protocol."""
+    from autheval.deployment_sim import DeploymentModel, parse_drift, write_deployment
+    from autheval.landing import read_landed
+    from autheval.monitoring import monitor_table
+    from autheval.protocol import load_protocol
+
+    drifts = tuple(parse_drift(spec, 2, 8) for spec in ("site-2:proposer_quality:-0.5:from=3:version=model-2",
+                                                        "site-1:case_mix:0.6:from=5"))
+    paths = write_deployment(DeploymentModel(sites=2, months=8, clusters_per_month=60, drifts=drifts),
+                             tmp_path_factory.mktemp("deployment"))
+    landed = pa.concat_tables([read_landed(path)[1] for path in paths], promote_options="default")
+    with pytest.warns(Warning):  # few replicates for the fixed-sample interval: noisy ends
+        return monitor_table(landed, load_protocol(None), reps=100)
+
+
+def monitoring_inputs(monitor: pa.Table, case_mix: pa.Table) -> ReportInputs:
+    """ReportInputs as the report asset makes them from a lake's monitor tables (and a study's estimates)."""
+    from warehouse.sql import connect, load_sql
+
+    inputs = inputs_for([records("a", EXECUTED)])
+    con = connect()
+    con.register("monitor", monitor)
+    con.register("monitor_case_mix", case_mix)
+    columns = {"monitor": monitor.column_names, "monitor_case_mix": case_mix.column_names}
+    inputs.parts.update({part: con.execute(load_sql(sql)).arrow().read_all().to_pylist()
+                         for part, sql in report_queries(columns).items()})
+    inputs.columns.update(columns)
+    return inputs
+
+
+def test_the_monitoring_section_shows_the_status_the_alerts_the_case_mix_and_each_site(monitored):
+    doc = build_report(monitoring_inputs(monitored.table, monitored.case_mix))
+    text = section(markdown_report(doc), SECTION_TITLES["monitoring"])
+    alerts = text.split("### Alerts\n", 1)[1].split("\n### ", 1)[0]
+    alerting = {tuple(c.strip() for c in line.strip("|").split("|")[:3]) for line in alerts.splitlines()
+                if line.startswith("| site-") or line.startswith("| all")}
+    # the planted drift alerts at its site (and in the pool of every site), nowhere else
+    assert alerting == {("site-2", "model-2", "Delta (cluster-equal)"), ("site-2", "all", "Delta (cluster-equal)"),
+                        ("all", "all", "Delta (cluster-equal)")}
+    assert f"**{len(alerting)} series alert**" in alerts and "| 2026-0" in alerts  # since when
+    status = text.split("### Status at the latest look\n", 1)[1].split("\n### ", 1)[0]
+    latest = [line for line in status.splitlines() if line.startswith("| site-") or line.startswith("| all")]
+    assert len(latest) == len({(r["site"], r["model_version"], r["metric"], r["unit"])
+                               for r in monitored.table.to_pylist()})  # one row per series: its latest look
+    assert all("| 2026-08 | 8 |" in line for line in latest if "model-1" in line and "site-1" in line)
+    assert "| site-2 | model-1 | Delta (cluster-equal) | [-0.1, inf] | 2026-02 | 2 |" in status  # its last month
+    assert "| site-2 | model-2 | Delta (cluster-equal) | [-0.1, inf] | 2026-08 | 6 |" in status
+    assert "site-1 | model-1 | p (image-weighted) | [0.05, 0.6]" in status
+    shifts = text.split("### Case-mix shifts\n", 1)[1].split("\n*Every", 1)[0]
+    assert "| site-1 | risk_stratum | 2026-08 | 2026-05 |" in shifts  # shifted since the month it was planted
+    before, after = map(float, re.search(r"\| site-1 \| risk_stratum .* high ([0-9.]+)% to ([0-9.]+)%", shifts).groups())
+    assert after > before + 20  # the planted move to high risk, in the shares
+    assert "![each site's confidence sequence" in text and doc.images()["report_monitor.png"][:4] == b"\x89PNG"
+
+
+def test_the_monitoring_section_says_what_to_do_before_anything_has_landed(monitored):
+    from autheval.monitoring import empty_case_mix, empty_monitor
+
+    empty = section(markdown_report(build_report(monitoring_inputs(empty_monitor(), empty_case_mix()))),
+                    SECTION_TITLES["monitoring"])
+    assert "The monitor table has no rows: no landed log yet." in empty and "autheval monitor run --lake DIR" in empty
+    absent = section(markdown_report(build_report(inputs_for([records("a", EXECUTED)]))), SECTION_TITLES["monitoring"])
+    assert "This lake has no monitor table." in absent and "report_monitor.png" not in absent
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_trend_png_is_one_panel_per_site_with_the_monitor_and_the_old_plot_without(monitored):
+    from autheval.report import monitor_plot_rows, trend_plot_png
+
+    trend = pa.table({"period": ["all", "2026-01"], "pool": ["full_counterfactual"] * 2,
+                      "metric": ["Delta_authority"] * 2, "unit": ["image_weighted"] * 2, "estimate": [0.1, 0.2],
+                      "ci_lower": [0.0, 0.1], "ci_upper": [0.2, 0.3]})
+    old = trend_plot_png(trend)
+    assert trend_plot_png(trend, None) == old  # callers without a monitor get the plot they had
+    from autheval.monitoring import empty_monitor
+
+    assert trend_plot_png(trend, empty_monitor()) == old  # nothing monitored yet: the trend's plot
+    panels = trend_plot_png(trend, monitored.table)
+    one_site = trend_plot_png(trend, monitored.table.filter(pa.compute.equal(monitored.table.column("site"), "site-1")))
+    width, height = png_size(panels)
+    assert width == png_size(one_site)[0] and height > 2.5 * png_size(one_site)[1]  # a row of panels per site
+    series = monitor_plot_rows(monitored.table)  # each site to date over its model versions, then every site
+    assert [r["site"] for r in series if r["look"] == 8 and r["metric"] == "Delta_authority"] == ["site-1", "site-2", "all"]
+    assert all(r["ci_lower"] is not None and r["cs_lower"] < r["ci_lower"] for r in series if r["look"] > 1)
+
+
+def test_the_monitoring_report_renders_in_headless_chromium(monitored, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    page = tmp_path / "report.html"
+    page.write_text(html_report(build_report(monitoring_inputs(monitored.table, monitored.case_mix))))
+    with tempfile.TemporaryDirectory() as profile:
+        dump = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+                              capture_output=True, text=True, timeout=120).stdout
+    dom = Elements()
+    dom.feed(dump)
+    assert dom.text["h2"] == list(SECTION_TITLES.values())
+    assert {"Alerts", "Status at the latest look", "Case mix", "Case-mix shifts"} <= set(dom.text["h3"])
+    assert dom.count["img"] == 2 and "script" not in dom.count  # the forest plot and the monitor's panels
