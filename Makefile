@@ -34,6 +34,7 @@ smoke: install
 
 bench: install
 	$(BIN)/python benchmarks/estimators.py
+	$(BIN)/python benchmarks/monitoring.py
 
 clean:
 	rm -rf warehouse/lake .pytest_cache
