@@ -166,5 +166,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "modality, diagnosis); writes diagnosis, feature, pmi, weight (max(pmi, pmi_floor)) to --output.")
     weights.add_argument("--input", required=True, type=path_flag, metavar="TRAINING_TABLE", help="the training table")
     weights.add_argument("--output", required=True, type=path_flag, metavar="PMI_FILE", help=".csv or .parquet")
-    weights.add_argument("--config", type=path_flag, metavar="FILE", help="a declared MAVIC config (pmi_eps, pmi_floor)")
+    weights.add_argument("--config", type=path_flag, metavar="FILE",
+                         help="a declared MAVIC config (pmi_eps, pmi_floor)")
     weights.set_defaults(func=cmd_mavic_weights)

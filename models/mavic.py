@@ -414,7 +414,8 @@ def weights_from_table(table, source: str = "weights", schemas: Schemas | None =
         if d is None or not str(d).strip():
             raise RecordError(source, "diagnosis", "must be a diagnosis", f"row {i + 1}")
         if f not in index:
-            raise RecordError(source, "feature", "is not a feature of the declared schemas", f"row {i + 1}, value {f!r}")
+            raise RecordError(source, "feature", "is not a feature of the declared schemas",
+                              f"row {i + 1}, value {f!r}")
         if not math.isfinite(w) or w < 0:
             raise RecordError(source, "weight", "must be a finite number >= 0", f"row {i + 1}, value {w!r}")
         cell = (row[str(d).strip().upper()], index[f])

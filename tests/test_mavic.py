@@ -341,7 +341,8 @@ def test_score_command_refuses_a_missing_column_a_bad_config_and_an_output_that_
              "--output", "unknown file type")
     assert not out.exists()
     config.write_text("ontology: isic_archive\ncomposite: ungated\n")
-    assert run_cli("mavic", "score", "--input", str(good), "--output", str(out), "--config", str(config)).returncode == 0
+    done = run_cli("mavic", "score", "--input", str(good), "--output", str(out), "--config", str(config))
+    assert done.returncode == 0, done.stderr
     table = csv.read_csv(out)
     assert table.column("s_hier").to_pylist()[1] == pytest.approx(4 / 7)  # SCC vs MEL over the Archive's tree
     assert table.column("ontology").to_pylist()[0].startswith("isic_archive")
