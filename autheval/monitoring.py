@@ -143,9 +143,10 @@ def confidence_sequences(con, cluster_stats_table: str, alpha: float, horizon_cl
     if cluster_stats_table != "cluster_stats":
         con.execute(load_sql("monitor_cluster_stats_view").replace("{table}", quote_identifier(cluster_stats_table)))
     to_table(con, "monitor_delta_method", "delta_method", {"z_lower": 0.0, "z_upper": 0.0})
-    to_table(con, "monitor_cs", "monitor_cs", {"alpha": float(alpha), "rho2": rho2})
+    level = {"alpha": float(alpha), "rho2": rho2}
     if bounds is None:
-        return run(con, "monitor_cs")
+        return run(con, "monitor_cs", level)
+    to_table(con, "monitor_cs", "monitor_cs", level)
     if "analysis" not in bounds.column_names:
         con.register("cs_bounds_any", bounds)
         bounds = run(con, "monitor_bounds_every_analysis")
