@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Literal, Sequence
@@ -192,12 +193,18 @@ def parse_ontology(text: str, source: str = "ontology.yaml") -> Ontology:
                     labels={code: SEPARATOR.join(parts) for code, parts in paths.items()}, version=version)
 
 
+@lru_cache(maxsize=None)
+def builtin_ontology(name: str) -> Ontology:
+    """A built-in ontology, built once per process (GRPO scores every step with it)."""
+    if name == "isic2019_risk":
+        return risk_ontology()
+    return parse_ontology(ISIC_ARCHIVE_FILE.read_text(encoding="utf-8"), "isic_archive.yaml")
+
+
 def load_ontology(name_or_path: str | Path | None = None) -> Ontology:
     """A built-in ontology by name (`isic2019_risk`, the default, or `isic_archive`) or a declared file."""
-    if name_or_path is None or str(name_or_path) == "isic2019_risk":
-        return risk_ontology()
-    if str(name_or_path) == "isic_archive":
-        return parse_ontology(ISIC_ARCHIVE_FILE.read_text(encoding="utf-8"), "isic_archive.yaml")
+    if name_or_path is None or str(name_or_path) in BUILTIN:
+        return builtin_ontology(str(name_or_path or DEFAULT_ONTOLOGY))
     path = Path(name_or_path)
     if not path.is_file():
         raise RecordError(str(path), None, f"not a file, nor a built-in ontology ({', '.join(BUILTIN)})")

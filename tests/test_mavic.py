@@ -277,6 +277,10 @@ def test_score_command_writes_the_terms_beside_the_input(tmp_path, suffix):
     weights = tmp_path / "pmi.parquet"
     done = run_cli("mavic", "weights", "--input", str(training), "--output", str(weights))
     assert done.returncode == 0, done.stderr
+    expected_weights = pmi_weights([r[4] for r in GOOD_ROWS], [r[2] for r in GOOD_ROWS], [r[3] for r in GOOD_ROWS])
+    written = weights_from_table(pq.read_table(weights))
+    assert written.diagnoses == expected_weights.diagnoses == ("BCC", "MEL")
+    assert np.array_equal(written.weight, expected_weights.weight)
     out = tmp_path / f"scores{suffix}"
     done = run_cli("mavic", "score", "--input", str(source), "--output", str(out), "--weights", str(weights))
     assert done.returncode == 0, done.stderr
