@@ -83,18 +83,18 @@ def simulated_lake(root: Path, **model) -> Path:
     return root
 
 
-def land_all(root: Path, instance) -> dict:
-    """Land every waiting log through monitor_run's landing (no recurring job) and return the definitions' resources."""
-    from dagster_project import monitor_run as mr
+def land_all(root: Path, instance):
+    """Land every waiting log as monitor_run does (two looks, one landing run per file), without the
+    recurring job; returns the lake's definitions."""
+    from autheval.landing import watch
+    from dagster_project.monitor_run import _land
 
     defs = build_definitions(str(root))
-    from autheval.landing import watch
-
     store = Lake(root)
     tick = watch(root / "landing", store, watch(root / "landing", store, None).cursor)
     assert tick.requests
     for key, name, _ in tick.requests:
-        assert mr._land(defs, instance, key, name, lambda line: None)
+        assert _land(defs, instance, key, name, lambda line: None)
     return defs
 
 
@@ -108,7 +108,7 @@ def test_the_monitor_asset_writes_its_tables_and_the_check_is_red_on_an_alert(tm
     root = simulated_lake(tmp_path / "lake", intervention_rate=rate)
     instance = project_instance()
     defs = land_all(root, instance)
-    resources = {**defs.resources, "protocol": ProtocolResource(bootstrap_reps=100)}
+    resources = {**defs.resources, "protocol": ProtocolResource(bootstrap_reps=1000)}
     result = materialize(study_assets(), selection=["monitor", "monitor_case_mix"], resources=resources,
                          instance=instance, run_config=QUIET)
     assert result.success
