@@ -85,7 +85,7 @@ def cmd_mavic_score(args) -> int:
 
     from autheval.cct_cli import _output_format
     from autheval.records import file_sha256, read_table
-    from models.mavic import OUTPUT_KEYS, load_config, score_completions, weights_from_table
+    from models.mavic import OUTPUT_KEYS, load_config, load_weights, score_completions
     from models.ontology import load_ontology
 
     fmt = _output_format(args.output)
@@ -93,9 +93,7 @@ def cmd_mavic_score(args) -> int:
     check_not_an_input([args.output], inputs, "--output")
     config = load_config(args.config)
     ontology = load_ontology(config.ontology)
-    weights = None
-    if args.weights is not None:
-        weights = weights_from_table(read_table(args.weights), str(args.weights))
+    weights = load_weights(args.weights) if args.weights is not None else None
     source = str(args.input)
     table = read_table(args.input)
     cells = _columns(table, SCORE_COLUMNS, source)
@@ -112,7 +110,7 @@ def cmd_mavic_score(args) -> int:
     table = table.append_column("format_rule", pa.array(scores["format_rule"].tolist(), pa.string()))
     table = _provenance(table, {
         "composite": config.formula(), "ontology": f"{ontology.name} ({ontology.version})",
-        "config_sha256": config.sha256(), "weights_sha256": file_sha256(args.weights) if args.weights else None,
+        "config_sha256": config.sha256(), "weights_sha256": weights.sha256 if weights else None,
         "data_sha256": file_sha256(args.input)})
     _write(table, args.output, fmt)
     print(args.output)

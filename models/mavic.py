@@ -425,6 +425,14 @@ def weights_from_table(table, source: str = "weights", schemas: Schemas | None =
     return PmiWeights(diagnoses=labels, features=schemas.features, pmi=np.full_like(grid, np.nan), weight=grid)
 
 
+def load_weights(path: str | Path) -> PmiWeights:
+    """A weights file written by `autheval mavic weights` (CSV or Parquet)."""
+    from autheval.records import file_sha256, read_table
+
+    weights = weights_from_table(read_table(path), str(path))
+    return PmiWeights(weights.diagnoses, weights.features, weights.pmi, weights.weight, file_sha256(path))
+
+
 # ---------------------------------------------------------------- the reward
 
 
