@@ -1,0 +1,464 @@
+"""Monitoring a deployment: the confidence sequence against an independent computation of the paper's
+formula (and its time-uniform coverage by Monte Carlo), the p-value inversion, Holm's levels, each
+status, the case-mix test (a planted shift found, a null not), alerts and `autheval monitor status`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+
+from autheval.cli import main
+from autheval.errors import RecordError
+from autheval.landing import read_landed, trend_table
+from autheval.monitoring import (
+    MONITOR_SCHEMA,
+    adjusted_levels,
+    confidence_sequences,
+    empty_monitor,
+    monitor_table,
+    rho2_for_horizon,
+    status_report,
+)
+from autheval.multiplicity import adjust
+from autheval.protocol import load_protocol, parse_protocol
+from warehouse.lake import Lake
+from warehouse.sql import connect
+
+# --- an independent computation of the confidence sequence (numpy, the paper's formula) --------------
+
+
+def numpy_rho2(alpha: float, t_star: int) -> float:
+    return (-2 * np.log(alpha) + np.log(-2 * np.log(alpha) + 1)) / t_star
+
+
+def numpy_radius(sigma, t, rho2, alpha):
+    """Waudby-Smith et al.'s two-sided asymptotic CS half-width (Gaussian mixture boundary)."""
+    t = np.asarray(t, dtype=float)
+    return sigma * np.sqrt(2 * (t * rho2 + 1) / (t**2 * rho2) * np.log(np.sqrt(t * rho2 + 1) / alpha))
+
+
+def numpy_cs(y, x, alpha, t_star):
+    """Estimate and CS of the ratio sum(y) / sum(x) over clusters, linearised: psi_c = (y_c - R x_c) / mean(x),
+    sigma^2 = sum psi^2 / (G - 1)."""
+    g = len(y)
+    r = y.sum() / x.sum()
+    psi = (y - r * x) / x.mean()
+    sigma = np.sqrt((psi**2).sum() / (g - 1))
+    half = numpy_radius(sigma, g, numpy_rho2(alpha, t_star), alpha)
+    return r, sigma, r - half, r + half
+
+
+def cluster_stats(rng, analyses: dict[str, int]) -> pa.Table:
+    """Random per-cluster sums in sql/cluster_stats.sql's layout."""
+    rows = {k: [] for k in ("analysis", "cluster_id", "n", "sum_changed", "sum_exec", "sum_prop", "sum_gap",
+                            "sum_glob", "sum_total_gap", "sum_utility_gap")}
+    for analysis, g in analyses.items():
+        n = rng.integers(1, 6, size=g).astype(float)
+        changed = rng.binomial(n.astype(int), 0.3).astype(float)
+        exec_ = rng.normal(0.2, 1.0, size=g) * n
+        gap = rng.normal(0.1, 0.7, size=g) * changed
+        rows["analysis"] += [analysis] * g
+        rows["cluster_id"] += [f"c{i}" for i in range(g)]
+        rows["n"] += list(n)
+        rows["sum_changed"] += list(changed)
+        rows["sum_exec"] += list(exec_)
+        rows["sum_prop"] += list(exec_ + gap)
+        rows["sum_gap"] += list(gap)
+        for name in ("sum_glob", "sum_total_gap", "sum_utility_gap"):
+            rows[name] += [None] * g
+    types = {"analysis": pa.string(), "cluster_id": pa.string()}
+    return pa.table({k: pa.array(v, types.get(k, pa.float64())) for k, v in rows.items()})
+
+
+RATIOS = {  # metric -> (Y_c, X_c) per unit, as sql/delta_method.sql defines them
+    ("image_weighted", "J"): ("sum_exec", "n"),
+    ("image_weighted", "intervention_rate"): ("sum_changed", "n"),
+    ("image_weighted", "J_auth"): ("sum_prop", "n"),
+    ("image_weighted", "Delta_authority"): ("sum_gap", "n"),
+    ("image_weighted", "delta"): ("sum_gap", "sum_changed"),
+}
+
+
+def y_x(stats: dict, unit: str, metric: str):
+    y_name, x_name = RATIOS[("image_weighted", metric)]
+    y, x = np.array(stats[y_name]), np.array(stats[x_name])
+    if unit == "cluster_equal":  # cluster means, and the share changed as delta's denominator
+        n = np.array(stats["n"])
+        return y / n, (x / n if metric == "delta" else np.ones_like(y))
+    return y, x
+
+
+def test_the_confidence_sequence_is_the_papers_formula_to_1e12():
+    rng = np.random.default_rng(7)
+    stats = cluster_stats(rng, {"a": 12, "b": 250, "c": 3000})
+    con = connect(threads=1)
+    con.register("my_stats", stats)
+    alpha, horizon = 0.05, 400
+    got = confidence_sequences(con, "my_stats", alpha, horizon).to_pylist()
+    assert len(got) == 3 * 2 * 5
+    assert rho2_for_horizon(alpha, horizon) == pytest.approx(numpy_rho2(alpha, horizon), rel=1e-15)
+    table = stats.to_pydict()
+    for row in got:
+        keep = [a == row["analysis"] for a in table["analysis"]]
+        part = {k: [v for v, ok in zip(values, keep) if ok] for k, values in table.items()}
+        y, x = y_x(part, row["unit"], row["metric"])
+        r, sigma, lo, hi = numpy_cs(y, x, alpha, horizon)
+        assert row["n_clusters"] == len(y)
+        for name, want in (("estimate", r), ("sigma", sigma), ("cs_lower", lo), ("cs_upper", hi)):
+            assert row[name] == pytest.approx(want, rel=1e-12, abs=1e-12), (row["analysis"], row["unit"], row["metric"], name)
+
+
+def test_the_confidence_sequence_covers_at_every_look_and_a_fixed_interval_does_not():
+    """Monte Carlo: 400 streams of 2000 clusters, a look every 20 clusters; the share of streams whose CS
+    misses the true ratio at any look stays within alpha (plus Monte Carlo error), while a 95% interval
+    looked at every time misses in far more."""
+    rng = np.random.default_rng(11)
+    streams, g, alpha = 400, 2000, 0.05
+    n = rng.integers(1, 5, size=(streams, g)).astype(float)
+    y = rng.binomial(n.astype(int), 0.3).astype(float)  # true ratio sum y / sum n = 0.3
+    t = np.arange(1, g + 1, dtype=float)
+    sy, sx = np.cumsum(y, axis=1), np.cumsum(n, axis=1)
+    syy, sxx, sxy = np.cumsum(y * y, axis=1), np.cumsum(n * n, axis=1), np.cumsum(y * n, axis=1)
+    r = sy / sx
+    ss = syy - 2 * r * sxy + r * r * sxx  # sum (y - R x)^2, to each t
+    looks = slice(19, g, 20)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sigma = np.sqrt(ss / (t - 1)) / (sx / t)
+    half = numpy_radius(sigma[:, looks], t[looks], numpy_rho2(alpha, 500), alpha)
+    missed = (np.abs(r[:, looks] - 0.3) > half).any(axis=1).mean()
+    naive = (np.abs(r[:, looks] - 0.3) > 1.959964 * sigma[:, looks] / np.sqrt(t[looks])).any(axis=1).mean()
+    assert missed <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / streams)
+    assert naive > 3 * alpha  # peeking at a fixed-sample interval: several times alpha
+
+
+def test_the_p_value_inverts_the_radius():
+    rng = np.random.default_rng(3)
+    stats = cluster_stats(rng, {"a": 400})
+    con = connect(threads=1)
+    con.register("cluster_stats", stats)
+    alpha, horizon = 0.05, 400
+    cs = {(r["unit"], r["metric"]): r for r in confidence_sequences(con, "cluster_stats", alpha, horizon).to_pylist()}
+    row = cs[("image_weighted", "intervention_rate")]
+    half = row["cs_upper"] - row["estimate"]  # the radius at alpha
+    above, below = 1.3 * half, 2.0 * half
+    bounds = pa.table({"rule": ["above", "below", "inside", "far"], "unit": ["image_weighted"] * 4,
+                       "metric": ["intervention_rate"] * 4,
+                       "lower": [row["estimate"] + above, None, row["estimate"] - 0.5, row["estimate"] + 1.0],
+                       "upper": [None, row["estimate"] - below, row["estimate"] + 0.5, None]})
+    got = {r["rule"]: r for r in confidence_sequences(con, "cluster_stats", alpha, horizon, bounds).to_pylist()}
+    rho2 = numpy_rho2(alpha, horizon)
+    for rule, d in (("above", above), ("below", below)):
+        p = got[rule]["p_value"]
+        assert 0 < p < alpha
+        # at level p the CS reaches the bound exactly; the distance d is its radius
+        assert numpy_radius(row["sigma"], row["n_clusters"], rho2, p) == pytest.approx(d, rel=1e-10)
+    assert got["inside"]["p_value"] == 1.0
+    assert got["far"]["p_value"] < 1e-12
+    assert got["above"]["cs_lower"] == row["cs_lower"]  # the CS at alpha is the same with or without bounds
+
+
+def _levels(p_values, alphas, method):
+    looks = pa.table({"hypothesis": pa.array(range(len(p_values)), pa.int64()), "look": pa.array([1] * len(p_values), pa.int64()),
+                      "period": ["2026-01"] * len(p_values), "p_value": pa.array(p_values, pa.float64()),
+                      "alpha": pa.array(alphas, pa.float64()), "tested": [True] * len(p_values)})
+    return [r["alpha_adjusted"] for r in adjusted_levels(connect(threads=1), looks, method).to_pylist()]
+
+
+def test_holm_levels_step_down_and_match_holms_adjusted_p_values():
+    got = _levels([0.001, 0.011, 0.03, 0.5], [0.05] * 4, "holm")
+    assert got == pytest.approx([0.0125, 0.05 / 3, 0.025, 0.025])  # step 3 fails: it and step 4 keep 0.025
+    assert _levels([0.001, 0.011, 0.03, 0.5], [0.05] * 4, "bonferroni") == pytest.approx([0.0125] * 4)
+    assert _levels([0.001, 0.011, 0.03, 0.5], [0.05] * 4, "none") == pytest.approx([0.05] * 4)
+    rng = np.random.default_rng(5)
+    for _ in range(30):  # rejected at its level <=> Holm's adjusted p-value <= alpha (autheval.multiplicity)
+        m = int(rng.integers(1, 12))
+        p = list(rng.uniform(0, 0.02, size=m) ** rng.uniform(0.5, 2))
+        levels = _levels(p, [0.05] * m, "holm")
+        holm = [r["p_adjusted"] for r in adjust(["f"] * m, p)]
+        assert [pi <= a for pi, a in zip(p, levels)] == [h <= 0.05 for h in holm]
+
+
+def test_later_looks_carry_the_running_minimum_p_value():
+    looks = pa.table({"hypothesis": pa.array([0, 0, 0], pa.int64()), "look": pa.array([1, 2, 3], pa.int64()),
+                      "period": ["2026-01", "2026-02", "2026-03"], "p_value": pa.array([0.5, 0.01, 0.2], pa.float64()),
+                      "alpha": pa.array([0.05] * 3, pa.float64()), "tested": [True] * 3})
+    rows = adjusted_levels(connect(threads=1), looks, "holm").to_pylist()
+    assert [r["p_running"] for r in rows] == [0.5, 0.01, 0.01]
+
+
+# --- the monitor on landed logs -------------------------------------------------------------------------
+
+
+def deployment_log(site, month, clusters, rng, version="v1", p_change=0.3, gap=0.05, actions=None, stratum=False):
+    rows = {k: [] for k in ("case_id", "cluster_id", "proposed_action", "executed_action", "utility_executed_local",
+                            "utility_proposed_local", "timestamp", "site", "model_version")}
+    if stratum:
+        rows["risk_stratum"] = []
+    for c in range(clusters):
+        for i in range(int(rng.integers(1, 4))):
+            a = int(rng.choice(4, p=actions)) if actions is not None else int(rng.integers(0, 4))
+            changed = rng.random() < p_change
+            executed = rng.normal(0.0, 1.0)
+            rows["case_id"].append(f"{site}-{month}-{c}-{i}")
+            rows["cluster_id"].append(f"{site}-{version}-{month}-{c}")
+            rows["proposed_action"].append(f"a{a}")
+            rows["executed_action"].append(f"a{(a + 1) % 4 if changed else a}")
+            rows["utility_executed_local"].append(executed)
+            rows["utility_proposed_local"].append(executed + (rng.normal(gap, 0.3) if changed else 0.0))
+            rows["timestamp"].append(f"2026-{month:02d}-15")
+            rows["site"].append(site)
+            rows["model_version"].append(version)
+            if stratum:
+                rows["risk_stratum"].append("high" if a >= 2 else "low")
+    return pa.table(rows)
+
+
+def land(tables, tmp_path) -> pa.Table:
+    out = []
+    for i, table in enumerate(tables):
+        path = tmp_path / f"log{i}.csv"
+        pacsv.write_csv(table, path)
+        out.append(read_landed(path)[1])
+    return pa.concat_tables(out)
+
+
+PROTOCOL = """\
+version: test-protocol
+alpha: 0.05
+horizon_clusters: 300
+min_clusters: 30
+baseline_periods: 2
+rules:
+  - {metric: Delta_authority, unit: cluster_equal, lower: -0.10}
+  - {metric: intervention_rate, unit: image_weighted, lower: 0.05, upper: 0.60}
+"""
+
+
+@pytest.fixture(scope="module")
+def drifted(tmp_path_factory):
+    """Two sites over six months; from month 4 site B's proposals fall far below its service's choices."""
+    rng = np.random.default_rng(2026)
+    tables = [deployment_log(site, month, 60, rng, gap=-1.5 if (site == "B" and month >= 4) else 0.05)
+              for site in ("A", "B") for month in range(1, 7)]
+    tables.append(deployment_log("C", 1, 10, rng))  # a small site: never enough clusters to decide
+    landed = land(tables, tmp_path_factory.mktemp("drifted"))
+    return landed, monitor_table(landed, parse_protocol(PROTOCOL), reps=50)
+
+
+def test_the_monitor_table_has_the_contract_columns_and_every_look(drifted):
+    _, monitoring = drifted
+    table = monitoring.table
+    assert table.schema == MONITOR_SCHEMA and empty_monitor().schema == MONITOR_SCHEMA
+    assert table.column_names[:25] == [
+        "site", "model_version", "mechanism", "metric", "unit", "period", "look", "n_clusters", "estimate",
+        "cs_lower", "cs_upper", "ci_lower", "ci_upper", "lower", "upper", "status", "reason", "alpha",
+        "alpha_adjusted", "p_value", "family_size", "multiplicity", "horizon_clusters", "min_clusters",
+        "interval_method"]
+    rows = table.to_pylist()
+    series = {(r["site"], r["model_version"]) for r in rows}
+    assert series == {("A", "v1"), ("A", "all"), ("B", "v1"), ("B", "all"), ("C", "v1"), ("C", "all"), ("all", "all")}
+    a = [r for r in rows if r["site"] == "A" and r["model_version"] == "v1" and r["metric"] == "Delta_authority"]
+    assert [r["look"] for r in a] == [1, 2, 3, 4, 5, 6] and [r["period"] for r in a][0] == "2026-01"
+    assert all(r["interval_method"] == "confidence_sequence" and r["ci_method"] == "evaluator" for r in rows)
+    assert all(r["n_clusters"] == 60 * r["look"] for r in a)  # each look: all data to date
+    assert all(r["cs_lower"] < r["ci_lower"] < r["estimate"] < r["ci_upper"] < r["cs_upper"] for r in a)
+    assert {r["protocol_version"] for r in rows} == {"test-protocol"}
+    assert all(r["data_sha256"] and len(r["data_sha256"]) == 64 for r in rows)
+    # the site pooled over its one model version holds the same records, and is no extra test
+    assert [(r["estimate"], r["status"]) for r in rows if r["site"] == "A" and r["model_version"] == "all"
+            and r["metric"] == "Delta_authority"] == [(r["estimate"], r["status"]) for r in a]
+    assert {r["family_size"] for r in rows if r["period"] == "2026-06"} == {8}  # (A, B, C, all) x 2 rules
+
+
+def test_the_estimate_is_the_trends(drifted):
+    landed, monitoring = drifted
+    trend = trend_table(landed, reps=50).table.to_pylist()
+    want = {(r["site"], r["model_version"]): r["estimate"] for r in trend
+            if r["period"] == "all" and r["unit"] == "cluster_equal" and r["metric"] == "Delta_authority"}
+    latest = {(r["site"], r["model_version"]): r["estimate"] for r in monitoring.table.to_pylist()
+              if r["period"] == "2026-06" and r["metric"] == "Delta_authority"}
+    for key in (("A", "v1"), ("B", "all"), ("all", "all")):
+        assert latest[key] == pytest.approx(want[key], rel=1e-12)
+
+
+def test_each_status_and_its_reason(drifted):
+    _, monitoring = drifted
+    rows = monitoring.table.to_pylist()
+    latest = {(r["site"], r["model_version"], r["metric"]): r for r in rows if r["look"] == max(
+        x["look"] for x in rows if (x["site"], x["model_version"]) == (r["site"], r["model_version"]))}
+    b = latest[("B", "v1", "Delta_authority")]
+    assert b["status"] == "alert" and b["cs_upper"] < -0.10 and "wholly below" in b["reason"]
+    assert b["p_value"] <= b["alpha_adjusted"] < b["alpha"]  # Holm: decided below the nominal level
+    a = latest[("A", "v1", "Delta_authority")]
+    assert a["status"] == "pass" and a["cs_lower"] >= -0.10 and "wholly within" in a["reason"]
+    c = latest[("C", "v1", "intervention_rate")]
+    assert c["status"] == "insufficient" and "fewer than the protocol's min_clusters 30" in c["reason"]
+    assert all(r["status"] == "insufficient" and "no decision yet" in r["reason"] for r in rows if r["site"] == "C")
+    # a status is the CS at the adjusted level against the bounds, and agrees with the anytime p-value
+    for r in rows:
+        if r["status"] == "alert":
+            assert r["cs_upper"] < (r["lower"] if r["lower"] is not None else -math.inf) or r["cs_lower"] > (
+                r["upper"] if r["upper"] is not None else math.inf)
+        if r["status"] == "pass":
+            assert (r["lower"] is None or r["cs_lower"] >= r["lower"]) and (r["upper"] is None or r["cs_upper"] <= r["upper"])
+    assert not any(r["status"] == "alert" for r in rows if r["site"] == "A")
+
+
+def test_a_bound_at_the_true_value_stays_undecided(drifted):
+    landed, _ = drifted
+    at_truth = PROTOCOL.replace("lower: 0.05, upper: 0.60", "lower: 0.30")  # the simulated change rate
+    rows = [r for r in monitor_table(landed, parse_protocol(at_truth), reps=0).table.to_pylist()
+            if r["metric"] == "intervention_rate" and r["site"] == "A"]
+    assert rows and all(r["status"] == "insufficient" and "overlaps a bound" in r["reason"] for r in rows)
+
+
+def test_below_min_clusters_nothing_is_decided(drifted):
+    landed, _ = drifted
+    strict = PROTOCOL + "sites:\n  B: {min_clusters: 5000}\n"
+    rows = [r for r in monitor_table(landed, parse_protocol(strict), reps=0).table.to_pylist()
+            if (r["site"], r["model_version"]) == ("B", "v1")]
+    assert rows and all(r["status"] == "insufficient" and r["min_clusters"] == 5000 for r in rows)
+    assert all("fewer than the protocol's min_clusters 5000" in r["reason"] for r in rows)
+
+
+def test_alerts_are_one_per_series_with_a_stable_id(drifted, tmp_path):
+    landed, monitoring = drifted
+    series = {(a["site"], a["model_version"], a["metric"], a["unit"]) for a in monitoring.alerts}
+    assert {("B", "v1", "Delta_authority", "cluster_equal"), ("B", "all", "Delta_authority", "cluster_equal")} <= series
+    assert not any(a["site"] in ("A", "C") for a in monitoring.alerts)
+    assert len({a["alert_id"] for a in monitoring.alerts}) == len(monitoring.alerts)
+    b = next(a for a in monitoring.alerts if (a["site"], a["model_version"]) == ("B", "v1"))
+    assert b["first_period"] >= "2026-04" and b["period"] == "2026-06"
+    again = monitor_table(landed, parse_protocol(PROTOCOL), reps=50)
+    assert again.table.equals(monitoring.table)  # same inputs, same rows
+    assert [a["alert_id"] for a in again.alerts] == [a["alert_id"] for a in monitoring.alerts]
+    other = monitor_table(landed, parse_protocol(PROTOCOL.replace("test-protocol", "test-protocol-2")), reps=0)
+    assert {a["alert_id"] for a in other.alerts}.isdisjoint({a["alert_id"] for a in monitoring.alerts})
+    assert all(r["ci_lower"] is None and r["ci_method"] is None for r in other.table.to_pylist())
+
+
+def test_a_null_deployment_does_not_alert_with_multiplicity(tmp_path):
+    rng = np.random.default_rng(99)
+    tables = [deployment_log(site, month, 40, rng) for site in ("A", "B", "C") for month in range(1, 7)]
+    monitoring = monitor_table(land(tables, tmp_path), parse_protocol(PROTOCOL), reps=0)
+    assert monitoring.alerts == []
+    assert status_report(monitoring.table)[1] == 0
+
+
+def test_the_status_report_and_its_exit_codes(drifted, tmp_path, capsys):
+    _, monitoring = drifted
+    lines, code = status_report(monitoring.table)
+    assert code == 3
+    assert len(lines) == 7 * 2  # every (site, model_version) x rule, its latest look
+    assert any(line.startswith("ALERT") and "B / v1 / landed: Delta_authority (cluster_equal)" in line for line in lines)
+    passing = monitoring.table.filter(pa.compute.not_equal(monitoring.table.column("site"), "B"))
+    passing = passing.filter(pa.compute.not_equal(passing.column("site"), "all"))
+    assert status_report(passing)[1] == 0
+    lake = Lake(tmp_path / "lake")
+    with lake.open_run("monitor"):
+        lake.write("monitor", monitoring.table)
+    assert main(["monitor", "status", "--lake", str(tmp_path / "lake")]) == 3
+    out = capsys.readouterr().out.splitlines()
+    assert out == lines
+    quiet = Lake(tmp_path / "quiet")
+    with quiet.open_run("monitor"):
+        quiet.write("monitor", passing)
+    assert main(["monitor", "status", "--lake", str(tmp_path / "quiet")]) == 0
+    capsys.readouterr()
+    other = Lake(tmp_path / "other")
+    with other.open_run("x"):
+        other.write("trend", pa.table({"a": [1]}))
+    for lake_dir in (tmp_path / "other", tmp_path / "absent"):
+        assert main(["monitor", "status", "--lake", str(lake_dir)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(lake_dir) in err[0]
+
+
+# --- case mix -------------------------------------------------------------------------------------------
+
+
+def test_a_planted_case_mix_shift_is_found_and_a_null_is_not(tmp_path):
+    rng = np.random.default_rng(8)
+    even, skewed = [0.25, 0.25, 0.25, 0.25], [0.55, 0.25, 0.15, 0.05]
+    tables = [deployment_log(site, month, 80, rng, stratum=True,
+                             actions=skewed if (site == "B" and month >= 4) else even)
+              for site in ("A", "B") for month in range(1, 7)]
+    landed = land(tables, tmp_path)
+    mix = monitor_table(landed, parse_protocol(PROTOCOL), reps=0).case_mix
+    rows = mix.to_pylist()
+    assert set(mix.column("dimension").to_pylist()) == {"proposed_action", "risk_stratum", "workflow_profile", "record_level"}
+
+    def shifted(site, dimension):
+        return {r["period"]: r["shifted"] for r in rows if r["site"] == site and r["dimension"] == dimension}
+
+    assert shifted("B", "proposed_action")["2026-06"] and shifted("B", "risk_stratum")["2026-06"]
+    assert not shifted("B", "proposed_action")["2026-03"]  # before the shift
+    assert not any(shifted("A", "proposed_action").values()) and not any(shifted("A", "risk_stratum").values())
+    assert not any(shifted("A", "workflow_profile").values()) and not any(shifted("B", "workflow_profile").values())
+    baseline = [r for r in rows if r["site"] == "A" and r["look"] <= 2]
+    assert all(r["p_value"] is None and not r["shifted"] and r["reason"].startswith("baseline period") for r in baseline)
+    b6 = [r for r in rows if r["site"] == "B" and r["period"] == "2026-06" and r["dimension"] == "proposed_action"]
+    assert sum(r["count"] for r in b6) > 0 and sum(r["share"] for r in b6) == pytest.approx(1.0)
+    assert sum(r["baseline_share"] for r in b6) == pytest.approx(1.0)
+    assert all(r["p_value"] == pytest.approx(min(1.0, 1.0 / r["bayes_factor"])) or r["p_value"] <= 1 / r["bayes_factor"]
+               for r in b6)
+    # anytime-valid: the p-value never rises from one look to the next
+    for site in ("A", "B"):
+        ps = [r["p_value"] for r in rows if r["site"] == site and r["dimension"] == "proposed_action"
+              and r["category"] == "a0" and r["p_value"] is not None]
+        assert ps == sorted(ps, reverse=True)
+
+
+def test_a_declared_reference_replaces_the_baseline(tmp_path):
+    rng = np.random.default_rng(4)
+    tables = [deployment_log("A", month, 80, rng) for month in range(1, 4)]
+    landed = land(tables, tmp_path)
+    declared = PROTOCOL + "case_mix_reference:\n  proposed_action: {a0: 0.7, a1: 0.1, a2: 0.1, a3: 0.1}\n"
+    rows = monitor_table(landed, parse_protocol(declared), reps=0).case_mix.to_pylist()
+    action = [r for r in rows if r["dimension"] == "proposed_action"]
+    assert all(r["p_value"] is not None for r in action)  # tested from the first period
+    assert {r["baseline_share"] for r in action if r["category"] == "a0"} == {0.7}
+    assert all(r["shifted"] for r in action if r["look"] == 3)  # even actions against 70% a0
+
+
+# --- landed logs: the deployment columns ------------------------------------------------------------------
+
+
+def test_site_and_model_version_are_kept_and_checked(tmp_path):
+    rng = np.random.default_rng(1)
+    table = deployment_log("A", 1, 3, rng)
+    landed = land([table], tmp_path)
+    assert set(landed.column("site").to_pylist()) == {"A"} and landed.column("risk_stratum").null_count == landed.num_rows
+    plain = land([table.drop_columns(["site", "model_version"])], tmp_path)
+    assert set(plain.column("site").to_pylist()) == {"unspecified"} == set(plain.column("model_version").to_pylist())
+    for column, value, rule in (("site", None, "must not be empty"), ("model_version", "all", "'all' names the rows pooled")):
+        values = table.column(column).to_pylist()
+        values[1] = value
+        path = tmp_path / f"bad_{column}.csv"
+        pacsv.write_csv(table.set_column(table.column_names.index(column), column, pa.array(values, pa.string())), path)
+        with pytest.raises(RecordError, match=rf"column '{column}': {rule}.*row 2"):
+            read_landed(path)
+
+
+def test_the_trend_per_site_and_model_version(tmp_path):
+    rng = np.random.default_rng(12)
+    tables = [deployment_log("A", 1, 20, rng), deployment_log("A", 2, 20, rng, version="v2"),
+              deployment_log("B", 1, 20, rng)]
+    landed = land(tables, tmp_path)
+    trend = trend_table(landed, reps=50).table.to_pylist()
+    keys = {(r["site"], r["model_version"], r["period"]) for r in trend}
+    assert keys == {("all", "all", "all"), ("all", "all", "2026-01"), ("all", "all", "2026-02"),
+                    ("A", "all", "all"), ("A", "all", "2026-01"), ("A", "all", "2026-02"),
+                    ("A", "v1", "all"), ("A", "v1", "2026-01"), ("A", "v2", "all"), ("A", "v2", "2026-02"),
+                    ("B", "all", "all"), ("B", "all", "2026-01"), ("B", "v1", "all"), ("B", "v1", "2026-01")}
+    n = {(r["site"], r["model_version"], r["period"]): r["n"] for r in trend
+         if r["unit"] == "image_weighted" and r["metric"] == "J"}
+    assert n[("A", "all", "all")] == n[("A", "v1", "all")] + n[("A", "v2", "all")]
+    assert n[("all", "all", "all")] == n[("A", "all", "all")] + n[("B", "all", "all")]
+    same = {(r["site"], r["model_version"]): (r["estimate"], r["ci_lower"]) for r in trend
+            if r["period"] == "all" and r["unit"] == "image_weighted" and r["metric"] == "J"}
+    assert same[("B", "all")] == same[("B", "v1")]  # one version: the same records, the same numbers
