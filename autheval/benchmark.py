@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
 from autheval.records import check_column_types, closest_name, is_text_type, read_table, warn
-from warehouse.sql import connect, load_sql
+from warehouse.sql import connect, load_sql, to_table
 
 BENCHMARK_COLUMNS = ("item_id", "image_id", "image_path", "question", "options", "answer", "axis", "task", "group")
 REQUIRED_COLUMNS = ("item_id", "question", "options", "answer", "axis", "task")
@@ -113,11 +113,11 @@ def read_benchmark(path: str | Path) -> pa.Table:
         raise RecordError(source, None, "file has no benchmark items")
     con = connect()
     con.register("raw_benchmark", _as_text(table, source))
-    con.execute(f"CREATE TEMP VIEW parsed_benchmark AS {load_sql('benchmark_parse')}")
+    to_table(con, "parsed_benchmark", "benchmark_parse")
     violations = con.execute(load_sql("benchmark_validate")).fetchall()
     if violations:
         raise first_violation(source, violations[0], "item")
-    items = con.execute("SELECT * FROM parsed_benchmark ORDER BY row_index").arrow().read_all()
+    items = con.table("parsed_benchmark").order("row_index").arrow().read_all()
     paths = []
     for row_index, item_id, given in zip(*(items.column(c).to_pylist() for c in ("row_index", "item_id", "image_path"))):
         if given is None or not given.strip():

@@ -407,3 +407,25 @@ def test_benchmark_and_transfer_tables_on_the_synthetic_cohort(benchmark_lake):
         assert table.num_rows and set(PROVENANCE) <= set(table.column_names), name
         assert all(v is not None for v in table.column("data_sha256").to_pylist()), name
         assert set(table.column("software_version").to_pylist()) == {f"autheval {__import__('autheval').__version__}"}
+
+
+def test_a_benchmark_naming_an_image_the_lake_lacks_fails_its_asset_in_one_line(benchmark_lake, tmp_path):
+    from dagster import AssetSelection, materialize
+
+    from dagster_project.definitions import build_definitions, project_instance, study_assets
+    from dagster_project.demo import QUIET
+    from dagster_project.resources import ModelsResource, SourceResource
+    from warehouse.lake import Lake
+
+    lake, cohort, _ = benchmark_lake
+    bad = write_rows(tmp_path / "bad.csv", [{**GOOD, "image_id": "ISIC_nowhere"}])
+    before = lake.read("benchmark")
+    source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1, reps=200, benchmark=str(bad))
+    defs = build_definitions(str(lake.root), source, ModelsResource(enabled=True, batch_size=16, device="cpu"))
+    result = materialize(study_assets(), selection=AssetSelection.assets("benchmark_scores", "benchmark",
+                                                                         "benchmark_fairness"),
+                         resources=defs.resources, instance=project_instance(), raise_on_error=False, run_config=QUIET)
+    assert not result.success
+    errors = [e.event_specific_data.error.to_string() for e in result.all_events if e.is_step_failure]
+    assert any(f"{bad}: column 'image_id': unknown image id" in text and "'ISIC_nowhere'" in text for text in errors)
+    assert Lake(lake.root).read("benchmark").equals(before)  # the failed run committed nothing
