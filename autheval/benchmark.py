@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
 from autheval.records import check_column_types, closest_name, is_text_type, read_table, warn
-from warehouse.sql import connect, load_sql, to_table
+from warehouse.sql import connect, load_sql, run, to_table
 
 BENCHMARK_COLUMNS = ("item_id", "image_id", "image_path", "question", "options", "answer", "axis", "task", "group")
 REQUIRED_COLUMNS = ("item_id", "question", "options", "answer", "axis", "task")
@@ -149,7 +149,7 @@ def benchmark_items(benchmark: pa.Table, images: pa.Table, clusters: pa.Table, s
     con.register("benchmark", benchmark)
     con.register("images", images.select(["image_id", "path"]))
     con.register("clusters", clusters.select(["image_id", "cluster_id"]))
-    items = con.execute(load_sql("benchmark_items")).arrow().read_all()
+    items = run(con, "benchmark_items")
     unknown = [row for row in items.select(["row_index", "item_id", "image_id", "image_path"]).to_pylist()
                if row["image_path"] is None]
     if unknown:
@@ -168,7 +168,7 @@ def results_table(items: pa.Table, scores: pa.Table, mechanism: str) -> pa.Table
     con = connect()
     con.register("benchmark_items", items)
     con.register("benchmark_scores", scores)
-    return con.execute(load_sql("benchmark_results"), {"mechanism": mechanism}).arrow().read_all().cast(RESULTS_SCHEMA)
+    return run(con, "benchmark_results", {"mechanism": mechanism}).cast(RESULTS_SCHEMA)
 
 
 def accuracy_table(results: pa.Table, reps: int, seed: int, lower: float = 0.025, upper: float = 0.975) -> pa.Table:
@@ -182,9 +182,9 @@ def accuracy_table(results: pa.Table, reps: int, seed: int, lower: float = 0.025
 
     con = connect()
     con.register("benchmark_results", results)
-    stats = con.execute(load_sql("benchmark_cluster_stats")).arrow().read_all()
+    stats = run(con, "benchmark_cluster_stats")
     con.register("benchmark_cluster_stats", stats)
-    scopes = con.execute(load_sql("benchmark_scopes")).arrow().read_all()
+    scopes = run(con, "benchmark_scopes")
     g = int(pc.max(stats.column("cluster_rank")).as_py()) + 1 if stats.num_rows else 0
     s = scopes.num_rows
     matrix = np.zeros((g, 2 * s), dtype=np.float64)
@@ -198,7 +198,7 @@ def accuracy_table(results: pa.Table, reps: int, seed: int, lower: float = 0.025
             parts.append(_sums_table(start, sums, s))
     con.register("benchmark_replicate_sums", pa.concat_tables(parts))
     con.register("benchmark_scope_labels", scopes)
-    table = con.execute(load_sql("benchmark_intervals"), {"lower": lower, "upper": upper}).arrow().read_all()
+    table = run(con, "benchmark_intervals", {"lower": lower, "upper": upper})
     return table.cast(ACCURACY_SCHEMA)
 
 
@@ -220,7 +220,7 @@ def fairness_table(results: pa.Table) -> pa.Table:
     groups the benchmark's `group` column names (sql/benchmark_fairness.sql)."""
     con = connect()
     con.register("benchmark_results", results)
-    return con.execute(load_sql("benchmark_fairness")).arrow().read_all().cast(FAIRNESS_SCHEMA)
+    return run(con, "benchmark_fairness").cast(FAIRNESS_SCHEMA)
 
 
 def not_scored(mechanisms, reason_of) -> pa.Table:
