@@ -519,7 +519,9 @@ def _register_filesystem(con, protocol: str, filesystem) -> None:
 def is_dataset_path(path: str | Path) -> bool:
     """A folder, a glob or a URI: records that `read_records` reads as a dataset of files."""
     text = str(path)
-    return "://" in text or any(c in text for c in GLOB_CHARACTERS) or Path(text).is_dir()
+    if "://" in text:
+        return True
+    return Path(text).is_dir() or (any(c in text for c in GLOB_CHARACTERS) and not Path(text).is_file())
 
 
 def _is_parquet(name: str) -> bool:

@@ -1,9 +1,9 @@
 """Scale past one process's memory: a hash-generated Parquet log (a folder of files, 10 records per
 cluster) read where it lies, at 10^7 and 10^8 records, the `poisson` bootstrap (1000 replicates) plus the
 delta method, whole process: one child process per size (read + validate, bootstrap, delta method), its
-wall time, peak resident memory and bytes of peak memory per record. Then, with --spark, the largest
-dataset read by Spark itself (`--engine spark`, local[N]): the Python driver's own peak, the JVM's and the
-process tree's.
+wall time, peak resident memory and bytes of peak memory per record. Then, with --spark, a dataset
+(the largest, or --spark-size) read by Spark itself (`--engine spark`, local[N]): the Python driver's own peak,
+the JVM's and the process tree's.
 
     .venv/bin/python benchmarks/scale.py [--sizes 10000000 100000000] [--reps 1000] [--data /tmp/autheval-scale]
                                         [--rows-per-file 5000000] [--spark] [--spark-reps 20] [--keep]
@@ -163,7 +163,9 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=Path("/tmp/autheval-scale"),
                         help="where the generated datasets go (not the repository)")
     parser.add_argument("--rows-per-file", type=int, default=5_000_000)
-    parser.add_argument("--spark", action="store_true", help="also read the largest dataset with --engine spark")
+    parser.add_argument("--spark", action="store_true", help="also read a dataset with --engine spark")
+    parser.add_argument("--spark-size", type=int, default=None,
+                        help="the records of the dataset Spark reads (default: the largest of --sizes)")
     parser.add_argument("--spark-reps", type=int, default=20,
                         help="poisson replicates on Spark (a cross join of clusters x replicates on its cores)")
     parser.add_argument("--spark-memory", default="2g", help="the local Spark JVM's heap")
@@ -184,9 +186,11 @@ def main() -> int:
             print(machine_line(), flush=True)
             report("DuckDB (default engine)", run_duckdb(args, folders[records]), args.reps)
         if args.spark:
-            largest = max(args.sizes)
+            size = args.spark_size or max(args.sizes)
+            if size not in folders:
+                folders[size] = write_dataset(args.data, size, args.rows_per_file)
             print(machine_line(), flush=True)
-            report(f"Spark local[{os.cpu_count()}], {args.spark_memory} heap", run_spark(args, folders[largest]),
+            report(f"Spark local[{os.cpu_count()}], {args.spark_memory} heap", run_spark(args, folders[size]),
                    args.spark_reps)
     finally:
         if not args.keep:
