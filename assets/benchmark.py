@@ -7,7 +7,8 @@ The benchmark file is SourceResource.benchmark (`autheval demo --benchmark FILE`
 brings its own (benchmark.csv). A mechanism is answered by the language model it proposes with: the
 readout and the CCT arms by the scorer's VLM (so they share one accuracy), a fine-tuned mechanism by the
 scorer with its adapter (a model table whose Parquet metadata names an `adapter_dir`); a probe or a
-file's mechanism has no model to ask, and its row says so."""
+file's mechanism has no model to ask, and its row says so. `transfer` runs in the reports stage,
+after the estimates' blocking checks have passed."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import dataclasses
 import pyarrow as pa
 from dagster import AssetSpec, asset, multi_asset
 
-from assets.common import ESTIMATES, connect_with, write_table
+from assets.common import ESTIMATES, REPORTS, connect_with, write_table
 from assets.model_proposals import MODEL_PROPOSAL_TABLES
 from autheval.benchmark import (ACCURACY_SCHEMA, FAIRNESS_SCHEMA, RESULTS_SCHEMA, accuracy_table, benchmark_items,
                                 fairness_table, not_scored, read_benchmark, results_table)
@@ -144,7 +145,7 @@ def _write(store, source, results, accuracy, fairness, hashes, **meta):
                       asset_key="benchmark_fairness")
 
 
-@asset(group_name=ESTIMATES, kinds={"parquet"}, deps=["estimates", "benchmark"], description=(
+@asset(group_name=REPORTS, kinds={"parquet"}, deps=["estimates", "benchmark"], description=(
     "study, analysis, mechanism, regime, benchmark_model, benchmark_items, benchmark_accuracy + CI, "
     "benchmark_available, benchmark_reason, J, J_auth (+ CIs), intervention_rate (p), Delta_authority + "
     "CI (image-weighted), gap_excludes_zero: does each mechanism's benchmark evidence describe the "

@@ -429,3 +429,33 @@ def test_a_benchmark_naming_an_image_the_lake_lacks_fails_its_asset_in_one_line(
     errors = [e.event_specific_data.error.to_string() for e in result.all_events if e.is_step_failure]
     assert any(f"{bad}: column 'image_id': unknown image id" in text and "'ISIC_nowhere'" in text for text in errors)
     assert Lake(lake.root).read("benchmark").equals(before)  # the failed run committed nothing
+
+
+def test_each_model_mechanism_is_answered_by_the_model_it_proposes_with(tmp_path):
+    """The readout and CCT arms by the scorer's VLM, a table naming an adapter_dir (fine-tune, GRPO) by the
+    scorer with that adapter; a probe and an empty table by none."""
+    from assets.benchmark import mechanism_models
+    from dagster_project.resources import ModelsResource
+
+    def table(mechanisms, metadata=None):
+        return pa.table({"mechanism": mechanisms}).replace_schema_metadata(metadata)
+
+    tables = {"readout": table(["VLM readout"]), "probe": table(["CLIP probe"]),
+              "cct_arms": table(["CCT single", "CCT cc"]), "finetune": table([]),
+              "grpo": table(["VLM GRPO (MAVIC)"], {"adapter_dir": str(tmp_path / "sft-grpo")})}
+
+    class Store:
+        root = tmp_path
+
+        def has_table(self, name):
+            return name in tables
+
+        def read(self, name):
+            return tables[name]
+
+    found = mechanism_models(Store(), ModelsResource(enabled=True, scorer_dir=str(tmp_path / "vlm"), batch_size=4))
+    assert set(found) == {"VLM readout", "CCT single", "CCT cc", "VLM GRPO (MAVIC)"}
+    assert {(c.model_dir, c.adapter_dir) for m, c in found.items() if m != "VLM GRPO (MAVIC)"} == {
+        (str(tmp_path / "vlm"), None)}
+    assert (found["VLM GRPO (MAVIC)"].model_dir, found["VLM GRPO (MAVIC)"].adapter_dir) == (
+        str(tmp_path / "vlm"), str(tmp_path / "sft-grpo"))
