@@ -6,7 +6,9 @@ profile assigned by hashing `age_bin|site`. Every row that cannot be used is lis
 with its reason; nothing is dropped silently. Broken files (a duplicated id in the labels file, a
 missing id column, a non-numeric one-hot cell, an image, lesion or patient id that begins or ends with
 whitespace) raise RecordError instead: `ISIC_1 ` beside `ISIC_1` would be two images (no label, no
-file) and `L1 ` another lesion, so another cluster.
+file) and `L1 ` another lesion, so another cluster. The columns named as the ISIC Archive's fields are
+checked with the Archive's schema (autheval/raw/isic_metadata.py): an invalid value is a report row
+naming the field and the value, the image kept; `fitzpatrick_skin_type` holds the valid types.
 
 Images are read only from inside the input folder (the image folder, else the metadata's folder):
 every path is resolved (links followed) and a path that ends outside it, through `..` in an id or

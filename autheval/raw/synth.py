@@ -99,7 +99,7 @@ def planted_skin(rng: np.random.Generator) -> tuple[np.ndarray, float, str]:
     rgb = np.clip(lab2rgb(lab[None, None, :])[0, 0] * 255, 0, 255).astype(np.float32)
     painted = rgb2lab(rgb[None, None, :].astype(np.float64) / 255)[0, 0]
     painted_ita = float(ita_degrees(painted[0], painted[2]))
-    return rgb, painted_ita, str(ita_category(painted_ita))
+    return rgb, painted_ita, str(ita_category([painted_ita])[0])
 
 
 def _lesion_params(rng: np.random.Generator, diagnosis: str, skin_rng: np.random.Generator) -> dict:
