@@ -121,3 +121,15 @@ def test_the_raw_path_recovers_the_planted_skin_tones(tmp_path):
     error = np.median([abs(r["ita"] - truth[r["image_id"]]["skin_ita"]) for r in images])
     assert agreement >= 0.85, agreement
     assert error <= 3.0, error
+
+
+def test_the_demo_fairness_table_labels_the_skin_tone_grouping_an_estimate():
+    from warehouse.sql import connect, rows
+
+    con = connect()
+    con.register("fairness", pa.Table.from_pylist([
+        {"analysis": "m / capacity_ceiling", "grouping": grouping, "n_groups": 5, "worst_group_proposal": worst,
+         "fairness_proposal": 0.8, "worst_group_selected": worst, "fairness_selected": 0.7}
+        for grouping, worst in (("ita_category", "brown"), ("fitzpatrick_skin_type", "V"), ("sex", "male"))]))
+    assert [r["grouping"] for r in rows(con, "fairness_summary")] == [
+        "fitzpatrick_skin_type", "ita_category (estimated)", "sex"]
