@@ -254,3 +254,16 @@ def test_spark_reads_the_files_itself_and_gives_the_same_estimates(inputs):
         if row["available"]:
             mine = local_delta[(row["unit"], row["metric"])]
             assert abs(row["ci_lower"] - mine["ci_lower"]) <= 1e-12 and abs(row["ci_upper"] - mine["ci_upper"]) <= 1e-12
+
+
+def test_verify_rehashes_a_dataset_input(inputs, tmp_path):
+    out = tmp_path / "out"
+    folder = tmp_path / "parts"
+    split(inputs["table"], folder)
+    assert run_cli("evaluate", "--input", str(folder), "--scheme", "poisson", "--reps", "100", "--output-dir", str(out),
+                   "--no-progress").returncode == 0
+    assert run_cli("verify", str(out / "receipt.json")).returncode == 0
+    table = pq.read_table(folder / "part-002.parquet")  # one file of the dataset changes: its data hash does
+    pq.write_table(table.slice(0, table.num_rows - 1), folder / "part-002.parquet")
+    changed = run_cli("verify", str(out / "receipt.json"))
+    assert changed.returncode == 1 and str(folder) in changed.stdout + changed.stderr
