@@ -273,3 +273,18 @@ def test_the_grpo_steps_are_a_lake_table_named_by_their_run(grpo_lake):
     runs = query(lake, "select count(*) as n, max(step) as last from model_runs where trainer = 'grpo' "
                        "and metric = 'kl' and mechanism = 'VLM GRPO (MAVIC)'").to_pylist()
     assert runs == [{"n": 2, "last": 2}]
+
+
+@pytest.mark.parametrize("flags, flag", [
+    (["--no-models", "--grpo"], "--no-models"),
+    (["--grpo", "--grpo-steps", "-1"], "--grpo-steps"),
+    (["--source", "reference", "--grpo"], "--grpo"),
+])
+def test_demo_grpo_flags_are_checked_before_anything_runs(tmp_path, flags, flag):
+    from tests.conftest import run_cli
+
+    result = run_cli("demo", *([] if "--source" in flags else ["--source", "synthetic"]),
+                     "--lake", str(tmp_path / "lake"), *flags)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"autheval: error: {flag}")
+    assert not (tmp_path / "lake").exists()
