@@ -635,8 +635,9 @@ def _serve(command: list[str], env: dict) -> int:
     dev maps SIGTERM to its SIGINT handler, so it would ignore both: here the command starts with both
     at their defaults (this process handles them), and a signal is passed on to it as SIGINT, its clean
     shutdown. Its group (the webserver, the daemon, the code servers) then gets UI_STOP_WAIT seconds,
-    SIGTERM, and SIGKILL for what is left; a second signal kills at once. Exit 0 after a requested stop,
-    else the command's own status."""
+    SIGTERM, and SIGKILL for what is left; a second signal kills at once. Killed itself (SIGKILL), this
+    process cannot pass anything on: the kernel sends the command SIGINT (_interrupt_when_orphaned).
+    Exit 0 after a requested stop, else the command's own status."""
     import contextlib
     import os
     import signal
@@ -648,7 +649,8 @@ def _serve(command: list[str], env: dict) -> int:
     previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in stops}
     try:
         # a signal this process handles is at its default in the child after exec (an ignored one is not)
-        process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, process_group=0)
+        process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, process_group=0,
+                                   preexec_fn=_interrupt_when_orphaned)
         while process.poll() is None and not received:
             time.sleep(0.2)
         if received:
@@ -667,6 +669,18 @@ def _serve(command: list[str], env: dict) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _interrupt_when_orphaned() -> None:
+    """In the child before exec (Linux): SIGINT when this process dies, even by SIGKILL, so that dagster
+    dev still stops its services. Elsewhere nothing."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGINT))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _group_runs(process) -> bool:
