@@ -22,6 +22,7 @@ from assets.monitor import MONITOR, notify_alerts
 from assets.trend import recurring_evaluation_job
 from autheval.landing import Tick, watch
 from autheval.monitoring import status_report
+from autheval.notify import check_notifier
 from autheval.protocol import load_protocol
 from dagster_project.definitions import build_definitions, project_instance
 from dagster_project.demo import QUIET
@@ -44,6 +45,7 @@ def monitor_run(lake: Path, protocol: Path | None = None, out: Callable[[str], N
     instance = project_instance()
     with build_resources({"lake": defs.resources["lake"], "notifier": defs.resources["notifier"]}) as resources:
         lake_resource, notifier = resources.lake, resources.notifier
+    check_notifier(notifier.command, notifier.url)  # a command or a URL, not both: one line, before anything lands
     store = lake_resource.lake()
     landing = lake_resource.landing_dir()
     first = watch(landing, store, None)

@@ -364,6 +364,15 @@ def test_monitor_run_refuses_a_bad_protocol_before_anything_lands(tmp_path):
     assert len(list((root / "landing").glob("*.csv"))) == 2 and not (root / "landing" / "processed").exists()
 
 
+def test_monitor_run_refuses_two_notifiers_before_anything_lands(tmp_path, monkeypatch):
+    root = simulated_lake(tmp_path / "lake")
+    monkeypatch.setenv("AUTHEVAL_NOTIFY_COMMAND", "true")
+    monkeypatch.setenv("AUTHEVAL_NOTIFY_URL", "http://127.0.0.1:9/")
+    with pytest.raises(ValueError, match="not both"):
+        run_monitor(root)
+    assert not (root / "landing" / "processed").exists()
+
+
 def test_monitor_run_fails_with_1_when_the_recurring_job_fails(tmp_path, monkeypatch):
     import autheval.monitoring
 
