@@ -104,8 +104,8 @@ def test_demo_reps_reach_the_estimates_and_progress_goes_to_stderr(tmp_path):
     assert set(reps) == {10}
     tally = re.search(r"asset checks: (\d+) of (\d+) passed", result.stdout)
     assert tally and tally.group(1) == tally.group(2) and "Paired contrast" in result.stdout
-    assert "Materializing" not in result.stdout and "[1/7]" not in result.stdout
-    assert "Materializing" in result.stderr and "[7/7] reports" in result.stderr
+    assert "Materializing" not in result.stdout and "[1/8]" not in result.stdout
+    assert "Materializing" in result.stderr and "[7/8] reports" in result.stderr and "[8/8] recurring" in result.stderr
 
 
 def test_synth_shows_a_progress_bar_on_stderr(tmp_path):
