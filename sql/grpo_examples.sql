@@ -7,5 +7,5 @@ SELECT i.image_id, i.path AS image_path, i.age, i.sex, i.anatomic_site,
        i.diagnosis AS reference_diagnosis, '{}' AS reference_attributes, 'dermoscopic' AS modality
 FROM images AS i
 JOIN clusters AS c USING (image_id)
-WHERE c.split = $split AND i.diagnosis IS NOT NULL
+WHERE c.split = $split AND i.diagnosis IS NOT NULL AND i.diagnosis <> 'UNK'   -- UNK: no node of the ontology
 ORDER BY i.image_id

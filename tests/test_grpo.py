@@ -288,3 +288,30 @@ def test_demo_grpo_flags_are_checked_before_anything_runs(tmp_path, flags, flag)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(f"autheval: error: {flag}")
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("models, why", [
+    ({"enabled": False}, "model mechanisms are disabled"),
+    ({"enabled": True, "finetune": True}, "GRPO is not configured"),
+    ({"enabled": True, "grpo": True}, "GRPO is not configured"),   # it trains on the fine-tune's adapter
+])
+def test_unconfigured_grpo_writes_empty_tables_and_says_why(tmp_path, models, why):
+    from dagster import materialize
+
+    from dagster_project.definitions import build_definitions, project_instance, study_assets
+    from dagster_project.demo import QUIET
+    from dagster_project.resources import ModelsResource, SourceResource
+    from warehouse.lake import Lake
+
+    lake = Lake(tmp_path / "lake")
+    defs = build_definitions(str(lake.root), SourceResource(kind="synthetic", input_dir=str(tmp_path)),
+                             ModelsResource(**models))
+    result = materialize(study_assets(), selection=["grpo", "grpo_steps"], resources=defs.resources, instance=project_instance(),
+                         run_config=QUIET)
+    for name, schema in (("grpo", None), ("grpo_steps", STEPS_SCHEMA)):
+        meta = result.asset_materializations_for_node("grpo")
+        status = {m.asset_key.to_user_string(): m.metadata["status"].value for m in meta}
+        assert why in status[name]
+        assert lake.read(name).num_rows == 0
+        if schema is not None:
+            assert lake.read(name).schema.remove_metadata() == schema
