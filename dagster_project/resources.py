@@ -5,7 +5,7 @@ Fields read the environment through Dagster's EnvVar (resolved when a run starts
 AUTHEVAL_LAKE (lake root, default warehouse/lake), AUTHEVAL_LANDING (default <lake>/landing),
 AUTHEVAL_SOURCE (reference | synthetic | isic2019), AUTHEVAL_INPUT, AUTHEVAL_FREEZE, for the model
 mechanisms AUTHEVAL_MODELS (1 turns them on), AUTHEVAL_SCORER_DIR, AUTHEVAL_VISION_DIR, AUTHEVAL_FINETUNE,
-and for monitoring AUTHEVAL_PROTOCOL (the acceptance protocol), AUTHEVAL_NOTIFY_COMMAND or
+AUTHEVAL_GRPO, and for monitoring AUTHEVAL_PROTOCOL (the acceptance protocol), AUTHEVAL_NOTIFY_COMMAND or
 AUTHEVAL_NOTIFY_URL (the notifier), AUTHEVAL_MONITOR_CRON and AUTHEVAL_MONITOR_TZ (the schedule)."""
 
 from __future__ import annotations
@@ -187,6 +187,7 @@ MODELS_ENV = "AUTHEVAL_MODELS"
 SCORER_DIR_ENV = "AUTHEVAL_SCORER_DIR"
 VISION_DIR_ENV = "AUTHEVAL_VISION_DIR"
 FINETUNE_ENV = "AUTHEVAL_FINETUNE"
+GRPO_ENV = "AUTHEVAL_GRPO"
 TINY_SCORER = "tiny-gemma3"
 TINY_VISION = "tiny-clip-vision"
 
@@ -258,9 +259,12 @@ def _env_flag(name: str) -> bool:
 def default_models() -> ModelsResource:
     """The model mechanisms as the environment says ($AUTHEVAL_MODELS=1 turns them on; the model
     directories from $AUTHEVAL_SCORER_DIR and $AUTHEVAL_VISION_DIR, the fine-tune from
-    $AUTHEVAL_FINETUNE=1); disabled otherwise."""
+    $AUTHEVAL_FINETUNE=1, GRPO after it from $AUTHEVAL_GRPO=1, which implies the fine-tune); disabled
+    otherwise."""
+    grpo = _env_flag(GRPO_ENV)
     return ModelsResource(enabled=_env_flag(MODELS_ENV), scorer_dir=env_or(SCORER_DIR_ENV, ""),
-                          vision_dir=env_or(VISION_DIR_ENV, ""), finetune=_env_flag(FINETUNE_ENV))
+                          vision_dir=env_or(VISION_DIR_ENV, ""), finetune=_env_flag(FINETUNE_ENV) or grpo,
+                          grpo=grpo)
 
 
 ENGINE_ENV = "AUTHEVAL_ENGINE"

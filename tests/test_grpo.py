@@ -315,3 +315,14 @@ def test_unconfigured_grpo_writes_empty_tables_and_says_why(tmp_path, models, wh
         assert lake.read(name).num_rows == 0
         if schema is not None:
             assert lake.read(name).schema.remove_metadata() == schema
+
+
+def test_grpo_follows_the_environment_and_brings_the_fine_tune(monkeypatch):
+    from dagster_project.resources import GRPO_ENV, MODELS_ENV, default_models
+
+    monkeypatch.setenv(MODELS_ENV, "1")
+    monkeypatch.delenv(GRPO_ENV, raising=False)
+    assert default_models().grpo is False
+    monkeypatch.setenv(GRPO_ENV, "1")
+    models = default_models()
+    assert models.grpo is True and models.finetune is True
