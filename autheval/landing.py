@@ -40,6 +40,7 @@ from autheval.estimators import DEFAULT_REPS, DEFAULT_SEEDS, METRICS, UNITS, Est
 from autheval.records import (
     CSV_SUFFIXES,
     PARQUET_SUFFIXES,
+    TRACE_TO_LOG,
     RecordSet,
     file_sha256,
     header_names,
@@ -57,6 +58,10 @@ DEPLOYMENT_COLUMNS = ("site", "model_version")  # where and by which model a log
 STRATUM_COLUMN = "risk_stratum"  # the service's own risk stratum of a case, where its log has one
 UNSPECIFIED = "unspecified"  # the site or model version of a log without that column
 POOLED = "all"  # the site or model version of rows pooled over every one (as period 'all')
+LOCAL_COLUMN = "utility_proposed_local"
+# whether the log itself gave the proposal's local score on a row (the canonical record fills it on an
+# unchanged row), so that the record level of any subset of landed rows can be told (records_profile.sql)
+LOCAL_GIVEN = "proposed_local_given"
 PROCESSED, REJECTED, DUPLICATES = "processed", "rejected", "duplicates"
 LANDED_TABLE = "landed_records"
 KEY_LENGTH = 20  # hex digits of the SHA-256 (80 bits) that name a landed file's partition
@@ -314,6 +319,9 @@ def read_landed(path: Path, key: str | None = None, name: str | None = None,
         table = table.append_column(column, pa.array([value] * rows, pa.string()))
     for column, values in _deployment(raw, source).items():
         table = table.append_column(column, pc.take(values, records.table.column("row_index")))
+    local = next((k for k, v in TRACE_TO_LOG.items() if v == LOCAL_COLUMN), LOCAL_COLUMN) if records.schema == "trace" else LOCAL_COLUMN
+    given = pc.is_valid(raw.column(local)) if local in raw.column_names else pa.chunked_array([pa.array([False] * n)])
+    table = table.append_column(LOCAL_GIVEN, pc.take(given, records.table.column("row_index")))
     return records, table
 
 
@@ -345,9 +353,12 @@ def _deployment(raw: pa.Table, source: str) -> dict[str, pa.ChunkedArray]:
 
 
 def with_deployment_columns(landed: pa.Table) -> pa.Table:
-    """`landed` with the site, model_version and risk_stratum columns (a partition landed before logs
-    carried them: 'unspecified', and no risk stratum)."""
+    """`landed` with the site, model_version, risk_stratum and proposed_local_given columns (a partition
+    landed before logs carried them: 'unspecified', no risk stratum, and the proposal's local score
+    taken as given where the canonical row has one)."""
     n = landed.num_rows
+    if LOCAL_GIVEN not in landed.column_names:
+        landed = landed.append_column(LOCAL_GIVEN, pc.is_valid(landed.column(LOCAL_COLUMN)))
     for column in (*DEPLOYMENT_COLUMNS, STRATUM_COLUMN):
         if column not in landed.column_names:
             value = None if column == STRATUM_COLUMN else UNSPECIFIED

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -38,7 +38,7 @@ from autheval.estimators import DEFAULT_REPS, DEFAULT_SEEDS, availability, estim
 from autheval.landing import LANDED_TABLE, TREND_SCHEME, with_deployment_columns
 from autheval.protocol import CASE_MIX_DIMENSIONS, MONITORED_METRICS, Protocol
 from autheval.provenance import Provenance, stamp
-from autheval.records import records_from_table, table_sha256
+from autheval.records import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, RecordSet, records_from_table, table_sha256
 from warehouse.sql import connect, load_sql, quote_identifier, rows, run, to_table
 
 MECHANISM = "landed"  # the proposals of a landed log: the deployed model its model_version names
@@ -139,11 +139,16 @@ def confidence_sequences(con, cluster_stats_table: str, alpha: float, horizon_cl
     metric, lower, upper, and optionally analysis; without it every analysis is held to every bound):
     one row per analysis and rule with the bounds and the anytime-valid `p_value` against them.
     Everything is set-based SQL: one pass over the cluster rows whatever the number of analyses."""
-    rho2 = rho2_for_horizon(alpha, horizon_clusters)
     if cluster_stats_table != "cluster_stats":
         con.execute(load_sql("monitor_cluster_stats_view").replace("{table}", quote_identifier(cluster_stats_table)))
     to_table(con, "monitor_delta_method", "delta_method", {"z_lower": 0.0, "z_upper": 0.0})
-    level = {"alpha": float(alpha), "rho2": rho2}
+    return _sequences(con, alpha, horizon_clusters, bounds)
+
+
+def _sequences(con, alpha: float, horizon_clusters: int, bounds: pa.Table | None) -> pa.Table:
+    """confidence_sequences from the ratios and standard errors in `monitor_delta_method` on `con`
+    (sql/delta_method.sql's layout)."""
+    level = {"alpha": float(alpha), "rho2": rho2_for_horizon(alpha, horizon_clusters)}
     if bounds is None:
         return run(con, "monitor_cs", level)
     to_table(con, "monitor_cs", "monitor_cs", level)
@@ -236,35 +241,87 @@ def _reason(row: dict, unavailable: str | None) -> str:
     return f"the confidence sequence {band} overlaps a bound of {bounds}: not yet decided"
 
 
-def _look_recordsets(con, slices: list[_Slice]):
-    """One RecordSet per look of every slice that is not an alias, or the one-line reason it cannot be
-    read as one record (a pooling that breaks a record rule)."""
-    recordsets, failed = {}, {}
+def _slice_records(con, slices: list[_Slice]) -> tuple[dict[int, RecordSet], dict[int, str]]:
+    """Every slice that is not an alias, validated once as one record (all its data: a look reads a
+    subset of its rows), or the one-line reason it cannot be (a pooling that breaks a record rule)."""
+    found, failed = {}, {}
+    for index, piece in enumerate(slices):
+        if piece.alias_of is not None:
+            continue
+        period = piece.looks[-1][1]
+        part = con.execute(load_sql("monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
+        source = f"lake:{LANDED_TABLE}/{piece.site}/{piece.model_version}"
+        try:
+            found[index] = records_from_table(part, source, str(index), "")  # each look names its own hash
+        except RecordError as err:
+            failed[index] = (f"the landed logs of {piece.site} / {piece.model_version} cannot be pooled: "
+                             f"{str(err).splitlines()[0]}")
+    return found, failed
+
+
+def _look_level(counts: dict) -> tuple[str, bool]:
+    """(record level, has_local) of a look from its counts: the rule of autheval.records (a record
+    without a selection is proposal-only; with every changed case's local score, or none changed and
+    local scores given, full counterfactual; else role-separated)."""
+    if counts["n_executed"] == 0:
+        return PROPOSAL_ONLY, False
+    if counts["n_changed"] > 0 and counts["n_changed_local"] == counts["n_changed"]:
+        return FULL, True
+    if counts["n_changed"] == 0 and counts["n_local"] > 0:
+        return FULL, True
+    return ROLE_SEPARATED, False
+
+
+def _look_recordsets(whole: dict[int, RecordSet], sums: dict[tuple[int, int], dict],
+                     hashes: dict[tuple[int, int], str]) -> dict[str, RecordSet]:
+    """What each look's records support (level and counts: sql/monitor_look_sums.sql) as a RecordSet
+    without rows, for autheval.estimators.availability."""
+    out = {}
+    for (index, look), counts in sums.items():
+        if index not in whole:
+            continue
+        level, has_local = _look_level(counts)
+        out[f"{index}/{look}"] = replace(
+            whole[index], analysis=f"{index}/{look}", level=level, has_local=has_local,
+            has_global=counts["n_global"] > 0, n_cases=counts["n_cases"], n_clusters=counts["n_clusters"],
+            n_changed=counts["n_changed"], n_local=counts["n_local"], rows=None,
+            data_sha256=hashes[(index, look)])
+    return out
+
+
+def _bootstrap(con, slices: list[_Slice], whole: dict[int, RecordSet], reps: int) -> tuple[dict, str | None]:
+    """(analysis, unit, metric) -> (ci_lower, ci_upper) of the fixed-sample bootstrap (TREND_SCHEME) of
+    every look, or the reason there is none. Each look's records are read and validated here: the
+    bootstrap resamples them (reps = 0: none, and no such cost)."""
+    if reps <= 0 or not whole:
+        return {}, None
+    recordsets = []
+    for index in whole:
+        piece = slices[index]
+        for look, period in piece.looks:
+            part = con.execute(load_sql("monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
+            recordsets.append(records_from_table(part, f"{whole[index].source}/{period}", f"{index}/{look}",
+                                                 table_sha256(part)))
+    try:
+        result = estimate(recordsets, scheme=TREND_SCHEME, reps=reps)
+    except (RecordError, ValueError) as err:
+        return {}, str(err).splitlines()[0]
+    return {(r["analysis"], r["unit"], r["metric"]): (r["ci_lower"], r["ci_upper"]) for r in result.estimates}, None
+
+
+def _look_hashes(con, slices: list[_Slice]) -> dict[tuple[int, int], str]:
+    """(slice, look) -> the data hash of a look: SHA-256 of its slice, its last period and the content
+    keys of the landed files it reads (each key names a file's bytes), so that the same landed data
+    gives the same hash without hashing every look's rows again."""
+    keys = {(r["slice"], r["look"]): r["landed_keys"] for r in rows(con, "monitor_look_keys")}
+    out = {}
     for index, piece in enumerate(slices):
         if piece.alias_of is not None:
             continue
         for look, period in piece.looks:
-            label = f"{index}/{look}"
-            part = con.execute(load_sql("monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
-            source = f"lake:{LANDED_TABLE}/{piece.site}/{piece.model_version}/{period}"
-            try:
-                recordsets[label] = records_from_table(part, source, label, table_sha256(part))
-            except RecordError as err:
-                failed[label] = (f"the landed logs of {piece.site} / {piece.model_version} to {period} cannot be "
-                                 f"pooled: {str(err).splitlines()[0]}")
-    return recordsets, failed
-
-
-def _bootstrap(recordsets: dict, reps: int) -> tuple[dict, str | None]:
-    """(analysis, unit, metric) -> (ci_lower, ci_upper) of the fixed-sample bootstrap (TREND_SCHEME),
-    or the reason there is none."""
-    if reps <= 0 or not recordsets:
-        return {}, None
-    try:
-        result = estimate(list(recordsets.values()), scheme=TREND_SCHEME, reps=reps)
-    except (RecordError, ValueError) as err:
-        return {}, str(err).splitlines()[0]
-    return {(r["analysis"], r["unit"], r["metric"]): (r["ci_lower"], r["ci_upper"]) for r in result.estimates}, None
+            text = json.dumps([piece.site, piece.model_version, period, keys.get((index, look), [])])
+            out[(index, look)] = hashlib.sha256(text.encode()).hexdigest()
+    return out
 
 
 def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAULT_REPS) -> Monitoring:
@@ -278,16 +335,22 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
     con = connect(threads=1)  # same inputs, same bytes
     con.register(LANDED_TABLE, landed)
     slices = _slices(con)
-    recordsets, failed = _look_recordsets(con, slices)
-    intervals, no_interval = _bootstrap(recordsets, reps)
+    con.register("monitor_slices", pa.table({
+        "slice": pa.array([i for i, s in enumerate(slices) if s.alias_of is None], pa.int64()),
+        "site": [s.site for s in slices if s.alias_of is None],
+        "model_version": [s.model_version for s in slices if s.alias_of is None]}))
+    to_table(con, "monitor_look_sums", "monitor_look_sums")
+    sums = {(r["slice"], r["look"]): r for r in rows(con, "monitor_look_profiles")}
+    whole, failed_slices = _slice_records(con, slices)
+    hashes = _look_hashes(con, slices)
+    recordsets = _look_recordsets(whole, sums, hashes)
+    failed = {f"{index}/{look}": reason for index, reason in failed_slices.items() for look, _ in slices[index].looks}
+    intervals, no_interval = _bootstrap(con, slices, whole, reps)
+    to_table(con, "monitor_delta_method", "monitor_look_ratios")
 
     rows_out = []
-    if recordsets:
-        con.register("records", pa.concat_tables([r.table for r in recordsets.values()]))
-        to_table(con, "monitor_cluster_stats", "cluster_stats")
-        con.unregister("records")
     hypotheses = _hypotheses(slices, protocol)
-    cs_rows = _cs_rows(con, slices, hypotheses, protocol) if recordsets else {}
+    cs_rows = _cs_rows(con, slices, hypotheses, protocol)
 
     # each hypothesis's looks: its p-value (None: not decidable there) and whether it enters a family
     looks = []
@@ -342,7 +405,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
             "horizon_clusters": protocol.horizon_clusters, "min_clusters": min_clusters,
             "interval_method": INTERVAL_METHOD, "ci_method": ci_method,
             "protocol_version": protocol.version, "protocol_sha256": protocol.sha256,
-            "data_sha256": records.data_sha256 if records else None, "rule_version": None,
+            "data_sha256": hashes.get((index, row["look"])), "rule_version": None,
         }
         ci = intervals.get((label, rule.unit, rule.metric))
         out["ci_lower"], out["ci_upper"] = (ci if ci and decision["available"] else (None, None))
@@ -359,7 +422,13 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
     table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in MONITOR_SCHEMA} for r in rows_out],
                                  schema=MONITOR_SCHEMA)
     table = stamp(table, provenance).select(MONITOR_SCHEMA.names).cast(MONITOR_SCHEMA)
-    case_mix = case_mix_table(con, protocol)
+    site_hashes = {(slices[i].site, period): hashes[(i, look)] for i, piece in enumerate(slices) if piece.alias_of is None
+                   and piece.model_version == "all" for look, period in piece.looks}
+    for piece in slices:  # a site with one model version: its site slice is that cell's
+        if piece.alias_of is not None and piece.model_version == "all" and piece.site != "all":
+            cell = next(i for i, s in enumerate(slices) if (s.site, s.model_version) == piece.alias_of)
+            site_hashes.update({(piece.site, period): hashes[(cell, look)] for look, period in piece.looks})
+    case_mix = case_mix_table(con, protocol, site_hashes)
     return Monitoring(table, case_mix, alerts(table))
 
 
@@ -394,8 +463,7 @@ def _cs_rows(con, slices, hypotheses, protocol) -> dict:
     schema = pa.schema([("analysis", pa.string()), ("rule", pa.string()), ("unit", pa.string()),
                         ("metric", pa.string()), ("lower", pa.float64()), ("upper", pa.float64())])
     for alpha, bounds in by_alpha.items():
-        table = confidence_sequences(con, "monitor_cluster_stats", alpha, protocol.horizon_clusters,
-                                     pa.Table.from_pylist(bounds, schema=schema))
+        table = _sequences(con, alpha, protocol.horizon_clusters, pa.Table.from_pylist(bounds, schema=schema))
         for row in table.to_pylist():
             out[(row["analysis"], row["metric"], row["unit"])] = row
     return out
@@ -494,11 +562,12 @@ def status_report(monitor: pa.Table) -> tuple[list[str], int]:
 # --- case mix -----------------------------------------------------------------------------------------
 
 
-def case_mix_table(con, protocol: Protocol) -> pa.Table:
+def case_mix_table(con, protocol: Protocol, hashes: dict[tuple[str, str], str]) -> pa.Table:
     """monitor_case_mix of the landed records registered on `con` (with deployment columns): per site,
     period, dimension and category, the count and shares, and per (site, period, dimension) the Bayes
     factor, the anytime-valid p-value and whether the mix has shifted (p <= alpha over the number of
-    site x dimension tests: Bonferroni)."""
+    site x dimension tests: Bonferroni). `hashes`: (site, period) -> the data hash of the site's records
+    to that period."""
     to_table(con, "monitor_case_mix_counts", "monitor_case_mix_counts")
     reference = [{"dimension": d, "category": c, "share": s}
                  for d, shares in protocol.case_mix_reference.items() for c, s in shares.items()]
@@ -508,7 +577,6 @@ def case_mix_table(con, protocol: Protocol) -> pa.Table:
                                            "concentration": float(protocol.case_mix_concentration)})
     tests = {(r["site"], r["dimension"]) for r in found}
     level = protocol.alpha / max(1, len(tests))
-    hashes = _site_period_hashes(con)
     out = []
     for r in found:
         declared = r["dimension"] in protocol.case_mix_reference
@@ -531,14 +599,3 @@ def case_mix_table(con, protocol: Protocol) -> pa.Table:
     dims = {d: i for i, d in enumerate(CASE_MIX_DIMENSIONS)}
     out.sort(key=lambda r: (r["site"], r["look"], dims.get(r["dimension"], 99), r["category"]))
     return pa.Table.from_pylist(out, schema=CASE_MIX_SCHEMA)
-
-
-def _site_period_hashes(con) -> dict[tuple[str, str], str]:
-    """(site, period) -> the SHA-256 of that site's landed records to that period (what a row names)."""
-    out = {}
-    for site, period in con.execute(load_sql("monitor_site_periods")).fetchall():
-        part = con.execute(load_sql("monitor_look_records"),
-                           {"site": site, "model_version": None, "period": period}).arrow().read_all()
-        out[(site, period)] = table_sha256(part)
-    return out
-

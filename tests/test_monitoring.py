@@ -26,7 +26,7 @@ from autheval.monitoring import (
 from autheval.multiplicity import adjust
 from autheval.protocol import load_protocol, parse_protocol
 from warehouse.lake import Lake
-from warehouse.sql import connect
+from warehouse.sql import connect, load_sql
 
 # --- an independent computation of the confidence sequence (numpy, the paper's formula) --------------
 
@@ -283,6 +283,40 @@ def test_the_estimate_is_the_trends(drifted):
               if r["period"] == "2026-06" and r["metric"] == "Delta_authority"}
     for key in (("A", "v1"), ("B", "all"), ("all", "all")):
         assert latest[key] == pytest.approx(want[key], rel=1e-12)
+
+
+def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path):
+    """The monitor's looks come from cumulated cluster moments (sql/monitor_look_sums.sql); each must be
+    the confidence sequence of that look's records read whole (cluster_stats.sql, delta_method.sql),
+    here for a lesion seen in two periods too."""
+    from autheval.records import records_from_table
+    from warehouse.sql import to_table
+
+    landed, monitoring = drifted
+    rng = np.random.default_rng(21)
+    again = deployment_log("A", 2, 30, rng)
+    again = again.set_column(1, "cluster_id", pa.array([c.replace("-2-", "-1-") for c in again.column("cluster_id").to_pylist()]))
+    landed = pa.concat_tables([landed, land([again], tmp_path)])  # month 2 sees month 1's lesions again
+    rows = monitor_table(landed, parse_protocol(PROTOCOL), reps=0).table.to_pylist()
+    con = connect(threads=1)
+    con.register("landed_records", landed)
+    for site, look, period in (("A", 1, "2026-01"), ("A", 3, "2026-03"), ("all", 6, "2026-06")):
+        part = con.execute(load_sql("monitor_look_records"), {"site": None if site == "all" else site,
+                                                              "model_version": None, "period": period}).arrow().read_all()
+        records = records_from_table(part, "look", "look", "-")
+        one = connect(threads=1)
+        one.register("records", records.table)
+        to_table(one, "cluster_stats", "cluster_stats")
+        want = {(r["unit"], r["metric"]): r for r in confidence_sequences(one, "cluster_stats", 0.05, 300).to_pylist()}
+        got = [r for r in rows if (r["site"], r["model_version"], r["look"]) == (site, "all" if site == "all" else "v1", look)]
+        assert got
+        for r in got:
+            w = want[(r["unit"], r["metric"])]
+            assert r["n_clusters"] == w["n_clusters"] == records.n_clusters
+            assert r["estimate"] == pytest.approx(w["estimate"], rel=1e-12)
+            half = numpy_radius(w["sigma"], w["n_clusters"], numpy_rho2(0.05, 300), r["alpha_adjusted"])
+            assert r["cs_lower"] == pytest.approx(w["estimate"] - half, rel=1e-9)
+            assert r["cs_upper"] == pytest.approx(w["estimate"] + half, rel=1e-9)
 
 
 def test_each_status_and_its_reason(drifted):
