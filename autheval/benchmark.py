@@ -42,7 +42,6 @@ ITEMS_SCHEMA = pa.schema([
     ("question", pa.string()), ("options", pa.list_(pa.string())), ("answer", pa.string()),
     ("answer_index", pa.int32()), ("axis", pa.string()), ("task", pa.string()), ("group", pa.string()),
 ])
-SCOPES = ("all", "axis", "task")
 RESULTS_SCHEMA = pa.schema([
     ("mechanism", pa.string()), ("model", pa.string()), ("model_revision", pa.string()), ("item_id", pa.string()),
     ("cluster_id", pa.string()), ("axis", pa.string()), ("task", pa.string()), ("group", pa.string()),

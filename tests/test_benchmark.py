@@ -8,7 +8,6 @@ for the same seed; and a synthetic lake holds `benchmark` and `transfer` with pr
 from __future__ import annotations
 
 import csv
-import json
 
 import numpy as np
 import pyarrow as pa
@@ -263,11 +262,9 @@ def test_synthetic_benchmark_takes_whole_lesions_and_planted_attributes():
 # ---------------------------------------------------------------- the scorer path
 
 
-transformers = pytest.importorskip("transformers")
-
-
 @pytest.fixture(scope="module")
 def tiny_items(tmp_path_factory):
+    pytest.importorskip("transformers")
     from PIL import Image
 
     from models.tiny import ensure_tiny_model
@@ -353,6 +350,7 @@ def test_option_likelihoods_equal_one_pass_per_option_and_the_cache_resumes(tiny
 
 @pytest.fixture(scope="module")
 def benchmark_lake(tmp_path_factory):
+    pytest.importorskip("transformers")
     from autheval.raw.synth import synth_cohort
     from dagster_project.demo import COHORT_STAGES, run_stages
     from dagster_project.resources import ModelsResource, SourceResource
