@@ -37,6 +37,8 @@ from warehouse.sql import connect, load_sql, run, to_table
 
 BENCHMARK_COLUMNS = ("item_id", "image_id", "image_path", "question", "options", "answer", "axis", "task", "group")
 REQUIRED_COLUMNS = ("item_id", "question", "options", "answer", "axis", "task")
+# the lake's images columns an item takes: its path, then the groupings of sql/benchmark_items.sql
+IMAGE_COLUMNS = ("image_id", "path", "sex", "anatomic_site", "fitzpatrick_skin_type", "ita_category")
 ITEMS_SCHEMA = pa.schema([
     ("row_index", pa.int64()), ("item_id", pa.string()), ("image_id", pa.string()), ("image_path", pa.string()),
     ("question", pa.string()), ("options", pa.list_(pa.string())), ("answer", pa.string()),
@@ -45,7 +47,7 @@ ITEMS_SCHEMA = pa.schema([
 RESULTS_SCHEMA = pa.schema([
     ("mechanism", pa.string()), ("model", pa.string()), ("model_revision", pa.string()), ("item_id", pa.string()),
     ("cluster_id", pa.string()), ("axis", pa.string()), ("task", pa.string()), ("group", pa.string()),
-    ("input_sha256", pa.string()), ("options", pa.list_(pa.string())), ("loglik", pa.list_(pa.float64())),
+    ("lake_group", pa.string()), ("input_sha256", pa.string()), ("options", pa.list_(pa.string())), ("loglik", pa.list_(pa.float64())),
     ("prob", pa.list_(pa.float64())), ("choice", pa.int32()), ("answer_index", pa.int32()), ("correct", pa.bool_()),
 ])
 ACCURACY_SCHEMA = pa.schema([
@@ -142,11 +144,15 @@ def _blank_is_null(column) -> pa.Array:
 
 def benchmark_items(benchmark: pa.Table, images: pa.Table, clusters: pa.Table, source: str) -> pa.Table:
     """The validated items placed in the lake: image_path (given, else the lake image's), cluster_id
-    (the lake image's cluster, else the image alone) and cluster_source ('lake' | 'image'). An image_id
-    the lake does not know, on an item with no image_path, is one RecordError line naming `source`."""
+    (the lake image's cluster, else the image alone), cluster_source ('lake' | 'image') and lake_group
+    (the image's recorded groupings: IMAGE_COLUMNS after the path; a column the lake lacks gives none).
+    An image_id the lake does not know, on an item with no image_path, is one RecordError line naming
+    `source`."""
+    missing = pa.nulls(images.num_rows, pa.string())
     con = connect()
     con.register("benchmark", benchmark)
-    con.register("images", images.select(["image_id", "path"]))
+    con.register("images", pa.table({c: images.column(c) if c in images.column_names else missing
+                                     for c in IMAGE_COLUMNS}))
     con.register("clusters", clusters.select(["image_id", "cluster_id"]))
     items = run(con, "benchmark_items")
     unknown = [row for row in items.select(["row_index", "item_id", "image_id", "image_path"]).to_pylist()

@@ -1,11 +1,13 @@
 -- Fairness on the benchmark (DermoBench's fairness task, DermoGPT spec section 7): per mechanism,
 -- task (NULL: every item) and grouping, min group accuracy / max group accuracy (1 = every group
--- equally accurate), over the groups the file's `group` column names: "grouping=value" pairs joined by
--- ';', a bare value belonging to the grouping 'group'. NULL ratio when the best group's accuracy is 0;
+-- equally accurate), over the groups the file's `group` column names ("grouping=value" pairs joined by
+-- ';', a bare value belonging to the grouping 'group') and the lake image's own (lake_group:
+-- images.sex, images.ita_category, ...). NULL ratio when the best group's accuracy is 0;
 -- a grouping needs two groups. Input: benchmark_results (every mechanism's rows).
 WITH pairs AS (
     SELECT mechanism, model, item_id, cluster_id, task, correct, trim(pair) AS pair
-    FROM benchmark_results, unnest(string_split(coalesce("group", ''), ';')) AS t(pair)
+    FROM benchmark_results,
+         unnest(string_split(coalesce("group", '') || ';' || coalesce(lake_group, ''), ';')) AS t(pair)
     WHERE trim(pair) <> ''
 ),
 labelled AS (

@@ -10,6 +10,7 @@ SELECT
     i.axis,
     i.task,
     i."group",
+    i.lake_group,
     s.input_sha256,
     s.options,
     s.loglik,

@@ -109,8 +109,11 @@ def test_an_image_id_the_lake_does_not_know_is_refused(tmp_path):
     with pytest.raises(RecordError, match=r"column 'image_id': unknown image id .*row 2, item 'q2', value 'ISIC_9'"):
         benchmark_items(items, images, clusters, "b.csv")
     placed = benchmark_items(items.slice(0, 1), images, clusters, "b.csv")
-    assert placed.select(["image_path", "cluster_id", "cluster_source"]).to_pylist() == [
-        {"image_path": "/x/ISIC_1.jpg", "cluster_id": "cluster:a", "cluster_source": "lake"}]
+    assert placed.select(["image_path", "cluster_id", "cluster_source", "lake_group"]).to_pylist() == [
+        {"image_path": "/x/ISIC_1.jpg", "cluster_id": "cluster:a", "cluster_source": "lake", "lake_group": None}]
+    images = images.append_column("sex", pa.array(["female"])).append_column("ita_category", pa.array(["tan"]))
+    placed = benchmark_items(items.slice(0, 1), images, clusters, "b.csv")  # the lake's groupings, where recorded
+    assert placed.column("lake_group").to_pylist() == ["images.sex=female;images.ita_category=tan"]
 
 
 def test_demo_refuses_a_bad_benchmark_before_anything_runs(tmp_path):
@@ -141,7 +144,8 @@ def hand_results() -> pa.Table:
                 rows.append({"mechanism": mechanism, "model": f"model-{mechanism}", "model_revision": "r",
                              "item_id": f"i{item}", "cluster_id": f"cluster:{c:02d}",
                              "axis": "A" if task == "t1" else "B", "task": task,
-                             "group": f"tone={'xy'[c % 2]};sex={'fm'[item % 2]}", "input_sha256": "h",
+                             "group": f"tone={'xy'[c % 2]}", "lake_group": f"images.sex={'fm'[item % 2]}",
+                             "input_sha256": "h",
                              "options": ["a", "b"], "loglik": [0.0, 0.0], "prob": [0.5, 0.5], "choice": 0,
                              "answer_index": 0, "correct": bool(rng.random() < (0.7 if mechanism == "m1" else 0.4))})
                 item += 1
@@ -198,8 +202,7 @@ def test_fairness_ratio_is_min_over_max_group_accuracy():
     rows = results.to_pylist()
     fairness = {(r["mechanism"], r["task"], r["grouping"]): r for r in fairness_table(results).to_pylist()}
     for mechanism in ("m1", "m2"):
-        for grouping, value_of in (("tone", lambda r: r["group"].split(";")[0][5:]),
-                                   ("sex", lambda r: r["group"].split(";")[1][4:])):
+        for grouping, value_of in (("tone", lambda r: r["group"][5:]), ("images.sex", lambda r: r["lake_group"][11:])):
             groups = {}
             for r in rows:
                 if r["mechanism"] == mechanism:
@@ -387,7 +390,7 @@ def test_benchmark_and_transfer_tables_on_the_synthetic_cohort(benchmark_lake):
     items = {r["item_id"]: r["image_id"] for r in csv.DictReader(open(cohort.root / "benchmark.csv"))}
     assert all(clusters[items[r["item_id"]]] == r["cluster_id"] for r in scores.to_pylist())
     groupings = {r["grouping"] for r in lake.read("benchmark_fairness").to_pylist()}
-    assert {"ita_category", "sex"} <= groupings
+    assert {"ita_category", "sex", "images.ita_category", "images.sex"} <= groupings  # planted beside estimated
     # transfer: one query answers it, per mechanism and regime
     transfer = query(lake, "select analysis, mechanism, benchmark_accuracy, \"J\", \"J_auth\", intervention_rate, "
                            "\"Delta_authority\", gap_excludes_zero from transfer").to_pylist()
