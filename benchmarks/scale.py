@@ -121,7 +121,9 @@ def run_spark(args, folder: Path) -> dict:
     """The child on local Spark: its own peak (the Python driver) from the child, the process tree's
     (Python and the JVM) sampled every 0.2 s."""
     command = child_command(args, folder, "spark", args.spark_reps)
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    # the driver checks the rules itself (DuckDB, streaming): its memory limit bounds the driver's peak
+    env = {**os.environ, "AUTHEVAL_DUCKDB_MEMORY": args.driver_duckdb_memory}
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     peak = [0.0]
 
     def sample():
@@ -169,6 +171,8 @@ def main() -> int:
     parser.add_argument("--spark-reps", type=int, default=20,
                         help="poisson replicates on Spark (a cross join of clusters x replicates on its cores)")
     parser.add_argument("--spark-memory", default="2g", help="the local Spark JVM's heap")
+    parser.add_argument("--driver-duckdb-memory", default="1GB",
+                        help="AUTHEVAL_DUCKDB_MEMORY of the Spark run's driver (it validates the files, streaming)")
     parser.add_argument("--keep", action="store_true", help="keep the generated datasets")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
