@@ -241,21 +241,27 @@ def _reason(row: dict, unavailable: str | None) -> str:
     return f"the confidence sequence {band} overlaps a bound of {bounds}: not yet decided"
 
 
-def _slice_records(con, slices: list[_Slice]) -> tuple[dict[int, RecordSet], dict[int, str]]:
-    """Every slice that is not an alias, validated once as one record (all its data: a look reads a
-    subset of its rows), or the one-line reason it cannot be (a pooling that breaks a record rule)."""
+def _slice_records(con, slices: list[_Slice]) -> tuple[dict[tuple[int, int], RecordSet], dict[tuple[int, int], str]]:
+    """(slice, look) -> a validated record that look's level and counts are laid on, or the one-line
+    reason its records cannot be read as one (a pooling that breaks a record rule, e.g. logs of two
+    record levels). A slice is validated once, whole (a look reads a subset of its rows); only a slice
+    that fails whole is validated look by look, so that its looks before the break are still decided."""
     found, failed = {}, {}
     for index, piece in enumerate(slices):
         if piece.alias_of is not None:
             continue
-        period = piece.looks[-1][1]
-        part = con.execute(load_sql("monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
-        source = f"lake:{LANDED_TABLE}/{piece.site}/{piece.model_version}"
-        try:
-            found[index] = records_from_table(part, source, str(index), "")  # each look names its own hash
-        except RecordError as err:
-            failed[index] = (f"the landed logs of {piece.site} / {piece.model_version} cannot be pooled: "
-                             f"{str(err).splitlines()[0]}")
+        for n, (look, period) in enumerate(reversed(piece.looks)):
+            part = con.execute(load_sql("monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
+            source = f"lake:{LANDED_TABLE}/{piece.site}/{piece.model_version}"
+            try:
+                records = records_from_table(part, source, str(index), "")  # each look names its own hash
+            except RecordError as err:
+                failed[(index, look)] = (f"the landed logs of {piece.site} / {piece.model_version} to {period} cannot "
+                                         f"be pooled: {str(err).splitlines()[0]}")
+                continue
+            earlier = [k for k, _ in piece.looks if k <= look and (index, k) not in failed]
+            found.update({(index, k): records for k in earlier})
+            break  # every earlier look is a subset of these valid records
     return found, failed
 
 
@@ -272,35 +278,36 @@ def _look_level(counts: dict) -> tuple[str, bool]:
     return ROLE_SEPARATED, False
 
 
-def _look_recordsets(whole: dict[int, RecordSet], sums: dict[tuple[int, int], dict],
+def _look_recordsets(whole: dict[tuple[int, int], RecordSet], sums: dict[tuple[int, int], dict],
                      hashes: dict[tuple[int, int], str]) -> dict[str, RecordSet]:
     """What each look's records support (level and counts: sql/monitor_look_sums.sql) as a RecordSet
     without rows, for autheval.estimators.availability."""
     out = {}
     for (index, look), counts in sums.items():
-        if index not in whole:
+        if (index, look) not in whole:
             continue
         level, has_local = _look_level(counts)
         out[f"{index}/{look}"] = replace(
-            whole[index], analysis=f"{index}/{look}", level=level, has_local=has_local,
+            whole[(index, look)], analysis=f"{index}/{look}", level=level, has_local=has_local,
             has_global=counts["n_global"] > 0, n_cases=counts["n_cases"], n_clusters=counts["n_clusters"],
             n_changed=counts["n_changed"], n_local=counts["n_local"], rows=None,
             data_sha256=hashes[(index, look)])
     return out
 
 
-def _bootstrap(con, slices: list[_Slice], whole: dict[int, RecordSet], reps: int) -> tuple[dict, str | None]:
+def _bootstrap(con, slices: list[_Slice], whole: dict[tuple[int, int], RecordSet], reps: int) -> tuple[dict, str | None]:
     """(analysis, unit, metric) -> (ci_lower, ci_upper) of the fixed-sample bootstrap (TREND_SCHEME) of
     every look, or the reason there is none. Each look's records are read and validated here: the
     bootstrap resamples them (reps = 0: none, and no such cost)."""
     if reps <= 0 or not whole:
         return {}, None
     recordsets = []
-    for index in whole:
-        piece = slices[index]
+    for index, piece in enumerate(slices):
         for look, period in piece.looks:
+            if (index, look) not in whole:
+                continue
             part = con.execute(load_sql("monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
-            recordsets.append(records_from_table(part, f"{whole[index].source}/{period}", f"{index}/{look}",
+            recordsets.append(records_from_table(part, f"{whole[(index, look)].source}/{period}", f"{index}/{look}",
                                                  table_sha256(part)))
     try:
         result = estimate(recordsets, scheme=TREND_SCHEME, reps=reps)
@@ -341,10 +348,10 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
         "model_version": [s.model_version for s in slices if s.alias_of is None]}))
     to_table(con, "monitor_look_sums", "monitor_look_sums")
     sums = {(r["slice"], r["look"]): r for r in rows(con, "monitor_look_profiles")}
-    whole, failed_slices = _slice_records(con, slices)
+    whole, failed_looks = _slice_records(con, slices)
     hashes = _look_hashes(con, slices)
     recordsets = _look_recordsets(whole, sums, hashes)
-    failed = {f"{index}/{look}": reason for index, reason in failed_slices.items() for look, _ in slices[index].looks}
+    failed = {f"{index}/{look}": reason for (index, look), reason in failed_looks.items()}
     intervals, no_interval = _bootstrap(con, slices, whole, reps)
     to_table(con, "monitor_delta_method", "monitor_look_ratios")
 

@@ -350,6 +350,31 @@ def test_a_bound_at_the_true_value_stays_undecided(drifted):
     assert rows and all(r["status"] == "insufficient" and "overlaps a bound" in r["reason"] for r in rows)
 
 
+def test_each_look_reports_what_its_record_level_supports(tmp_path):
+    """Role-separated logs support the intervention rate, not the gap (not recoverable: said, and no
+    test); full-counterfactual logs followed by role-separated ones cannot be pooled from the first
+    mixed look on (said), while the looks before are decided."""
+    rng = np.random.default_rng(17)
+    full = [deployment_log("A", month, 40, rng) for month in (1, 2)]
+    role = [deployment_log("A", month, 40, rng).drop_columns(["utility_proposed_local"]) for month in (3, 4)]
+    rows = monitor_table(land(role, tmp_path), parse_protocol(PROTOCOL), reps=0).table.to_pylist()
+    gap = [r for r in rows if r["metric"] == "Delta_authority" and r["model_version"] == "v1"]
+    rate = [r for r in rows if r["metric"] == "intervention_rate" and r["model_version"] == "v1"]
+    assert all(r["estimate"] is None and r["status"] == "insufficient" and r["p_value"] is None
+               and "Delta_authority is not available" in r["reason"] for r in gap)
+    assert all(r["estimate"] is not None for r in rate)
+    assert {r["family_size"] for r in rate} == {1} and {r["family_size"] for r in gap} == {None}  # the gap: no test
+
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    rows = monitor_table(land(full + role, mixed), parse_protocol(PROTOCOL), reps=0).table.to_pylist()
+    gap = {r["look"]: r for r in rows if r["metric"] == "Delta_authority" and r["model_version"] == "v1"}
+    assert gap[2]["estimate"] is not None and gap[2]["n_clusters"] == 80
+    for look in (3, 4):
+        assert gap[look]["estimate"] is None and gap[look]["status"] == "insufficient"
+        assert "cannot be pooled" in gap[look]["reason"] and "utility_proposed_local" in gap[look]["reason"]
+
+
 def test_below_min_clusters_nothing_is_decided(drifted):
     landed, _ = drifted
     strict = PROTOCOL + "sites:\n  B: {min_clusters: 5000}\n"
