@@ -246,7 +246,7 @@ def test_synthetic_benchmark_same_bytes_for_the_same_seed(tmp_path):
 def test_synthetic_benchmark_takes_whole_lesions_and_planted_attributes():
     from autheval.raw.synth_benchmark import benchmark_items as synth_items
 
-    images = [{"image": f"I{k}", "lesion": k // 3, "diagnosis": "MEL", "sex": None, "border": 0.3 if k % 2 else 0.1,
+    images = [{"image": f"I{k}", "lesion": k // 3, "diagnosis": "MEL", "border": 0.3 if k % 2 else 0.1,
                "ratio": 0.6, "skin_tone": "tan", "hairs": k % 2} for k in range(30)]
     rows = synth_items(images, seed=1, at_least=7)
     chosen = {r["image_id"] for r in rows}
@@ -390,7 +390,7 @@ def test_benchmark_and_transfer_tables_on_the_synthetic_cohort(benchmark_lake):
     items = {r["item_id"]: r["image_id"] for r in csv.DictReader(open(cohort.root / "benchmark.csv"))}
     assert all(clusters[items[r["item_id"]]] == r["cluster_id"] for r in scores.to_pylist())
     groupings = {r["grouping"] for r in lake.read("benchmark_fairness").to_pylist()}
-    assert {"ita_category", "sex", "images.ita_category", "images.sex"} <= groupings  # planted beside estimated
+    assert {"ita_category", "images.ita_category", "images.sex"} <= groupings  # planted beside estimated
     # transfer: one query answers it, per mechanism and regime
     transfer = query(lake, "select analysis, mechanism, benchmark_accuracy, \"J\", \"J_auth\", intervention_rate, "
                            "\"Delta_authority\", gap_excludes_zero from transfer").to_pylist()

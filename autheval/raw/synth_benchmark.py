@@ -8,8 +8,9 @@ The sample takes whole lesions (every view and duplicate of a lesion drawn), so 
 fall in one cluster of the lake and the benchmark's whole-cluster bootstrap has clusters of several
 images to keep together. The file is the benchmark format a user brings (autheval/benchmark.py):
 item_id, image_id, question, options (a JSON list), answer (an option's text), axis, task, group
-("grouping=value" pairs joined by ";": the planted skin tone's ITA category and the recorded sex). A
-pure function of the cohort and the seed: the same seed gives the same bytes.
+("grouping=value" pairs joined by ";"; here the planted skin tone's ITA category, beside which the
+benchmark puts the lake's own groupings of the image: its recorded sex and site, its estimated ITA
+category). A pure function of the cohort and the seed: the same seed gives the same bytes.
 """
 
 from __future__ import annotations
@@ -40,13 +41,12 @@ IRREGULAR_BORDER, ELONGATED_RATIO = 0.185, 0.75
 
 def benchmark_image(name: str, records: list[dict], lesions: list, index: int) -> dict:
     """What the benchmark needs of one written image of autheval/raw/synth.py: its lesion, diagnosis,
-    sex, the lesion's planted geometry and skin tone (its ITA category, autheval/raw/synth.py), and the
+    the lesion's planted geometry and skin tone (its ITA category, autheval/raw/synth.py), and the
     hairs of the view it shows (a duplicate shows its source's view)."""
     record = records[index]
     view = record["view"] if record["view"] is not None else records[record["source"]]["view"]
     params, _ = lesions[record["lesion"]]
-    return {"image": name, "lesion": record["lesion"], "diagnosis": record["meta"]["diagnosis"],
-            "sex": record["meta"]["sex"], "border": float(sum(amp for _, amp, _ in params["harmonics"])),
+    return {"image": name, "lesion": record["lesion"], "diagnosis": record["meta"]["diagnosis"], "border": float(sum(amp for _, amp, _ in params["harmonics"])),
             "ratio": float(params["ratio"]), "skin_tone": params.get("skin_tone"), "hairs": int(view["hairs"])}
 
 
@@ -71,8 +71,7 @@ def benchmark_items(images: list[dict], seed: int, at_least: int = BENCHMARK_IMA
     rows = []
     for image in _sample(images, rng, at_least):
         truth = image["diagnosis"]
-        group = ";".join(f"{name}={image[key]}" for name, key in (("ita_category", "skin_tone"), ("sex", "sex"))
-                         if image[key])
+        group = f"ita_category={image['skin_tone']}" if image["skin_tone"] else ""
         others = [c for c in codes if c != truth]
         four = [truth, *(others[int(k)] for k in rng.choice(len(others), 3, replace=False))]
         questions = [
