@@ -114,6 +114,7 @@ def cmd_synth(args) -> int:
     print(f"  {roles.count('exact_duplicate')} exact duplicates, {roles.count('near_duplicate')} near duplicates")
     print(f"  {cohort.metadata}")
     print(f"  {cohort.labels}")
+    print(f"  {cohort.root / 'benchmark.csv'} (a closed-ended benchmark of sampled lesions)")
     return 0
 
 
