@@ -250,7 +250,7 @@ def _slice_records(con, slices: list[_Slice]) -> tuple[dict[tuple[int, int], Rec
     for index, piece in enumerate(slices):
         if piece.alias_of is not None:
             continue
-        for n, (look, period) in enumerate(reversed(piece.looks)):
+        for look, period in reversed(piece.looks):
             part = con.execute(load_sql("monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
             source = f"lake:{LANDED_TABLE}/{piece.site}/{piece.model_version}"
             try:
