@@ -112,6 +112,52 @@ def test_the_confidence_sequence_is_the_papers_formula_to_1e12():
             assert row[name] == pytest.approx(want, rel=1e-12, abs=1e-12), (row["analysis"], row["unit"], row["metric"], name)
 
 
+# The two-sided normal-mixture boundary of confseq 0.0.11 (Howard, Waudby-Smith, Ramdas: the method's
+# authors' library), normal_mixture_bound(t, alpha, v_opt=t_star, alpha_opt=alpha, is_one_sided=False) / t:
+# the confidence sequence's half-width per unit sigma. confseq builds from its sdist only with Boost
+# headers and a newer pybind11 than it pins (not a dependency of ours); its values, computed so, are
+# the independent oracle here, and test_against_confseq_itself compares live where it is installed.
+CONFSEQ = [  # (alpha, t_star, t, half-width / sigma)
+    (0.05, 1000, 2, 13.865035718451324), (0.05, 1000, 10, 2.872733015110024),
+    (0.05, 1000, 100, 0.3855054633530311), (0.05, 1000, 1000, 0.09598173584209048),
+    (0.05, 1000, 20000, 0.023595145899939232), (0.01, 300, 2, 8.06322712400124),
+    (0.01, 300, 10, 1.853064578243366), (0.01, 300, 100, 0.36870423384161477),
+    (0.01, 300, 1000, 0.11498009453275364), (0.01, 300, 20000, 0.028175560287843626),
+    (0.2, 50, 2, 3.284901555382101), (0.2, 50, 10, 0.8965947317149482), (0.2, 50, 100, 0.24796442868077442),
+    (0.2, 50, 1000, 0.08858497542584576), (0.2, 50, 20000, 0.023189790149451533),
+    (0.00625, 2000, 2, 20.23843275443153), (0.00625, 2000, 10, 4.156771081527012),
+    (0.00625, 2000, 100, 0.5251133718443721), (0.00625, 2000, 1000, 0.11860752325145055),
+    (0.00625, 2000, 20000, 0.027487147673393462),
+]
+
+
+def _sql_half_widths(alpha, t_star, sizes):
+    rng = np.random.default_rng(13)
+    con = connect(threads=1)
+    con.register("cluster_stats", cluster_stats(rng, {f"g{g}": g for g in sizes}))
+    got = confidence_sequences(con, "cluster_stats", alpha, t_star).to_pylist()
+    return {r["n_clusters"]: (r["cs_upper"] - r["estimate"]) / r["sigma"] for r in got
+            if r["unit"] == "image_weighted" and r["metric"] == "J"}
+
+
+def test_the_confidence_sequence_is_confseqs_boundary():
+    for alpha, t_star in sorted({(a, ts) for a, ts, _, _ in CONFSEQ}):
+        sizes = [t for a, ts, t, _ in CONFSEQ if (a, ts) == (alpha, t_star)]
+        got = _sql_half_widths(alpha, t_star, sizes)
+        for a, ts, t, want in CONFSEQ:
+            if (a, ts) == (alpha, t_star):
+                assert got[t] == pytest.approx(want, rel=1e-12), (alpha, t_star, t)
+
+
+def test_against_confseq_itself():
+    boundaries = pytest.importorskip("confseq.boundaries")
+    for alpha, t_star in ((0.05, 500), (0.001, 10_000), (0.3, 20)):
+        sizes = [2, 7, 64, 999, 4096]
+        got = _sql_half_widths(alpha, t_star, sizes)
+        want = boundaries.normal_mixture_bound(np.array(sizes, float), alpha, t_star, alpha, False) / np.array(sizes, float)
+        assert [got[t] for t in sizes] == pytest.approx(list(want), rel=1e-12)
+
+
 def test_the_confidence_sequence_covers_at_every_look_and_a_fixed_interval_does_not():
     """Monte Carlo: 400 streams of 2000 clusters, a look every 20 clusters; the share of streams whose CS
     misses the true ratio at any look stays within alpha (plus Monte Carlo error), while a 95% interval
