@@ -88,13 +88,16 @@ def _provenance(source: SourceResource) -> Provenance:
 ])
 def benchmark(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
-    proposals = store.read("proposals")
-    mechanisms = list(dict.fromkeys(proposals.column("mechanism").to_pylist()))
+    # a lake of given records (no proposals stage) has no mechanisms to ask: empty tables, with the reason
+    proposals = store.read("proposals") if store.has_table("proposals") else None
+    mechanisms = list(dict.fromkeys(proposals.column("mechanism").to_pylist())) if proposals is not None else []
     producers = dict(zip(proposals.column("mechanism").to_pylist(), proposals.column("producer").to_pylist())) \
-        if "producer" in proposals.column_names else {}
+        if proposals is not None and "producer" in proposals.column_names else {}
     path = source.benchmark_file()
     reason = None
-    if path is None:
+    if proposals is None:
+        reason = "not run: the lake has no proposals table (its records were given, not proposed here)"
+    elif path is None:
         reason = "not run: no benchmark file (SourceResource.benchmark, autheval demo --benchmark FILE)"
     elif source.is_reference:
         reason = "not run: the reference study ships no images or models to answer benchmark items"
