@@ -219,6 +219,9 @@ def test_holm_levels_step_down_and_match_holms_adjusted_p_values():
     assert got == pytest.approx([0.0125, 0.05 / 3, 0.025, 0.025])  # step 3 fails: it and step 4 keep 0.025
     assert _levels([0.001, 0.011, 0.03, 0.5], [0.05] * 4, "bonferroni") == pytest.approx([0.0125] * 4)
     assert _levels([0.001, 0.011, 0.03, 0.5], [0.05] * 4, "none") == pytest.approx([0.05] * 4)
+    # a site that declares its own alpha: ordered by p / alpha, each step at its own alpha over the steps left
+    assert _levels([0.001, 0.004], [0.05, 0.01], "holm") == pytest.approx([0.025, 0.01])
+    assert _levels([0.001, 0.004], [0.05, 0.01], "bonferroni") == pytest.approx([0.025, 0.005])
     rng = np.random.default_rng(5)
     for _ in range(30):  # rejected at its level <=> Holm's adjusted p-value <= alpha (autheval.multiplicity)
         m = int(rng.integers(1, 12))
