@@ -16,9 +16,10 @@
 4. One monthly look: on --look-records landed records (default 10M; 3 sites x 24 months, landed by
    autheval.landing.read_landed, which is not timed), the latest look's confidence sequences (the
    per-cluster sums of every slice, sql/cluster_stats.sql, then confidence_sequences against the
-   protocol's bounds); and the monitor's whole run (autheval.monitoring.monitor_table: every slice,
-   rule and look, without and with the bootstrap interval beside) on --monitor-records (default 100k),
-   each in a child process with its own peak memory.
+   protocol's bounds) and the monitor's whole run (autheval.monitoring.monitor_table: every slice,
+   rule and look, as each monthly run recomputes them) without the bootstrap interval beside; then the
+   whole run with it on --monitor-records (default 100k). Each in a child process with its own peak
+   memory.
 
 Usage: python benchmarks/monitoring.py [--deployments 500] [--clusters-per-month 30] [--look-records N]
        [--monitor-records N] [--skip-look]
@@ -60,6 +61,7 @@ class Decisions:
     cs: np.ndarray
     corrected: np.ndarray
     level: np.ndarray  # the level (c) decides at, after the correction
+    seconds: dict | None = None  # where the time went
 
     def any_alert(self, method: str, mask: np.ndarray) -> np.ndarray:
         """Per deployment: any alert of `method` on a hypothesis of `mask` [S + 1, R] at any look."""
@@ -90,7 +92,15 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
     """Simulate `deployments` of `model` and decide every look of every slice and rule three ways."""
     from autheval.monitoring import adjusted_levels, confidence_sequences
 
+    clock = [time.perf_counter()]
+    seconds = {}
+
+    def lap(name: str) -> None:
+        clock.append(time.perf_counter())
+        seconds[name] = clock[-1] - clock[-2]
+
     cases = simulate(model, seed=seed, deployments=deployments)
+    lap("simulate")
     D, S, M, R = deployments, model.sites + 1, model.months, len(protocol.rules)
     con = connect()
     con.register("sim_cases", pa.table({
@@ -102,6 +112,7 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
     con.unregister("sim_cases")
     to_table(con, "cluster_stats", "deployment_sim_looks", {"sites": model.sites, "months": M})
     con.execute("DROP TABLE sim_cluster_months")
+    lap("cluster sums of every look")
 
     shape = (D, S, R, M)
     rules = {f"{r.metric}/{r.unit}": i for i, r in enumerate(protocol.rules)}
@@ -122,11 +133,13 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
     cs_table = confidence_sequences(con, "cluster_stats", protocol.alpha, protocol.horizon_clusters, _bounds(protocol))
     cs_rule = np.array([rules[r] for r in cs_table.column("rule").to_pylist()])
     cs = place(cs_table, cs_rule, ["n_clusters", "p_value", "cs_lower", "cs_upper"])
+    lap("confidence_sequences")
     naive_table = run(con, "delta_method", {"z_lower": -Z95, "z_upper": Z95})
     keys = [f"{m}/{u}" for m, u in zip(naive_table.column("metric").to_pylist(), naive_table.column("unit").to_pylist())]
     kept = np.array([k in rules for k in keys])
     naive_table = naive_table.filter(pa.array(kept))
     naive = place(naive_table, np.array([rules[k] for k, keep in zip(keys, kept) if keep]), ["ci_lower", "ci_upper"])
+    lap("naive intervals")
 
     decidable = np.nan_to_num(cs["n_clusters"], nan=0) >= protocol.min_clusters
     p = cs["p_value"]
@@ -147,12 +160,14 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
         h = levels.column("hypothesis").to_numpy()
         m = np.array([int(x) for x in levels.column("period").to_pylist()]) - 1
         corrected_level[d, h // R, h % R, m] = levels.column("alpha_adjusted").to_numpy()
+    lap("correction")
     with np.errstate(invalid="ignore"):
         return Decisions(
             n_clusters=cs["n_clusters"],
             naive=decidable & _outside(naive["ci_lower"], naive["ci_upper"], lower, upper),
             cs=decidable & _outside(cs["cs_lower"], cs["cs_upper"], lower, upper),
-            corrected=decidable & np.nan_to_num(p < corrected_level, nan=False), level=corrected_level)
+            corrected=decidable & np.nan_to_num(p < corrected_level, nan=False), level=corrected_level,
+            seconds=seconds)
 
 
 def null_hypotheses(model: DeploymentModel, protocol) -> np.ndarray:
@@ -250,7 +265,7 @@ def main() -> None:
     parser.add_argument("--look-records", type=int, default=10_000_000,
                         help="landed records of the timed look's confidence sequences (default 10M)")
     parser.add_argument("--monitor-records", type=int, default=100_000,
-                        help="landed records of the timed monitor_table run (default 100k)")
+                        help="landed records of the timed monitor_table run with the bootstrap (default 100k)")
     parser.add_argument("--look-reps", type=int, default=200,
                         help="bootstrap replicates of the fixed-sample interval in the timed run (default 200)")
     parser.add_argument("--skip-look", action="store_true")
@@ -276,6 +291,7 @@ def main() -> None:
     started = time.perf_counter()
     null = decide(model, protocol, D, args.seed)
     null_seconds = time.perf_counter() - started
+    analyses = D * (SITES + 1) * MONTHS
     mask = null_hypotheses(model, protocol)
     assert mask.all(), "the null deployment must keep every rule's true value within its bounds"
     mc = math.sqrt(protocol.alpha * (1 - protocol.alpha) / D)
@@ -286,7 +302,8 @@ def main() -> None:
         verdict = ("goal met" if share <= protocol.alpha + mc else "goal NOT met") if method == "corrected" else ""
         rows.append([f"({'abc'[len(rows)]}) {name}", f"{int(share * D)}/{D}", f"{share:.3f} +- {own:.3f}", verdict])
     print(f"\nNull deployments: share with any false alert over {MONTHS} looks (goal for (c): <= alpha + its "
-          f"Monte Carlo error = {protocol.alpha} + {mc:.4f} = {protocol.alpha + mc:.4f}); decided in {null_seconds:.1f} s")
+          f"Monte Carlo error = {protocol.alpha} + {mc:.4f} = {protocol.alpha + mc:.4f}); {analyses:,} looks decided in "
+          f"{null_seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in null.seconds.items()) + ")")
     print(machine_line())
     print_table(["method", "deployments", "share +- s.e.", ""], rows)
 
@@ -308,7 +325,8 @@ def main() -> None:
                      f"{np.median(first[hit]):.0f}" if hit.any() else "none",
                      f"{drifted.any_alert(method, drift_mask).mean():.3f}"])
     print(f"\nPlanted drift ({DRIFT}: the gap {drift_model.gap} -> {drift_model.gap - 0.5} from month {start}, "
-          f"0.5 simulator units past the bound): decided in {drift_seconds:.1f} s")
+          f"0.5 simulator units past the bound): decided in {drift_seconds:.1f} s ("
+          + ", ".join(f"{k} {v:.1f} s" for k, v in drifted.seconds.items()) + ")")
     print(machine_line())
     print_table(["method", "detected by month 24", "median delay (months)", "false alerts elsewhere"], rows)
     if found.any():
@@ -319,7 +337,7 @@ def main() -> None:
         print(f"\nOne monthly look ({SITES} sites x {MONTHS} months landed; each in a child process, timed from the "
               "landed table in memory; landing itself is not part of a look)")
         rows = []
-        for mode, records, reps in (("core", args.look_records, 0), ("monitor", args.monitor_records, 0),
+        for mode, records, reps in (("core", args.look_records, 0), ("monitor", args.look_records, 0),
                                     ("monitor", args.monitor_records, args.look_reps)):
             print(machine_line())
             _, peak, out = child_rusage([sys.executable, str(Path(__file__).resolve()), "--look-child", mode,
