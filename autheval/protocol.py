@@ -34,10 +34,10 @@ SHARE_TOLERANCE = 1e-6  # declared reference shares must sum to 1 within this
 MAX_CLUSTERS = 10**12  # horizon and minimum: far beyond any deployment, small enough for exact doubles
 
 Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
-Level = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]
-Bound = Annotated[float, Field(allow_inf_nan=False)]
+Level = Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False, strict=True)]  # a number, never a quoted one
+Bound = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 Clusters = Annotated[int, Field(strict=True, ge=2, le=MAX_CLUSTERS)]
-Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)]
 
 
 class ProtocolError(RuleError):
@@ -100,7 +100,7 @@ class Protocol(_Strict):
     min_clusters: Clusters = 30
     baseline_periods: Annotated[int, Field(strict=True, ge=1, le=1000)] = 3
     multiplicity: Literal[MULTIPLICITY] = "holm"  # type: ignore[valid-type]
-    case_mix_concentration: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)] = 100.0
+    case_mix_concentration: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False, strict=True)] = 100.0
     case_mix_reference: dict[Literal[CASE_MIX_DIMENSIONS], dict[Annotated[str, Field(min_length=1)], Share]] = {}  # type: ignore[valid-type]
     sites: dict[Annotated[str, Field(min_length=1)], SiteOverride] = {}
     rules: list[Rule] = Field(min_length=1)
