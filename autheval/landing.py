@@ -319,7 +319,9 @@ def read_landed(path: Path, key: str | None = None, name: str | None = None,
         table = table.append_column(column, pa.array([value] * rows, pa.string()))
     for column, values in _deployment(raw, source).items():
         table = table.append_column(column, pc.take(values, records.table.column("row_index")))
-    local = next((k for k, v in TRACE_TO_LOG.items() if v == LOCAL_COLUMN), LOCAL_COLUMN) if records.schema == "trace" else LOCAL_COLUMN
+    local = LOCAL_COLUMN
+    if records.schema == "trace":  # the column as the file names it
+        local = next((k for k, v in TRACE_TO_LOG.items() if v == LOCAL_COLUMN), LOCAL_COLUMN)
     given = pc.is_valid(raw.column(local)) if local in raw.column_names else pa.chunked_array([pa.array([False] * n)])
     table = table.append_column(LOCAL_GIVEN, pc.take(given, records.table.column("row_index")))
     return records, table
@@ -333,7 +335,8 @@ def _deployment(raw: pa.Table, source: str) -> dict[str, pa.ChunkedArray]:
     out = {}
     for column in (*DEPLOYMENT_COLUMNS, STRATUM_COLUMN):
         if column not in raw.column_names:
-            out[column] = pa.chunked_array([pa.array([UNSPECIFIED if column != STRATUM_COLUMN else None] * n, pa.string())])
+            value = None if column == STRATUM_COLUMN else UNSPECIFIED
+            out[column] = pa.chunked_array([pa.array([value] * n, pa.string())])
             continue
         values = raw.column(column).cast(pa.string())
         if column == STRATUM_COLUMN:
@@ -562,7 +565,8 @@ def _pool_rows(con, pool: str, slices: dict[Slice, list[str]], reps: int) -> tup
 def _failed_rows(pool: str, labels, reps: int, reason: str) -> list[dict]:
     return [
         {"site": site, "model_version": version, "period": label, "pool": pool, "unit": unit, "metric": metric,
-         "n": 0, "available": False, "status": "not_recoverable", "reason": reason, "scheme": TREND_SCHEME, "reps": reps}
+         "n": 0, "available": False, "status": "not_recoverable", "reason": reason, "scheme": TREND_SCHEME,
+         "reps": reps}
         for site, version, _, label in labels for unit in UNITS for metric in METRICS
     ]  # fmt: skip
 

@@ -219,7 +219,9 @@ def _reason_number(value) -> str:
 
 
 def _bounds_text(lower, upper) -> str:
-    return f"[{_reason_number(lower) if lower is not None else '-inf'}, {_reason_number(upper) if upper is not None else 'inf'}]"
+    low = _reason_number(lower) if lower is not None else "-inf"
+    high = _reason_number(upper) if upper is not None else "inf"
+    return f"[{low}, {high}]"
 
 
 def _reason(row: dict, unavailable: str | None) -> str:
@@ -295,7 +297,8 @@ def _look_recordsets(whole: dict[tuple[int, int], RecordSet], sums: dict[tuple[i
     return out
 
 
-def _bootstrap(con, slices: list[_Slice], whole: dict[tuple[int, int], RecordSet], reps: int) -> tuple[dict, str | None]:
+def _bootstrap(con, slices: list[_Slice], whole: dict[tuple[int, int], RecordSet],
+               reps: int) -> tuple[dict, str | None]:
     """(analysis, unit, metric) -> (ci_lower, ci_upper) of the fixed-sample bootstrap (TREND_SCHEME) of
     every look, or the reason there is none. Each look's records are read and validated here: the
     bootstrap resamples them (reps = 0: none, and no such cost)."""
@@ -374,7 +377,8 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
     hypothesis_looks = pa.Table.from_pylist(looks, schema=pa.schema([
         ("hypothesis", pa.int64()), ("look", pa.int64()), ("period", pa.string()), ("p_value", pa.float64()),
         ("alpha", pa.float64()), ("tested", pa.bool_())]))
-    levels = {(r["hypothesis"], r["period"]): r for r in adjusted_levels(con, hypothesis_looks, protocol.multiplicity).to_pylist()}
+    levels = {(r["hypothesis"], r["period"]): r
+              for r in adjusted_levels(con, hypothesis_looks, protocol.multiplicity).to_pylist()}
 
     decisions = []
     for row in looks:
@@ -429,8 +433,8 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
     table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in MONITOR_SCHEMA} for r in rows_out],
                                  schema=MONITOR_SCHEMA)
     table = stamp(table, provenance).select(MONITOR_SCHEMA.names).cast(MONITOR_SCHEMA)
-    site_hashes = {(slices[i].site, period): hashes[(i, look)] for i, piece in enumerate(slices) if piece.alias_of is None
-                   and piece.model_version == "all" for look, period in piece.looks}
+    site_hashes = {(piece.site, period): hashes[(i, look)] for i, piece in enumerate(slices)
+                   if piece.alias_of is None and piece.model_version == "all" for look, period in piece.looks}
     for piece in slices:  # a site with one model version: its site slice is that cell's
         if piece.alias_of is not None and piece.model_version == "all" and piece.site != "all":
             cell = next(i for i, s in enumerate(slices) if (s.site, s.model_version) == piece.alias_of)

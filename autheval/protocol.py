@@ -101,7 +101,8 @@ class Protocol(_Strict):
     baseline_periods: Annotated[int, Field(strict=True, ge=1, le=1000)] = 3
     multiplicity: Literal[MULTIPLICITY] = "holm"  # type: ignore[valid-type]
     case_mix_concentration: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False, strict=True)] = 100.0
-    case_mix_reference: dict[Literal[CASE_MIX_DIMENSIONS], dict[Annotated[str, Field(min_length=1)], Share]] = {}  # type: ignore[valid-type]
+    case_mix_reference: dict[Literal[CASE_MIX_DIMENSIONS],  # type: ignore[valid-type]
+                             dict[Annotated[str, Field(min_length=1)], Share]] = {}
     sites: dict[Annotated[str, Field(min_length=1)], SiteOverride] = {}
     rules: list[Rule] = Field(min_length=1)
 

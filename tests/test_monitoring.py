@@ -109,7 +109,8 @@ def test_the_confidence_sequence_is_the_papers_formula_to_1e12():
         r, sigma, lo, hi = numpy_cs(y, x, alpha, horizon)
         assert row["n_clusters"] == len(y)
         for name, want in (("estimate", r), ("sigma", sigma), ("cs_lower", lo), ("cs_upper", hi)):
-            assert row[name] == pytest.approx(want, rel=1e-12, abs=1e-12), (row["analysis"], row["unit"], row["metric"], name)
+            where = (row["analysis"], row["unit"], row["metric"], name)
+            assert row[name] == pytest.approx(want, rel=1e-12, abs=1e-12), where
 
 
 # The two-sided normal-mixture boundary of confseq 0.0.11 (Howard, Waudby-Smith, Ramdas: the method's
@@ -154,7 +155,8 @@ def test_against_confseq_itself():
     for alpha, t_star in ((0.05, 500), (0.001, 10_000), (0.3, 20)):
         sizes = [2, 7, 64, 999, 4096]
         got = _sql_half_widths(alpha, t_star, sizes)
-        want = boundaries.normal_mixture_bound(np.array(sizes, float), alpha, t_star, alpha, False) / np.array(sizes, float)
+        t = np.array(sizes, float)
+        want = boundaries.normal_mixture_bound(t, alpha, t_star, alpha, False) / t
         assert [got[t] for t in sizes] == pytest.approx(list(want), rel=1e-12)
 
 
@@ -208,7 +210,8 @@ def test_the_p_value_inverts_the_radius():
 
 
 def _levels(p_values, alphas, method):
-    looks = pa.table({"hypothesis": pa.array(range(len(p_values)), pa.int64()), "look": pa.array([1] * len(p_values), pa.int64()),
+    m = len(p_values)
+    looks = pa.table({"hypothesis": pa.array(range(m), pa.int64()), "look": pa.array([1] * m, pa.int64()),
                       "period": ["2026-01"] * len(p_values), "p_value": pa.array(p_values, pa.float64()),
                       "alpha": pa.array(alphas, pa.float64()), "tested": [True] * len(p_values)})
     return [r["alpha_adjusted"] for r in adjusted_levels(connect(threads=1), looks, method).to_pylist()]
@@ -344,20 +347,22 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
     landed, monitoring = drifted
     rng = np.random.default_rng(21)
     again = deployment_log("A", 2, 30, rng)
-    again = again.set_column(1, "cluster_id", pa.array([c.replace("-2-", "-1-") for c in again.column("cluster_id").to_pylist()]))
+    seen = [c.replace("-2-", "-1-") for c in again.column("cluster_id").to_pylist()]
+    again = again.set_column(1, "cluster_id", pa.array(seen))
     landed = pa.concat_tables([landed, land([again], tmp_path)])  # month 2 sees month 1's lesions again
     rows = monitor_table(landed, parse_protocol(PROTOCOL), reps=0).table.to_pylist()
     con = connect(threads=1)
     con.register("landed_records", landed)
     for site, look, period in (("A", 1, "2026-01"), ("A", 3, "2026-03"), ("all", 6, "2026-06")):
-        part = con.execute(load_sql("monitor_look_records"), {"site": None if site == "all" else site,
-                                                              "model_version": None, "period": period}).arrow().read_all()
+        params = {"site": None if site == "all" else site, "model_version": None, "period": period}
+        part = con.execute(load_sql("monitor_look_records"), params).arrow().read_all()
         records = records_from_table(part, "look", "look", "-")
         one = connect(threads=1)
         one.register("records", records.table)
         to_table(one, "cluster_stats", "cluster_stats")
         want = {(r["unit"], r["metric"]): r for r in confidence_sequences(one, "cluster_stats", 0.05, 300).to_pylist()}
-        got = [r for r in rows if (r["site"], r["model_version"], r["look"]) == (site, "all" if site == "all" else "v1", look)]
+        version = "all" if site == "all" else "v1"
+        got = [r for r in rows if (r["site"], r["model_version"], r["look"]) == (site, version, look)]
         assert got
         for r in got:
             w = want[(r["unit"], r["metric"])]
@@ -387,7 +392,8 @@ def test_each_status_and_its_reason(drifted):
             assert r["cs_upper"] < (r["lower"] if r["lower"] is not None else -math.inf) or r["cs_lower"] > (
                 r["upper"] if r["upper"] is not None else math.inf)
         if r["status"] == "pass":
-            assert (r["lower"] is None or r["cs_lower"] >= r["lower"]) and (r["upper"] is None or r["cs_upper"] <= r["upper"])
+            assert r["lower"] is None or r["cs_lower"] >= r["lower"]
+            assert r["upper"] is None or r["cs_upper"] <= r["upper"]
     assert not any(r["status"] == "alert" for r in rows if r["site"] == "A")
 
 
@@ -462,7 +468,8 @@ def test_the_status_report_and_its_exit_codes(drifted, tmp_path, capsys):
     lines, code = status_report(monitoring.table)
     assert code == 3
     assert len(lines) == 7 * 2  # every (site, model_version) x rule, its latest look
-    assert any(line.startswith("ALERT") and "B / v1 / landed: Delta_authority (cluster_equal)" in line for line in lines)
+    alert = "B / v1 / landed: Delta_authority (cluster_equal)"
+    assert any(line.startswith("ALERT") and alert in line for line in lines)
     passing = monitoring.table.filter(pa.compute.not_equal(monitoring.table.column("site"), "B"))
     passing = passing.filter(pa.compute.not_equal(passing.column("site"), "all"))
     assert status_report(passing)[1] == 0
@@ -498,7 +505,8 @@ def test_a_planted_case_mix_shift_is_found_and_a_null_is_not(tmp_path):
     landed = land(tables, tmp_path)
     mix = monitor_table(landed, parse_protocol(PROTOCOL), reps=0).case_mix
     rows = mix.to_pylist()
-    assert set(mix.column("dimension").to_pylist()) == {"proposed_action", "risk_stratum", "workflow_profile", "record_level"}
+    dimensions = {"proposed_action", "risk_stratum", "workflow_profile", "record_level"}
+    assert set(mix.column("dimension").to_pylist()) == dimensions
 
     def shifted(site, dimension):
         return {r["period"]: r["shifted"] for r in rows if r["site"] == site and r["dimension"] == dimension}
@@ -508,7 +516,8 @@ def test_a_planted_case_mix_shift_is_found_and_a_null_is_not(tmp_path):
     assert not any(shifted("A", "proposed_action").values()) and not any(shifted("A", "risk_stratum").values())
     assert not any(shifted("A", "workflow_profile").values()) and not any(shifted("B", "workflow_profile").values())
     baseline = [r for r in rows if r["site"] == "A" and r["look"] <= 2]
-    assert all(r["p_value"] is None and not r["shifted"] and r["reason"].startswith("baseline period") for r in baseline)
+    assert all(r["p_value"] is None and not r["shifted"] for r in baseline)
+    assert all(r["reason"].startswith("baseline period") for r in baseline)
     b6 = [r for r in rows if r["site"] == "B" and r["period"] == "2026-06" and r["dimension"] == "proposed_action"]
     assert sum(r["count"] for r in b6) > 0 and sum(r["share"] for r in b6) == pytest.approx(1.0)
     assert sum(r["baseline_share"] for r in b6) == pytest.approx(1.0)
@@ -573,10 +582,12 @@ def test_site_and_model_version_are_kept_and_checked(tmp_path):
     rng = np.random.default_rng(1)
     table = deployment_log("A", 1, 3, rng)
     landed = land([table], tmp_path)
-    assert set(landed.column("site").to_pylist()) == {"A"} and landed.column("risk_stratum").null_count == landed.num_rows
+    assert set(landed.column("site").to_pylist()) == {"A"}
+    assert landed.column("risk_stratum").null_count == landed.num_rows
     plain = land([table.drop_columns(["site", "model_version"])], tmp_path)
     assert set(plain.column("site").to_pylist()) == {"unspecified"} == set(plain.column("model_version").to_pylist())
-    for column, value, rule in (("site", None, "must not be empty"), ("model_version", "all", "'all' names the rows pooled")):
+    for column, value, rule in (("site", None, "must not be empty"),
+                                ("model_version", "all", "'all' names the rows pooled")):
         values = table.column(column).to_pylist()
         values[1] = value
         path = tmp_path / f"bad_{column}.csv"

@@ -47,7 +47,8 @@ BROKEN = [
      "rules[0].unit: must be one of 'image_weighted', 'cluster_equal' (got 'per_image')"),
     ("lower > upper", GOOD.replace("lower: 0.05, upper: 0.60", "lower: 0.7, upper: 0.60"),
      "rules[1].lower: must be <= upper (0.6); got 0.7"),
-    ("no bound", GOOD.replace(", lower: -0.10", ""), "rules[0].lower: a rule needs a lower or an upper bound (or both)"),
+    ("no bound", GOOD.replace(", lower: -0.10", ""),
+     "rules[0].lower: a rule needs a lower or an upper bound (or both)"),
     ("alpha 0", GOOD.replace("alpha: 0.05", "alpha: 0"), "alpha: must be > 0 (got 0)"),
     ("alpha 1", GOOD.replace("alpha: 0.05", "alpha: 1"), "alpha: must be < 1 (got 1)"),
     ("alpha not a number", GOOD.replace("alpha: 0.05", "alpha: five"), "alpha: input should be a valid number"),
@@ -113,4 +114,5 @@ def test_cli_protocol_show_and_check(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(GOOD.replace("alpha: 0.05", "alpha: 1.5"), encoding="utf-8")
     done = run_cli("protocol", "check", str(bad))
-    assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"autheval: error: {bad}: alpha: must be < 1 (got 1.5)"]
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"autheval: error: {bad}: alpha: must be < 1 (got 1.5)"]
