@@ -160,7 +160,8 @@ def report(label: str, r: dict, reps: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000_000, 100_000_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000_000, 100_000_000],
+                        help="records of each DuckDB run (none: only the Spark run, of --spark-size)")
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--data", type=Path, default=Path("/tmp/autheval-scale"),
                         help="where the generated datasets go (not the repository)")
@@ -190,7 +191,7 @@ def main() -> int:
             print(machine_line(), flush=True)
             report("DuckDB (default engine)", run_duckdb(args, folders[records]), args.reps)
         if args.spark:
-            size = args.spark_size or max(args.sizes)
+            size = args.spark_size or max(args.sizes)  # (one of the two is given)
             if size not in folders:
                 folders[size] = write_dataset(args.data, size, args.rows_per_file)
             print(machine_line(), flush=True)
