@@ -251,6 +251,30 @@ def look_child(mode: str, records: int, reps: int) -> None:
     print(json.dumps({"records": landed.num_rows, "write": written, "land": land, "look": look, "rows": rows}))
 
 
+def case_mix_false_shifts(protocol, deployments: int, clusters: int, seed: int) -> dict[str, int]:
+    """The monitor's case-mix test (monitor_table's monitor_case_mix) on `deployments` stationary
+    deployments (the same case mix every month): per dimension, the deployments where some site's mix
+    is ever reported shifted, and 'any' for any dimension."""
+    import tempfile
+
+    from autheval.deployment_sim import write_deployment
+    from autheval.landing import read_landed
+    from autheval.monitoring import monitor_table
+
+    model = null_model(protocol, clusters=clusters)
+    counts: dict[str, int] = {"any": 0}
+    for d in range(deployments):
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = write_deployment(model, Path(tmp), seed=seed + d, fmt="parquet")
+            landed = pa.concat_tables([read_landed(path)[1] for path in paths], promote_options="default")
+        mix = monitor_table(landed, protocol, reps=0).case_mix
+        shifted = {r["dimension"] for r in mix.to_pylist() if r["shifted"]}
+        for dimension in shifted:
+            counts[dimension] = counts.get(dimension, 0) + 1
+        counts["any"] += bool(shifted)
+    return counts
+
+
 def print_table(header: list[str], rows: list[list]) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     for row in [header, ["-" * w for w in widths], *rows]:
@@ -268,6 +292,8 @@ def main() -> None:
                         help="landed records of the timed monitor_table run with the bootstrap (default 100k)")
     parser.add_argument("--look-reps", type=int, default=200,
                         help="bootstrap replicates of the fixed-sample interval in the timed run (default 200)")
+    parser.add_argument("--case-mix-deployments", type=int, default=20,
+                        help="stationary deployments the case-mix test runs on (monitor_table each; default 20)")
     parser.add_argument("--skip-look", action="store_true")
     parser.add_argument("--look-child", choices=("core", "monitor"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -332,6 +358,17 @@ def main() -> None:
     if found.any():
         print(f"  (c): delay quartiles {np.nanpercentile(delay, 25):.0f} / {np.nanpercentile(delay, 50):.0f} / "
               f"{np.nanpercentile(delay, 75):.0f} months; 1 = alerted at the look of month {start}")
+
+    if args.case_mix_deployments:
+        n = args.case_mix_deployments
+        started = time.perf_counter()
+        counts = case_mix_false_shifts(protocol, n, args.clusters_per_month, args.seed + 2)
+        print(f"\nCase mix: {n} stationary deployments (the same mix every month; monitor_table's case-mix test, "
+              f"Bonferroni over site x dimension tests at alpha {protocol.alpha}): deployments with a shift reported "
+              f"at some site and period; {time.perf_counter() - started:.1f} s")
+        print(machine_line())
+        print_table(["dimension", "deployments with a false shift"],
+                    [[k, f"{v}/{n}"] for k, v in sorted(counts.items(), key=lambda kv: kv[0] != "any")])
 
     if not args.skip_look:
         print(f"\nOne monthly look ({SITES} sites x {MONTHS} months landed; each in a child process, timed from the "
