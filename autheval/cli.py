@@ -136,7 +136,8 @@ def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, Path]
     argv += ["--no-progress"]  # no --output-dir: the receipt is the same wherever the results were written
     config = {"scheme": result.scheme, "seed": result.seed, "reps": result.reps, "quantiles": [args.lower, args.upper],
               "engine": args.engine}
-    entries = [input_entry(flag, path) if "://" not in str(path) else _uri_entry(flag, str(path)) for flag, path in inputs]
+    entries = [input_entry(flag, path) if "://" not in str(path) else _uri_entry(flag, str(path))
+               for flag, path in inputs]
     return build_receipt(command, argv, entries, [], config)
 
 

@@ -307,7 +307,8 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
 # a block at a time). Working copies: the fetched matrix, the live columns the products read and their
 # transposed copy for one-replicate products (autheval/bootstrap.py product_blocks); poisson
 # multiplies slices of the fetched matrix itself.
-MATRIX_STATISTICS = {"reference": len(MATRIX_TO_SUMS), "evaluator": 8 * len(EVALUATOR_TO_SUMS), "poisson": len(MATRIX_TO_SUMS)}
+MATRIX_STATISTICS = {"reference": len(MATRIX_TO_SUMS), "evaluator": 8 * len(EVALUATOR_TO_SUMS),
+                     "poisson": len(MATRIX_TO_SUMS)}
 MATRIX_COPIES = {"reference": 3, "evaluator": 3, "poisson": 1}
 MEMORY_LIMIT_VARIABLE = "AUTHEVAL_MEMORY_LIMIT"
 
@@ -352,14 +353,14 @@ def check_matrix_memory(scheme: str, recordsets: Sequence[RecordSet]) -> None:
     need = matrix_bytes(scheme, clusters)
     if need <= limit:
         return
-    where = f"{MEMORY_LIMIT_VARIABLE}={os.environ[MEMORY_LIMIT_VARIABLE]}" if os.environ.get(MEMORY_LIMIT_VARIABLE, "").strip() \
-        else "available memory"
-    fix = ("use --scheme poisson (its weights are hashed a block at a time: one copy, "
-           f"{_size(matrix_bytes('poisson', clusters))})" if scheme != "poisson" and matrix_bytes("poisson", clusters) <= limit
-           else "use --engine spark (the statistics stay on the engine)")
-    raise RecordError("--scheme", None, f"the {scheme} scheme holds {clusters:,} clusters x {MATRIX_STATISTICS[scheme]} "
-                      f"statistics as doubles in this process, {_size(need)} with its working copies, more than the "
-                      f"{_size(limit)} of {where}; {fix}")
+    declared = os.environ.get(MEMORY_LIMIT_VARIABLE, "").strip()
+    where = f"{MEMORY_LIMIT_VARIABLE}={declared}" if declared else "available memory"
+    poisson = matrix_bytes("poisson", clusters)
+    fix = (f"use --scheme poisson (its weights are hashed a block at a time: one copy, {_size(poisson)})"
+           if scheme != "poisson" and poisson <= limit else "use --engine spark (the statistics stay on the engine)")
+    raise RecordError("--scheme", None, f"the {scheme} scheme holds {clusters:,} clusters x "
+                      f"{MATRIX_STATISTICS[scheme]} statistics as doubles in this process, {_size(need)} with its "
+                      f"working copies, more than the {_size(limit)} of {where}; {fix}")
 
 
 def check_reps(reps: int) -> int:

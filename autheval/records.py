@@ -598,7 +598,8 @@ def data_sha256(source: str | Path) -> str:
     return dataset_sha256(location, paths)
 
 
-def open_dataset(source: str | Path, used: tuple[str, ...] = ()) -> tuple[RecordDataset, tuple[str, ...], Callable[[], str]]:
+def open_dataset(source: str | Path, used: tuple[str, ...] = ()) -> tuple[RecordDataset, tuple[str, ...],
+                                                                   Callable[[], str]]:
     """(the RecordDataset of a record path or URI, its unused columns, a function giving its data
     hash). Its header is checked (column_mapping) on the file schemas alone: every Parquet file's
     footer must give the first file's columns and types; no row is read."""
@@ -650,7 +651,7 @@ def _csv_dataset(path: Path, used=()) -> tuple[RecordDataset, tuple[str, ...], C
         with opener(path, "rt", encoding="utf-8", newline="") as handle:
             header = next(csv.reader(handle, delimiter=delimiter), None)
     except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise RecordError(source, None, f"cannot be read as CSV: {str(err).splitlines()[0] if str(err) else err}") from err
+        raise RecordError(source, None, f"cannot be read as CSV: {_first_line(err)}") from err
     if not header:
         raise RecordError(source, None, "cannot be read as CSV: no header row")
     kind, mapping, unused = column_mapping(_header_table(header), source, used)

@@ -4,7 +4,8 @@
 -- number), so a folder of such parts holds, row for row, the log synthetic_log.sql writes at once.
 WITH cases AS (
     SELECT CAST(i AS BIGINT) AS i
-    FROM generate_series(CAST($first_case AS BIGINT), CAST($first_case AS BIGINT) + CAST($n_cases AS BIGINT) - 1) AS t(i)
+    FROM generate_series(CAST($first_case AS BIGINT),
+                         CAST($first_case AS BIGINT) + CAST($n_cases AS BIGINT) - 1) AS t(i)
 ),
 drawn AS (
     SELECT

@@ -54,7 +54,8 @@ def test_an_exact_scheme_that_does_not_fit_names_the_poisson_scheme(mixed, monke
     monkeypatch.setenv("AUTHEVAL_MEMORY_LIMIT", str(limit + 1))
     check_matrix_memory(scheme, [mixed])
     monkeypatch.setenv("AUTHEVAL_MEMORY_LIMIT", str(limit))
-    assert estimate([mixed], scheme="poisson", reps=100).estimate("mixed", "image_weighted", "Delta_authority")["available"]
+    poisson = estimate([mixed], scheme="poisson", reps=100)
+    assert poisson.estimate("mixed", "image_weighted", "Delta_authority")["available"]
 
 
 def test_when_even_poisson_does_not_fit_the_line_names_spark(mixed, monkeypatch):
