@@ -76,10 +76,6 @@ class Drift:
     version: str | None = None  # proposer_quality: the model version named from `start` on
     spec: str = ""
 
-    @property
-    def target(self) -> str:
-        return "all" if self.site is None else site_name(self.site)
-
 
 @dataclass(frozen=True)
 class DeploymentModel:
@@ -294,7 +290,6 @@ def simulate(model: DeploymentModel, seed: int = DEPLOYMENT_SEED, deployments: i
     lesion_i = lesion[img_slot]
     site_i, month_i = ds[img_slot] % S, month[img_slot]
     stratum = stratum_of[lesion_i]
-    rate = par["rate"][site_i, month_i]
     probit = np.vectorize(NormalDist().inv_cdf, otypes=[float])
     a = probit(par["rate"]) * math.sqrt(1.0 + TAU**2)
     changed = a[site_i, month_i] + TAU * z_of[lesion_i] + rng.standard_normal(n) > 0
@@ -312,7 +307,6 @@ def simulate(model: DeploymentModel, seed: int = DEPLOYMENT_SEED, deployments: i
     worse = gap <= 0  # the proposal scores d below the executed action, or (a positive gap) above it
     u_executed = np.where(worse, base, base - gap)
     u_proposed = np.where(worse, base + gap, base)
-    del rate
     return Cases(deployment=ds[img_slot] // S, site=site_i, month=month_i, cluster=lesion_i, stratum=stratum,
                  proposed=proposed, executed=executed, u_executed=u_executed, u_proposed=u_proposed,
                  u_global=_utility(stratum, proposed), second=rng.random(n))
@@ -346,7 +340,8 @@ def log_tables(model: DeploymentModel, cases: Cases) -> dict[tuple[int, int], pa
             stamps = (np.datetime64(f"{period}-01T00:00:00") + seconds.astype("timedelta64[s]")).astype(str)
             numbers = pa.array(np.arange(1, len(rows) + 1))
             out[s, m] = pa.table({
-                "case_id": pc.binary_join_element_wise(f"{site}-{period}-", pc.utf8_lpad(pc.cast(numbers, pa.string()), 6, "0"), ""),
+                "case_id": pc.binary_join_element_wise(
+                    f"{site}-{period}-", pc.utf8_lpad(pc.cast(numbers, pa.string()), 6, "0"), ""),
                 "cluster_id": pc.binary_join_element_wise(
                     f"{site}-lesion-", pc.utf8_lpad(pc.cast(pa.array(cases.cluster[rows]), pa.string()), 7, "0"), ""),
                 "proposed_action": actions.take(pa.array(cases.proposed[rows])),

@@ -842,8 +842,8 @@ def _monitoring_section(inputs: ReportInputs) -> Section:
                                "confidence sequence", "fixed-sample 95% CI", "level", "status"], numbers=True))
     series = inputs.rows("monitor_series")
     if series:
-        blocks.append(Image("report_monitor.png", monitor_plot_png(series),
-                            "each site's confidence sequence, fixed-sample interval and the protocol's bounds per look"))
+        blocks.append(Image("report_monitor.png", monitor_plot_png(series), "each site's confidence sequence, "
+                            "fixed-sample interval and the protocol's bounds per look"))
     blocks.append(Heading("Case mix"))
     mix = inputs.rows("monitor_case_mix")
     if not inputs.has("monitor_case_mix"):

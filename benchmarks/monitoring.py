@@ -135,7 +135,8 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
     cs = place(cs_table, cs_rule, ["n_clusters", "p_value", "cs_lower", "cs_upper"])
     lap("confidence_sequences")
     naive_table = run(con, "delta_method", {"z_lower": -Z95, "z_upper": Z95})
-    keys = [f"{m}/{u}" for m, u in zip(naive_table.column("metric").to_pylist(), naive_table.column("unit").to_pylist())]
+    keys = [f"{m}/{u}" for m, u in zip(naive_table.column("metric").to_pylist(),
+                                        naive_table.column("unit").to_pylist())]
     kept = np.array([k in rules for k in keys])
     naive_table = naive_table.filter(pa.array(kept))
     naive = place(naive_table, np.array([rules[k] for k, keep in zip(keys, kept) if keep]), ["ci_lower", "ci_upper"])
@@ -328,7 +329,8 @@ def main() -> None:
         verdict = ("goal met" if share <= protocol.alpha + mc else "goal NOT met") if method == "corrected" else ""
         rows.append([f"({'abc'[len(rows)]}) {name}", f"{int(share * D)}/{D}", f"{share:.3f} +- {own:.3f}", verdict])
     print(f"\nNull deployments: share with any false alert over {MONTHS} looks (goal for (c): <= alpha + its "
-          f"Monte Carlo error = {protocol.alpha} + {mc:.4f} = {protocol.alpha + mc:.4f}); {analyses:,} looks decided in "
+          f"Monte Carlo error = {protocol.alpha} + {mc:.4f} = {protocol.alpha + mc:.4f}); {analyses:,} looks "
+          "decided in "
           f"{null_seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in null.seconds.items()) + ")")
     print(machine_line())
     print_table(["method", "deployments", "share +- s.e.", ""], rows)

@@ -145,6 +145,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_synth_deployment(args) -> int:
+    from dataclasses import replace
+
     from autheval.deployment_sim import DeploymentModel, check_model, parse_drift, write_deployment
     from autheval.outputs import check_output_dir
 
@@ -154,7 +156,7 @@ def cmd_synth_deployment(args) -> int:
                             model_version=args.model_version, start=args.start)
     check_model(model)  # the size first: a drift is validated against it
     drifts = tuple(parse_drift(spec, args.sites, args.months) for spec in args.drift or ())
-    model = DeploymentModel(**{**model.__dict__, "drifts": drifts})
+    model = replace(model, drifts=drifts)
     paths = write_deployment(model, args.out, seed=args.seed, fmt=args.format, overwrite=args.overwrite)
     print(f"wrote {len(paths)} monthly logs ({args.sites} sites x {args.months} months) to {args.out}")
     for drift in drifts:
