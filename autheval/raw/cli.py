@@ -138,7 +138,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"write a cohort estimated above {_size_text(CONFIRM_BYTES)} or {_time_text(CONFIRM_SECONDS)} "
                         "(the estimate is printed on stderr before any image is written)")
     p.set_defaults(func=cmd_synth, synth_parser=p)
-    register_deployment(p.add_subparsers(dest="synth_kind", metavar="deployment", required=False,
+    register_deployment(p.add_subparsers(dest="synth_kind", metavar="[deployment]", required=False,
                                          title="other synthetic data",
                                          description="`autheval synth deployment --help`: monthly logs of a "
                                                      "simulated deployment (site, model version, time stamp)"))
