@@ -18,6 +18,7 @@ keep the table path (`records_from_table`).
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import posixpath
@@ -693,9 +694,13 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
             try:
                 validate(con, dataset.source, dataset.schema, dataset.locate)
                 level, has_local, counts = _record_level(con)
-            except duckdb.Error as err:  # a row the reader refuses (a ragged CSV row, bad quoting or encoding)
+            except (duckdb.InvalidInputException, duckdb.IOException, duckdb.ConversionException) as err:
+                # a row the reader refuses: a ragged CSV row, bad quoting or encoding, a damaged Parquet page
                 label = "CSV" if dataset.kind == "csv" else "Parquet"
                 raise RecordError(dataset.source, None, f"cannot be read as {label}: {_first_line(err)}") from err
+            except duckdb.OutOfMemoryException as err:  # what the machine refuses: one line, exit 1
+                raise OSError(errno.ENOMEM, f"out of memory while checking the records (DuckDB's limit is "
+                              f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}", dataset.source) from err
         finally:
             con.execute(load_sql("drop_view").replace("{view}", quote_identifier("raw_records")))
             con.execute(load_sql("drop_view").replace("{view}", quote_identifier("record_files")))

@@ -269,3 +269,16 @@ def test_verify_rehashes_a_dataset_input(inputs, tmp_path):
     pq.write_table(table.slice(0, table.num_rows - 1), folder / "part-002.parquet")
     changed = run_cli("verify", str(out / "receipt.json"))
     assert changed.returncode == 1 and str(folder) in changed.stdout + changed.stderr
+
+
+@pytest.mark.parametrize("text,rule", [
+    (b"case_id,proposed_action,executed_action,utility_executed_local\nc1,a,a,0\nc2,a\n", "cannot be read as CSV"),
+    (b"case_id,proposed_action,executed_action,utility_executed_local\nc1,a,a,0\n\xff\xfe,a,a,0\n", "cannot be read as CSV"),
+])
+def test_a_csv_the_reader_refuses_is_one_line(tmp_path, text, rule):
+    """A CSV scanned by DuckDB: a ragged row or bad encoding is a RecordError naming the file."""
+    path = tmp_path / "log.csv"
+    path.write_bytes(text)
+    with pytest.raises(RecordError, match=rule) as err:
+        read_records(path)
+    assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
