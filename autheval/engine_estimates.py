@@ -82,24 +82,20 @@ def records_on_engine(engine: Engine, con, recordsets=()) -> None:
     if not recordsets or not all(r.dataset is not None and r.dataset.kind == "parquet" for r in recordsets):
         engine.register("records", _arrow(con.table("records").arrow()))
         return
-    import ibis
-
     from autheval.records import LOG_COLUMNS
     from warehouse.sql import load_sql, quote_identifier
 
-    parts = []
+    statements = []
     for i, records in enumerate(recordsets):
         files, raw = f"record_files_{i}", f"record_raw_{i}"
         engine.register_files(files, list(records.dataset.names))
-        table = engine.backend.table(files)
         given = dict(records.dataset.columns)
         given.setdefault("cluster_id", given["case_id"])  # the log schema's default: every case its own cluster
-        columns = {"analysis": ibis.literal(records.analysis, "string"), "row_index": ibis.literal(0, "int64")}
-        for column in LOG_COLUMNS:
-            columns[column] = table[given[column]] if column in given else ibis.null().cast("string")
-        engine.create_view(raw, table.select(**columns))
-        parts.append(engine.sql(load_sql("records_dataset_canonical").replace("{raw}", quote_identifier(raw))))
-    engine.create_view("records", parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False))
+        # row_index is the rule check's (done here, by DuckDB): the engine's records carry none
+        engine.create_column_view(raw, files, {c: given.get(c) for c in LOG_COLUMNS},
+                                  {"analysis": records.analysis, "row_index": ""})
+        statements.append(load_sql("records_dataset_canonical").replace("{raw}", quote_identifier(raw)))
+    engine.create_union_view("records", statements)
 
 
 def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, seed: int, recordsets=(),

@@ -688,6 +688,9 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
     with ThreadPoolExecutor(1, thread_name_prefix="autheval-hash") as pool:
         hashing = pool.submit(sha256)
         con = con or connect()
+        unordered = dataset.kind == "parquet"  # row numbers from the files: the order is not needed
+        if unordered:
+            con.execute(load_sql("records_unordered"))
         try:
             dataset.scan(con, "record_files")
             dataset.raw_records(con, "record_files", analysis).create_view("raw_records")
@@ -704,6 +707,8 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
         finally:
             con.execute(load_sql("drop_view").replace("{view}", quote_identifier("raw_records")))
             con.execute(load_sql("drop_view").replace("{view}", quote_identifier("record_files")))
+            if unordered:
+                con.execute(load_sql("records_ordered"))
         if counts["n_cases"] == 0:
             raise RecordError(dataset.source, None, "file has no records")
         digest = hashing.result()

@@ -217,13 +217,24 @@ class Engine:
     def columns(self, name: str) -> list[str]:
         return list(self.backend.table(name).columns)
 
-    def create_view(self, name: str, expr) -> None:
-        """Keep an Ibis expression as the (temporary) view `name`: computed where it is read."""
-        self.backend.create_view(name, expr, overwrite=True)
+    def create_column_view(self, name: str, source: str, columns: dict[str, str | None],
+                           labels: dict[str, str]) -> None:
+        """The view `name` over table `source`: each output column of `columns` the source column it
+        names (None: a NULL string), beside constant text columns `labels` (computed where it is read)."""
+        import ibis
 
-    def sql(self, text: str):
-        """The Ibis table expression of a statement in DuckDB's dialect (a SQL file's text)."""
-        return self.backend.sql(text, dialect="duckdb")
+        table = self.backend.table(source)
+        exprs = {k: ibis.literal(v, "string") for k, v in labels.items()}
+        exprs.update({k: table[v] if v is not None else ibis.null().cast("string") for k, v in columns.items()})
+        self.backend.create_view(name, table.select(**exprs), overwrite=True)
+
+    def create_union_view(self, name: str, statements: list[str]) -> None:
+        """The view `name`: the rows of every statement (DuckDB's dialect, a SQL file's text), UNION ALL."""
+        import ibis
+
+        parts = [self.backend.sql(text, dialect="duckdb") for text in statements]
+        self.backend.create_view(name, parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False),
+                                 overwrite=True)
 
     def table(self, name: str) -> pa.Table:
         return self.backend.table(name).to_pyarrow()
