@@ -26,10 +26,12 @@ from dagster import (
 from assets.common import RECURRING, write_table
 from assets.landing import landed_records
 from assets.trend import trend
-from autheval.landing import LANDED_TABLE
+from autheval.landing import LANDED_TABLE, empty_trend, trend_plot_table
 from autheval.monitoring import alerts, monitor_table
 from autheval.notify import Notified, notify_new
+from autheval.report import trend_plot_png
 from dagster_project.resources import LakeResource, NotifierResource, ProtocolResource
+from warehouse.atomic import atomic_write_bytes
 from warehouse.lake import Lake
 
 MONITOR, CASE_MIX, NO_ALERTS = "monitor", "monitor_case_mix", "monitor_has_no_alerts"
@@ -63,6 +65,9 @@ def monitor(context, lake: LakeResource, protocol: ProtocolResource):
                       alerts=len(result.alerts))
     shifted = sum(bool(s) for s in result.case_mix.column("shifted").to_pylist()) if result.case_mix.num_rows else 0
     yield write_table(store, CASE_MIX, result.case_mix, asset_key=CASE_MIX, shifted_rows=shifted)
+    if result.table.num_rows:  # reports/trend.png becomes one panel per site and rule (trend drew the periods)
+        trend_rows = trend_plot_table(store.read("trend")) if store.has_table("trend") else empty_trend()
+        atomic_write_bytes(store.publish_path("reports/trend.png"), trend_plot_png(trend_rows, result.table))
     yield alerts_check(result.alerts)
 
 

@@ -40,11 +40,10 @@ from statistics import NormalDist
 import numpy as np
 import pyarrow as pa
 
+from autheval.deployment_flags import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
 from autheval.errors import RecordError
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
 
-DEPLOYMENT_SEED = 20260718
-DRIFT_KINDS = ("proposer_quality", "review_capacity", "case_mix")
 SEVERITY = (0.5, 1.0, 2.0, 4.0)  # per risk stratum (the default rules' severity multipliers)
 GLOBAL_WEIGHT = 1.2  # AuthEval's fixed-weight (global) utility: w_under = w_over = 1.2
 DEFAULT_GAP = -0.10  # points of local utility per image (the example protocol's lower bound)
@@ -56,12 +55,10 @@ TAU = 0.8  # spread of a lesion's review propensity (probit scale)
 IMAGES_EXTRA = 1.5  # images per cluster: 1 + Poisson(1.5), mean 2.5
 RECUR = 0.10  # share of a month's clusters that are earlier lesions seen again
 OFF_LEVEL = 0.15  # an unchanged image's action one level off its stratum
-START = "2026-01"
 MAX_SITES, MAX_MONTHS, MAX_CLUSTERS = 1000, 600, 10_000_000
 RATE_MIN, RATE_MAX = 0.001, 0.999
 LOG_COLUMNS = ("case_id", "cluster_id", "proposed_action", "executed_action", "utility_executed_local",
                "utility_proposed_local", "utility_proposed_global", "site", "model_version", "timestamp")
-DRIFT_SYNTAX = "SITE:KIND:AMOUNT:from=MONTH[:to=STRATUM][:version=NAME], e.g. site-2:proposer_quality:-0.5:from=7"
 
 
 @dataclass(frozen=True)

@@ -453,6 +453,8 @@ def test_monitor_run_on_a_simulated_drift_alerts_at_that_site_and_nowhere_else(t
     status = cli("monitor", "status", "--lake", str(root))
     assert status.returncode == 3, status.stdout + status.stderr
     assert [line for line in status.stdout.splitlines() if line.startswith("ALERT")] == alerting
+    png = (root / "reports" / "trend.png").read_bytes()  # one row of panels per site and the pooled one
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[20:24], "big") > 4 * 2.7 * 100 * 0.9
     notified = [json.loads(line) for line in sent.read_text().splitlines()]
     assert {a["site"] for a in notified} == sites and len(notified) == len(alerting)
     again = cli("monitor", "run", "--lake", str(root))  # nothing new lands, the same alerts: none sent again

@@ -167,7 +167,7 @@ def cmd_synth_deployment(args) -> int:
 
 def register_deployment(subparsers: argparse._SubParsersAction) -> None:
     """Add `synth deployment` (autheval.deployment_sim)."""
-    from autheval.deployment_sim import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
+    from autheval.deployment_flags import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
 
     p = subparsers.add_parser(
         "deployment", help="monthly logs of a simulated deployment (null, or with planted drift)",
