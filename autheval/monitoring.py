@@ -17,8 +17,10 @@ calendar period: sql/monitor_alpha_adjusted.sql), and, at each look, the status 
 sequence drawn at its adjusted level (sql/monitor_status.sql): `alert` wholly outside the bounds,
 `pass` wholly inside, `insufficient` otherwise or below the protocol's minimum clusters, with the
 reason in words. The fixed-sample bootstrap interval (the evaluator scheme, as the trend uses) stays
-beside it. The case mix (sql/monitor_case_mix.sql) is tested against each site's baseline by the
-sequential multinomial test of Lindon and Malek.
+beside it. The case mix (sql/monitor_case_mix.sql, one observation per lesion cluster) is tested against
+a declared reference by the sequential multinomial test of Lindon and Malek, or against the site's
+first periods (an estimated baseline) by a universal-inference e-process that allows for the
+baseline's own sampling error.
 
 No Dagster here: the lake's `monitor` asset and `autheval monitor` call these. docs/monitoring.md is
 the tables' contract.
@@ -39,6 +41,7 @@ from autheval.landing import LANDED_TABLE, TREND_SCHEME, with_deployment_columns
 from autheval.protocol import CASE_MIX_DIMENSIONS, MONITORED_METRICS, Protocol
 from autheval.provenance import Provenance, stamp
 from autheval.records import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, RecordSet, records_from_table, table_sha256
+from autheval.vocabulary import ACTIONS, RISK_LEVELS
 from warehouse.sql import connect, load_sql, quote_identifier, rows, run, to_table
 
 MECHANISM = "landed"  # the proposals of a landed log: the deployed model its model_version names
@@ -573,19 +576,39 @@ def status_report(monitor: pa.Table) -> tuple[list[str], int]:
 # --- case mix -----------------------------------------------------------------------------------------
 
 
-def case_mix_table(con, protocol: Protocol, hashes: dict[tuple[str, str], str]) -> pa.Table:
-    """monitor_case_mix of the landed records registered on `con` (with deployment columns): per site,
-    period, dimension and category, the count and shares, and per (site, period, dimension) the Bayes
-    factor, the anytime-valid p-value and whether the mix has shifted (p <= alpha over the number of
-    site x dimension tests: Bonferroni). `hashes`: (site, period) -> the data hash of the site's records
-    to that period."""
+CASE_MIX_PRIOR = 0.5  # Jeffreys' Dirichlet(1/2, ...): the estimated-baseline test's mixtures (sql/monitor_case_mix.sql)
+CASE_MIX_VOCABULARY = {  # the categories a dimension takes; any other a site shows ('missing', 'unspecified'...) joins
+    "proposed_action": ACTIONS,
+    "risk_stratum": RISK_LEVELS,
+    "workflow_profile": ("changed", "accepted"),
+    "record_level": (FULL,),
+}
+
+
+def case_mix_tests(con, protocol: Protocol) -> list[dict]:
+    """The case-mix test's rows (sql/monitor_case_mix.sql) of the landed records registered on `con` as
+    landed_records: per site, look, dimension and category the clusters, shares, the log Bayes factor
+    (or e-value) and the anytime-valid p-value, before any multiplicity correction."""
     to_table(con, "monitor_case_mix_counts", "monitor_case_mix_counts")
     reference = [{"dimension": d, "category": c, "share": s}
                  for d, shares in protocol.case_mix_reference.items() for c, s in shares.items()]
     con.register("monitor_case_mix_reference", pa.Table.from_pylist(reference, schema=pa.schema(
         [("dimension", pa.string()), ("category", pa.string()), ("share", pa.float64())])))
-    found = rows(con, "monitor_case_mix", {"baseline_periods": protocol.baseline_periods,
-                                           "concentration": float(protocol.case_mix_concentration)})
+    con.register("monitor_case_mix_vocabulary", pa.table({
+        "dimension": [d for d, cats in CASE_MIX_VOCABULARY.items() for _ in cats],
+        "category": [c for cats in CASE_MIX_VOCABULARY.values() for c in cats]}))
+    return rows(con, "monitor_case_mix", {"baseline_periods": protocol.baseline_periods,
+                                          "concentration": float(protocol.case_mix_concentration),
+                                          "prior": CASE_MIX_PRIOR})
+
+
+def case_mix_table(con, protocol: Protocol, hashes: dict[tuple[str, str], str]) -> pa.Table:
+    """monitor_case_mix of the landed records registered on `con` (with deployment columns): per site,
+    period, dimension and category, the clusters first seen and shares, and per (site, period,
+    dimension) the Bayes factor (e-value), the anytime-valid p-value and whether the mix has shifted
+    (p <= alpha over the number of site x dimension tests: Bonferroni). `hashes`: (site, period) -> the
+    data hash of the site's records to that period."""
+    found = case_mix_tests(con, protocol)
     tests = {(r["site"], r["dimension"]) for r in found}
     level = protocol.alpha / max(1, len(tests))
     out = []
@@ -597,7 +620,8 @@ def case_mix_table(con, protocol: Protocol, hashes: dict[tuple[str, str], str]) 
         else:
             bf = math.exp(r["log_bayes_factor"]) if r["log_bayes_factor"] < 709 else math.inf
             shifted = r["p_value"] <= level
-            against = "the declared reference" if declared else f"the site's first {protocol.baseline_periods} periods"
+            against = ("the declared reference" if declared
+                       else f"the clusters of the site's first {protocol.baseline_periods} periods")
             verdict = "shifted" if shifted else "no shift shown"
             reason = (f"{r['dimension']} mix {verdict} against {against}: anytime p = {r['p_value']:.3g} "
                       f"{'<=' if shifted else '>'} {level:.3g} (alpha {protocol.alpha:g} over {len(tests)} site x "

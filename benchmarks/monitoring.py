@@ -20,9 +20,13 @@
    rule and look, as each monthly run recomputes them) without the bootstrap interval beside; then the
    whole run with it on --monitor-records (default 100k). Each in a child process with its own peak
    memory.
+5. Case mix: the monitor's case-mix test (autheval.monitoring.case_mix_tests) on --case-mix-deployments
+   stationary deployments and as many with --case-mix-drift planted: deployments with any shift
+   reported (Bonferroni over a deployment's site x dimension tests), and detection at site-1.
 
 Usage: python benchmarks/monitoring.py [--deployments 500] [--clusters-per-month 30] [--look-records N]
-       [--monitor-records N] [--skip-look]
+       [--monitor-records N] [--skip-look] [--case-mix-deployments 500] [--case-mix-drift SPEC]
+       [--case-mix-only]
 """
 
 from __future__ import annotations
@@ -41,12 +45,15 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autheval.deployment_sim import DeploymentModel, parse_drift, simulate  # noqa: E402
+from autheval.deployment_sim import DeploymentModel, month_label, parse_drift, simulate, site_name  # noqa: E402
+from autheval.records import FULL  # noqa: E402
+from autheval.vocabulary import ACTIONS, RISK_LEVELS  # noqa: E402
 from benchmarks.peer import child_rusage, machine_line  # noqa: E402
 from warehouse.sql import connect, run, to_table  # noqa: E402
 
 SITES, MONTHS = 3, 24
 DRIFT = "site-2:proposer_quality:-0.5:from=7"
+CASE_MIX_DRIFT = "site-1:case_mix:0.5:from=7"  # half of site-1's new lesions move to high
 Z95 = 1.959963984540054
 METHODS = ("naive 95% interval at every look", "confidence sequence", "confidence sequence, multiplicity-corrected")
 
@@ -252,28 +259,75 @@ def look_child(mode: str, records: int, reps: int) -> None:
     print(json.dumps({"records": landed.num_rows, "write": written, "land": land, "look": look, "rows": rows}))
 
 
-def case_mix_false_shifts(protocol, deployments: int, clusters: int, seed: int) -> dict[str, int]:
-    """The monitor's case-mix test (monitor_table's monitor_case_mix) on `deployments` stationary
-    deployments (the same case mix every month): per dimension, the deployments where some site's mix
-    is ever reported shifted, and 'any' for any dimension."""
-    import tempfile
+def simulated_landed(model: DeploymentModel, deployments: int, seed: int) -> pa.Table:
+    """`deployments` simulated deployments of `model` as one landed_records table with the columns the
+    case-mix SQL reads; deployment d's site s is the site named 'd/site-s', so one run of the SQL
+    tests them all. A case's row_index is its time in the month (the simulator's order)."""
+    cases = simulate(model, seed=seed, deployments=deployments)
+    site = (cases.deployment * model.sites + cases.site).astype(np.int64)
+    names = np.array([f"{d}/{site_name(s + 1)}" for d in range(deployments) for s in range(model.sites)])
+    periods = np.array([month_label(model.start, m) for m in range(model.months)])
+    return pa.table({
+        "site": pa.array(names[site]),
+        "period": pa.array(periods[cases.month]),
+        "cluster_id": pa.array(cases.cluster.astype(np.int64)).cast(pa.string()),
+        "landed_file": pa.array(periods[cases.month]),
+        "row_index": pa.array((cases.second * 2**40).astype(np.int64)),
+        "proposed_action": pa.array(np.array(ACTIONS)[cases.proposed]),
+        "intervened": pa.array(cases.intervened),
+        "record_level": pa.array([FULL] * len(cases.site)),
+        "risk_stratum": pa.array(np.array(RISK_LEVELS)[cases.stratum]),
+    })
 
-    from autheval.deployment_sim import write_deployment
-    from autheval.landing import read_landed
-    from autheval.monitoring import monitor_table
 
-    model = null_model(protocol, clusters=clusters)
-    counts: dict[str, int] = {"any": 0}
-    for d in range(deployments):
-        with tempfile.TemporaryDirectory() as tmp:
-            paths = write_deployment(model, Path(tmp), seed=seed + d, fmt="parquet")
-            landed = pa.concat_tables([read_landed(path)[1] for path in paths], promote_options="default")
-        mix = monitor_table(landed, protocol, reps=0).case_mix
-        shifted = {r["dimension"] for r in mix.to_pylist() if r["shifted"]}
-        for dimension in shifted:
+def case_mix_shifts(protocol, model: DeploymentModel, deployments: int, seed: int) -> tuple[dict[str, int], list]:
+    """The monitor's case-mix test (case_mix_tests: the SQL monitor_table runs) on `deployments`
+    deployments of `model`, Bonferroni over each deployment's site x dimension tests as monitor_table
+    does: per dimension, the deployments where some site's mix is reported shifted ('any': any
+    dimension), and per deployment the first look of site-1 found shifted (None: never)."""
+    from autheval.monitoring import case_mix_tests
+
+    con = connect()
+    con.register("landed_records", simulated_landed(model, deployments, seed))
+    found = [r for r in case_mix_tests(con, protocol) if r["tested"]]
+    dimensions = {r["dimension"] for r in found}
+    level = protocol.alpha / (model.sites * len(dimensions))
+    shifted: dict[int, set[str]] = {}
+    first: list = [None] * deployments
+    for r in found:
+        if r["p_value"] <= level:
+            d, site = r["site"].split("/")
+            shifted.setdefault(int(d), set()).add(r["dimension"])
+            if site == "site-1" and (first[int(d)] is None or r["look"] < first[int(d)]):
+                first[int(d)] = r["look"]
+    counts: dict[str, int] = {"any": len(shifted)}
+    for dims in shifted.values():
+        for dimension in dims:
             counts[dimension] = counts.get(dimension, 0) + 1
-        counts["any"] += bool(shifted)
-    return counts
+    return counts, first
+
+
+def print_case_mix(protocol, n: int, drift: str, clusters: int, seed: int) -> None:
+    """The case-mix table: false shifts on n stationary deployments, detection of `drift` on n more."""
+    rows = []
+    for label, drifts in (("stationary", ()), (drift, (drift,))):
+        model = null_model(protocol, clusters=clusters, drifts=drifts)
+        started = time.perf_counter()
+        counts, first = case_mix_shifts(protocol, model, n, seed)
+        seconds = time.perf_counter() - started
+        found = np.array([f for f in first if f is not None], float)
+        start = drifts and parse_drift(drifts[0], SITES, MONTHS).start
+        rows.append([label, f"{counts['any']}/{n}", f"{math.sqrt(protocol.alpha * (1 - protocol.alpha) / n):.3f}",
+                     ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "any") or "-",
+                     f"{len(found)}/{n}" if drifts else "-",
+                     f"{np.median(found) - start + 1:.0f}" if drifts and len(found) else "-", f"{seconds:.1f} s"])
+    print(f"\nCase mix: {n} deployments ({SITES} sites x {MONTHS} months, {clusters} lesion "
+          f"clusters a month; one observation per cluster; baseline = each site's first {protocol.baseline_periods} "
+          f"months; Bonferroni over the {SITES} x dimension tests of a deployment at alpha {protocol.alpha}; "
+          "autheval.monitoring.case_mix_tests, monitor_table's SQL, over all deployments at once)")
+    print(machine_line())
+    print_table(["deployments", "any shift reported", "MC error of alpha", "per dimension",
+                 "site-1 found shifted", "median delay (months)", "time"], rows)
 
 
 def print_table(header: list[str], rows: list[list]) -> None:
@@ -293,9 +347,12 @@ def main() -> None:
                         help="landed records of the timed monitor_table run with the bootstrap (default 100k)")
     parser.add_argument("--look-reps", type=int, default=200,
                         help="bootstrap replicates of the fixed-sample interval in the timed run (default 200)")
-    parser.add_argument("--case-mix-deployments", type=int, default=20,
-                        help="stationary deployments the case-mix test runs on (monitor_table each; default 20)")
+    parser.add_argument("--case-mix-deployments", type=int, default=500,
+                        help="deployments of the case-mix test, stationary and with --case-mix-drift (default 500)")
+    parser.add_argument("--case-mix-drift", default=CASE_MIX_DRIFT,
+                        help=f"the planted case-mix drift (a synth deployment --drift; default {CASE_MIX_DRIFT})")
     parser.add_argument("--skip-look", action="store_true")
+    parser.add_argument("--case-mix-only", action="store_true", help="only the case-mix table")
     parser.add_argument("--look-child", choices=("core", "monitor"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.look_child is not None:
@@ -304,6 +361,9 @@ def main() -> None:
     from autheval.protocol import load_protocol
 
     protocol = load_protocol(None)
+    if args.case_mix_only:
+        return print_case_mix(protocol, args.case_mix_deployments, args.case_mix_drift, args.clusters_per_month,
+                              args.seed + 2)
     D = args.deployments
     print(machine_line())
     print(f"protocol {protocol.version}: alpha {protocol.alpha}, horizon {protocol.horizon_clusters} clusters, "
@@ -362,15 +422,7 @@ def main() -> None:
               f"{np.nanpercentile(delay, 75):.0f} months; 1 = alerted at the look of month {start}")
 
     if args.case_mix_deployments:
-        n = args.case_mix_deployments
-        started = time.perf_counter()
-        counts = case_mix_false_shifts(protocol, n, args.clusters_per_month, args.seed + 2)
-        print(f"\nCase mix: {n} stationary deployments (the same mix every month; monitor_table's case-mix test, "
-              f"Bonferroni over site x dimension tests at alpha {protocol.alpha}): deployments with a shift reported "
-              f"at some site and period; {time.perf_counter() - started:.1f} s")
-        print(machine_line())
-        print_table(["dimension", "deployments with a false shift"],
-                    [[k, f"{v}/{n}"] for k, v in sorted(counts.items(), key=lambda kv: kv[0] != "any")])
+        print_case_mix(protocol, args.case_mix_deployments, args.case_mix_drift, args.clusters_per_month, args.seed + 2)
 
     if not args.skip_look:
         print(f"\nOne monthly look ({SITES} sites x {MONTHS} months landed; each in a child process, timed from the "

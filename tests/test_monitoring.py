@@ -498,8 +498,8 @@ def test_the_status_report_and_its_exit_codes(drifted, tmp_path, capsys):
 
 def test_a_planted_case_mix_shift_is_found_and_a_null_is_not(tmp_path):
     rng = np.random.default_rng(8)
-    even, skewed = [0.25, 0.25, 0.25, 0.25], [0.55, 0.25, 0.15, 0.05]
-    tables = [deployment_log(site, month, 80, rng, stratum=True,
+    even, skewed = [0.25, 0.25, 0.25, 0.25], [0.7, 0.15, 0.1, 0.05]
+    tables = [deployment_log(site, month, 150, rng, stratum=True,
                              actions=skewed if (site == "B" and month >= 4) else even)
               for site in ("A", "B") for month in range(1, 7)]
     landed = land(tables, tmp_path)
@@ -542,25 +542,78 @@ def dirichlet_multinomial_log_bf(x, theta0, k):
             - (x * np.log(theta0)).sum())
 
 
-def test_the_case_mix_bayes_factor_is_the_dirichlet_multinomials(tmp_path):
+def two_sample_log_e(base, x, prior=0.5):
+    """The estimated-baseline test's e-value: Dirichlet(prior)-multinomial sequence probabilities of the
+    baseline and of the later clusters, over the pooled maximum likelihood (scipy's log-gamma and xlogy)."""
+    from scipy.special import gammaln, xlogy
+
+    def log_dm(y):
+        a = np.full(len(y), prior)
+        return gammaln(a.sum()) - gammaln(a.sum() + y.sum()) + (gammaln(a + y) - gammaln(a)).sum()
+
+    pooled = base + x
+    return log_dm(base) + log_dm(x) - (xlogy(pooled, pooled).sum() - xlogy(pooled.sum(), pooled.sum()))
+
+
+def test_the_estimated_baseline_e_value_is_the_closed_form(tmp_path):
     rng = np.random.default_rng(31)
     actions = [[0.4, 0.3, 0.2, 0.1]] * 2 + [[0.25, 0.25, 0.25, 0.25], [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]]
     tables = [deployment_log("A", month + 1, 50, rng, actions=p) for month, p in enumerate(actions)]
-    rows = [r for r in monitor_table(land(tables, tmp_path), parse_protocol(PROTOCOL), reps=0).case_mix.to_pylist()
+    landed = land(tables, tmp_path)
+    rows = [r for r in monitor_table(landed, parse_protocol(PROTOCOL), reps=0).case_mix.to_pylist()
             if r["dimension"] == "proposed_action"]
     cats = sorted({r["category"] for r in rows})
+    assert cats == ["a0", "a1", "a2", "a3"]
     count = {(r["look"], r["category"]): r["count"] for r in rows}
+    # one observation per lesion cluster: 50 clusters a month, whatever their images
+    assert [sum(count.get((k, c), 0) for c in cats) for k in range(1, 6)] == [50] * 5
+    assert landed.num_rows > 5 * 50 * 1.5
     base = np.array([count.get((1, c), 0) + count.get((2, c), 0) for c in cats], float)
-    theta0 = (base + 0.5) / (base.sum() + 0.5 * len(cats))
     best = -np.inf
     for look in (3, 4, 5):
         x = np.array([sum(count.get((k, c), 0) for k in range(3, look + 1)) for c in cats], float)
-        log_bf = dirichlet_multinomial_log_bf(x, theta0, 100.0)
-        best = max(best, log_bf)
+        log_e = two_sample_log_e(base, x)
+        best = max(best, log_e)
         got = [r for r in rows if r["look"] == look]
-        assert [r["baseline_share"] for r in got] == pytest.approx(list(theta0), rel=1e-12)
-        assert [r["bayes_factor"] for r in got] == pytest.approx([np.exp(log_bf)] * len(cats), rel=1e-9)
+        assert [r["baseline_share"] for r in got] == pytest.approx(list(base / base.sum()), rel=1e-12)
+        assert [r["bayes_factor"] for r in got] == pytest.approx([np.exp(log_e)] * len(cats), rel=1e-9)
         assert [r["p_value"] for r in got] == pytest.approx([min(1.0, np.exp(-best))] * len(cats), rel=1e-9)
+
+
+def test_a_cluster_is_counted_once_at_its_first_case(tmp_path):
+    rng = np.random.default_rng(5)
+    first, later = deployment_log("A", 1, 4, rng), deployment_log("A", 2, 4, rng)
+    # month 2 sees month 1's first lesion again, proposed a3 this time: it stays one a-category cluster of month 1
+    seen_again = first.slice(0, 1).to_pylist()[0] | {"case_id": "again", "proposed_action": "a3",
+                                                      "timestamp": "2026-02-20"}
+    later = pa.concat_tables([later, pa.Table.from_pylist([seen_again], schema=later.schema)])
+    con = connect()
+    con.register("landed_records", land([first, later], tmp_path))
+    counts = {(r["look"], r["category"]): r["count"] for r in con.execute(
+        load_sql("monitor_case_mix_counts")).arrow().read_all().to_pylist() if r["dimension"] == "proposed_action"}
+    firsts = {}
+    for row in pa.concat_tables([first, later]).to_pylist():
+        firsts.setdefault(row["cluster_id"], (int(row["timestamp"][5:7]), row["proposed_action"]))
+    expected = {}
+    for key in firsts.values():
+        expected[key] = expected.get(key, 0) + 1
+    assert counts == expected and sum(counts.values()) == 8
+
+
+def test_stationary_deployments_report_no_case_mix_shift_and_a_planted_one_is_found():
+    """30 stationary simulated deployments (3 sites x 24 months, lesion clusters of several images,
+    recurring lesions) through the monitor's case-mix SQL: at most alpha of them report a shift (the
+    baseline's estimated shares taken as the known null, over cases, reported one in every deployment);
+    a planted shift of 60% of site-1's new lesions to `high` from month 7 is found there, not before."""
+    from benchmarks.monitoring import case_mix_shifts, null_model
+
+    protocol = load_protocol(None)
+    counts, _ = case_mix_shifts(protocol, null_model(protocol, clusters=30), 30, seed=11)
+    assert counts["any"] <= 3, counts  # alpha 0.05 of 30 deployments, plus its Monte Carlo error
+    drifted = null_model(protocol, clusters=30, drifts=("site-1:case_mix:0.6:from=7",))
+    counts, first = case_mix_shifts(protocol, drifted, 30, seed=11)
+    found = [f for f in first if f is not None]
+    assert len(found) >= 24 and min(found) >= 7, (counts, first)
 
 
 def test_a_declared_reference_replaces_the_baseline(tmp_path):
@@ -573,6 +626,13 @@ def test_a_declared_reference_replaces_the_baseline(tmp_path):
     assert all(r["p_value"] is not None for r in action)  # tested from the first period
     assert {r["baseline_share"] for r in action if r["category"] == "a0"} == {0.7}
     assert all(r["shifted"] for r in action if r["look"] == 3)  # even actions against 70% a0
+    # Lindon and Malek's Bayes factor of the clusters to date against the declared shares
+    theta0 = np.array([0.7, 0.1, 0.1, 0.1])
+    for look in (1, 2, 3):
+        x = np.array([sum(r["count"] for r in action if r["look"] <= look and r["category"] == c)
+                      for c in ("a0", "a1", "a2", "a3")], float)
+        got = [r["bayes_factor"] for r in action if r["look"] == look]
+        assert got == pytest.approx([np.exp(dirichlet_multinomial_log_bf(x, theta0, 100.0))] * 4, rel=1e-9)
 
 
 # --- landed logs: the deployment columns ------------------------------------------------------------------
