@@ -438,7 +438,8 @@ def test_the_monitoring_section_shows_the_status_the_alerts_the_case_mix_and_eac
     assert "| site-2 | model-2 | Delta (cluster-equal) | [-0.1, inf] | 2026-08 | 6 |" in status
     assert "site-1 | model-1 | p (image-weighted) | [0.05, 0.6]" in status
     shifts = text.split("### Case-mix shifts\n", 1)[1].split("\n*Every", 1)[0]
-    assert "| site-1 | risk_stratum | 2026-08 | 2026-05 |" in shifts  # shifted since the month it was planted
+    since = re.search(r"\| site-1 \| risk_stratum \| 2026-08 \| (2026-0[0-9]) \|", shifts)
+    assert since and "2026-05" <= since.group(1) <= "2026-07", shifts  # found after it was planted, never before
     found = re.search(r"\| site-1 \| risk_stratum .* high ([0-9.]+)% to ([0-9.]+)%", shifts)
     before, after = map(float, found.groups())
     assert after > before + 20  # the planted move to high risk, in the shares
