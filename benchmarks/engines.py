@@ -111,7 +111,7 @@ def synthetic_log(folder: Path, cases: int) -> Path:
 
     path = folder / f"log_{cases}.parquet"
     con = duckdb.connect()
-    reader = con.execute(load_sql("synthetic_log"), {"n_cases": cases, "n_clusters": cases // 10}).arrow()
+    reader = con.execute(load_sql("synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": cases // 10}).arrow()
     table = reader.read_all() if hasattr(reader, "read_all") else reader
     pq.write_table(table, path)
     return path

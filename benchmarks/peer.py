@@ -109,7 +109,7 @@ def write_log(path: Path, cases: int, clusters: int) -> None:
     from warehouse.sql import load_sql
 
     con = duckdb.connect()
-    table = con.execute(load_sql("synthetic_log"), {"n_cases": cases, "n_clusters": clusters}).arrow().read_all()
+    table = con.execute(load_sql("synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters}).arrow().read_all()
     from pyarrow import csv as pacsv
 
     pacsv.write_csv(table, path)

@@ -9,7 +9,7 @@ the JVM's and the process tree's.
                                         [--rows-per-file 5000000] [--spark] [--spark-reps 20] [--keep]
     .venv/bin/python benchmarks/scale.py --sizes 1000000 --spark      # the small case, about a minute
 
-The data (sql/synthetic_log_part.sql: the log of sql/synthetic_log.sql, written a file at a time, streaming)
+The data (sql/synthetic_log.sql, written a file at a time, streaming)
 goes under --data (not the repository; 10^8 records are about 1 GB), is reused when it is already there,
 and is removed at the end unless --keep. Goals on a 2-core machine (issue 19): 10^8 records under 3 minutes
 and 3 GB peak, 10^7 under 1 GB; on local Spark the driver's peak under 2 GB. Every figure is printed with
@@ -41,10 +41,9 @@ CLUSTER_SIZE = 10  # records per cluster
 def write_dataset(folder: Path, records: int, rows_per_file: int) -> Path:
     """The hash-generated log of `records` records as Parquet files of `rows_per_file` rows, written
     streaming by DuckDB (bounded memory); kept when a complete one is already there."""
-    import duckdb
     import pyarrow.parquet as pq
 
-    from warehouse.sql import to_parquet
+    from warehouse.sql import connect, to_parquet
 
     target = folder / f"log_{records}"
     done = target / "_COMPLETE"
@@ -52,10 +51,10 @@ def write_dataset(folder: Path, records: int, rows_per_file: int) -> Path:
         return target
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    con = duckdb.connect(config={"memory_limit": "1GB", "enable_progress_bar": False})
+    con = connect(memory_limit="1GB")
     started = time.perf_counter()
     for k, first in enumerate(range(0, records, rows_per_file)):
-        to_parquet(con, "synthetic_log_part", target / f"part-{k:05d}.parquet",
+        to_parquet(con, "synthetic_log", target / f"part-{k:05d}.parquet",
                    {"first_case": first, "n_cases": min(rows_per_file, records - first),
                     "n_clusters": records // CLUSTER_SIZE})
     con.close()

@@ -1,7 +1,12 @@
--- A synthetic role-separated log for scale benchmarks: $n_cases cases in $n_clusters clusters, about
--- 30% of proposals replaced, utilities on AuthEval's scale. Deterministic (no random()).
+-- A synthetic role-separated log for scale benchmarks: cases $first_case .. $first_case + $n_cases - 1
+-- of a log of $n_clusters clusters (case i in cluster i mod $n_clusters), about 30% of proposals
+-- replaced, utilities on AuthEval's scale. Deterministic (a hash of the case number, no random()), so
+-- a folder of parts (benchmarks/scale.py, $first_case = each part's first case) holds, row for row,
+-- the log written at once ($first_case = 0).
 WITH cases AS (
-    SELECT CAST(i AS BIGINT) AS i FROM generate_series(0, CAST($n_cases AS BIGINT) - 1) AS t(i)
+    SELECT CAST(i AS BIGINT) AS i
+    FROM generate_series(CAST($first_case AS BIGINT),
+                         CAST($first_case AS BIGINT) + CAST($n_cases AS BIGINT) - 1) AS t(i)
 ),
 drawn AS (
     SELECT
