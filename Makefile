@@ -35,6 +35,7 @@ smoke: install
 bench: install
 	$(BIN)/python benchmarks/estimators.py
 	$(BIN)/python benchmarks/monitoring.py
+	$(BIN)/python benchmarks/scale.py --spark
 
 clean:
 	rm -rf warehouse/lake .pytest_cache
