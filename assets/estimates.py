@@ -13,10 +13,12 @@ from autheval.analytic import delta_method_rows, interval_table
 from autheval.estimators import estimate
 from autheval.multiplicity import flagged
 from autheval.provenance import analysis_names, combined_sha256, run_provenance, stamp, with_names
+from autheval.records import scan_parquet_files
 from autheval.recordsets import recordsets_by
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
 from autheval.study import contrasts_table, estimates_table
 from dagster_project.resources import DeclaredRules, EngineResource, LakeResource, SourceResource
+from warehouse import sql
 from warehouse.sql import connect
 
 # The paired contrasts each study declares (arm_a minus arm_b).
@@ -44,11 +46,11 @@ STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
 def estimates(context, lake: LakeResource, source: SourceResource, engine: EngineResource,
               rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
-    records = store.read("records")
     con = connect()
-    con.register("records", records)
-    studies = sorted(set(zip(records.column("study").to_pylist(), records.column("analysis").to_pylist())))
-    mechanism = dict(zip(records.column("analysis").to_pylist(), records.column("mechanism").to_pylist()))
+    records = lake_records_view(store, con)
+    analyses = sql.run(con, "lake_records_analyses")  # one row per analysis: no record is held here
+    studies = sorted(set(zip(analyses.column("study").to_pylist(), analyses.column("analysis").to_pylist())))
+    mechanism = dict(zip(analyses.column("analysis").to_pylist(), analyses.column("mechanism").to_pylist()))
     estimate_parts, contrast_parts, interval_parts, order, hashes = [], [], [], {}, {}
     bootstrap = ("reference", None, source.reps)
     mechanism_order = _mechanism_order(store, source)
@@ -78,8 +80,9 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     table = pa.concat_tables(estimate_parts)
     contrast_table = pa.concat_tables(contrast_parts) if contrast_parts else contrasts_table(None)
     table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
-    provenance, analysis_rules = run_provenance(records, rules.rule_file(), engine.kind, *bootstrap)
-    names = analysis_names(records)
+    scored_by = sql.run(con, "lake_records_rules") if "rule_sha256" in records.columns else analyses
+    provenance, analysis_rules = run_provenance(scored_by, rules.rule_file(), engine.kind, *bootstrap)
+    names = analysis_names(analyses)
     table = with_names(stamp(table.drop_columns(["model"]), provenance, hashes, rules=analysis_rules), names)
     contrast_table = stamp(contrast_table, provenance, {
         c: combined_sha256([hashes.get(a), hashes.get(b)]) for c, a, b in zip(
@@ -91,6 +94,16 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     intervals = pa.concat_tables(interval_parts, promote_options="permissive")
     yield write_table(store, "intervals", with_names(stamp(intervals, provenance, hashes, rules=analysis_rules), names),
                       asset_key="intervals")
+
+
+def lake_records_view(store, con):
+    """The lake's `records` as the view `records` on `con` over the table's Parquet files, read where
+    they lie (a relation: nothing is read until a query runs); FileNotFoundError when it is absent."""
+    files = store.tables().get("records")
+    if files is None:
+        raise FileNotFoundError(f"no table 'records' in lake {store.root}")
+    scan_parquet_files(con, "records", [files] if isinstance(files, str) else files)
+    return con.table("records")
 
 
 def every_pair(analyses: list[str]) -> list[tuple[str, str]]:

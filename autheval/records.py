@@ -487,7 +487,7 @@ class RecordDataset:
         if self.kind == "csv":
             names = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(self.width)) + "}"
             text = text.replace("{columns}", names).replace("{delimiter}", quote_literal(self.delimiter))
-        con.execute(text.replace("{files}", "[" + ", ".join(quote_literal(f) for f in self.files) + "]"))
+        con.execute(text.replace("{files}", _path_list(self.files)))
 
     def raw_records(self, con, view: str, analysis: str):
         """A lazy relation over the scan `view`: the analysis label, row_index and the record's
@@ -505,6 +505,18 @@ class RecordDataset:
             else:
                 exprs.append(ConstantExpression(None).cast("VARCHAR").alias(column))
         return con.table(view).select(*exprs)
+
+
+def scan_parquet_files(con, view: str, files: Sequence[str]) -> None:
+    """Create the temporary view `view` on `con` over Parquet `files` (paths or URIs DuckDB reads,
+    such as a lake table's), every column beside `_autheval_row`, read where they lie, streaming
+    (sql/records_dataset_parquet.sql): the rows are never held in this process."""
+    text = load_sql("records_dataset_parquet").replace("{view}", quote_identifier(view))
+    con.execute(text.replace("{files}", _path_list(files)))
+
+
+def _path_list(files: Sequence[str]) -> str:
+    return "[" + ", ".join(quote_literal(f) for f in files) + "]"
 
 
 def _register_filesystem(con, protocol: str, filesystem) -> None:
