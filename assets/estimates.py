@@ -13,8 +13,7 @@ from autheval.analytic import delta_method_rows, interval_table
 from autheval.estimators import estimate
 from autheval.multiplicity import flagged
 from autheval.provenance import analysis_names, combined_sha256, run_provenance, stamp, with_names
-from autheval.records import scan_parquet_files
-from autheval.recordsets import recordsets_by
+from autheval.records import lake_analysis_records, scan_parquet_files
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
 from autheval.study import contrasts_table, estimates_table
 from dagster_project.resources import DeclaredRules, EngineResource, LakeResource, SourceResource
@@ -47,7 +46,8 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
               rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     con = connect()
-    records = lake_records_view(store, con)
+    files = lake_records_view(store, con)
+    records = con.table("records")
     analyses = sql.run(con, "lake_records_analyses")  # one row per analysis: no record is held here
     studies = sorted(set(zip(analyses.column("study").to_pylist(), analyses.column("analysis").to_pylist())))
     mechanism = dict(zip(analyses.column("analysis").to_pylist(), analyses.column("mechanism").to_pylist()))
@@ -56,8 +56,7 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     mechanism_order = _mechanism_order(store, source)
     with engine.engine() as compute:  # one engine (one Spark session) for every study
         for study in sorted({s for s, _ in studies}):
-            recordsets = recordsets_by(con, "records", "records_of_analysis",
-                                       [(a, {"analysis": a}) for s, a in studies if s == study])
+            recordsets = [lake_analysis_records(con, files, a, f"lake:records/{a}") for s, a in studies if s == study]
             if source.is_reference:
                 recordsets.sort(key=_study_order)
                 contrasts = STUDY_CONTRASTS.get(study, ())
@@ -97,13 +96,14 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
 
 
 def lake_records_view(store, con):
-    """The lake's `records` as the view `records` on `con` over the table's Parquet files, read where
-    they lie (a relation: nothing is read until a query runs); FileNotFoundError when it is absent."""
+    """Create the view `records` on `con` over the lake's `records` table's Parquet files, read where
+    they lie (nothing is read until a query runs), and return the files; FileNotFoundError when absent."""
     files = store.tables().get("records")
     if files is None:
         raise FileNotFoundError(f"no table 'records' in lake {store.root}")
-    scan_parquet_files(con, "records", [files] if isinstance(files, str) else files)
-    return con.table("records")
+    files = [files] if isinstance(files, str) else files
+    scan_parquet_files(con, "records", files)
+    return files
 
 
 def every_pair(analyses: list[str]) -> list[tuple[str, str]]:

@@ -471,10 +471,11 @@ class RecordDataset:
     delimiter: str = ","
     filesystem: object = field(default=None, compare=False)  # an object store's pyarrow filesystem
     protocol: str | None = None  # the fsspec protocol DuckDB reads `files` through (object stores)
+    analysis: str | None = None  # kind 'lake': the one analysis of a lake table that these records are
 
     def locate(self, row_index: int) -> tuple[str, int]:
         """(the file, the row within it) of a row_index; the dataset's own name for one file."""
-        if len(self.files) == 1:
+        if len(self.files) == 1 or self.kind == "lake":  # a lake analysis' rows are numbered in case_id order
             return self.source, row_index
         return self.names[row_index >> ROW_BITS], row_index & ((1 << ROW_BITS) - 1)
 
@@ -484,6 +485,8 @@ class RecordDataset:
         if self.protocol is not None:
             _register_filesystem(con, self.protocol, self.filesystem)
         text = load_sql(f"records_dataset_{self.kind}").replace("{view}", quote_identifier(view))
+        if self.kind == "lake":
+            text = text.replace("{analysis}", quote_literal(self.analysis))
         if self.kind == "csv":
             names = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(self.width)) + "}"
             text = text.replace("{columns}", names).replace("{delimiter}", quote_literal(self.delimiter))
@@ -513,6 +516,56 @@ def scan_parquet_files(con, view: str, files: Sequence[str]) -> None:
     (sql/records_dataset_parquet.sql): the rows are never held in this process."""
     text = load_sql("records_dataset_parquet").replace("{view}", quote_identifier(view))
     con.execute(text.replace("{files}", _path_list(files)))
+
+
+def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str) -> RecordSet:
+    """One analysis of the lake's `records` table (every analysis in one table, `files` its Parquet
+    files, also the view `records` on `con`) validated where it lies, as records_from_table would
+    validate its rows held: the same rules and messages, the same data hash (the Arrow IPC bytes of
+    records_of_analysis.sql's rows, hashed batch by batch as DuckDB streams them), no row held."""
+    dataset = RecordDataset(source, "lake", "log", tuple(files), (source,), tuple((c, c) for c in LOG_COLUMNS),
+                            analysis=analysis)
+    digest = _stream_sha256(con.execute(load_sql("records_of_analysis"), {"analysis": analysis}).arrow())
+    try:
+        dataset.scan(con, "record_files")
+        dataset.raw_records(con, "record_files", analysis).create_view("raw_records")
+        validate(con, source, "log", dataset.locate)
+        level, has_local, counts = _record_level(con)
+    finally:
+        con.execute(load_sql("drop_view").replace("{view}", quote_identifier("raw_records")))
+        con.execute(load_sql("drop_view").replace("{view}", quote_identifier("record_files")))
+    if counts["n_cases"] == 0:
+        raise RecordError(source, None, "file has no records")
+    return RecordSet(analysis=analysis, source=source, schema="log", level=level, has_local=has_local,
+                     data_sha256=digest, rows=None, dataset=dataset, **counts)
+
+
+class _HashSink:
+    """A write-only file that hashes what is written to it."""
+
+    closed = False
+
+    def __init__(self):
+        self.digest = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _stream_sha256(reader: pa.RecordBatchReader) -> str:
+    """table_sha256 of the table `reader` would read, one batch at a time (the same IPC bytes)."""
+    sink = _HashSink()
+    with pa.PythonFile(sink, mode="w") as handle, pa.ipc.new_stream(handle, reader.schema.remove_metadata()) as writer:
+        for batch in reader:
+            writer.write_batch(batch)
+    return sink.digest.hexdigest()
 
 
 def _path_list(files: Sequence[str]) -> str:
