@@ -35,7 +35,7 @@ from autheval.multiplicity import (DEFAULT_CONTRAST_FAMILY, TESTED_METRICS, add_
 from autheval.records import FULL, PROPOSAL_ONLY, RecordSet, register_records, warn
 from autheval.vocabulary import SCHEMES
 from warehouse import sql
-from warehouse.sql import connect, drop_table, load_sql
+from warehouse.sql import MIN_MEMORY_MB, connect, drop_table, load_sql, quote_literal
 
 DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
 DEFAULT_REPS = 5000
@@ -298,6 +298,10 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
         streams.setdefault((seed, int(n_clusters)), []).append(({"analysis": analysis}, matrix[first : first + n_clusters]))
         first += n_clusters
     drop_table(con, "cluster_matrix")  # its numbers are in `matrix` now: DuckDB may reuse its memory
+    # What DuckDB still does here (replicate sums, intervals) is small; the cluster statistics it keeps
+    # spill. So this process holds the matrix beside DuckDB's floor, not beside its whole limit
+    # (10^7 clusters: 1.28 GB of matrix beside up to 1.5 GB of DuckDB buffers).
+    con.execute(load_sql("duckdb_memory_limit").replace("{limit}", quote_literal(f"{MIN_MEMORY_MB}MB")))
     _stream_metrics(con, "replicate_sums", "replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme)
 
 
