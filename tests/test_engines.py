@@ -59,7 +59,7 @@ MATRIX = {
     "multiplicity": ("multiplicity", ("row_id",)),  # autheval/multiplicity.py: Holm and BH over families
 }  # portable_evaluator_weighted: against the in-process products (test_evaluator_weighted_...)
 # Runs on the in-process DuckDB whatever the engine (on one row per replicate, analysis and metric).
-DUCKDB_ONLY = {"evaluator_metrics", "evaluator_stream_runs", "cluster_matrix_runs"}
+DUCKDB_ONLY = {"evaluator_metrics", "evaluator_stream_runs", "cluster_matrix_runs", "duckdb_memory_limit"}
 
 
 def spark_missing() -> str | None:
