@@ -79,10 +79,10 @@ def tree_rss_mb(pid: int) -> float:
     return total / 2**20
 
 
-def run_child(log: Path, engine: str, reps: int, spark_memory: str) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--log", str(log), "--engine", engine,
-               "--reps", str(reps), "--spark-memory", spark_memory]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+def run_sampled(command: list[str], label: str, env: dict | None = None) -> dict:
+    """Run a benchmark child; its last stdout line (JSON) with `wall_s` and `peak_mb`: the whole process
+    tree's peak RSS (Python and a JVM), sampled every 0.2 s."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     peak = [0.0]
 
     def sample():
@@ -96,11 +96,15 @@ def run_child(log: Path, engine: str, reps: int, spark_memory: str) -> dict:
     out, err = proc.communicate()
     sampler.join()
     if proc.returncode != 0:
-        raise SystemExit(f"{engine} child failed:\n{err[-3000:]}")
+        raise SystemExit(f"{label} child failed:\n{err[-3000:]}")
     result = json.loads(out.strip().splitlines()[-1])
-    result["wall_s"] = time.perf_counter() - started
-    result["peak_mb"] = peak[0]
-    return result
+    return {**result, "wall_s": time.perf_counter() - started, "peak_mb": peak[0]}
+
+
+def run_child(log: Path, engine: str, reps: int, spark_memory: str) -> dict:
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--log", str(log), "--engine", engine,
+               "--reps", str(reps), "--spark-memory", spark_memory]
+    return run_sampled(command, engine)
 
 
 def synthetic_log(folder: Path, cases: int) -> Path:

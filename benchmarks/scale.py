@@ -23,16 +23,14 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.engines import tree_rss_mb  # noqa: E402
+from benchmarks.engines import run_sampled  # noqa: E402
 from benchmarks.peer import child_rusage, machine_line, warm_bytecode  # noqa: E402
 
 CLUSTER_SIZE = 10  # records per cluster
@@ -122,23 +120,7 @@ def run_spark(args, folder: Path) -> dict:
     command = child_command(args, folder, "spark", args.spark_reps)
     # the driver checks the rules itself (DuckDB, streaming): its memory limit bounds the driver's peak
     env = {**os.environ, "AUTHEVAL_DUCKDB_MEMORY": args.driver_duckdb_memory}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    peak = [0.0]
-
-    def sample():
-        while proc.poll() is None:
-            peak[0] = max(peak[0], tree_rss_mb(proc.pid))
-            time.sleep(0.2)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    started = time.perf_counter()
-    sampler.start()
-    out, err = proc.communicate()
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"spark child failed:\n{err[-3000:]}")
-    result = json.loads(out.strip().splitlines()[-1])
-    return {**result, "wall_s": time.perf_counter() - started, "peak_mb": peak[0]}
+    return run_sampled(command, "spark", env)
 
 
 def report(label: str, r: dict, reps: int) -> None:
