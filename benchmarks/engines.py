@@ -26,35 +26,42 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def child(args) -> None:
-    """One engine on one log: start the engine, read the log, poisson bootstrap, delta method."""
+def timed_estimates(source, engine_name: str, reps: int, spark_memory: str) -> tuple[dict, object]:
+    """One engine on one log (a file or a dataset): start the engine, read + validate the records, the
+    poisson bootstrap, the delta method; the phases' times and the numbers (JSON-ready), and the records."""
     from autheval.analytic import delta_method_rows
     from autheval.estimators import estimate
     from autheval.records import read_records
-    from warehouse.engine import EngineConfig, connect_engine
 
     times = {}
     t0 = time.perf_counter()
     engine = None
-    if args.engine != "duckdb":
-        engine = connect_engine(EngineConfig("spark", spark_driver_memory=args.spark_memory))
+    if engine_name != "duckdb":
+        from warehouse.engine import EngineConfig, connect_engine
+
+        engine = connect_engine(EngineConfig("spark", spark_driver_memory=spark_memory))
     times["engine_start_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    records = read_records(args.log, analysis="scale")
+    records = read_records(source, analysis="scale")
     times["read_validate_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    result = estimate([records], scheme="poisson", reps=args.reps, engine=engine)
+    result = estimate([records], scheme="poisson", reps=reps, engine=engine)
     times["poisson_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     delta = {(r["unit"], r["metric"]): r for r in delta_method_rows([records], engine=engine)}
     times["delta_method_s"] = time.perf_counter() - t0
-    boot = result.estimate("scale", "image_weighted", "Delta_authority")
-    dm = delta[("image_weighted", "Delta_authority")]
     if engine is not None:
         engine.close()
-    print(json.dumps({**times, "n_cases": records.n_cases, "n_clusters": records.n_clusters,
-                      "bootstrap": [boot["estimate"], boot["ci_lower"], boot["ci_upper"]],
-                      "delta_method": [dm["estimate"], dm["ci_lower"], dm["ci_upper"]]}))
+    boot = result.estimate("scale", "image_weighted", "Delta_authority")
+    dm = delta[("image_weighted", "Delta_authority")]
+    return {**times, "n_cases": records.n_cases, "n_clusters": records.n_clusters,
+            "bootstrap": [boot["estimate"], boot["ci_lower"], boot["ci_upper"]],
+            "delta_method": [dm["estimate"], dm["ci_lower"], dm["ci_upper"]]}, records
+
+
+def child(args) -> None:
+    """One engine on one log, printed as JSON (timed_estimates)."""
+    print(json.dumps(timed_estimates(args.log, args.engine, args.reps, args.spark_memory)[0]))
 
 
 def tree_rss_mb(pid: int) -> float:

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.engines import run_sampled  # noqa: E402
+from benchmarks.engines import run_sampled, timed_estimates  # noqa: E402
 from benchmarks.peer import child_rusage, machine_line, warm_bytecode  # noqa: E402
 
 CLUSTER_SIZE = 10  # records per cluster
@@ -71,36 +71,9 @@ def child(args) -> None:
     import resource
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `autheval evaluate` sets it
-    from autheval.analytic import delta_method_rows
-    from autheval.estimators import estimate
-    from autheval.records import read_records
-
-    times = {}
-    engine = None
-    t0 = time.perf_counter()
-    if args.engine == "spark":
-        from warehouse.engine import EngineConfig, connect_engine
-
-        engine = connect_engine(EngineConfig("spark", spark_driver_memory=args.spark_memory))
-    times["engine_start_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    records = read_records(args.input, analysis="scale")
-    times["read_validate_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    result = estimate([records], scheme="poisson", reps=args.reps, engine=engine)
-    times["poisson_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    delta = {(r["unit"], r["metric"]): r for r in delta_method_rows([records], engine=engine)}
-    times["delta_method_s"] = time.perf_counter() - t0
-    if engine is not None:
-        engine.close()
-    boot = result.estimate("scale", "image_weighted", "Delta_authority")
-    dm = delta[("image_weighted", "Delta_authority")]
-    print(json.dumps({**times, "n_cases": records.n_cases, "n_clusters": records.n_clusters,
-                      "files": len(records.dataset.files), "data_sha256": records.data_sha256,
-                      "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "bootstrap": [boot["estimate"], boot["ci_lower"], boot["ci_upper"]],
-                      "delta_method": [dm["estimate"], dm["ci_lower"], dm["ci_upper"]]}))
+    found, records = timed_estimates(args.input, args.engine, args.reps, args.spark_memory)
+    print(json.dumps({**found, "files": len(records.dataset.files), "data_sha256": records.data_sha256,
+                      "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 def child_command(args, folder: Path, engine: str, reps: int) -> list[str]:
