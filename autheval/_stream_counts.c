@@ -103,6 +103,8 @@ static PyObject *counts(PyObject *self, PyObject *args) {
 
 #define HASH_PRIME 2147483647ULL /* 2^31 - 1 */
 #define N_CUTPOINTS 11
+#define BUCKET_BITS 20                                  /* autheval.bootstrap.BUCKET_BITS */
+#define N_BUCKETS ((HASH_PRIME >> BUCKET_BITS) + 1)     /* 2048: every grid index k < 2^31 - 1 */
 
 /* x mod (2^31 - 1) for x < 2^63, by folding (2^31 = 1 mod p): no division */
 static inline uint64_t mod_p(uint64_t x) {
@@ -128,6 +130,20 @@ static PyObject *poisson_weights(PyObject *self, PyObject *args) {
     double *out = (double *)out_view.buf;
     Py_ssize_t n = reps ? out_view.len / (reps * (Py_ssize_t)sizeof(double)) : 0;
     Py_BEGIN_ALLOW_THREADS
+    /* the weight by the grid index's top bits (autheval.bootstrap's bucket tables): outside the few
+     * buckets a cutpoint falls in (11 of 2048), every index of a bucket has the bucket's weight, so
+     * the 11 comparisons run only there (measured 5-7 ns a weight before, with them everywhere) */
+    unsigned char base[N_BUCKETS], mixed[N_BUCKETS];
+    for (uint64_t b = 0; b < N_BUCKETS; b++) {
+        const uint64_t lo = b << BUCKET_BITS, hi = lo + ((uint64_t)1 << BUCKET_BITS) - 1;
+        int at_lo = 0, at_hi = 0;
+        for (int j = 0; j < N_CUTPOINTS; j++) {
+            at_lo += lo >= cut[j];
+            at_hi += hi >= cut[j];
+        }
+        base[b] = (unsigned char)at_lo;
+        mixed[b] = at_lo != at_hi;
+    }
     for (Py_ssize_t r = 0; r < reps; r++) {
         const uint64_t rep_key = ((first_rep + (uint64_t)r) * 48271ULL + seed_mod_p) % HASH_PRIME;
         uint64_t h1 = (rep_key * 69621ULL + first_rank) % HASH_PRIME; /* h1 of rank first_rank + i */
@@ -135,8 +151,12 @@ static PyObject *poisson_weights(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < n; i++) {
             const uint64_t h2 = mod_p(h1 * h1 + rep_key);
             const uint64_t k = mod_p(h2 * 48271ULL + 12345ULL);
-            int w = 0; /* branch-free: a loop stopping at the first cutpoint above k mispredicts */
-            for (int j = 0; j < N_CUTPOINTS; j++) w += k >= cut[j];
+            const uint64_t b = k >> BUCKET_BITS;
+            int w = base[b];
+            if (mixed[b]) { /* about 0.5% of the indices; branch-free: a loop stopping early mispredicts */
+                w = 0;
+                for (int j = 0; j < N_CUTPOINTS; j++) w += k >= cut[j];
+            }
             row[i] = (double)w;
             if (++h1 == HASH_PRIME) h1 = 0;
         }

@@ -20,9 +20,10 @@ from typing import Sequence
 
 import pyarrow as pa
 
+from autheval.cluster_stats import register_cluster_stats
 from autheval.estimators import DEFAULT_QUANTILES, METRICS, UNITS, EstimationResult, availability
 from autheval.records import RecordSet, register_records
-from warehouse.sql import connect, load_sql, to_table
+from warehouse.sql import connect, load_sql
 
 DELTA_METHOD = "delta_method"
 INTERVAL_METHODS = ("bootstrap_reference", "bootstrap_evaluator", "bootstrap_poisson", DELTA_METHOD)
@@ -54,19 +55,19 @@ def delta_method_rows(
     engine=None,
 ) -> list[dict]:
     """Delta-method rows (INTERVAL_COLUMNS) for every analysis, unit and metric, in the order of
-    `recordsets`, UNITS and METRICS. `engine`: None or DuckDB runs here (cluster_stats.sql with
-    compensated sums); another engine (warehouse.engine.Engine) runs portable_cluster_stats there."""
+    `recordsets`, UNITS and METRICS. `engine`: None or DuckDB runs here (over each record's
+    statistics file, compensated sums: autheval/cluster_stats.py); another engine (warehouse.engine.Engine) runs portable_cluster_stats there."""
     params = normal_quantiles(quantiles)
     con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
-    register_records(con, recordsets)  # a dataset's files are scanned where they lie
     if engine is None or engine.kind == "duckdb":
-        to_table(con, "cluster_stats", "cluster_stats")
+        register_cluster_stats(con, recordsets)  # summed once, when the records were read
         cursor = con.execute(load_sql("delta_method"), params)
         names = [d[0] for d in cursor.description]
         computed = [dict(zip(names, row)) for row in cursor.fetchall()]
     else:
         from autheval.engine_estimates import records_on_engine
 
+        register_records(con, recordsets)  # a dataset's files are scanned where they lie
         records_on_engine(engine, con, recordsets)  # Parquet datasets: the engine reads their files
         engine.create("cluster_stats", "portable_cluster_stats")
         computed = engine.read("delta_method", params).to_pylist()

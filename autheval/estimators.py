@@ -29,13 +29,14 @@ import pyarrow as pa
 
 from autheval.bootstrap import (POISSON_BLOCK, Progress, available_cores, lockstep_blocks, one_blas_thread,
                                 poisson_products, stream_sums)
+from autheval.cluster_stats import register_cluster_stats
 from autheval.errors import RecordError
 from autheval.multiplicity import (DEFAULT_CONTRAST_FAMILY, TESTED_METRICS, add_adjusted_columns, alpha_of,
                                    contrast_family)
 from autheval.records import FULL, PROPOSAL_ONLY, RecordSet, register_records, warn
 from autheval.vocabulary import SCHEMES
 from warehouse import sql
-from warehouse.sql import MIN_MEMORY_MB, connect, drop_table, load_sql, quote_literal
+from warehouse.sql import MIN_MEMORY_MB, connect, load_sql, quote_literal
 
 DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
 DEFAULT_REPS = 5000
@@ -288,16 +289,18 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     (poisson; the same integer hash computed in C or numpy, so the weights of a block are one dense
     matrix times the statistics, as for the reference scheme: measured here 5-8x faster than the
     weights in SQL, same weights), appended to replicate_metrics block by block."""
-    sql.to_table(con, "cluster_matrix", "cluster_matrix")
-    table = con.table("cluster_matrix")
-    matrix = np.empty((table.shape[0], len(MATRIX_TO_SUMS)), dtype=np.float64)
-    for j, column in enumerate(MATRIX_TO_SUMS):  # a column at a time: never the whole matrix twice (128 MB at 1M clusters)
-        matrix[:, j] = table.select(column).fetchnumpy()[column]
+    con.sql(load_sql("cluster_matrix")).create_view("cluster_matrix")
+    runs = con.execute(load_sql("cluster_matrix_runs")).fetchall()
+    matrix = np.empty((sum(int(n) for _, n in runs), len(MATRIX_TO_SUMS)), dtype=np.float64)
+    # streamed a batch at a time, each row put at its matrix_row: no sort and no copy of the matrix in DuckDB
+    for batch in con.execute(load_sql("cluster_matrix")).to_arrow_reader(1 << 17):
+        at = batch.column("matrix_row").to_numpy(zero_copy_only=False)
+        for j, column in enumerate(MATRIX_TO_SUMS):
+            matrix[at, j] = batch.column(column).to_numpy(zero_copy_only=False)
     streams, first = {}, 0
-    for analysis, n_clusters in con.execute(load_sql("cluster_matrix_runs")).fetchall():
+    for analysis, n_clusters in runs:
         streams.setdefault((seed, int(n_clusters)), []).append(({"analysis": analysis}, matrix[first : first + n_clusters]))
         first += n_clusters
-    drop_table(con, "cluster_matrix")  # its numbers are in `matrix` now: DuckDB may reuse its memory
     # What DuckDB still does here (replicate sums, intervals) is small; the cluster statistics it keeps
     # spill. So this process holds the matrix beside DuckDB's floor, not beside its whole limit
     # (10^7 clusters: 1.28 GB of matrix beside up to 1.5 GB of DuckDB buffers).
@@ -327,19 +330,15 @@ def memory_limit_bytes() -> int | None:
     """The memory a run may use: AUTHEVAL_MEMORY_LIMIT when set (bytes, or a size such as 512MB,
     2GB, 1.5GiB), else the available memory (warehouse.sql.available_memory_bytes); None when
     neither is known."""
-    import re
-
-    from warehouse.sql import available_memory_bytes
+    from warehouse.sql import available_memory_bytes, size_bytes
 
     text = os.environ.get(MEMORY_LIMIT_VARIABLE, "").strip()
     if not text:
         return available_memory_bytes()
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", text.lower())
-    if not match:
+    limit = size_bytes(text)
+    if limit is None:
         raise RecordError(MEMORY_LIMIT_VARIABLE, None, f"must be a size such as 512MB or 2GB, got {text!r}")
-    unit = (match.group(2) or "").rstrip("b").rstrip("i")
-    scale = 1024 if "i" in (match.group(2) or "") else 1000
-    return int(float(match.group(1)) * scale ** " kmgt".index(unit or " "))
+    return limit
 
 
 def _size(n: int) -> str:
@@ -456,7 +455,7 @@ def estimate(
     con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
     register_records(con, recordsets)
     if engine is None or engine.kind == "duckdb":
-        sql.to_table(con, "cluster_stats", "cluster_stats")
+        register_cluster_stats(con, recordsets)  # summed once, when the records were read
         with one_blas_thread():
             _replicate_metrics(con, scheme, reps, seed, _unsupported(by_name), progress)
     else:

@@ -24,7 +24,7 @@ import hashlib
 import posixpath
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -33,6 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from autheval import cluster_stats
+from autheval.cluster_stats import ClusterStatsFile
 from autheval.errors import RecordError, first_violation
 from warehouse.sql import connect, load_sql, quote_identifier, quote_literal
 
@@ -93,6 +95,8 @@ class RecordSet:
     unused_columns: tuple[str, ...] = ()  # input columns no estimator reads (listed as a warning)
     n_local: int = 0  # rows with utility_proposed_local: a gap it cannot support says whether it was given at all
     dataset: "RecordDataset | None" = None  # the files the rows are read from, where they lie
+    # its per-cluster sufficient statistics, summed once when it is read (autheval/cluster_stats.py)
+    cluster_stats: ClusterStatsFile | None = field(default=None, compare=False, repr=False)
 
     @property
     def table(self) -> pa.Table:
@@ -424,8 +428,20 @@ def records_from_table(
     level, has_local, counts = _record_level(con)
     canonical = _canonical(raw, con.execute(load_sql("records_normalize")).arrow().read_all(), analysis)
     con.unregister("raw_records")
-    return RecordSet(analysis=analysis, source=source, schema=schema, level=level, has_local=has_local,
-                     data_sha256=data_sha256, rows=canonical, unused_columns=unused, **counts)
+    return with_cluster_stats(RecordSet(analysis=analysis, source=source, schema=schema, level=level,
+                                        has_local=has_local, data_sha256=data_sha256, rows=canonical,
+                                        unused_columns=unused, **counts))
+
+
+def with_cluster_stats(records: RecordSet) -> RecordSet:
+    """`records` with its per-cluster statistics summed (autheval/cluster_stats.py) and its exact
+    cluster count (the profile's `n_clusters` is an estimate that sizes the partitions)."""
+    try:
+        stats = cluster_stats.compute(records, records.n_clusters)
+    except duckdb.OutOfMemoryException as err:  # what the machine refuses: one line, exit 1
+        raise OSError(errno.ENOMEM, f"out of memory while summing the records per cluster (DuckDB's limit is "
+                      f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}", records.source) from err
+    return replace(records, n_clusters=stats.n_clusters, cluster_stats=stats)
 
 
 def _record_level(con) -> tuple[str, bool, dict]:
@@ -536,8 +552,9 @@ def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str)
         con.execute(load_sql("drop_view").replace("{view}", quote_identifier("record_files")))
     if counts["n_cases"] == 0:
         raise RecordError(source, None, "file has no records")
-    return RecordSet(analysis=analysis, source=source, schema="log", level=level, has_local=has_local,
-                     data_sha256=digest, rows=None, dataset=dataset, **counts)
+    return with_cluster_stats(RecordSet(analysis=analysis, source=source, schema="log", level=level,
+                                        has_local=has_local, data_sha256=digest, rows=None, dataset=dataset,
+                                        **counts))
 
 
 class _HashSink:
@@ -777,9 +794,9 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
         if counts["n_cases"] == 0:
             raise RecordError(dataset.source, None, "file has no records")
         digest = hashing.result()
-    return RecordSet(analysis=analysis, source=dataset.source, schema=dataset.schema, level=level,
-                     has_local=has_local, data_sha256=digest, rows=None, unused_columns=unused, dataset=dataset,
-                     **counts)
+    return with_cluster_stats(RecordSet(analysis=analysis, source=dataset.source, schema=dataset.schema,
+                                        level=level, has_local=has_local, data_sha256=digest, rows=None,
+                                        unused_columns=unused, dataset=dataset, **counts))
 
 
 def _first_line(err: Exception) -> str:

@@ -1,5 +1,5 @@
--- Twin: cluster_stats.sql (the in-process DuckDB). Differs: sum here, fsum there (checked 1e-12).
--- Per-cluster sufficient statistics in the portable subset (sql/README.md): cluster_stats.sql with
+-- Twin: cluster_sums.sql + cluster_stats.sql (the in-process DuckDB). Differs: sum here, fsum there (checked 1e-12).
+-- Per-cluster sufficient statistics in the portable subset (sql/README.md): cluster_sums.sql with
 -- plain `sum` where it uses DuckDB's compensated `fsum`. Every engine other than the in-process DuckDB
 -- runs this form; on DuckDB both forms agree to rounding (the engine matrix checks 1e-12).
 -- Clusters are ranked by ascending cluster_id (byte order on DuckDB and Spark alike), the order the

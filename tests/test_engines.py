@@ -85,6 +85,10 @@ def inputs(recordsets) -> dict[str, pa.Table]:
     """Identical input tables for every engine, made by the default engine's own SQL."""
     con = duckdb.connect()
     con.register("records", pa.concat_tables([r.table for r in recordsets]))
+    # the default engine's two steps (autheval/cluster_stats.py): every cluster in one partition, then ranks
+    sums_sql = sql_text("cluster_sums").replace("{partitions}", "1").replace("{partition}", "0")
+    sums_table = con.execute(sums_sql).arrow().read_all()
+    con.from_arrow(sums_table).create("cluster_sums")
     con.sql(sql_text("cluster_stats")).create("cluster_stats")
     params = {"first_rep": 0, "reps": MATRIX_REPS, "seed": SEED}
     point = _arrow(con.execute(sql_text("replicates_point")).arrow())
@@ -97,6 +101,7 @@ def inputs(recordsets) -> dict[str, pa.Table]:
                       "arm_b": [CONTRAST[2], "nobody"]})
     return {
         "records": _arrow(con.table("records").arrow()),
+        "cluster_sums": _arrow(con.table("cluster_sums").arrow()),
         "cluster_stats": _arrow(con.table("cluster_stats").arrow()),
         "replicate_weights": point_weights([2090]),  # the point
         "replicate_ids": pa.table({"rep": np.arange(0, MATRIX_REPS, dtype=np.int64)}),

@@ -265,10 +265,11 @@ def connect_engine(config: EngineConfig | str | None = None) -> Engine:
 def _duckdb_engine(config: EngineConfig) -> Engine:
     import ibis
 
-    spill = Path(tempfile.gettempdir()) / "autheval-duckdb-spill"
+    from warehouse.sql import spill_folder
+
     backend = ibis.duckdb.connect(
         memory_limit=config.duckdb_memory or os.environ.get("AUTHEVAL_DUCKDB_MEMORY", "512MB"),
-        temp_directory=str(spill),
+        temp_directory=str(spill_folder()),
     )
     return Engine(config, backend)
 

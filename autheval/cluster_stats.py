@@ -1,0 +1,132 @@
+"""Per-cluster sufficient statistics, computed once per record and kept beside it as a Parquet file.
+
+Every in-process estimate starts from the same per-cluster sums (sql/cluster_stats.sql): the bootstrap
+schemes' matrix, the point estimates, the delta method and the paired contrasts' cluster check. They
+are computed when the record is read (`attach`) and every later step reads the file, so a run with a
+bootstrap and the delta method sums its records once, not once per step.
+
+Why partitions: the sums must be added on one DuckDB thread (the same rows, the same bits;
+warehouse.sql.connect), and one thread summing 10^7 clusters of 10^8 records spilled its hash table and
+took 158 s here. Split by a hash of the cluster id into partitions of about PARTITION_CLUSTERS
+clusters, each partition is summed on a connection of its own (one thread, its share of DuckDB's memory
+limit), the partitions side by side on the cores: each cluster's rows are still added in the record's
+order by one thread, so the sums do not depend on the number of partitions or cores (4 partitions of
+10^8 records: 37.5 s on one core). The partition count is a function of the data alone (its estimated
+cluster count), so the same record gives the same bytes on any machine.
+
+The file lives in this process's temporary folder and goes when the last RecordSet holding it does
+(or when the process exits).
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import os
+import shutil
+import tempfile
+import uuid
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from warehouse.sql import connect, load_sql, memory_share, to_parquet
+
+if TYPE_CHECKING:
+    from autheval.records import RecordSet
+
+PARTITION_CLUSTERS = 1 << 20  # clusters per hash partition: its hash table (~500 bytes a cluster) fits a core's share
+
+
+class ClusterStatsFile:
+    """The per-cluster statistics of one record as a Parquet file (sql/cluster_stats.sql's rows in
+    rank order), removed when this object is collected."""
+
+    def __init__(self, path: Path, n_clusters: int, partitions: int):
+        self.path = path
+        self.n_clusters = n_clusters
+        self.partitions = partitions
+        weakref.finalize(self, _remove, str(path))
+
+    def __reduce__(self):  # a private temporary file: it cannot follow the record to another process
+        raise TypeError("cluster statistics are a temporary file of this process; read the record again there")
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+_FOLDER: list[Path] = []
+
+
+def _folder() -> Path:
+    """This process's folder of statistics files (removed at exit): two processes never share one."""
+    if not _FOLDER:
+        folder = Path(tempfile.gettempdir()) / f"autheval-cluster-stats-{os.getpid()}"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        atexit.register(shutil.rmtree, folder, True)
+        _FOLDER.append(folder)
+    return _FOLDER[0]
+
+
+def partition_count(clusters_estimate: int) -> int:
+    """Hash partitions for a record of about `clusters_estimate` clusters (at least one)."""
+    return max(1, math.ceil(max(int(clusters_estimate), 0) * 1.25 / PARTITION_CLUSTERS))
+
+
+def _workers(partitions: int) -> int:
+    from autheval.bootstrap import available_cores
+
+    return max(1, min(partitions, available_cores()))
+
+
+def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
+    """Sum `records` per cluster (sql/cluster_sums.sql, a partition per connection) and rank the
+    clusters (sql/cluster_stats.sql) into a new statistics file."""
+    from autheval.records import register_records
+
+    partitions = partition_count(clusters_estimate)
+    workers = _workers(partitions)
+    work = _folder() / f"sums-{uuid.uuid4().hex}"
+    work.mkdir(mode=0o700)
+    target = _folder() / f"stats-{uuid.uuid4().hex}.parquet"
+    try:
+        def one(partition: int) -> Path:
+            part = work / f"part-{partition:05d}.parquet"
+            con = connect(memory_limit=memory_share(workers), threads=1)
+            try:
+                register_records(con, [records])
+                to_parquet(con, "cluster_sums", part, integers={"partitions": partitions, "partition": partition})
+            finally:
+                con.close()
+            return part
+
+        if workers == 1:
+            parts = [one(i) for i in range(partitions)]
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="autheval-cluster-sums") as pool:
+                parts = list(pool.map(one, range(partitions)))
+        con = connect()  # ranks are whole numbers and the sums are copied: any thread count, same bytes
+        try:
+            con.read_parquet([str(p) for p in parts]).create_view("cluster_sums")
+            to_parquet(con, "cluster_stats", target)
+            n_clusters = con.read_parquet(str(target)).aggregate("count(*)").fetchone()[0]
+        finally:
+            con.close()
+    except BaseException:
+        _remove(str(target))
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return ClusterStatsFile(target, int(n_clusters), partitions)
+
+
+def register_cluster_stats(con, recordsets: Sequence["RecordSet"], name: str = "cluster_stats") -> None:
+    """Make the statistics of `recordsets` readable as the view `name` on `con` (their files, read
+    where they lie; each record's rows carry its analysis label)."""
+    files = [str(r.cluster_stats.path) for r in recordsets]
+    con.read_parquet(files).create_view(name)

@@ -1,0 +1,112 @@
+"""Per-cluster statistics summed once per record (autheval/cluster_stats.py): hash partitions side by side
+give the bytes one partition gives, on any number of cores; the count is exact; the bootstrap and the
+delta method share the one file; several analyses in one call are each the analysis alone."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from autheval import cluster_stats
+from autheval.analytic import delta_method_rows
+from autheval.estimators import estimate
+from autheval.records import records_from_table, table_sha256
+
+
+def noisy_log(clusters: int, rows: int, seed: int = 3) -> pa.Table:
+    """Utilities that are arbitrary doubles (no exact tenths): the order of a cluster's additions
+    shows in the last bits, so equal bytes mean the same order."""
+    rng = np.random.default_rng(seed)
+    proposed = rng.integers(0, 4, rows)
+    changed = rng.random(rows) < 0.35
+    executed = np.where(changed, (proposed + 1) % 4, proposed)
+    u_exec = -rng.random(rows) * 5
+    return pa.table({
+        "case_id": [f"c{k:07d}" for k in range(rows)],
+        "cluster_id": [f"k{k:06d}" for k in rng.integers(0, clusters, rows)],
+        "proposed_action": [f"a{a}" for a in proposed],
+        "executed_action": [f"a{a}" for a in executed],
+        "utility_executed_local": u_exec,
+        "utility_proposed_local": np.where(changed, -rng.random(rows) * 6, u_exec),
+        "utility_proposed_global": -rng.random(rows) * 4,
+    })
+
+
+def read(table: pa.Table, analysis: str = "noisy"):
+    return records_from_table(table, f"{analysis}.csv", analysis, table_sha256(table))
+
+
+def stats_of(records) -> pa.Table:
+    return pq.read_table(records.cluster_stats.path)
+
+
+@pytest.mark.parametrize("cores", ["1", "2"])
+def test_partitions_side_by_side_give_the_bytes_of_one(monkeypatch, cores):
+    table = noisy_log(clusters=3000, rows=24_000)
+    whole = read(table)
+    assert whole.cluster_stats.partitions == 1
+    monkeypatch.setattr(cluster_stats, "PARTITION_CLUSTERS", 300)
+    monkeypatch.setenv("AUTHEVAL_THREADS", cores)
+    split = read(table)
+    assert split.cluster_stats.partitions > 10
+    assert stats_of(split).equals(stats_of(whole))  # every sum to the bit, the same ranks and order
+    assert split.n_clusters == whole.n_clusters == len(set(table.column("cluster_id").to_pylist()))
+
+
+def test_the_cluster_count_is_exact_not_the_profiles_estimate():
+    table = noisy_log(clusters=40_000, rows=120_000)
+    distinct = len(set(table.column("cluster_id").to_pylist()))
+    records = read(table)
+    assert records.n_clusters == distinct
+    assert stats_of(records).num_rows == distinct
+    assert stats_of(records).column("cluster_rank").to_pylist() == list(range(distinct))
+
+
+def test_the_bootstrap_and_the_delta_method_share_the_sums_of_the_read(monkeypatch):
+    records = read(noisy_log(clusters=200, rows=2000))
+    calls = []
+    monkeypatch.setattr(cluster_stats, "compute", lambda *a, **k: calls.append(a) or pytest.fail("summed again"))
+    estimate([records], scheme="poisson", reps=1000)
+    estimate([records], scheme="reference", reps=1000)
+    delta_method_rows([records])
+    assert calls == []
+
+
+@pytest.mark.parametrize("scheme", ["reference", "poisson"])
+def test_several_analyses_in_one_call_are_each_alone(scheme):
+    a = read(noisy_log(clusters=150, rows=1200, seed=1), "arm a")
+    b = read(noisy_log(clusters=90, rows=700, seed=2), "arm b")  # another cluster count: another stream
+    c = read(noisy_log(clusters=150, rows=900, seed=5), "arm c")  # the same count as a: one shared stream
+    together = estimate([a, b, c], scheme=scheme, reps=1000).estimates
+    alone = [row for r in (a, b, c) for row in estimate([r], scheme=scheme, reps=1000).estimates]
+    key = lambda row: (row["analysis"], row["unit"], row["metric"])  # noqa: E731
+    assert sorted(together, key=key) == sorted(alone, key=key)
+    delta_together = delta_method_rows([a, b, c])
+    assert delta_together == [row for r in (a, b, c) for row in delta_method_rows([r])]
+
+
+def test_the_file_goes_with_its_record():
+    records = read(noisy_log(clusters=20, rows=100))
+    path = records.cluster_stats.path
+    assert path.is_file()
+    del records
+    gc.collect()
+    assert not path.exists()
+
+
+def test_a_record_with_its_sums_does_not_travel_to_another_process():
+    records = read(noisy_log(clusters=20, rows=100))
+    with pytest.raises(TypeError, match="temporary file of this process"):
+        pickle.dumps(records)
+
+
+def test_two_databases_never_share_a_spill_folder():
+    from warehouse.sql import connect
+
+    folders = {connect().execute("SELECT current_setting('temp_directory')").fetchone()[0] for _ in range(3)}
+    assert len(folders) == 3
