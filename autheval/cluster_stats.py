@@ -15,7 +15,8 @@ order by one thread, so the sums do not depend on the number of partitions or co
 cluster count), so the same record gives the same bytes on any machine.
 
 The file lives in this process's temporary folder and goes when the last RecordSet holding it does
-(or when the process exits).
+(or when the process exits; the folder of a process killed before its exit is removed by the next
+one).
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from warehouse.sql import connect, load_sql, memory_share, to_parquet
+from warehouse.sql import connect, load_sql, memory_share, to_parquet, to_table, with_integers
 
 if TYPE_CHECKING:
     from autheval.records import RecordSet
@@ -63,10 +65,34 @@ def _remove(path: str) -> None:
 _FOLDER: list[Path] = []
 
 
+FOLDER_PREFIX = "autheval-cluster-stats-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _sweep(root: Path) -> None:
+    """Remove the folders of processes that ended without their exit handler (kill -9): at 10^7
+    clusters a record's statistics are about 0.5 GB."""
+    for folder in root.glob(FOLDER_PREFIX + "*"):
+        pid = folder.name[len(FOLDER_PREFIX):]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _folder() -> Path:
     """This process's folder of statistics files (removed at exit): two processes never share one."""
     if not _FOLDER:
-        folder = Path(tempfile.gettempdir()) / f"autheval-cluster-stats-{os.getpid()}"
+        root = Path(tempfile.gettempdir())
+        _sweep(root)
+        folder = root / f"{FOLDER_PREFIX}{os.getpid()}"
         folder.mkdir(mode=0o700, exist_ok=True)
         atexit.register(shutil.rmtree, folder, True)
         _FOLDER.append(folder)
@@ -78,6 +104,20 @@ def partition_count(clusters_estimate: int) -> int:
     return max(1, math.ceil(max(int(clusters_estimate), 0) * 1.25 / PARTITION_CLUSTERS))
 
 
+_SMALL: dict[int, object] = {}  # pid -> the database of one-partition sums (a child process opens its own)
+_SMALL_LOCK = threading.Lock()
+
+
+def _small_database():
+    """One DuckDB database (one thread) for the records of one partition, a cursor per record:
+    opening a database for each read cost about 14 ms more here, on every small record."""
+    with _SMALL_LOCK:
+        if os.getpid() not in _SMALL:
+            _SMALL.clear()
+            _SMALL[os.getpid()] = connect(threads=1)
+        return _SMALL[os.getpid()]
+
+
 def _workers(partitions: int) -> int:
     from autheval.bootstrap import available_cores
 
@@ -85,15 +125,41 @@ def _workers(partitions: int) -> int:
 
 
 def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
-    """Sum `records` per cluster (sql/cluster_sums.sql, a partition per connection) and rank the
-    clusters (sql/cluster_stats.sql) into a new statistics file."""
+    """Sum `records` per cluster (sql/cluster_sums.sql) and rank the clusters (sql/cluster_stats.sql)
+    into a new statistics file: one partition on one connection (a small record: about 30 ms here), or
+    several, a connection each, side by side, into partition files that one more connection ranks."""
+    import pyarrow.parquet as pq
+
     from autheval.records import register_records
 
     partitions = partition_count(clusters_estimate)
+    target = _folder() / f"stats-{uuid.uuid4().hex}.parquet"
+    try:
+        if partitions == 1:
+            con = _small_database().cursor()  # its own views and registrations, gone when it closes
+            try:
+                register_records(con, [records])
+                con.sql(with_integers(load_sql("cluster_sums"), {"partitions": 1, "partition": 0})).create_view("cluster_sums")
+                to_parquet(con, "cluster_stats", target)
+            finally:
+                con.close()
+        else:
+            _partitioned(records, partitions, target)
+        n_clusters = pq.ParquetFile(target).metadata.num_rows
+    except BaseException:
+        _remove(str(target))
+        raise
+    return ClusterStatsFile(target, int(n_clusters), partitions)
+
+
+def _partitioned(records: "RecordSet", partitions: int, target: Path) -> None:
+    """The partitions' sums on min(partitions, cores) threads, a connection of one DuckDB thread each
+    with its share of DuckDB's limit, into files of a private folder (removed after); then the ranks."""
+    from autheval.records import register_records
+
     workers = _workers(partitions)
     work = _folder() / f"sums-{uuid.uuid4().hex}"
     work.mkdir(mode=0o700)
-    target = _folder() / f"stats-{uuid.uuid4().hex}.parquet"
     try:
         def one(partition: int) -> Path:
             part = work / f"part-{partition:05d}.parquet"
@@ -114,15 +180,18 @@ def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
         try:
             con.read_parquet([str(p) for p in parts]).create_view("cluster_sums")
             to_parquet(con, "cluster_stats", target)
-            n_clusters = con.read_parquet(str(target)).aggregate("count(*)").fetchone()[0]
         finally:
             con.close()
-    except BaseException:
-        _remove(str(target))
-        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return ClusterStatsFile(target, int(n_clusters), partitions)
+
+
+def create_cluster_stats(con, name: str = "cluster_stats") -> None:
+    """The statistics of the `records` already on `con` as its table `name`, in one partition on
+    `con`'s own threads (records cut on a connection, such as the monitoring looks'; one DuckDB thread
+    on `con` for the same bits)."""
+    to_table(con, "cluster_sums", "cluster_sums", integers={"partitions": 1, "partition": 0})
+    to_table(con, name, "cluster_stats")  # beside its input, the table cluster_sums
 
 
 def register_cluster_stats(con, recordsets: Sequence["RecordSet"], name: str = "cluster_stats") -> None:

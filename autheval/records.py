@@ -441,6 +441,9 @@ def with_cluster_stats(records: RecordSet) -> RecordSet:
     except duckdb.OutOfMemoryException as err:  # what the machine refuses: one line, exit 1
         raise OSError(errno.ENOMEM, f"out of memory while summing the records per cluster (DuckDB's limit is "
                       f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}", records.source) from err
+    except duckdb.IOException as err:  # a full or read-only temporary folder
+        raise OSError(errno.EIO, f"cannot write the per-cluster sums to the temporary folder (TMPDIR): "
+                      f"{_first_line(err)}", records.source) from err
     return replace(records, n_clusters=stats.n_clusters, cluster_stats=stats)
 
 

@@ -45,6 +45,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from autheval.cluster_stats import create_cluster_stats  # noqa: E402
 from autheval.deployment_sim import DeploymentModel, month_label, parse_drift, simulate, site_name  # noqa: E402
 from autheval.records import FULL  # noqa: E402
 from autheval.vocabulary import ACTIONS, RISK_LEVELS  # noqa: E402
@@ -250,7 +251,7 @@ def look_child(mode: str, records: int, reps: int) -> None:
         con = connect()
         con.register("landed_records", landed)
         to_table(con, "records", "deployment_sim_look_slices")
-        to_table(con, "cluster_stats", "cluster_stats")
+        create_cluster_stats(con)
         rows = confidence_sequences(con, "cluster_stats", protocol.alpha, protocol.horizon_clusters,
                                     _bounds(protocol)).num_rows
     else:

@@ -110,3 +110,41 @@ def test_two_databases_never_share_a_spill_folder():
 
     folders = {connect().execute("SELECT current_setting('temp_directory')").fetchone()[0] for _ in range(3)}
     assert len(folders) == 3
+
+
+def test_the_folder_of_a_killed_process_is_removed_by_the_next(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    code = ("import os, signal; from autheval.records import records_from_table, table_sha256; "
+            "from tests.test_cluster_stats import noisy_log; t = noisy_log(20, 100); "
+            "r = records_from_table(t, 'x.csv', 'x', table_sha256(t)); os.kill(os.getpid(), signal.SIGKILL)")
+    subprocess.run([sys.executable, "-c", code], cwd=str(cluster_stats.Path(__file__).resolve().parent.parent))
+    left = list(tmp_path.glob(cluster_stats.FOLDER_PREFIX + "*"))
+    assert len(left) == 1 and list(left[0].iterdir())  # killed: its statistics stayed behind
+    monkeypatch.setattr(cluster_stats, "_FOLDER", [])
+    monkeypatch.setattr(cluster_stats.tempfile, "tempdir", str(tmp_path))
+    records = read(noisy_log(clusters=20, rows=100))
+    assert not left[0].exists()
+    assert records.cluster_stats.path.parent.parent == tmp_path
+
+
+def test_a_full_temporary_folder_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    import duckdb
+
+    monkeypatch.setattr(cluster_stats, "_FOLDER", [tmp_path])
+    written = []
+
+    def full_disk(con, name, path, params=None, integers=None):
+        written.append(path)
+        if name == "cluster_stats":  # the partitions were written; the ranked file does not fit
+            raise duckdb.IOException("Could not write file: No space left on device")
+        return to_parquet(con, name, path, params, integers)
+
+    to_parquet = cluster_stats.to_parquet
+    monkeypatch.setattr(cluster_stats, "to_parquet", full_disk)
+    monkeypatch.setattr(cluster_stats, "PARTITION_CLUSTERS", 4)  # several partitions, then the ranks
+    with pytest.raises(OSError, match="cannot write the per-cluster sums to the temporary folder .*No space left"):
+        read(noisy_log(clusters=20, rows=100))
+    assert len(written) > 2 and list(tmp_path.iterdir()) == []  # no partition and no half file left

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pytest
 
 from autheval.bootstrap import replicate_products
+from autheval.cluster_stats import create_cluster_stats
 from autheval.engine_estimates import point_weights, reference_weight_blocks, replicate_id_blocks
 from autheval.estimators import estimate
 from autheval.records import read_records
@@ -85,11 +86,7 @@ def inputs(recordsets) -> dict[str, pa.Table]:
     """Identical input tables for every engine, made by the default engine's own SQL."""
     con = duckdb.connect()
     con.register("records", pa.concat_tables([r.table for r in recordsets]))
-    # the default engine's two steps (autheval/cluster_stats.py): every cluster in one partition, then ranks
-    sums_sql = sql_text("cluster_sums").replace("{partitions}", "1").replace("{partition}", "0")
-    sums_table = con.execute(sums_sql).arrow().read_all()
-    con.from_arrow(sums_table).create("cluster_sums")
-    con.sql(sql_text("cluster_stats")).create("cluster_stats")
+    create_cluster_stats(con)  # the default engine's sums (one partition) and ranks
     params = {"first_rep": 0, "reps": MATRIX_REPS, "seed": SEED}
     point = _arrow(con.execute(sql_text("replicates_point")).arrow())
     sums = pa.concat_tables([point, _arrow(con.execute(sql_text("replicates_poisson"), params).arrow()).cast(point.schema)])

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
+from autheval.cluster_stats import register_cluster_stats
 from autheval.cli import main
 from autheval.errors import RecordError
 from autheval.landing import read_landed, trend_table
@@ -358,8 +359,7 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
         part = con.execute(load_sql("monitor_look_records"), params).arrow().read_all()
         records = records_from_table(part, "look", "look", "-")
         one = connect(threads=1)
-        one.register("records", records.table)
-        to_table(one, "cluster_stats", "cluster_stats")
+        register_cluster_stats(one, [records])
         want = {(r["unit"], r["metric"]): r for r in confidence_sequences(one, "cluster_stats", 0.05, 300).to_pylist()}
         version = "all" if site == "all" else "v1"
         got = [r for r in rows if (r["site"], r["model_version"], r["look"]) == (site, version, look)]

@@ -76,21 +76,26 @@ def one(con, name: str, params=None) -> dict:
     return dict(zip(names, cursor.fetchone()))
 
 
-def to_table(con, table: str, name: str, params=None) -> None:
+def with_integers(sql: str, integers: dict[str, int] | None) -> str:
+    """`sql` with its `{name}` placeholders written as the integer literals of `integers`, where a
+    bound parameter would cost the plan (a filter on `hash(x) % $n = $i` ran 2x slower bound)."""
+    for key, value in (integers or {}).items():
+        sql = sql.replace("{" + key + "}", str(int(value)))
+    return sql
+
+
+def to_table(con, table: str, name: str, params=None, integers: dict[str, int] | None = None) -> None:
     """`sql/<name>.sql` into the native table `table` on `con`, replacing one of that name (DuckDB's
-    relation API creates it, so no SQL is composed in Python)."""
-    sql = load_sql(name)
+    relation API creates it, so no SQL is composed in Python). `integers`: see with_integers."""
+    sql = with_integers(load_sql(name), integers)
     drop_table(con, table)
     con.sql(sql, params=_bound(sql, params)).create(table)
 
 
 def to_parquet(con, name: str, path, params=None, integers: dict[str, int] | None = None) -> None:
     """Stream `sql/<name>.sql` to a Parquet file at `path` (sql/copy_to_parquet.sql): bounded memory.
-    `integers`: {name: value} written into the file's `{name}` placeholders as integer literals, where a
-    bound parameter would cost the plan (a filter on `hash(x) % $n = $i` ran 2x slower bound)."""
-    sql = load_sql(name)
-    for key, value in (integers or {}).items():
-        sql = sql.replace("{" + key + "}", str(int(value)))
+    `integers`: see with_integers."""
+    sql = with_integers(load_sql(name), integers)
     text = load_sql("copy_to_parquet").replace("{path}", quote_literal(str(path))).replace("{query}", sql)
     con.execute(text, _bound(sql, params))
 
