@@ -293,7 +293,7 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     runs = con.execute(load_sql("cluster_matrix_runs")).fetchall()
     matrix = np.empty((sum(int(n) for _, n in runs), len(MATRIX_TO_SUMS)), dtype=np.float64)
     # streamed a batch at a time, each row put at its matrix_row: no sort and no copy of the matrix in DuckDB
-    for batch in con.execute(load_sql("cluster_matrix")).to_arrow_reader(1 << 17):
+    for batch in con.table("cluster_matrix").to_arrow_reader(1 << 17):
         at = batch.column("matrix_row").to_numpy(zero_copy_only=False)
         for j, column in enumerate(MATRIX_TO_SUMS):
             matrix[at, j] = batch.column(column).to_numpy(zero_copy_only=False)
