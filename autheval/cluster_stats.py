@@ -33,7 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from warehouse.sql import connect, load_sql, memory_share, to_parquet, to_table, with_integers
+from warehouse.sql import (connect, load_sql, memory_share, sweep_dead_folders, to_parquet, to_table,
+                           with_integers)
 
 if TYPE_CHECKING:
     from autheval.records import RecordSet
@@ -68,30 +69,11 @@ _FOLDER: list[Path] = []
 FOLDER_PREFIX = "autheval-cluster-stats-"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
-
-
-def _sweep(root: Path) -> None:
-    """Remove the folders of processes that ended without their exit handler (kill -9): at 10^7
-    clusters a record's statistics are about 0.5 GB."""
-    for folder in root.glob(FOLDER_PREFIX + "*"):
-        pid = folder.name[len(FOLDER_PREFIX):]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
 def _folder() -> Path:
     """This process's folder of statistics files (removed at exit): two processes never share one."""
     if not _FOLDER:
         root = Path(tempfile.gettempdir())
-        _sweep(root)
+        sweep_dead_folders(root, FOLDER_PREFIX)  # the folders of killed processes
         folder = root / f"{FOLDER_PREFIX}{os.getpid()}"
         folder.mkdir(mode=0o700, exist_ok=True)
         atexit.register(shutil.rmtree, folder, True)

@@ -148,3 +148,22 @@ def test_a_full_temporary_folder_is_one_line_and_leaves_nothing(tmp_path, monkey
     with pytest.raises(OSError, match="cannot write the per-cluster sums to the temporary folder .*No space left"):
         read(noisy_log(clusters=20, rows=100))
     assert len(written) > 2 and list(tmp_path.iterdir()) == []  # no partition and no half file left
+
+
+def test_the_spill_folders_of_a_killed_process_go_at_the_next_first_connection(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    import warehouse.sql as wsql
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = tmp_path / f"{wsql.SPILL_PREFIX}{int(ended.stdout)}-3"
+    living = tmp_path / f"{wsql.SPILL_PREFIX}{os.getppid()}-0"
+    for folder in (dead, living):
+        folder.mkdir()
+        (folder / "duckdb_temp_storage-0.tmp").write_bytes(b"x" * 1024)
+    monkeypatch.setattr(wsql, "_SWEPT", set())
+    monkeypatch.setattr(cluster_stats.tempfile, "tempdir", str(tmp_path))
+    assert wsql.spill_folder().parent == tmp_path
+    assert not dead.exists() and living.exists()

@@ -170,6 +170,29 @@ def duckdb_memory_limit() -> str:
 
 
 _DATABASES = itertools.count()
+SPILL_PREFIX = "autheval-duckdb-spill-"
+_SWEPT: set[int] = set()  # pids whose spill folders this process has swept at its first connection
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def sweep_dead_folders(root: Path, prefix: str) -> None:
+    """Remove the folders `<prefix><pid>[-...]` under `root` of processes that have ended without
+    their exit handler (kill -9): spilled sorts and per-cluster sums of a large record are gigabytes."""
+    import shutil
+
+    for folder in root.glob(prefix + "*"):
+        pid = folder.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def spill_folder() -> Path:
@@ -177,10 +200,14 @@ def spill_folder() -> Path:
     processes, or two connections of one process summing side by side) must never meet: two
     in-memory databases spilling into one folder crashed this process (segmentation fault, measured
     with two partitions of 10^8 records). DuckDB creates it when it first spills and removes it when
-    the database closes."""
+    the database closes; those of killed processes go at a process's first connection."""
     import tempfile
 
-    return Path(tempfile.gettempdir()) / f"autheval-duckdb-spill-{os.getpid()}-{next(_DATABASES)}"
+    root = Path(tempfile.gettempdir())
+    if os.getpid() not in _SWEPT:
+        _SWEPT.add(os.getpid())
+        sweep_dead_folders(root, SPILL_PREFIX)
+    return root / f"{SPILL_PREFIX}{os.getpid()}-{next(_DATABASES)}"
 
 
 def connect(memory_limit: str | None = None, threads: int | None = None):
