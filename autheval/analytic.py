@@ -56,7 +56,8 @@ def delta_method_rows(
 ) -> list[dict]:
     """Delta-method rows (INTERVAL_COLUMNS) for every analysis, unit and metric, in the order of
     `recordsets`, UNITS and METRICS. `engine`: None or DuckDB runs here (over each record's
-    statistics file, compensated sums: autheval/cluster_stats.py); another engine (warehouse.engine.Engine) runs portable_cluster_stats there."""
+    statistics file, compensated sums: autheval/cluster_stats.py); another engine
+    (warehouse.engine.Engine) runs portable_cluster_stats there."""
     params = normal_quantiles(quantiles)
     con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
     if engine is None or engine.kind == "duckdb":

@@ -114,7 +114,8 @@ def size_bytes(text: str) -> int | None:
 
 def memory_share(parts: int) -> str:
     """DuckDB's cap for one of `parts` connections that run at once: duckdb_memory_limit() split
-    between them, never below MIN_MEMORY_MB (so together they stay within the one limit)."""
+    between them so that together they stay within it, each at least MIN_MEMORY_MB (where the floor
+    wins, together they may pass it)."""
     total = size_bytes(duckdb_memory_limit())
     if total is None:  # a size DuckDB reads but this does not: each gets the floor
         return f"{MIN_MEMORY_MB}MB"
