@@ -1,6 +1,6 @@
 """benchmark and transfer (DermoGPT spec section 7): each model mechanism's answers to a closed-ended
 benchmark file by option likelihood (models/benchmark.py), its accuracy per task and axis with
-whole-cluster bootstrap intervals and its fairness ratio per grouping (autheval/benchmark.py), and
+whole-cluster bootstrap intervals and its fairness ratio per grouping (autheval/estimation/benchmark.py), and
 `transfer`: the benchmark accuracy beside J, J_auth, p and Delta of every analysis (sql/transfer.sql).
 
 The benchmark file is SourceResource.benchmark (`autheval demo --benchmark FILE`); a synthetic cohort
@@ -19,12 +19,12 @@ from dagster import AssetSpec, asset, multi_asset
 
 from assets.common import ESTIMATES, REPORTS, connect_with, write_table
 from assets.model_proposals import MODEL_PROPOSAL_TABLES
-from autheval.benchmark import (ACCURACY_SCHEMA, FAIRNESS_SCHEMA, RESULTS_SCHEMA, accuracy_table, benchmark_items,
+from autheval.estimation.benchmark import (ACCURACY_SCHEMA, FAIRNESS_SCHEMA, RESULTS_SCHEMA, accuracy_table, benchmark_items,
                                 fairness_table, not_scored, read_benchmark, results_table)
-from autheval.estimators import DEFAULT_SEEDS
-from autheval.provenance import Provenance, combined_sha256, stamp
-from autheval.records import file_sha256
-from dagster_project.resources import LakeResource, ModelsResource, SourceResource
+from autheval.estimation.estimators import DEFAULT_SEEDS
+from autheval.estimation.provenance import Provenance, combined_sha256, stamp
+from autheval.records.read import file_sha256
+from assets.resources import LakeResource, ModelsResource, SourceResource
 from warehouse import sql
 
 SCORER_TABLES = ("readout", "cct_arms")  # mechanisms proposing with the scorer's VLM itself

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dagster import AssetsDefinition, MaterializeResult, MetadataValue, asset
 
 from assets.common import REPORTS
-from dagster_project.resources import LakeResource
+from assets.resources import LakeResource
 from warehouse.catalog import catalog_path, publish_catalog
 
 

@@ -9,7 +9,7 @@ from dagster import AssetCheckResult, asset, asset_check
 from assets.common import DUPLICATES, check_row, write_table
 from autheval.raw.pipeline import cluster_images
 from autheval.reference_data import reference_path
-from dagster_project.resources import LakeResource, SourceResource
+from assets.resources import LakeResource, SourceResource
 
 
 @asset(group_name=DUPLICATES, kinds={"parquet"}, deps=["images", "image_hashes", "duplicates", "duplicate_removals"],

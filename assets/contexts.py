@@ -1,14 +1,14 @@
 """contexts: the private, cluster-shared context of the simulated local review (AuthEval spec 3.2-3.5)
 under the declared local rules: profile, mean gate score and its risk bin, the three private factors,
-capacity and floor. Private: never copied into an exported record. The SQL is autheval/review.py's."""
+capacity and floor. Private: never copied into an exported record. The SQL is autheval/review/local_review.py's."""
 
 from __future__ import annotations
 
 from dagster import AssetCheckResult, ResourceParam, asset, asset_check
 
 from assets.common import CONTEXT, connect_with, write_table
-from autheval.review import build_contexts, register_rules
-from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
+from autheval.review.local_review import build_contexts, register_rules
+from assets.resources import DeclaredRules, LakeResource, SourceResource
 from warehouse import sql
 
 

@@ -1,6 +1,6 @@
 """declared_rules: the declared local rules as an input of the graph. Every asset that applies or names
 the rules (contexts, selections, scores, estimates, subgroups) depends on it and takes the parsed file
-from the one `rules` resource (dagster_project.resources.DeclaredRules), so the lineage shows which
+from the one `rules` resource (assets.resources.DeclaredRules), so the lineage shows which
 rules made a table, and a run parses the file once. No table: every row derived from the rules names
 their version and SHA-256 itself."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dagster import DataVersion, MaterializeResult, ResourceParam, asset
 
 from assets.common import INGEST
-from dagster_project.resources import DeclaredRules
+from assets.resources import DeclaredRules
 
 
 @asset(group_name=INGEST, kinds={"yaml"}, description=(

@@ -13,7 +13,7 @@ from autheval.raw.duplicates import AUTHEVAL_RULES
 from autheval.raw.pipeline import duplicate_report as report_with_splits
 from autheval.raw.pipeline import find_duplicate_tables
 from autheval.reference_data import reference_path
-from dagster_project.resources import LakeResource, SourceResource
+from assets.resources import LakeResource, SourceResource
 
 RULES = AUTHEVAL_RULES  # exact groups (always) + threshold 4, report only
 

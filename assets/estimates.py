@@ -1,5 +1,5 @@
 """estimates and contrasts: the authority gap and its parts, both units, every analysis; the paired
-contrast of mechanisms on identical clusters. The statistics are the SQL estimators (autheval.estimators)."""
+contrast of mechanisms on identical clusters. The statistics are the SQL estimators (autheval.estimation.estimators)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from dagster import AssetCheckResult, AssetCheckSpec, AssetSpec, ResourceParam, 
 
 from assets.common import ESTIMATES, check_row, write_table
 from assets.records import records
-from autheval.analytic import delta_method_rows, interval_table
-from autheval.estimators import estimate
-from autheval.multiplicity import flagged
-from autheval.provenance import analysis_names, combined_sha256, run_provenance, stamp, with_names
-from autheval.records import lake_analysis_records, scan_parquet_files
+from autheval.estimation.analytic import delta_method_rows, interval_table
+from autheval.estimation.estimators import estimate
+from autheval.estimation.multiplicity import flagged
+from autheval.estimation.provenance import analysis_names, combined_sha256, run_provenance, stamp, with_names
+from autheval.records.read import lake_analysis_records, scan_parquet_files
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
-from autheval.study import contrasts_table, estimates_table
-from dagster_project.resources import DeclaredRules, EngineResource, LakeResource, SourceResource
+from autheval.estimation.study import contrasts_table, estimates_table
+from assets.resources import DeclaredRules, EngineResource, LakeResource, SourceResource
 from warehouse import sql
 from warehouse.sql import connect
 

@@ -8,8 +8,8 @@ import pyarrow as pa
 from dagster import AssetSpec, MetadataValue, multi_asset
 
 from assets.common import CONTEXT, connect_with, write_table
-from autheval.gate_scores import read_gate_scores
-from dagster_project.resources import LakeResource, SourceResource
+from autheval.review.gate_scores import read_gate_scores
+from assets.resources import LakeResource, SourceResource
 from models.gate_proxy import fit_gate_proxy
 from warehouse import sql
 

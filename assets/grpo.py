@@ -14,9 +14,9 @@ from dagster import AssetSpec, multi_asset
 
 from assets.common import PROPOSALS, connect_with, write_table
 from assets.model_proposals import KINDS, _not_run, _run_entry, sft_adapter_dir
-from autheval.proposals import as_contract
+from autheval.proposals.proposals_file import as_contract
 from autheval.vocabulary import PROPOSALS_SCHEMA
-from dagster_project.resources import LakeResource, ModelsResource, SourceResource
+from assets.resources import LakeResource, ModelsResource, SourceResource
 from models.grpo import (STEPS_SCHEMA, GrpoConfig, combine_adapters, grpo_train, grpo_training_run, merge_sft_adapter,
                          steps_table)
 from models.scorer import ScorerConfig, proposals_from_scores, public_inputs, score_images

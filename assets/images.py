@@ -16,7 +16,7 @@ from autheval.raw.phash import FAILURES_SCHEMA
 from autheval.raw.pipeline import DEFAULT_KINDS, read_cohort
 from autheval.reference_data import manifest, reference_path
 from autheval.reference_data import register_reference
-from dagster_project.resources import LakeResource, SourceResource
+from assets.resources import LakeResource, SourceResource
 from warehouse import sql
 
 KINDS = DEFAULT_KINDS  # hash kinds: 'autheval' (the study's) and 'imagehash'

@@ -6,7 +6,7 @@ modification time) on two ticks; files under temporary names (`.name`, `*.tmp`, 
 until renamed in. The run lands a private copy of the file (never the dropped file itself, never a
 link's target). A malformed file fails its own run with the one-line reason and its copy is moved to
 landing/rejected/<key>__<name> (with a .reason.txt); the other partitions stay as they were. The core
-logic is autheval.landing."""
+logic is autheval.monitoring.landing."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from dagster import (
 
 from assets.common import RECURRING
 from autheval.errors import RecordError
-from autheval.landing import LANDED_TABLE, LandingChanged, discard, locate, mark_processed, read_landed, set_aside, watch
-from dagster_project.resources import LakeResource
+from autheval.monitoring.landing import LANDED_TABLE, LandingChanged, discard, locate, mark_processed, read_landed, set_aside, watch
+from assets.resources import LakeResource
 
 landed_logs = DynamicPartitionsDefinition(name="landed_logs")
 FILE_TAG = "autheval/landed_file"  # the name the file was dropped under (a hint; the key is its content)

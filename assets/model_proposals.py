@@ -4,7 +4,7 @@ probe over a frozen vision tower (`probe_features`, `probe`), the CCT arms `sing
 variants (`cct_arms`) and, when configured, a LoRA fine-tune of the scorer scored as its own mechanism
 (`finetune`). Each asset calls one models/ function and writes its table; every proposals table is in
 the `proposals` contract with source 'model', checked by the rules a proposals file meets (finite
-probabilities summing to 1, a slate of distinct actions; autheval/slates.py check_proposals) before it is
+probabilities summing to 1, a slate of distinct actions; autheval/proposals/slates.py check_proposals) before it is
 written, and `proposals` appends them to the file's mechanisms.
 
 Each trained mechanism's table carries its training run (data hash, config, seed, the facts it chose
@@ -24,10 +24,10 @@ import pyarrow.compute as pc
 from dagster import asset
 
 from assets.common import PROPOSALS, connect_with, write_table
-from autheval.cct import cct_proposals, variant_table_from_scores
-from autheval.proposals import as_contract, combine_proposals
+from autheval.proposals.cct import cct_proposals, variant_table_from_scores
+from autheval.proposals.proposals_file import as_contract, combine_proposals
 from autheval.vocabulary import PROPOSALS_SCHEMA
-from dagster_project.resources import LakeResource, ModelsResource, SourceResource
+from assets.resources import LakeResource, ModelsResource, SourceResource
 from models import training_runs
 from models.finetune import FinetuneConfig, finetune_proposer, finetune_training_run
 from models.gate_proxy import training_run as gate_proxy_training_run

@@ -1,10 +1,10 @@
 """monitor and monitor_case_mix: every landed log to date, watched against the declared acceptance
-protocol (autheval.monitoring): per site x model version x mechanism x rule and look, the estimate, its
+protocol (autheval.monitoring.monitor): per site x model version x mechanism x rule and look, the estimate, its
 anytime-valid confidence sequence beside the fixed-sample interval, and a status (alert | pass |
 insufficient, with the reason); per site and period, the case mix against the site's baseline.
 
 The asset check `monitor_has_no_alerts` fails (severity ERROR) naming every alert, so the UI shows it
-red; `monitor_alert_sensor` sends each new alert once to the declared notifier (autheval.notify keeps
+red; `monitor_alert_sensor` sends each new alert once to the declared notifier (autheval.monitoring.notify keeps
 the ids sent in the lake), reading the alerts in force in the committed table."""
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from dagster import (
 from assets.common import RECURRING, write_table
 from assets.landing import landed_records
 from assets.trend import trend
-from autheval.landing import LANDED_TABLE, empty_trend, trend_plot_table
-from autheval.monitoring import alerts, monitor_table
-from autheval.notify import Notified, notify_new
-from autheval.report import trend_plot_png
-from dagster_project.resources import LakeResource, NotifierResource, ProtocolResource
+from autheval.monitoring.landing import LANDED_TABLE, empty_trend, trend_plot_table
+from autheval.monitoring.monitor import alerts, monitor_table
+from autheval.monitoring.notify import Notified, notify_new
+from autheval.reporting.report import trend_plot_png
+from assets.resources import LakeResource, NotifierResource, ProtocolResource
 from warehouse.atomic import atomic_write_bytes
 from warehouse.lake import Lake
 
@@ -106,8 +106,8 @@ def alerts_check(alerts: list[dict]) -> AssetCheckResult:
 
 
 def notify_alerts(store: Lake, notifier: NotifierResource) -> Notified:
-    """Send each alert in force in the lake's committed `monitor` table (autheval.monitoring.alerts)
-    that this lake has not sent before (autheval.notify.notify_new): the sensor's work, and `autheval
+    """Send each alert in force in the lake's committed `monitor` table (autheval.monitoring.monitor.alerts)
+    that this lake has not sent before (autheval.monitoring.notify.notify_new): the sensor's work, and `autheval
     monitor run`'s, wherever the job ran."""
     return notify_new(store.root, alerts(store.read(MONITOR)), notifier.send)
 

@@ -8,7 +8,7 @@ from assets.clusters import clusters
 from assets.common import SCORING, connect_with, write_table
 from assets.scores import scores
 from assets.selections import selections
-from dagster_project.resources import LakeResource, SourceResource
+from assets.resources import LakeResource, SourceResource
 from warehouse import sql
 
 

@@ -9,9 +9,9 @@ from assets.common import SCORING, check_row, connect_with, write_table
 from assets.selections import selections
 from autheval.raw.ingest import RISK
 from autheval.reference_data import register_reference
-from autheval.review import (PUBLISHED_CONTROL_ROWS, PUBLISHED_UZ_ROWS, build_scores, reference_checks,
+from autheval.review.local_review import (PUBLISHED_CONTROL_ROWS, PUBLISHED_UZ_ROWS, build_scores, reference_checks,
                              register_rules)
-from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
+from assets.resources import DeclaredRules, LakeResource, SourceResource
 from warehouse import sql
 
 

@@ -7,8 +7,8 @@ from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, mult
 from assets.common import REVIEW, connect_with, write_table
 from assets.proposals import proposals
 from autheval.reference_data import register_reference
-from autheval.review import build_selections, register_rules
-from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
+from autheval.review.local_review import build_selections, register_rules
+from assets.resources import DeclaredRules, LakeResource, SourceResource
 from warehouse import sql
 
 

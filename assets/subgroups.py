@@ -1,7 +1,7 @@
 """subgroups and fairness (DermoGPT section 3): the authority gap and the accuracy of both roles per
 declared group (sex, age band, anatomic site, workflow profile, source, Fitzpatrick skin type where a
 source records it, ita_category: the skin tone estimated from the pixels, an estimate, not a label), and
-min/max group accuracy per grouping. The statistics are autheval/subgroups.py."""
+min/max group accuracy per grouping. The statistics are autheval/estimation/subgroups.py."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pyarrow as pa
 from dagster import AssetSpec, ResourceParam, multi_asset
 
 from assets.common import ESTIMATES, write_table
-from autheval.estimators import DEFAULT_SEEDS
-from autheval.multiplicity import adjust_subgroups, flagged
-from autheval.provenance import analysis_names, run_provenance, stamp, with_names
-from autheval.recordsets import recordsets_by
-from autheval.subgroups import GROUPINGS, no_images, subgroup_tables
-from dagster_project.resources import DeclaredRules, LakeResource, SourceResource
+from autheval.estimation.estimators import DEFAULT_SEEDS
+from autheval.estimation.multiplicity import adjust_subgroups, flagged
+from autheval.estimation.provenance import analysis_names, run_provenance, stamp, with_names
+from autheval.records.recordsets import recordsets_by
+from autheval.estimation.subgroups import GROUPINGS, no_images, subgroup_tables
+from assets.resources import DeclaredRules, LakeResource, SourceResource
 from warehouse.sql import connect
 
 

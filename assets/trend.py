@@ -7,11 +7,11 @@ from dagster import (DagsterInvalidDefinitionError, DefaultScheduleStatus, Metad
 
 from assets.common import RECURRING, write_table
 from assets.landing import landed_records
-from autheval.estimators import DEFAULT_REPS, DEFAULT_SEEDS
-from autheval.landing import LANDED_TABLE, TREND_SCHEME, trend_plot_table, trend_table
-from autheval.provenance import Provenance, stamp
-from autheval.report import trend_plot_png
-from dagster_project.resources import (DEFAULT_MONITOR_CRON, MONITOR_CRON_ENV, MONITOR_TZ_ENV, LakeResource,
+from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS
+from autheval.monitoring.landing import LANDED_TABLE, TREND_SCHEME, trend_plot_table, trend_table
+from autheval.estimation.provenance import Provenance, stamp
+from autheval.reporting.report import trend_plot_png
+from assets.resources import (DEFAULT_MONITOR_CRON, MONITOR_CRON_ENV, MONITOR_TZ_ENV, LakeResource,
                                        monitor_schedule_settings)
 from warehouse.atomic import atomic_write_bytes
 

@@ -1,5 +1,5 @@
 import sys
 
-from autheval.cli import main
+from autheval.cli.main import main
 
 sys.exit(main())

@@ -33,7 +33,7 @@ def __getattr__(name: str):
     if name == "PROPOSALS_SCHEMA":
         value = _schema(PROPOSALS_COLUMNS)
     elif name == "MODEL_PROPOSALS_SCHEMA":
-        # a model's own table proposes no diagnosis (autheval.proposals.as_contract adds it as null)
+        # a model's own table proposes no diagnosis (autheval.proposals.proposals_file.as_contract adds it as null)
         value = _schema([c for c in PROPOSALS_COLUMNS if c[0] != "diagnosis"])
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

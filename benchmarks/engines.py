@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 def timed_estimates(source, engine_name: str, reps: int, spark_memory: str) -> tuple[dict, object]:
     """One engine on one log (a file or a dataset): start the engine, read + validate the records, the
     poisson bootstrap, the delta method; the phases' times and the numbers (JSON-ready), and the records."""
-    from autheval.analytic import delta_method_rows
-    from autheval.estimators import estimate
-    from autheval.records import read_records
+    from autheval.estimation.analytic import delta_method_rows
+    from autheval.estimation.estimators import estimate
+    from autheval.records.read import read_records
 
     times = {}
     t0 = time.perf_counter()

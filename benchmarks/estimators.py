@@ -14,7 +14,7 @@ figure printed with the machine line (cores, available memory, load average) tak
    estimate, where the estimate's time goes (weights, their product with the cluster statistics, the
    SQL around them), peak memory.
 5. Inner loops, in this process: counting numpy's stream (`integers` + `bincount` against the C
-   extension autheval/_stream_counts.c) and the poisson weights (numpy hash against C), per draw or
+   extension autheval/estimation/_stream_counts.c) and the poisson weights (numpy hash against C), per draw or
    weight, results checked identical.
 
 Usage: python benchmarks/estimators.py [--sizes example,100k,1m] [--skip-scale] [--cases 10000000]
@@ -95,7 +95,7 @@ def fixed_cost(runs: int) -> None:
                "--no-progress"]
     with tempfile.TemporaryDirectory() as tmp:
         wall, peak, _ = best_of([c.replace("{out}", tmp) for c in command], runs)
-    probe = ("import sys, io, contextlib\nfrom autheval.cli import main\n"
+    probe = ("import sys, io, contextlib\nfrom autheval.cli.main import main\n"
              "with contextlib.redirect_stdout(io.StringIO()):\n    try: main(['--help'])\n    except SystemExit: pass\n"
              "print(' '.join(m for m in ('numpy', 'duckdb', 'pyarrow', 'pandas', 'dagster', 'torch') if m in sys.modules))")
     help_wall, _, loaded = best_of([sys.executable, "-c", probe], runs)
@@ -114,13 +114,13 @@ def scale_child(args) -> None:
     import threading
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from autheval.cli import _UnneededImports
+    from autheval.cli.main import _UnneededImports
 
     sys.meta_path.insert(0, _UnneededImports())
 
-    import autheval.bootstrap as bootstrap
-    import autheval.estimators as estimators
-    from autheval.records import read_records
+    import autheval.estimation.bootstrap as bootstrap
+    import autheval.estimation.estimators as estimators
+    from autheval.records.read import read_records
 
     cpu = {"weights": 0.0, "products_cpu": 0.0, "products_wall": 0.0, "sql": 0.0}
     lock = threading.Lock()
@@ -203,18 +203,18 @@ def inner_loops(clusters: int = 100_000, rows: int = 16, repeats: int = 10) -> N
     """ns per draw (counting) and per weight (poisson), numpy against the C extension, same numbers."""
     import numpy as np
 
-    from autheval import bootstrap
-    from autheval.compiled_stream import extension
+    from autheval.estimation import bootstrap
+    from autheval.estimation.compiled_stream import extension
 
     machine = machine_line()
     print("\n== inner loops, one thread, this process")
     print(machine)
     if extension() is None:
-        print("  the C extension autheval._stream_counts is not built here: nothing to compare")
+        print("  the C extension autheval.estimation._stream_counts is not built here: nothing to compare")
         return
     g, seed, sizes = clusters, 20260710, [rows] * repeats
 
-    # the library's own counting paths (autheval.bootstrap), side by side, each block timed and compared
+    # the library's own counting paths (autheval.estimation.bootstrap), side by side, each block timed and compared
     numpy_path = bootstrap.stream_counts(seed, g, sizes, prefetch=False, compiled=False)
     c_path = bootstrap.stream_counts(seed, g, sizes, prefetch=False, compiled=True)
     numpy_s = c_s = 0.0

@@ -1,26 +1,26 @@
 """Monitoring benchmark (issue 18): false alerts and detection of the anytime-valid monitor, in one run.
 
 1. Machine: cores, free memory, load average.
-2. Null: --deployments simulated deployments (autheval.deployment_sim; 3 sites, 24 monthly looks, the
+2. Null: --deployments simulated deployments (autheval.monitoring.deployment_sim; 3 sites, 24 monthly looks, the
    true gap exactly on the default protocol's lower bound of Delta_authority, the intervention rate
    inside its bounds). Every look of every deployment, per site and pooled over the sites (the
-   monitor's slices), is one analysis of one query: autheval.monitoring.confidence_sequences (the
+   monitor's slices), is one analysis of one query: autheval.monitoring.monitor.confidence_sequences (the
    anytime p-values against the protocol's bounds) and sql/delta_method.sql (the fixed-sample 95%
    interval). The share of deployments with any false alert, over every look, slice and rule, for
    (a) the naive 95% interval at every look, (b) the confidence sequence at alpha, (c) the confidence
    sequence at the level the protocol's multiplicity correction gives (Holm over slices x rules per
-   period: autheval.monitoring.adjusted_levels, the monitor's own), each look needing min_clusters.
+   period: autheval.monitoring.monitor.adjusted_levels, the monitor's own), each look needing min_clusters.
 3. Drift: the same deployments with the gap of site-2 moving 0.5 simulator units past the bound from
    month 7: the share that alert at site-2 by month 24, the median delay (months of drifted data at the
    first alert: 1 = at the look of month 7), and false alerts elsewhere.
 4. One monthly look: on --look-records landed records (default 10M; 3 sites x 24 months, landed by
-   autheval.landing.read_landed, which is not timed), the latest look's confidence sequences (the
+   autheval.monitoring.landing.read_landed, which is not timed), the latest look's confidence sequences (the
    per-cluster sums of every slice, sql/cluster_stats.sql, then confidence_sequences against the
-   protocol's bounds) and the monitor's whole run (autheval.monitoring.monitor_table: every slice,
+   protocol's bounds) and the monitor's whole run (autheval.monitoring.monitor.monitor_table: every slice,
    rule and look, as each monthly run recomputes them) without the bootstrap interval beside; then the
    whole run with it on --monitor-records (default 100k). Each in a child process with its own peak
    memory.
-5. Case mix: the monitor's case-mix test (autheval.monitoring.case_mix_tests) on --case-mix-deployments
+5. Case mix: the monitor's case-mix test (autheval.monitoring.monitor.case_mix_tests) on --case-mix-deployments
    stationary deployments and as many with --case-mix-drift planted: deployments with any shift
    reported (Bonferroni over a deployment's site x dimension tests), and detection at site-1.
 
@@ -45,9 +45,9 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autheval.cluster_stats import create_cluster_stats  # noqa: E402
-from autheval.deployment_sim import DeploymentModel, month_label, parse_drift, simulate, site_name  # noqa: E402
-from autheval.records import FULL  # noqa: E402
+from autheval.records.cluster_stats import create_cluster_stats  # noqa: E402
+from autheval.monitoring.deployment_sim import DeploymentModel, month_label, parse_drift, simulate, site_name  # noqa: E402
+from autheval.records.read import FULL  # noqa: E402
 from autheval.vocabulary import ACTIONS, RISK_LEVELS  # noqa: E402
 from benchmarks.peer import child_rusage, machine_line  # noqa: E402
 from warehouse.sql import connect, run, to_table  # noqa: E402
@@ -98,7 +98,7 @@ def _outside(lo: np.ndarray, hi: np.ndarray, lower: np.ndarray, upper: np.ndarra
 
 def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Decisions:
     """Simulate `deployments` of `model` and decide every look of every slice and rule three ways."""
-    from autheval.monitoring import adjusted_levels, confidence_sequences
+    from autheval.monitoring.monitor import adjusted_levels, confidence_sequences
 
     clock = [time.perf_counter()]
     seconds = {}
@@ -182,7 +182,7 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
 def null_hypotheses(model: DeploymentModel, protocol) -> np.ndarray:
     """[S + 1, R]: the hypotheses that are true in `model` (a rule whose true value stays within its
     bounds at that slice through every month), from the model's truth."""
-    from autheval.deployment_sim import truth
+    from autheval.monitoring.deployment_sim import truth
 
     rows = truth(model)
     S, R = model.sites + 1, len(protocol.rules)
@@ -217,12 +217,12 @@ def delays(decisions: Decisions, site: int, rule: int, start: int) -> np.ndarray
 
 def landed_deployment(records: int) -> tuple[pa.Table, float, float]:
     """A deployment of about `records` images (3 sites x 24 months) landed as the lake lands it (the
-    logs written as Parquet, each read and validated by autheval.landing.read_landed): the landed
+    logs written as Parquet, each read and validated by autheval.monitoring.landing.read_landed): the landed
     table, and the seconds writing and landing took."""
     import tempfile
 
-    from autheval.deployment_sim import write_deployment
-    from autheval.landing import read_landed
+    from autheval.monitoring.deployment_sim import write_deployment
+    from autheval.monitoring.landing import read_landed
 
     clusters = max(1, round(records / (SITES * MONTHS * 2.5)))
     model = DeploymentModel(sites=SITES, months=MONTHS, clusters_per_month=clusters)
@@ -238,11 +238,11 @@ def landed_deployment(records: int) -> tuple[pa.Table, float, float]:
 def look_child(mode: str, records: int, reps: int) -> None:
     """In a child process, on a landed deployment of about `records` records, prints JSON timings of
     `core`: the latest look's confidence sequences (per-cluster sums of every slice, sql/cluster_stats.sql,
-    then autheval.monitoring.confidence_sequences against the protocol's bounds), or `monitor`: the
-    monitor's whole run (autheval.monitoring.monitor_table: every slice, rule and look, as the monthly
+    then autheval.monitoring.monitor.confidence_sequences against the protocol's bounds), or `monitor`: the
+    monitor's whole run (autheval.monitoring.monitor.monitor_table: every slice, rule and look, as the monthly
     run recomputes them, with `reps` bootstrap replicates beside)."""
-    from autheval.monitoring import confidence_sequences, monitor_table
-    from autheval.protocol import load_protocol
+    from autheval.monitoring.monitor import confidence_sequences, monitor_table
+    from autheval.monitoring.protocol import load_protocol
 
     protocol = load_protocol(None)
     landed, written, land = landed_deployment(records)
@@ -286,7 +286,7 @@ def case_mix_shifts(protocol, model: DeploymentModel, deployments: int, seed: in
     deployments of `model`, Bonferroni over each deployment's site x dimension tests as monitor_table
     does: per dimension, the deployments where some site's mix is reported shifted ('any': any
     dimension), and per deployment the first look of site-1 found shifted (None: never)."""
-    from autheval.monitoring import case_mix_tests
+    from autheval.monitoring.monitor import case_mix_tests
 
     con = connect()
     con.register("landed_records", simulated_landed(model, deployments, seed))
@@ -325,7 +325,7 @@ def print_case_mix(protocol, n: int, drift: str, clusters: int, seed: int) -> No
     print(f"\nCase mix: {n} deployments ({SITES} sites x {MONTHS} months, {clusters} lesion "
           f"clusters a month; one observation per cluster; baseline = each site's first {protocol.baseline_periods} "
           f"months; Bonferroni over the {SITES} x dimension tests of a deployment at alpha {protocol.alpha}; "
-          "autheval.monitoring.case_mix_tests, monitor_table's SQL, over all deployments at once)")
+          "autheval.monitoring.monitor.case_mix_tests, monitor_table's SQL, over all deployments at once)")
     print(machine_line())
     print_table(["deployments", "any shift reported", "MC error of alpha", "per dimension",
                  "site-1 found shifted", "median delay (months)", "time"], rows)
@@ -359,7 +359,7 @@ def main() -> None:
     if args.look_child is not None:
         return look_child(args.look_child, args.look_records, args.look_reps)
 
-    from autheval.protocol import load_protocol
+    from autheval.monitoring.protocol import load_protocol
 
     protocol = load_protocol(None)
     if args.case_mix_only:

@@ -1,11 +1,11 @@
-"""Review benchmark: contexts, selections and scores of the declared-rules engine (autheval.review,
+"""Review benchmark: contexts, selections and scores of the declared-rules engine (autheval.review.local_review,
 SQL on DuckDB) for 10M (image x mechanism x regime) rows, against a straightforward pandas row-wise
 implementation of the same rules on a ~100k-row sample, in one run.
 
 1. Machine: cores, free memory, load average (the figures mean little without them).
 2. Sample (default 100k rows): the SQL engine and the pandas row-wise baseline on the same inputs;
    outputs compared value for value (actions, change types, overrides, the three scores, bit for bit).
-3. Scale (default 10M rows): the engine's scale path (autheval.review.write_review) in a child process
+3. Scale (default 10M rows): the engine's scale path (autheval.review.local_review.write_review) in a child process
    (so the peak memory is its own) on inputs written to Parquet first: wall and CPU time, peak RSS.
 
 Usage: python benchmarks/review.py [--rows 10000000] [--sample-rows 100000] [--skip-scale]
@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autheval import review  # noqa: E402
-from autheval.rules import load_rules  # noqa: E402
+from autheval.review import local_review as review  # noqa: E402
+from autheval.review.rules import load_rules  # noqa: E402
 from autheval.vocabulary import ACTIONS, RISK_LEVELS  # noqa: E402
 from benchmarks.peer import machine_line  # noqa: E402
 from warehouse.sql import connect, one  # noqa: E402
@@ -247,7 +247,7 @@ def sample_run(rows: int) -> None:
 
 
 def scale_child(folder: Path) -> None:
-    """The engine's scale path (autheval.review.write_review): per-image and per-cluster tables in
+    """The engine's scale path (autheval.review.local_review.write_review): per-image and per-cluster tables in
     DuckDB, selections, scores and records streamed to Parquet, each read back by the next stage."""
     con = connect()
     for name in INPUTS:

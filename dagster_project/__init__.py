@@ -1,7 +1,7 @@
 """Dagster code location of the AuthEval lake (`dagster dev -m dagster_project`).
 
 `defs` is imported on first use, not with the package: every asset module imports
-dagster_project.resources, and an eager import of the definitions here would load the asset package
+assets.resources, and an eager import of the definitions here would load the asset package
 from inside whichever asset module was imported first (a circular import)."""
 
 from __future__ import annotations

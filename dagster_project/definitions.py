@@ -26,8 +26,8 @@ from assets.catalog import catalog_asset
 from assets.landing import landed_logs_job, landing_sensor
 from assets.monitor import monitor_alert_sensor
 from assets.trend import recurring_evaluation_job, recurring_evaluation_schedule
-from autheval.rules import RuleFile
-from dagster_project.resources import (DeclaredRules, ModelsResource, ProtocolResource, SourceResource, default_engine,
+from autheval.review.rules import RuleFile
+from assets.resources import (DeclaredRules, ModelsResource, ProtocolResource, SourceResource, default_engine,
                                        default_models, default_notifier, default_protocol, default_source,
                                        lake_resource)
 from dagster_project.stages import COMMIT, JOBS
@@ -89,7 +89,7 @@ def build_definitions(lake_root: str | None = None, source: SourceResource | Non
     acceptance protocol (a YAML path; default $AUTHEVAL_PROTOCOL, else the packaged one). The schedule's
     cron and time zone come from $AUTHEVAL_MONITOR_CRON and $AUTHEVAL_MONITOR_TZ (default monthly, UTC)."""
     # One process per run: a run is one lake run holding the lake's writer lock from its first step to
-    # its commit (dagster_project.resources.LakeResource); a step per process would split it.
+    # its commit (assets.resources.LakeResource); a step per process would split it.
     return Definitions(
         executor=in_process_executor,
         assets=_assets(),

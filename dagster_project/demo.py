@@ -12,8 +12,8 @@ from dagster._core.errors import DagsterAssetCheckFailedError
 
 from dagster_project.definitions import build_definitions, project_instance, study_assets
 from autheval import __version__
-from autheval.rules import RuleFile
-from dagster_project.resources import ModelsResource, SourceResource
+from autheval.review.rules import RuleFile
+from assets.resources import ModelsResource, SourceResource
 from dagster_project.stages import job_stages
 from warehouse.lake import Lake
 from warehouse.snapshots import new_run_id
@@ -52,7 +52,7 @@ def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: Sour
     then the `extra` assets; returns {check name: passed} of the checks that ran (with `.skipped`, those
     that did not). Raises if a stage fails (BlockingCheckFailed when a blocking check stopped it).
     `models` turns on the model mechanisms (default: as the environment says, see
-    dagster_project.resources.default_models); `rules` are the declared local rules (a RuleFile or a
+    assets.resources.default_models); `rules` are the declared local rules (a RuleFile or a
     YAML path; default: the study's), parsed once for every stage."""
     defs = build_definitions(str(lake_root), source, models, rules)
     assets_defs = study_assets()
@@ -73,9 +73,9 @@ def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: Sour
 
 def write_lake_receipt(lake: Lake, receipt: dict) -> None:
     """The run's receipt.json at the lake root, committed with its snapshot: every table's rows hashed
-    (autheval.receipt.table_outputs), so `autheval verify` can re-derive the whole lake. A receipt
+    (autheval.reporting.receipt.table_outputs), so `autheval verify` can re-derive the whole lake. A receipt
     written after the catalog step commits with the run's last snapshot."""
-    from autheval.receipt import RECEIPT, receipt_text, table_outputs
+    from autheval.reporting.receipt import RECEIPT, receipt_text, table_outputs
     from warehouse.atomic import atomic_write_text
 
     tables = {name: lake.read(name) for name in lake.tables()}

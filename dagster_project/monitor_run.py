@@ -1,11 +1,11 @@
 """`autheval monitor run`: one monitoring pass without the UI, for cron or any scheduler.
 
-It lands every complete file waiting in <lake>/landing/ by the landing sensor's rules (autheval.landing
+It lands every complete file waiting in <lake>/landing/ by the landing sensor's rules (autheval.monitoring.landing
 .watch: a file is complete when two looks SETTLE_SECONDS apart see the same size and modification time;
 temporary names are ignored; a duplicate of landed content is moved to duplicates/, a malformed file to
 rejected/ with its reason), each as a partition of landed_records (the landing job, in-process), then
 runs the recurring job (trend, monitor, monitor_case_mix, catalog) in-process and prints the monitor's
-status (autheval.monitoring.status_report). When a notifier is declared, each new alert is sent once
+status (autheval.monitoring.monitor.status_report). When a notifier is declared, each new alert is sent once
 (the alert sensor's rule, the same record in the lake). Runs go to an in-memory Dagster instance (the
 demo's): the lake is the record, and the UI, when it runs, sees the committed tables."""
 
@@ -20,13 +20,13 @@ from dagster import DagsterEventType, EnvVar, build_resources
 from assets.landing import FILE_TAG, landed_logs, landed_logs_job
 from assets.monitor import MONITOR, notify_alerts
 from assets.trend import recurring_evaluation_job
-from autheval.landing import Tick, watch
-from autheval.monitoring import status_report
-from autheval.notify import check_notifier
-from autheval.protocol import load_protocol
+from autheval.monitoring.landing import Tick, watch
+from autheval.monitoring.monitor import status_report
+from autheval.monitoring.notify import check_notifier
+from autheval.monitoring.protocol import load_protocol
 from dagster_project.definitions import build_definitions, project_instance
 from dagster_project.demo import QUIET
-from dagster_project.resources import PROTOCOL_ENV
+from assets.resources import PROTOCOL_ENV
 
 SETTLE_SECONDS = 2.0  # between the two looks at the landing folder: a file still being written changes
 EXIT_OK, EXIT_FAILED, EXIT_ALERT = 0, 1, 3

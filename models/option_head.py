@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from autheval.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
+from autheval.proposals.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
 from autheval.vocabulary import RISK_LEVELS
 
 SCORE_COLUMNS = ("image_id", "option", "loglik")

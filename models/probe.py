@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
 
-from autheval.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
+from autheval.proposals.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
 from models import cache
 from models.level_metrics import best_by_spec_order, check_levels, level_metrics
 from models.option_head import fit_tau
@@ -127,7 +127,7 @@ def _report_changed(cache_dir: Path, model_key: str, todo: list[str]) -> None:
     """Say how many images are extracted again because their bytes changed (their old rows stay, unserved)."""
     stale = set(cached_features(cache_dir, model_key).column("image_id").to_pylist()) & set(todo) if todo else set()
     if stale:
-        from autheval.records import warn
+        from autheval.records.read import warn
 
         warn(f"probe cache {cache_dir}: {len(stale)} image(s) changed since their features were cached "
              "(other bytes); extracted again")
@@ -292,7 +292,7 @@ def tower_features(images: pa.Table, model_dir: str | Path, cache_dir: str | Pat
     Returns the feature rows of `images` in their order and the run's metadata."""
     import time
 
-    from autheval.records import table_sha256
+    from autheval.records.read import table_sha256
     from models.scorer import directory_sha256
     from models.scorer_batches import open_rgb
 

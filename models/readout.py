@@ -19,7 +19,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from autheval.errors import RecordError
-from autheval.slates import policy_id, proposals_table, ranked_slates
+from autheval.proposals.slates import policy_id, proposals_table, ranked_slates
 from autheval.vocabulary import PROBABILITY_COLUMNS
 from models.level_metrics import best_by_spec_order, check_levels, competence_metrics, level_metrics
 from models.training_runs import TrainingRun, facts

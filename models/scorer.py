@@ -39,7 +39,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from autheval.slates import proposals_table, ranked_slates
+from autheval.proposals.slates import proposals_table, ranked_slates
 from autheval.vocabulary import RISK_LEVELS, RISK_SCORES
 from models import cache
 from models.prompts import BACKEND, CONTINUATIONS, PROMPT_ID, PUBLIC_COLUMNS, risk_prompt
@@ -237,7 +237,7 @@ def _read_parts(parts: list[Path]) -> tuple[pa.Table, int, int]:
 
 
 def _report_skipped(where: Path, foreign: int, unhashed: int) -> None:
-    from autheval.records import warn
+    from autheval.records.read import warn
 
     if foreign:
         warn(f"scorer cache {where}: skipped {foreign} row(s) of another model, revision or prompt id than "
@@ -298,7 +298,7 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
     that interrupt a run). `load()` gives (model, processor, device, dtype) when the caller already
     holds the model (several prompt variants, one load); by default the model is loaded here, and only
     when an image is left to score."""
-    from autheval.records import table_sha256
+    from autheval.records.read import table_sha256
 
     check_inputs(images)
     if config.method not in METHODS:
@@ -433,7 +433,7 @@ def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str
 
     import pyarrow.compute as pc
 
-    from autheval.records import table_sha256
+    from autheval.records.read import table_sha256
     from models.prompts import variant_prompt_ids
 
     loaded: list[tuple] = []
@@ -477,7 +477,7 @@ def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str
 
 def proposals_from_scores(scores: pa.Table, mechanism: str, source: str = "model", model: str | None = None) -> pa.Table:
     """The `proposals` contract from scorer rows, the slate ranking the four actions by probability
-    (ties to the lower action; autheval/slates.py). The MedGemma readout instead ranks by its locked class
+    (ties to the lower action; autheval/proposals/slates.py). The MedGemma readout instead ranks by its locked class
     scores (models/readout.py). `model` is named if they break a proposals rule."""
     p = np.column_stack([scores.column(f"p_{level}").to_numpy() for level in RISK_LEVELS]) if scores.num_rows else \
         np.zeros((0, len(RISK_LEVELS)))

@@ -1,9 +1,9 @@
--- A benchmark's items placed in the lake (autheval/benchmark.py): an item of a lake image takes that
+-- A benchmark's items placed in the lake (autheval/estimation/benchmark.py): an item of a lake image takes that
 -- image's path (unless the file gives one) and its cluster, so the items of one lesion are one cluster;
 -- an item given by image_path alone is a cluster of its own ('image:' || its id or path). An item of a
 -- lake image also takes the image's recorded groupings as "images.<column>=value" pairs (lake_group):
 -- sex, anatomic_site, fitzpatrick_skin_type and ita_category (an estimate from the pixels), where known.
--- Input: benchmark (autheval.benchmark.ITEMS_SCHEMA), images(image_id, path, sex, anatomic_site,
+-- Input: benchmark (autheval.estimation.benchmark.ITEMS_SCHEMA), images(image_id, path, sex, anatomic_site,
 --        fitzpatrick_skin_type, ita_category), clusters(image_id, cluster_id).
 -- Output: the items with image_path (null: an image_id the lake does not know), cluster_id,
 --         cluster_source, lake_group.

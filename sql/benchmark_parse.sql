@@ -1,4 +1,4 @@
--- A benchmark file's rows parsed (autheval/benchmark.py): the options as a list, the answer's position.
+-- A benchmark file's rows parsed (autheval/estimation/benchmark.py): the options as a list, the answer's position.
 -- Input: raw_benchmark(row_index, item_id, image_id, image_path, question, options, answer, axis, task,
 --        "group"), all text (a Parquet list of options arrives as its JSON text).
 -- options: a JSON list of strings (["melanoma", "nevus"]) or the options joined by '|'

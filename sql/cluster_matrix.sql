@@ -1,6 +1,6 @@
 -- The statistics matrix of the exact bootstraps: one row per analysis and cluster (rank order), one
 -- column per statistic. A replicate's sums are its cluster multiplicities times this matrix (a dense
--- matrix product, autheval/bootstrap.py). Image-unit columns hold cluster sums; cluster-unit columns
+-- matrix product, autheval/estimation/bootstrap.py). Image-unit columns hold cluster sums; cluster-unit columns
 -- (mean_*) hold per-cluster means, and `one` counts clusters. Unavailable scores become 0.0; their
 -- metrics are masked as unavailable by the caller. Column names map onto replicates_point.sql's
 -- layout (n -> w_n, sum_x -> w_x, one -> c_n, mean_x -> c_x). matrix_row: the row of the matrix

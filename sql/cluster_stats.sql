@@ -1,4 +1,4 @@
--- Per-cluster sufficient statistics, computed once per record (autheval/cluster_stats.py) and shared
+-- Per-cluster sufficient statistics, computed once per record (autheval/records/cluster_stats.py) and shared
 -- by every scheme, unit and interval method. Clusters are ranked by ascending cluster_id (byte order),
 -- the order the reference bootstrap draws in. Input: cluster_sums (cluster_sums.sql's rows of every
 -- partition). The ranks are whole numbers and the sums are copied, so any number of threads gives the

@@ -2,7 +2,7 @@
 -- and the ranks, which cluster_stats.sql adds over every partition's rows.
 -- Per-cluster sums of one hash partition of the clusters (partition number and count are integer
 -- literals the caller writes into the placeholders: bound, the filter ran 2x slower; 0 of 1 is every
--- cluster): autheval/cluster_stats.py runs the partitions side by side, each on a connection of its own
+-- cluster): autheval/records/cluster_stats.py runs the partitions side by side, each on a connection of its own
 -- with one DuckDB thread, so each cluster's rows are added in the record's order whatever the number of
 -- partitions or cores (the same rows give the same bits; measured: 1 and 4 partitions, 10^6 clusters,
 -- every sum equal to the bit). A partition's hash table stays small enough not to spill.

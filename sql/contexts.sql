@@ -10,7 +10,7 @@
 -- A cluster enters when one of its images has a gate-proxy score; s_gate (and so risk_bin and floor)
 -- is NULL when any member lacks one, profile when any member lacks one (check_contexts_complete).
 -- Input: clusters(image_id, cluster_id), image_profiles(image_id, profile), s_gate(image_id, s_gate),
---        rule_profiles, rule_factor_levels, rule_risk_levels (autheval.review.rule_tables).
+--        rule_profiles, rule_factor_levels, rule_risk_levels (autheval.review.local_review.rule_tables).
 -- Parameters: $context_seed (text), $sens_namespace, $burden_namespace, $aversion_namespace,
 --        $n_sens, $n_burden, $n_aversion, $threshold_1..3, $max_level, $rule_version, $rule_sha256.
 WITH scored_clusters AS (

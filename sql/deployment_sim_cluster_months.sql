@@ -1,4 +1,4 @@
--- The simulated deployments' per-cluster sums of each month (autheval.deployment_sim.simulate, many
+-- The simulated deployments' per-cluster sums of each month (autheval.monitoring.deployment_sim.simulate, many
 -- deployments at once): one row per (deployment, site, month, cluster), the sums sql/cluster_stats.sql
 -- makes of a landed log. Input: sim_cases(deployment, site, month, cluster, intervened, u_executed,
 -- u_proposed, u_global). Output: deployment, site, month, cluster, n, sum_changed, sum_exec, sum_prop,

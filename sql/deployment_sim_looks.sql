@@ -3,7 +3,7 @@
 -- a lesion seen in several months summed into one cluster (as the monitor pools a slice's data to
 -- date). Slices 0 .. $sites - 1 are the sites, slice $sites every site ('all'); analysis =
 -- (deployment * ($sites + 1) + slice) * $months + L - 1, so that one query of sql/delta_method.sql or
--- autheval.monitoring.confidence_sequences decides every look of every deployment at once.
+-- autheval.monitoring.monitor.confidence_sequences decides every look of every deployment at once.
 -- Input: sim_cluster_months (sql/deployment_sim_cluster_months.sql; cluster numbers are unique over
 -- sites). Output: analysis, cluster_id, n, sum_changed, sum_exec, sum_prop, sum_gap, sum_glob,
 -- sum_total_gap, sum_utility_gap.

@@ -1,4 +1,4 @@
--- Twin: none in sql/. In process the same weights are hashed in C or numpy (autheval/bootstrap.py,
+-- Twin: none in sql/. In process the same weights are hashed in C or numpy (autheval/estimation/bootstrap.py,
 -- `poisson_weights`); tests/sql/replicates_poisson.sql (the DuckDB form, generate_series) and
 -- tests/sql/portable_poisson_weights.sql (the weights as a table) are the tests' oracles.
 -- Replicate sums of the `poisson` scheme in the portable subset: the replicates taken from a joined

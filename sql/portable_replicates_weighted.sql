@@ -1,5 +1,5 @@
 -- Twin: replicates_point.sql for the point (the in-process DuckDB: fsum, no weights table); in process
--- the replicates are numpy's multiplicities times cluster_matrix.sql (autheval/bootstrap.py).
+-- the replicates are numpy's multiplicities times cluster_matrix.sql (autheval/estimation/bootstrap.py).
 -- Replicate sums from a replicate-weights table joined in: the portable form of the exact schemes.
 -- replicate_weights(n_clusters, rep, cluster_rank, mult) holds the multiplicity of every drawn cluster
 -- rank in every replicate of the stream for clusters of size n_clusters (numpy's exact stream, drawn

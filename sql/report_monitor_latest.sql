@@ -1,6 +1,6 @@
 -- The monitor's status table: the latest look of every site x model version x mechanism x rule, and,
 -- for one that alerts, the period of the first look of the run of alerting looks that reaches it
--- (what autheval.monitoring.alerts names an alert by). Input: monitor.
+-- (what autheval.monitoring.monitor.alerts names an alert by). Input: monitor.
 WITH series AS (
     SELECT
         *,

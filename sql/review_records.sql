@@ -1,7 +1,7 @@
 -- review_records: every analysis (mechanism x review regime) as a role-separated record in the
 -- AuthEval log layout (case_id = image_id, proposed = the slate head, executed = the selection), at
 -- the full-counterfactual level (the proposal's local score is on every row), ready for
--- autheval.records.records_from_table and the estimators. The private context is not copied.
+-- autheval.records.read.records_from_table and the estimators. The private context is not copied.
 -- Input: scored_selections. No parameters.
 SELECT
     analysis,

@@ -25,7 +25,7 @@ from dagster_project.definitions import (
     study_assets,
 )
 from dagster_project.demo import QUIET, RAW_STAGES, run_stages
-from dagster_project.resources import LAKE_ENV, SOURCE_ENV, SourceResource
+from assets.resources import LAKE_ENV, SOURCE_ENV, SourceResource
 from tests.conftest import ROOT
 from warehouse.catalog import query
 from warehouse.lake import DEFAULT_LAKE, Lake
@@ -225,7 +225,7 @@ def test_the_demo_stops_at_a_failed_blocking_check_and_tallies_skipped_checks(re
 
 
 def test_estimates_and_trend_share_one_grouping_function():
-    from autheval.recordsets import recordsets_by
+    from autheval.records.recordsets import recordsets_by
     from warehouse.sql import connect
 
     con = connect()
@@ -268,7 +268,7 @@ def test_the_catalog_pool_limit_lives_in_the_definitions():
 
 def test_demo_command_exits_1_with_one_line_on_a_failed_blocking_check(monkeypatch, tmp_path, capsys):
     import dagster_project.demo as demo
-    from autheval.cli import main
+    from autheval.cli.main import main
 
     def stop(*args, **kwargs):
         tally = demo.CheckTally()

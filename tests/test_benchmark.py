@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from autheval.benchmark import (RESULTS_SCHEMA, accuracy_table, benchmark_items, fairness_table, read_benchmark)
+from autheval.estimation.benchmark import (RESULTS_SCHEMA, accuracy_table, benchmark_items, fairness_table, read_benchmark)
 from autheval.errors import RecordError
-from autheval.provenance import PROVENANCE
+from autheval.estimation.provenance import PROVENANCE
 from tests.conftest import run_cli
 
 HEADER = ("item_id", "image_id", "question", "options", "answer", "axis", "task", "group")
@@ -356,7 +356,7 @@ def benchmark_lake(tmp_path_factory):
     pytest.importorskip("transformers")
     from autheval.raw.synth import synth_cohort
     from dagster_project.demo import COHORT_STAGES, run_stages
-    from dagster_project.resources import ModelsResource, SourceResource
+    from assets.resources import ModelsResource, SourceResource
     from warehouse.lake import Lake
 
     root = tmp_path_factory.mktemp("benchmark-lake")
@@ -415,7 +415,7 @@ def test_a_benchmark_naming_an_image_the_lake_lacks_fails_its_asset_in_one_line(
 
     from dagster_project.definitions import build_definitions, project_instance, study_assets
     from dagster_project.demo import QUIET
-    from dagster_project.resources import ModelsResource, SourceResource
+    from assets.resources import ModelsResource, SourceResource
     from warehouse.lake import Lake
 
     lake, cohort, _ = benchmark_lake
@@ -436,7 +436,7 @@ def test_each_model_mechanism_is_answered_by_the_model_it_proposes_with(tmp_path
     """The readout and CCT arms by the scorer's VLM, a table naming an adapter_dir (fine-tune, GRPO) by the
     scorer with that adapter; a probe and an empty table by none."""
     from assets.benchmark import mechanism_models
-    from dagster_project.resources import ModelsResource
+    from assets.resources import ModelsResource
 
     def table(mechanisms, metadata=None):
         return pa.table({"mechanism": mechanisms}).replace_schema_metadata(metadata)

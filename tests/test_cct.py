@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from autheval.cli import main
-from autheval.cct import aggregate, aggregate_table, cct_proposals, variant_probabilities
+from autheval.cli.main import main
+from autheval.proposals.cct import aggregate, aggregate_table, cct_proposals, variant_probabilities
 from autheval.errors import RecordError
 from tests.conftest import read_csv_rows, run_cli
 
@@ -235,7 +235,7 @@ def test_flags_the_method_does_not_use_are_refused(tmp_path, capsys):
 
 
 def test_scorer_rows_become_the_long_table():
-    from autheval.cct import variant_table_from_scores
+    from autheval.proposals.cct import variant_table_from_scores
 
     wide = pa.table({"image_id": ["i1", "i1"], "variant": [0, 1], "p_very_low": [0.5, 0.1], "p_low": [0.3, 0.2],
                      "p_moderate": [0.2, 0.3], "p_high": [0.0, 0.4]})

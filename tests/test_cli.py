@@ -16,7 +16,7 @@ from warehouse.lake import Lake
 
 def test_evaluate_imports_neither_dagster_nor_torch(tmp_path):
     code = (
-        "import sys; from autheval.cli import main; "
+        "import sys; from autheval.cli.main import main; "
         f"main(['evaluate', '--input', {str(reference_file('authority_log_example'))!r}, '--output-dir', {str(tmp_path)!r}, '--reps', '20']); "
         "print(sorted(m for m in ('dagster', 'torch', 'transformers') if m in sys.modules))"
     )
@@ -154,7 +154,7 @@ def test_output_files_are_replaced_all_or_none(tmp_path):
 def test_a_write_that_fails_midway_leaves_no_partial_set(tmp_path, monkeypatch, capsys):
     from pathlib import Path
 
-    from autheval.cli import main
+    from autheval.cli.main import main
 
     out = tmp_path / "out"
     real_write, written = Path.write_bytes, []

@@ -159,7 +159,7 @@ def test_synth_refuses_a_bad_flag_before_writing(tmp_path, args, flag):
 
 def test_synth_says_what_a_cohort_costs_and_asks_for_yes_above_the_limit(tmp_path, monkeypatch):
     from autheval.errors import RecordError
-    from autheval.raw import cli as synth_cli
+    from autheval.cli import synth as synth_cli
 
     ten_million = run_cli("synth", "--n", "10000000", "--out", str(tmp_path / "c"))
     assert "about 1.4 TB on disk" in ten_million.stderr and "days to write" in ten_million.stderr
@@ -220,7 +220,7 @@ def test_synth_onto_a_read_only_folder_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("command", ["synth", "aggregate", "demo"])
 def test_an_os_error_in_any_command_is_one_line(tmp_path, monkeypatch, capsys, command):
-    import autheval.cli as cli
+    import autheval.cli.main as cli
 
     def refuse(args):
         raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "x.parquet"))
@@ -241,8 +241,8 @@ def _with_func(parser, command, func):
 
 @pytest.mark.parametrize("raised", [KeyboardInterrupt(), "duckdb"], ids=["KeyboardInterrupt", "duckdb-interrupted"])
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path, raised):
-    import autheval.cli as cli
-    import autheval.estimators as estimators
+    import autheval.cli.main as cli
+    import autheval.estimation.estimators as estimators
 
     def interrupted(*args, **kwargs):
         if raised == "duckdb":  # what DuckDB raises when Ctrl-C lands in a query
@@ -256,8 +256,8 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path, raised):
 
 
 def test_a_real_bug_keeps_its_traceback(monkeypatch, tmp_path):
-    import autheval.cli as cli
-    import autheval.estimators as estimators
+    import autheval.cli.main as cli
+    import autheval.estimation.estimators as estimators
 
     def broken(*args, **kwargs):
         raise TypeError("a bug")

@@ -1,4 +1,4 @@
-"""Per-cluster statistics summed once per record (autheval/cluster_stats.py): hash partitions side by side
+"""Per-cluster statistics summed once per record (autheval/records/cluster_stats.py): hash partitions side by side
 give the bytes one partition gives, on any number of cores; the count is exact; the bootstrap and the
 delta method share the one file; several analyses in one call are each the analysis alone."""
 
@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from autheval import cluster_stats
-from autheval.analytic import delta_method_rows
-from autheval.estimators import estimate
-from autheval.records import records_from_table, table_sha256
+from autheval.records import cluster_stats
+from autheval.estimation.analytic import delta_method_rows
+from autheval.estimation.estimators import estimate
+from autheval.records.read import records_from_table, table_sha256
 
 
 def noisy_log(clusters: int, rows: int, seed: int = 3) -> pa.Table:
@@ -117,7 +117,7 @@ def test_the_folder_of_a_killed_process_is_removed_by_the_next(tmp_path, monkeyp
     import sys
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    code = ("import os, signal; from autheval.records import records_from_table, table_sha256; "
+    code = ("import os, signal; from autheval.records.read import records_from_table, table_sha256; "
             "from tests.test_cluster_stats import noisy_log; t = noisy_log(20, 100); "
             "r = records_from_table(t, 'x.csv', 'x', table_sha256(t)); os.kill(os.getpid(), signal.SIGKILL)")
     subprocess.run([sys.executable, "-c", code], cwd=str(cluster_stats.Path(__file__).resolve().parent.parent))

@@ -55,7 +55,7 @@ def test_the_default_synthetic_cohort_gives_the_evaluated_split_enough_clusters(
     synthetic lesions are simple enough that, unguarded, a few thousand of them collide)."""
     import collections
 
-    from autheval.cli import build_parser
+    from autheval.cli.main import build_parser
     from autheval.raw.pipeline import run_raw_path
     from autheval.raw.synth import synth_cohort
 

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dagster_project.demo import COHORT_STAGES, run_stages
-from dagster_project.resources import SourceResource
+from assets.resources import SourceResource
 from tests.conftest import run_cli
 from warehouse.catalog import query
 from warehouse.lake import Lake

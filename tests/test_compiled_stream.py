@@ -1,4 +1,4 @@
-"""The C counting loop (autheval/_stream_counts.c) is numpy's stream exactly: multiplicities equal to
+"""The C counting loop (autheval/estimation/_stream_counts.c) is numpy's stream exactly: multiplicities equal to
 `default_rng(seed).integers` + `bincount` for many seeds, cluster counts (rejection-heavy ones
 included) and row splits; estimates identical to the byte with and without it; bad arguments refused;
 and the estimators' sums do not depend on DuckDB's threads (same inputs, same bytes)."""
@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import autheval.bootstrap as bootstrap
-from autheval import compiled_stream
-from autheval.compiled_stream import CompiledStream
+import autheval.estimation.bootstrap as bootstrap
+from autheval.estimation import compiled_stream
+from autheval.estimation.compiled_stream import CompiledStream
 
 # numpy's rejection threshold (2^32 mod G) is 99.5% of G here (G = 900,036): about 190 rejected values a row
 REJECTION_HEAVY = next(g for g in range(900_000, 1_100_000) if (1 << 32) % g > 0.97 * g)
@@ -23,7 +23,7 @@ def numpy_counts(rng: np.random.Generator, g: int, rows: int) -> np.ndarray:
 
 
 def test_the_extension_is_built_here():
-    assert compiled_stream.extension() is not None, "autheval._stream_counts was not built (no C compiler?)"
+    assert compiled_stream.extension() is not None, "autheval.estimation._stream_counts was not built (no C compiler?)"
 
 
 @pytest.mark.parametrize("g", [2, 3, 10, 1001, 65_536, 100_000, REJECTION_HEAVY])
@@ -58,7 +58,7 @@ def test_products_identical_with_and_without_the_extension(monkeypatch, g, k):
 
 
 def _log(n_cases: int, n_clusters: int):
-    from autheval.records import records_from_table
+    from autheval.records.read import records_from_table
 
     rng = np.random.default_rng(n_cases)
     changed = rng.random(n_cases) < 0.3
@@ -75,7 +75,7 @@ def _log(n_cases: int, n_clusters: int):
 
 @pytest.mark.parametrize("scheme", ["evaluator", "reference"])
 def test_estimates_identical_with_and_without_the_extension(monkeypatch, scheme):
-    from autheval.estimators import estimate
+    from autheval.estimation.estimators import estimate
 
     records = _log(6_000, 1_500)
     with_extension = estimate([records], scheme=scheme, reps=300).estimates
@@ -83,15 +83,15 @@ def test_estimates_identical_with_and_without_the_extension(monkeypatch, scheme)
     assert estimate([records], scheme=scheme, reps=300).estimates == with_extension
 
 
-@pytest.mark.parametrize("module", ["autheval.estimators", "autheval.analytic"])
+@pytest.mark.parametrize("module", ["autheval.estimation.estimators", "autheval.estimation.analytic"])
 def test_estimator_sums_run_on_one_duckdb_thread(monkeypatch, module):
     """On several threads DuckDB adds partial sums in the order the threads finish (the per-cluster
     sums of 10M records differed between runs in the last bit), so the estimators' connection runs on
     one thread: same inputs, same bytes."""
     import importlib
 
-    from autheval.analytic import delta_method_rows
-    from autheval.estimators import estimate
+    from autheval.estimation.analytic import delta_method_rows
+    from autheval.estimation.estimators import estimate
 
     target = importlib.import_module(module)
     opened = []
@@ -103,7 +103,7 @@ def test_estimator_sums_run_on_one_duckdb_thread(monkeypatch, module):
 
     monkeypatch.setattr(target, "connect", spy)
     records = _log(600, 150)
-    if module == "autheval.estimators":
+    if module == "autheval.estimation.estimators":
         estimate([records], scheme="reference", reps=50)
     else:
         delta_method_rows([records])

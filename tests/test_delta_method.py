@@ -1,4 +1,4 @@
-"""Delta-method intervals (sql/delta_method.sql, autheval/analytic.py): pinned by an independent numpy
+"""Delta-method intervals (sql/delta_method.sql, autheval/estimation/analytic.py): pinned by an independent numpy
 linearisation over clusters, masked by the record level like the bootstrap, and close to the reference
 bootstrap on the published traces (the README's side-by-side table)."""
 
@@ -10,7 +10,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from autheval.analytic import (
+from autheval.estimation.analytic import (
     DELTA_METHOD,
     INTERVAL_METHODS,
     bootstrap_method,
@@ -18,8 +18,8 @@ from autheval.analytic import (
     interval_table,
     side_by_side,
 )
-from autheval.estimators import METRICS, UNITS, estimate
-from autheval.records import read_records
+from autheval.estimation.estimators import METRICS, UNITS, estimate
+from autheval.records.read import read_records
 from tests.conftest import reference_file
 
 Z = NormalDist().inv_cdf(0.975)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autheval import cli
-from autheval.deployment_sim import (DeploymentModel, parse_drift, simulate, site_name, truth)
+from autheval.cli import main as cli
+from autheval.monitoring.deployment_sim import (DeploymentModel, parse_drift, simulate, site_name, truth)
 
 
 def synth(capsys, *args: str) -> tuple[int, str, str]:
@@ -21,7 +21,7 @@ def synth(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_one_landable_log_per_site_and_month_with_the_deployment_columns(tmp_path, capsys):
-    from autheval.landing import read_landed
+    from autheval.monitoring.landing import read_landed
 
     out = tmp_path / "deployment"
     code, text, err = synth(capsys, "--sites", "2", "--months", "3", "--out", str(out), "--clusters-per-month", "30",
@@ -183,7 +183,7 @@ def test_synth_of_a_cohort_still_needs_n_and_out(capsys):
 
 @pytest.fixture(scope="module")
 def protocol():
-    from autheval.protocol import load_protocol
+    from autheval.monitoring.protocol import load_protocol
 
     return load_protocol(None)
 

@@ -27,11 +27,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from autheval.bootstrap import replicate_products
-from autheval.cluster_stats import create_cluster_stats
-from autheval.engine_estimates import point_weights, reference_weight_blocks, replicate_id_blocks
-from autheval.estimators import estimate
-from autheval.records import read_records
+from autheval.estimation.bootstrap import replicate_products
+from autheval.records.cluster_stats import create_cluster_stats
+from autheval.estimation.engine_estimates import point_weights, reference_weight_blocks, replicate_id_blocks
+from autheval.estimation.estimators import estimate
+from autheval.records.read import read_records
 from tests.conftest import ROOT, published_summary, read_csv_rows, reference_file
 from tests.test_poisson import expected_weight, grid_index
 from warehouse.engine import EngineConfig, EngineError, bind_parameters, connect_engine, engine_config
@@ -42,7 +42,7 @@ MATRIX_REPS = 300  # replicates of the per-file matrix (the end-to-end cases use
 CONTRAST = ("CLIP probe minus LLaVA-Med head", "CLIP probe", "LLaVA-Med head")
 ARMS = (("mixed", "trace_mixed"), ("LLaVA-Med head", "trace_llava_med_head"), ("CLIP probe", "trace_clip_probe"))
 
-# Every estimator SQL file the default engine runs (autheval/estimators.py) -> the form every engine
+# Every estimator SQL file the default engine runs (autheval/estimation/estimators.py) -> the form every engine
 # runs, with the key columns its rows are matched on. The DuckDB-only `evaluator` scheme is declared
 # apart (sql/README.md); a test below keeps both lists complete.
 MATRIX = {
@@ -57,7 +57,7 @@ MATRIX = {
     "paired_contrast": ("portable_paired_contrast", ("contrast", "unit")),
     "delta_method": ("delta_method", ("analysis", "unit", "metric")),
     "evaluator_clusters": ("portable_evaluator_clusters", ("analysis", "metric", "cluster_rank")),
-    "multiplicity": ("multiplicity", ("row_id",)),  # autheval/multiplicity.py: Holm and BH over families
+    "multiplicity": ("multiplicity", ("row_id",)),  # autheval/estimation/multiplicity.py: Holm and BH over families
 }  # portable_evaluator_weighted: against the in-process products (test_evaluator_weighted_...)
 # Runs on the in-process DuckDB whatever the engine (on one row per replicate, analysis and metric).
 DUCKDB_ONLY = {"evaluator_metrics", "evaluator_stream_runs", "cluster_matrix_runs", "duckdb_memory_limit"}
@@ -200,8 +200,8 @@ def test_every_estimator_file_is_in_the_matrix_or_declared_duckdb_only():
     source = (ROOT / "autheval" / "estimators.py").read_text()
     used = set(re.findall(r'load_sql\("([a-z_]+)"\)', source))
     used |= set(re.findall(r'materialize\(con, "[a-z_]+", "([a-z_]+)"', source))
-    used |= {"delta_method"}  # autheval/analytic.py
-    assert used, "no SQL file found in autheval/estimators.py"
+    used |= {"delta_method"}  # autheval/estimation/analytic.py
+    assert used, "no SQL file found in autheval/estimation/estimators.py"
     assert used - set(MATRIX) - DUCKDB_ONLY == set()
     for native, (portable, _) in MATRIX.items():
         sql_text(native), sql_text(portable)
@@ -412,7 +412,7 @@ def test_the_engine_path_equals_the_default_engine(recordsets, duck_engine_path,
 
 
 def test_delta_method_on_spark_equals_duckdb(recordsets, spark):
-    from autheval.analytic import delta_method_rows
+    from autheval.estimation.analytic import delta_method_rows
 
     default = delta_method_rows(recordsets)
     on_spark = delta_method_rows(recordsets, engine=spark)
@@ -566,7 +566,7 @@ def test_zz_spark_session_stops_cleanly(spark):
 
 
 def test_engine_resource_checks_its_configuration():
-    from dagster_project.resources import EngineResource
+    from assets.resources import EngineResource
 
     with EngineResource().engine() as compute:
         assert compute is None  # duckdb: the estimators run in the step's process

@@ -21,8 +21,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from autheval.estimators import estimate
-from autheval.records import read_records
+from autheval.estimation.estimators import estimate
+from autheval.records.read import read_records
 from tests.conftest import reference_file
 
 SEED = 20260710
@@ -127,7 +127,7 @@ def test_each_metric_has_its_own_stream(clip_probe):
 def test_small_blocks_give_the_same_numbers(monkeypatch, scheme):
     """Replicates are streamed in blocks: tiny blocks (7 replicates, a 64-value buffer) give what one
     block gives, to the last bits BLAS may round differently."""
-    import autheval.bootstrap as bootstrap
+    import autheval.estimation.bootstrap as bootstrap
 
     arms = [read_records(reference_file(n), analysis=n) for n in ("trace_llava_med_head", "trace_clip_probe")]
     contrast = [("trace_clip_probe", "trace_llava_med_head")]
@@ -142,7 +142,7 @@ def test_small_blocks_give_the_same_numbers(monkeypatch, scheme):
 
 
 def test_lockstep_blocks_bound_memory_and_keep_the_stream():
-    from autheval.bootstrap import lockstep_blocks, replicate_products
+    from autheval.estimation.bootstrap import lockstep_blocks, replicate_products
 
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((50, 4)), rng.standard_normal((9, 2))

@@ -230,7 +230,7 @@ def test_the_same_seed_gives_the_same_log_and_the_update_moves_the_policy(tiny_m
 def grpo_lake(tmp_path_factory):
     from autheval.raw.synth import synth_cohort
     from dagster_project.demo import COHORT_STAGES, run_stages
-    from dagster_project.resources import ModelsResource, SourceResource
+    from assets.resources import ModelsResource, SourceResource
     from warehouse.lake import Lake
 
     root = tmp_path_factory.mktemp("grpo-lake")
@@ -300,7 +300,7 @@ def test_unconfigured_grpo_writes_empty_tables_and_says_why(tmp_path, models, wh
 
     from dagster_project.definitions import build_definitions, project_instance, study_assets
     from dagster_project.demo import QUIET
-    from dagster_project.resources import ModelsResource, SourceResource
+    from assets.resources import ModelsResource, SourceResource
     from warehouse.lake import Lake
 
     lake = Lake(tmp_path / "lake")
@@ -318,7 +318,7 @@ def test_unconfigured_grpo_writes_empty_tables_and_says_why(tmp_path, models, wh
 
 
 def test_grpo_follows_the_environment_and_brings_the_fine_tune(monkeypatch):
-    from dagster_project.resources import GRPO_ENV, MODELS_ENV, default_models
+    from assets.resources import GRPO_ENV, MODELS_ENV, default_models
 
     monkeypatch.setenv(MODELS_ENV, "1")
     monkeypatch.delenv(GRPO_ENV, raising=False)

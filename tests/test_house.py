@@ -61,10 +61,10 @@ def small_cohort(tmp_path_factory):
 def test_a_cohort_run_parses_the_declared_rules_once(small_cohort, tmp_path, monkeypatch, given):
     """Every asset that applies or names the rules (contexts, selections, scores, estimates, subgroups)
     takes them from the one `rules` resource; the command line's checked RuleFile is not parsed again."""
-    import autheval.rules
-    from autheval.rules import default_rules_text, load_rules
+    import autheval.review.rules
+    from autheval.review.rules import default_rules_text, load_rules
     from dagster_project.demo import COHORT_STAGES, run_stages
-    from dagster_project.resources import SourceResource
+    from assets.resources import SourceResource
     from warehouse.catalog import query
     from warehouse.lake import Lake
 
@@ -72,8 +72,8 @@ def test_a_cohort_run_parses_the_declared_rules_once(small_cohort, tmp_path, mon
     path.write_text(default_rules_text())
     rules = {"default": None, "path": str(path), "parsed": load_rules(path)}[given]
     parses = []
-    real = autheval.rules.parse_rules
-    monkeypatch.setattr(autheval.rules, "parse_rules", lambda *a, **k: parses.append(a) or real(*a, **k))
+    real = autheval.review.rules.parse_rules
+    monkeypatch.setattr(autheval.review.rules, "parse_rules", lambda *a, **k: parses.append(a) or real(*a, **k))
     source = SourceResource(kind="synthetic", input_dir=str(small_cohort.root), workers=1, reps=50,
                             evaluate_split="all", min_group_clusters=8)
     checks = run_stages(tmp_path / "lake", COHORT_STAGES, out=lambda line: None, source=source, rules=rules)

@@ -12,7 +12,7 @@ from PIL import Image
 
 from autheval.raw.ingest import ingest
 from autheval.raw.isic_metadata import fitzpatrick_type, isic_columns, validate_rows
-from autheval.subgroups import subgroup_tables
+from autheval.estimation.subgroups import subgroup_tables
 
 
 def _archive_cohort(root: Path, rows: list[dict]) -> Path:

@@ -68,7 +68,7 @@ def test_reference_clusters_rederive_every_frozen_id(study_lake):
 def test_synthetic_cohort_through_the_raw_path(tmp_path):
     from autheval.raw.synth import synth_cohort
     from dagster_project.demo import RAW_STAGES
-    from dagster_project.resources import SourceResource
+    from assets.resources import SourceResource
 
     cohort = synth_cohort(60, tmp_path / "cohort", seed=7, size=(320, 240))
     source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1)
@@ -194,8 +194,8 @@ def test_the_declared_rules_check_fails_when_the_rules_differ_from_the_study(stu
     """The reference check is run by the rule engine, not read from the traces: other rules fail it."""
     from dagster import AssetCheckKey, AssetKey, AssetSelection
 
-    from autheval.rules import default_rules_text
-    from dagster_project.resources import SourceResource
+    from autheval.review.rules import default_rules_text
+    from assets.resources import SourceResource
 
     root, checks = study_lake
     assert checks["scores_reproduced_by_declared_rules"] is True

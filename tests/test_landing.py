@@ -111,7 +111,7 @@ def test_landed_logs_become_partitions_and_a_trend(lake):
 
 def test_landed_log_without_a_period_column_is_rejected(tmp_path):
     from autheval.errors import RecordError
-    from autheval.landing import read_landed
+    from autheval.monitoring.landing import read_landed
 
     path = write_log(tmp_path, "x.csv", "note", ["a1,k1,a2,a1,-1.0,-2.0,hello"])
     with pytest.raises(RecordError, match="timestamp or a batch column"):
@@ -119,7 +119,7 @@ def test_landed_log_without_a_period_column_is_rejected(tmp_path):
 
 
 def test_a_spaced_period_header_is_the_period_and_no_unused_column_warning(tmp_path, recwarn):
-    from autheval.landing import read_landed
+    from autheval.monitoring.landing import read_landed
 
     path = write_log(tmp_path, "x.csv", " timestamp ", JAN)
     records, table = read_landed(path)
@@ -258,7 +258,7 @@ def test_full_and_role_separated_logs_give_a_trend_and_the_catalog_publishes(lak
 def test_logs_pool_by_record_level_and_global_score(tmp_path):
     import pyarrow as pa
 
-    from autheval.landing import read_landed, trend_table
+    from autheval.monitoring.landing import read_landed, trend_table
 
     full = write_log(tmp_path, "full.csv", "timestamp", JAN)
     role = write_log(tmp_path, "role.csv", "batch", ["r1,k1,a2,a1,-1.0,w1", "r2,k2,a0,a0,0.0,w2"], header=ROLE_LOG)
@@ -278,7 +278,7 @@ def test_logs_pool_by_record_level_and_global_score(tmp_path):
 def test_a_pool_that_cannot_be_evaluated_is_reported_not_raised():
     import pyarrow as pa
 
-    from autheval.landing import trend_table
+    from autheval.monitoring.landing import trend_table
 
     # two landed files of one pool whose pooled rows break a rule (an unchangeable cluster has no id)
     table = pa.table({
@@ -371,7 +371,7 @@ def test_a_symbolic_link_is_rejected_and_never_followed(lake, tmp_path):
 
 
 def test_a_hard_linked_drop_is_stored_as_a_copy_keyed_by_what_was_stored(lake, tmp_path):
-    from autheval.records import file_sha256
+    from autheval.records.read import file_sha256
 
     outside = write_log(tmp_path, "export.csv", "timestamp", JAN)
     os.link(outside, lake.landing / "jan.csv")
@@ -419,7 +419,7 @@ def test_a_name_that_is_not_utf8_is_rejected_and_the_others_land(lake):
 
 
 def test_an_unreadable_file_is_rejected_and_the_others_land(lake, monkeypatch):
-    import autheval.landing as landing
+    import autheval.monitoring.landing as landing
 
     real = landing.file_sha256
 
@@ -438,7 +438,7 @@ def test_an_unreadable_file_is_rejected_and_the_others_land(lake, monkeypatch):
 
 
 def test_a_file_that_cannot_be_moved_is_reported_and_the_sensor_goes_on(lake, monkeypatch):
-    import autheval.landing as landing
+    import autheval.monitoring.landing as landing
 
     real = landing._move_no_clobber
 

@@ -15,7 +15,7 @@ from dagster import materialize  # noqa: E402
 
 from dagster_project.definitions import build_definitions, project_instance, study_assets  # noqa: E402
 from dagster_project.demo import COHORT_STAGES, QUIET, run_stages  # noqa: E402
-from dagster_project.resources import ModelsResource, SourceResource  # noqa: E402
+from assets.resources import ModelsResource, SourceResource  # noqa: E402
 from models.prompts import PROMPT_ID, PROMPT_TEMPLATE, PROMPT_VARIANTS, risk_prompt, variant_prompt_ids  # noqa: E402
 from warehouse.catalog import query  # noqa: E402
 from warehouse.lake import Lake  # noqa: E402
@@ -185,7 +185,7 @@ def test_models_disabled_gives_the_file_mechanisms_only(model_lake, tmp_path):
         assert copy.read(name).num_rows == 0, name
         status = result.asset_materializations_for_node(name)[0].metadata["status"].value
         assert "disabled" in status, name
-    from autheval.proposals import read_proposals
+    from autheval.proposals.proposals_file import read_proposals
 
     assert set(copy.read("proposals").column("mechanism").to_pylist()) == set(FILE_MECHANISMS)
     assert copy.read("proposals").drop_columns(["producer", "producer_sha256"]).equals(
@@ -279,7 +279,7 @@ def test_the_readout_falls_back_to_the_published_lock_and_says_why():
 
 
 def test_the_models_resource_follows_the_environment(monkeypatch, tmp_path):
-    from dagster_project.resources import MODELS_ENV, SCORER_DIR_ENV, default_models
+    from assets.resources import MODELS_ENV, SCORER_DIR_ENV, default_models
 
     monkeypatch.delenv(MODELS_ENV, raising=False)
     assert default_models().enabled is False
@@ -328,8 +328,8 @@ def _proposal_rows(change: dict) -> "pa.Table":
 
 @pytest.mark.parametrize("case", sorted(BROKEN_PROPOSALS))
 def test_model_made_proposals_meet_the_proposals_file_rules(case):
-    from autheval.proposals import proposals_from_table
-    from autheval.slates import check_proposals
+    from autheval.proposals.proposals_file import proposals_from_table
+    from autheval.proposals.slates import check_proposals
 
     change, rule = BROKEN_PROPOSALS[case]
     table = _proposal_rows(change)
@@ -346,7 +346,7 @@ def test_model_made_proposals_meet_the_proposals_file_rules(case):
 def test_slate_levels_outside_the_actions_are_refused():
     import numpy as np
 
-    from autheval.slates import proposals_table
+    from autheval.proposals.slates import proposals_table
 
     with pytest.raises(ValueError, match="slate levels must be 0..3.*image 'b'"):
         proposals_table("VLM readout", ["a", "b"], np.array([[0, 1, 2, 3], [4, 1, 2, 0]]), model="/models/m")

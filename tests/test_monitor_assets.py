@@ -16,11 +16,11 @@ import pytest
 from dagster import AssetCheckSeverity, DagsterEventType, build_sensor_context, materialize
 
 from assets.monitor import alerts_check, monitor_alert_sensor
-from autheval.deployment_sim import DeploymentModel, parse_drift, write_deployment
-from autheval.monitoring import CASE_MIX_SCHEMA, MONITOR_SCHEMA, alerts
+from autheval.monitoring.deployment_sim import DeploymentModel, parse_drift, write_deployment
+from autheval.monitoring.monitor import CASE_MIX_SCHEMA, MONITOR_SCHEMA, alerts
 from dagster_project.definitions import build_definitions, project_instance, study_assets
 from dagster_project.demo import QUIET
-from dagster_project.resources import LakeResource, NotifierResource, ProtocolResource
+from assets.resources import LakeResource, NotifierResource, ProtocolResource
 from warehouse.lake import Lake
 
 PAYLOAD_NAMES = {"alert_id", "site", "model_version", "mechanism", "metric", "unit", "lower", "upper", "cs_lower",
@@ -35,7 +35,7 @@ def look(site, metric, period, n, status, cs, bounds=(0.05, 0.60), unit="image_w
 
 
 def monitor_of(rows: list[dict]) -> pa.Table:
-    """A monitor table made by hand, in its contract's columns (autheval.monitoring.MONITOR_SCHEMA)."""
+    """A monitor table made by hand, in its contract's columns (autheval.monitoring.monitor.MONITOR_SCHEMA)."""
     return pa.Table.from_pylist([{f.name: r.get(f.name) for f in MONITOR_SCHEMA} for r in rows], schema=MONITOR_SCHEMA)
 
 
@@ -86,7 +86,7 @@ def simulated_lake(root: Path, **model) -> Path:
 def land_all(root: Path, instance):
     """Land every waiting log as monitor_run does (two looks, one landing run per file), without the
     recurring job; returns the lake's definitions."""
-    from autheval.landing import watch
+    from autheval.monitoring.landing import watch
     from dagster_project.monitor_run import _land
 
     defs = build_definitions(str(root))
@@ -254,7 +254,7 @@ def test_without_a_notifier_the_sensor_sends_nothing(tmp_path):
 
 
 def test_a_notifier_is_a_command_or_a_url():
-    from autheval.notify import send
+    from autheval.monitoring.notify import send
 
     with pytest.raises(ValueError, match="not both"):
         send({}, command="true", url="http://127.0.0.1:9/")
@@ -374,7 +374,7 @@ def test_monitor_run_refuses_two_notifiers_before_anything_lands(tmp_path, monke
 
 
 def test_monitor_run_fails_with_1_when_the_recurring_job_fails(tmp_path, monkeypatch):
-    import autheval.monitoring
+    import autheval.monitoring.monitor
 
     root = simulated_lake(tmp_path / "lake")
 
@@ -385,7 +385,7 @@ def test_monitor_run_fails_with_1_when_the_recurring_job_fails(tmp_path, monkeyp
     code, lines = run_monitor(root)
     assert code == 1 and any(line.startswith("failed    the recurring job") and "the monitor broke" in line
                              for line in lines), lines
-    assert autheval.monitoring.monitor_table is not broken
+    assert autheval.monitoring.monitor.monitor_table is not broken
     assert not Lake(root).has_table("monitor")  # the failed run committed nothing
 
 
@@ -463,7 +463,7 @@ def test_monitor_run_on_a_simulated_drift_alerts_at_that_site_and_nowhere_else(t
 
 
 def test_monitor_run_decides_by_the_protocol_the_environment_names(tmp_path, monkeypatch):
-    from autheval.protocol import default_protocol_text
+    from autheval.monitoring.protocol import default_protocol_text
 
     root = simulated_lake(tmp_path / "lake")
     strict = tmp_path / "strict.yaml"

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from autheval.cluster_stats import register_cluster_stats
-from autheval.cli import main
+from autheval.records.cluster_stats import register_cluster_stats
+from autheval.cli.main import main
 from autheval.errors import RecordError
-from autheval.landing import read_landed, trend_table
-from autheval.monitoring import (
+from autheval.monitoring.landing import read_landed, trend_table
+from autheval.monitoring.monitor import (
     MONITOR_SCHEMA,
     adjusted_levels,
     confidence_sequences,
@@ -24,8 +24,8 @@ from autheval.monitoring import (
     rho2_for_horizon,
     status_report,
 )
-from autheval.multiplicity import adjust
-from autheval.protocol import load_protocol, parse_protocol
+from autheval.estimation.multiplicity import adjust
+from autheval.monitoring.protocol import load_protocol, parse_protocol
 from warehouse.lake import Lake
 from warehouse.sql import connect, load_sql
 
@@ -227,7 +227,7 @@ def test_holm_levels_step_down_and_match_holms_adjusted_p_values():
     assert _levels([0.001, 0.004], [0.05, 0.01], "holm") == pytest.approx([0.025, 0.01])
     assert _levels([0.001, 0.004], [0.05, 0.01], "bonferroni") == pytest.approx([0.025, 0.005])
     rng = np.random.default_rng(5)
-    for _ in range(30):  # rejected at its level <=> Holm's adjusted p-value <= alpha (autheval.multiplicity)
+    for _ in range(30):  # rejected at its level <=> Holm's adjusted p-value <= alpha (autheval.estimation.multiplicity)
         m = int(rng.integers(1, 12))
         p = list(rng.uniform(0, 0.02, size=m) ** rng.uniform(0.5, 2))
         levels = _levels(p, [0.05] * m, "holm")
@@ -342,7 +342,7 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
     """The monitor's looks come from cumulated cluster moments (sql/monitor_look_sums.sql); each must be
     the confidence sequence of that look's records read whole (cluster_stats.sql, delta_method.sql),
     here for a lesion seen in two periods too."""
-    from autheval.records import records_from_table
+    from autheval.records.read import records_from_table
     from warehouse.sql import to_table
 
     landed, monitoring = drifted

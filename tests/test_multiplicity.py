@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from autheval.estimators import estimate
-from autheval.multiplicity import (ADJUSTED_COLUMNS, TESTED_METRICS, adjust, adjust_subgroups, alpha_of,
+from autheval.estimation.estimators import estimate
+from autheval.estimation.multiplicity import (ADJUSTED_COLUMNS, TESTED_METRICS, adjust, adjust_subgroups, alpha_of,
                                    contrast_family, flagged)
-from autheval.records import read_records, records_from_table
+from autheval.records.read import read_records, records_from_table
 from tests.conftest import read_csv_rows, reference_file, run_cli
 
 
@@ -178,7 +178,7 @@ def test_too_few_replicates_for_the_family_is_a_warning():
 
 
 def test_the_lake_table_counts_both_flags(many_contrasts):
-    from autheval.study import contrasts_table
+    from autheval.estimation.study import contrasts_table
 
     _, result = many_contrasts
     table = contrasts_table(result)
@@ -205,8 +205,8 @@ def test_paired_contrast_csv_keeps_the_published_columns_first(tmp_path):
 
 
 def test_the_report_flags_with_the_adjusted_column(many_contrasts):
-    from autheval.report import CONTRAST_FLAG, markdown_report
-    from autheval.study import contrasts_table
+    from autheval.reporting.report import CONTRAST_FLAG, markdown_report
+    from autheval.estimation.study import contrasts_table
 
     _, result = many_contrasts
     summary = pa.table({"study": ["s"], "analysis": ["a"], "n_images": [1], "n_clusters": [1],
@@ -228,7 +228,7 @@ def test_the_report_flags_with_the_adjusted_column(many_contrasts):
 
 
 def test_subgroup_estimates_carry_adjusted_columns_over_their_family():
-    from autheval.subgroups import subgroup_tables
+    from autheval.estimation.subgroups import subgroup_tables
     from tests.test_subgroups import _study
 
     records, images, contexts = _study()

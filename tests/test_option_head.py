@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from autheval.slates import (
+from autheval.proposals.slates import (
     action_levels, frozen_head_proposals, nearest_level_slates, published_thresholds, threshold_heads,
 )
 from models.option_head import OptionHead, fit_option_head, fit_tau, option_probabilities

@@ -32,7 +32,7 @@ PARTS = {
     # the engine seam: Ibis (DuckDB) and, for --engine spark, pyspark (imported only when Spark is asked for)
     "engine seam": (["warehouse/engine.py"], ("ibis", "spark")),
     # the report's plots (matplotlib, imported inside the plotting functions) are drawn by the lake's assets
-    "lake": (["assets/**/*.py", "dagster_project/**/*.py", "autheval/report.py"], ("lake",)),
+    "lake": (["assets/**/*.py", "dagster_project/**/*.py", "autheval/reporting/report.py"], ("lake",)),
     "models": (["models/**/*.py"], ("models", "lake")),
     # tests and benchmarks exercise every part: `make install` installs them with every extra
     "tests and benchmarks": (["tests/**/*.py", "benchmarks/**/*.py"], tuple(PROJECT["optional-dependencies"])),
@@ -194,7 +194,7 @@ def test_built_wheel_runs_evaluate_and_demo_outside_the_checkout(tmp_path):
     assert "autheval/data/reference/manifest.json" in names or any(n.startswith("autheval/data/") for n in names)
     assert not any("/lake/" in n for n in names)
     assert any(n.startswith("autheval/_stream_counts") and n.endswith(".so") for n in names), \
-        "the wheel lacks the compiled counting loop (autheval/_stream_counts.c)"
+        "the wheel lacks the compiled counting loop (autheval/estimation/_stream_counts.c)"
 
     venv = _fresh_venv(tmp_path, wheel)
     work = tmp_path / "work"  # outside the source tree: nothing can be imported from the checkout

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autheval.estimators import estimate
-from autheval.records import read_records
+from autheval.estimation.estimators import estimate
+from autheval.records.read import read_records
 from autheval.reference_data import reference_path
 from benchmarks.numpy_loop import load_trace, paired_contrast, reference_summary
 from tests.conftest import SHARED, published_summary, read_csv_rows, reference_file, run_cli

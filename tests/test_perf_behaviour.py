@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-import autheval.bootstrap as bootstrap
+import autheval.estimation.bootstrap as bootstrap
 from tests.conftest import ROOT, reference_file
 
 
@@ -69,8 +69,8 @@ def test_poisson_products_do_not_depend_on_threads_or_pieces(monkeypatch):
 def test_unsupported_metrics_are_not_drawn(monkeypatch):
     import pyarrow as pa
 
-    import autheval.estimators as estimators
-    from autheval.records import records_from_table
+    import autheval.estimation.estimators as estimators
+    from autheval.records.read import records_from_table
 
     drawn = []
     real = estimators.stream_sums
@@ -113,7 +113,7 @@ def test_duckdb_memory_cap_follows_the_machine_unless_overridden(monkeypatch):
 
 
 def test_progress_goes_to_stderr_only(monkeypatch, tmp_path, capsys):
-    from autheval.cli import main
+    from autheval.cli.main import main
 
     real_init = bootstrap.Progress.__init__
     monkeypatch.setattr(bootstrap.Progress, "__init__", lambda self, total, report, every=2.0: real_init(self, total, report, 0.0))
@@ -136,13 +136,14 @@ def test_a_short_run_reports_no_progress():
 
 
 def test_help_loads_no_duckdb_numpy_or_pyarrow_and_the_parser_constants_agree():
-    code = ("import sys, io, contextlib\nfrom autheval.cli import main\n"
+    code = ("import sys, io, contextlib\nfrom autheval.cli.main import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    try: main(['--help'])\n    except SystemExit: pass\n"
             "print(sorted(m for m in ('duckdb', 'numpy', 'pyarrow', 'pandas', 'dagster', 'torch') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
-    from autheval import cli, estimators
+    from autheval.cli import main as cli
+    from autheval.estimation import estimators
     from warehouse.lake import DEFAULT_LAKE
 
     assert cli.SCHEMES == estimators.SCHEMES
@@ -159,7 +160,7 @@ def test_the_command_line_process_leaves_pandas_and_pyarrow_dataset_alone(comman
             "atexit.register(lambda: print(sorted(m for m in ('pandas', 'pyarrow.dataset') if m in sys.modules), "
             "file=sys.stderr))\n"
             f"sys.argv = ['autheval', *{args!r}, '--reps', '100', '--output-dir', {str(tmp_path)!r}]\n"
-            "from autheval.cli import main\nsys.exit(main())")
+            "from autheval.cli.main import main\nsys.exit(main())")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines()[-1] == "[]"

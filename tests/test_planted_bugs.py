@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from autheval import review
+from autheval.review import local_review as review
 from autheval.errors import RecordError
-from autheval.rules import default_rules_text, load_rules, parse_rules
+from autheval.review.rules import default_rules_text, load_rules, parse_rules
 from warehouse.sql import connect
 
 RULES = load_rules()
@@ -146,7 +146,7 @@ def test_the_burden_override_reads_if_band_has_not_the_default():
 def test_cct_refuses_a_negative_variant_index():
     """Variant -1 is not a prompt variant: one line naming the column, never an index that wraps
     around (numpy would put it in the last variant's slot)."""
-    from autheval.cct import variant_probabilities
+    from autheval.proposals.cct import variant_probabilities
 
     table = pa.table({"case_id": ["A"] * 8, "variant": [0] * 4 + [-1] * 4, "option": ["a0", "a1", "a2", "a3"] * 2,
                       "prob": [0.25] * 8})

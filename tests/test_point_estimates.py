@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from autheval.analytic import delta_method_rows
-from autheval.estimators import METRICS, SCHEMES, UNITS, estimate
-from autheval.records import records_from_table
+from autheval.estimation.analytic import delta_method_rows
+from autheval.estimation.estimators import METRICS, SCHEMES, UNITS, estimate
+from autheval.records.read import records_from_table
 from tests.conftest import run_cli
 
 # 20 rows in 5 clusters of 2..6 cases; changes concentrated in the small clusters, so the cluster-equal

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from autheval.estimators import estimate
-from autheval.records import read_records
+from autheval.estimation.estimators import estimate
+from autheval.records.read import read_records
 from tests.conftest import reference_file
 from tests.sql import sql_text
 
@@ -149,7 +149,7 @@ def test_weights_depend_on_seed_and_are_deterministic():
 
 def test_blocked_estimates_equal_one_block(monkeypatch):
     """The estimator draws poisson replicates in blocks: small blocks give the same intervals."""
-    import autheval.estimators as estimators
+    import autheval.estimation.estimators as estimators
 
     records = read_records(reference_file("authority_log_example"))
     whole = estimate([records], scheme="poisson", reps=300)

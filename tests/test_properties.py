@@ -6,8 +6,8 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autheval.estimators import estimate
-from autheval.records import records_from_table
+from autheval.estimation.estimators import estimate
+from autheval.records.read import records_from_table
 
 ACTIONS = ["a0", "a1", "a2", "a3"]
 

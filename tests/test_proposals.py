@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from autheval.errors import RecordError
-from autheval.proposals import read_proposals
+from autheval.proposals.proposals_file import read_proposals
 from autheval.vocabulary import PROPOSALS_SCHEMA as CONTRACT_SCHEMA
 
 IMAGES = pa.array(["i1", "i2", "i3", "i4", "i5"])
@@ -116,7 +116,7 @@ def test_a_proposed_diagnosis_is_kept_and_checked(tmp_path):
 
 
 def test_a_file_without_rows_or_rankings(tmp_path):
-    from autheval.proposals import proposals_from_table
+    from autheval.proposals.proposals_file import proposals_from_table
 
     with pytest.raises(RecordError, match="file has no proposals"):
         read_proposals(_write(tmp_path, "mechanism,image_id,a_head\n"), IMAGES)
@@ -127,7 +127,7 @@ def test_a_file_without_rows_or_rankings(tmp_path):
 
 
 def test_a_mechanism_given_by_two_parts_is_refused():
-    from autheval.proposals import combine_proposals
+    from autheval.proposals.proposals_file import combine_proposals
 
     part = read_proposals_table({"mechanism": ["m"], "image_id": ["i1"], "a_head": ["a1"]})
     assert combine_proposals([part]).num_rows == 1
@@ -136,7 +136,7 @@ def test_a_mechanism_given_by_two_parts_is_refused():
 
 
 def read_proposals_table(columns: dict) -> pa.Table:
-    from autheval.proposals import proposals_from_table
+    from autheval.proposals.proposals_file import proposals_from_table
 
     return proposals_from_table(pa.table(columns), "t.parquet", IMAGES)
 
@@ -183,7 +183,7 @@ EVALUATED = pa.array(["i1", "i2", "i3"])
 
 
 def _coverage(rows: list[tuple[str, str]]):
-    from autheval.proposals import check_coverage
+    from autheval.proposals.proposals_file import check_coverage
 
     table = read_proposals_table({"mechanism": [m for m, _ in rows], "image_id": [i for _, i in rows],
                                   "a_head": ["a1"] * len(rows)})
@@ -215,7 +215,7 @@ def test_a_mechanism_covering_some_evaluated_images_is_refused():
 
 
 def test_an_empty_evaluated_split_refuses_every_mechanism():
-    from autheval.proposals import check_coverage
+    from autheval.proposals.proposals_file import check_coverage
 
     table = read_proposals_table({"mechanism": ["a"], "image_id": ["i1"], "a_head": ["a1"]})
     with pytest.raises(RecordError, match="mechanism 'a' proposes for none of the 0 evaluated images"):
@@ -223,7 +223,7 @@ def test_an_empty_evaluated_split_refuses_every_mechanism():
 
 
 def test_the_evaluated_images_are_the_clustered_images_of_the_split():
-    from autheval.proposals import evaluated_image_ids
+    from autheval.proposals.proposals_file import evaluated_image_ids
 
     clusters = pa.table({"image_id": ["i3", "i1", "i2", "i9"], "cluster_id": ["k1", "k1", "k2", "k3"],
                          "split": ["test", "test", "test", "train"]})
@@ -242,7 +242,7 @@ class _Store:
 def test_the_proposals_asset_decides_coverage_before_it_writes(tmp_path):
     """The asset's own path (assets/proposals.py): the file's mechanisms are checked against the lake's
     evaluated split, so the run stops at `proposals` with one line, before selections or estimates."""
-    from dagster_project.resources import SourceResource  # (first: the definitions import the assets)
+    from assets.resources import SourceResource  # (first: the definitions import the assets)
     from assets.proposals import raw_source_proposals  # noqa: I001
 
     store = _Store(images=pa.table({"image_id": ["i1", "i2", "i3", "i4"]}),
@@ -262,7 +262,7 @@ def test_the_proposals_asset_decides_coverage_before_it_writes(tmp_path):
 def test_the_cli_precheck_decides_coverage_from_a_frozen_split(tmp_path):
     """Before any lake exists, a frozen split gives the evaluated images: `precheck_proposals` is what
     `autheval demo` can run on its flags (every lake-free rule, plus coverage when --freeze is given)."""
-    from autheval.proposals import precheck_proposals
+    from autheval.proposals.proposals_file import precheck_proposals
 
     freeze = _write(tmp_path, "image_id,lesion_id,cluster_id,split\ni1,,k1,test\ni2,,k2,test\ni3,,k3,train\n",
                     "split_freeze.csv")

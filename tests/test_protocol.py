@@ -7,9 +7,9 @@ import hashlib
 
 import pytest
 
-from autheval.cli import main
+from autheval.cli.main import main
 from autheval.errors import RecordError
-from autheval.protocol import DEFAULT_PROTOCOL, ProtocolError, default_protocol_text, load_protocol, parse_protocol
+from autheval.monitoring.protocol import DEFAULT_PROTOCOL, ProtocolError, default_protocol_text, load_protocol, parse_protocol
 from tests.conftest import run_cli
 
 GOOD = """\

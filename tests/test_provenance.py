@@ -1,6 +1,6 @@
 """Every result row names what made it (issue 16 items 2 and 5): data SHA-256, rules (version and
 SHA-256), scheme, seed, replicates, engine, software version; mechanism and regime beside every
-analysis; a contrast's arms as columns. autheval/provenance.py stamps them in one way."""
+analysis; a contrast's arms as columns. autheval/estimation/provenance.py stamps them in one way."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from autheval import __version__
-from autheval.provenance import PROVENANCE, Provenance, combined_sha256, stamp
-from autheval.rules import load_rules
+from autheval.estimation.provenance import PROVENANCE, Provenance, combined_sha256, stamp
+from autheval.review.rules import load_rules
 from dagster_project.demo import run_stages
 from tests.test_cohort_study import cohort_lake  # noqa: F401 (the module-scoped cohort lake)
 from warehouse.catalog import query
@@ -20,7 +20,7 @@ RESULT_TABLES = ("estimates", "contrasts", "intervals", "subgroups", "fairness",
 
 @pytest.fixture(scope="module")
 def reference_lake(tmp_path_factory):
-    from dagster_project.resources import SourceResource
+    from assets.resources import SourceResource
 
     root = tmp_path_factory.mktemp("provenance") / "lake"
     run_stages(root, out=lambda line: None, source=SourceResource(kind="reference", reps=200))
@@ -48,7 +48,7 @@ def test_every_reference_row_names_its_provenance(reference_lake, table):
 
 
 def test_estimates_name_the_record_set_and_its_mechanism_and_regime(reference_lake):
-    from autheval.recordsets import recordsets_by
+    from autheval.records.recordsets import recordsets_by
     from warehouse.sql import connect
 
     con = connect()
@@ -94,7 +94,7 @@ def test_stamp_replaces_appends_and_keeps_a_rows_own_hash():
 
 
 def test_every_proposal_names_its_producer(reference_lake, cohort_lake):  # noqa: F811
-    from autheval.records import file_sha256
+    from autheval.records.read import file_sha256
     from autheval.reference_data import manifest
 
     rows = query(reference_lake, "select distinct mechanism, producer, producer_sha256 from proposals order by 1").to_pylist()

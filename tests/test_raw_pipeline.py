@@ -98,7 +98,7 @@ def test_frozen_split_round_trip_and_declared_rules(result, cohort):
 
 
 def test_synth_command(tmp_path, capsys):
-    from autheval.raw.cli import register
+    from autheval.cli.synth import register
 
     parser = argparse.ArgumentParser(prog="autheval")
     register(parser.add_subparsers(dest="command", required=True))

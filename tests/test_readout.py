@@ -15,7 +15,7 @@ import pytest
 from autheval.errors import RecordError
 from models import readout
 from models.level_metrics import best_by_spec_order
-from autheval.slates import action_labels, nearest_level_slates, policy_id, ranked_slates
+from autheval.proposals.slates import action_labels, nearest_level_slates, policy_id, ranked_slates
 from models.readout import (
     ReadoutConfig, published_lock, published_lock_record, readout_proposals, train_readout, validation_partition,
 )

@@ -1,4 +1,4 @@
-"""Receipts (autheval/receipt.py): every evaluate, compare and lake run writes receipt.json naming the
+"""Receipts (autheval/reporting/receipt.py): every evaluate, compare and lake run writes receipt.json naming the
 SHA-256 of its inputs and outputs; `autheval verify` re-derives the run and names what differs."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_evaluate_writes_a_receipt_that_verifies(log, tmp_path):
     receipt = json.loads((out / "receipt.json").read_text())
     assert receipt["command"] == "evaluate" and receipt["config"]["seed"] == 20260710
     assert receipt["inputs"] == [{"role": "--input", "path": str(log.resolve()),
-                                  "sha256": __import__("autheval.records", fromlist=["x"]).file_sha256(log)}]
+                                  "sha256": __import__("autheval.records.read", fromlist=["x"]).file_sha256(log)}]
     assert [o["name"] for o in receipt["outputs"]] == ["authority_summary.csv", "estimates.csv", "summary.json", "summary.md"]
     assert {"autheval", "duckdb", "pyarrow", "numpy", "python"} <= set(receipt["software"])
     result = run_cli("verify", str(out / "receipt.json"))
@@ -83,7 +83,7 @@ def test_the_reference_demo_receipt_verifies(tmp_path):
 
 def test_a_lake_receipt_names_a_changed_rules_file(tmp_path):
     from autheval.raw.synth import synth_cohort
-    from autheval.rules import default_rules_text
+    from autheval.review.rules import default_rules_text
 
     cohort = synth_cohort(60, tmp_path / "cohort", seed=3, size=(64, 48))
     rules = tmp_path / "rules.yaml"
@@ -131,7 +131,7 @@ def test_a_generated_cohort_lake_verifies_wherever_it_lies(tmp_path):
 def test_a_tables_hash_is_its_content_not_its_order_place_or_time():
     import pyarrow as pa
 
-    from autheval.receipt import table_outputs
+    from autheval.reporting.receipt import table_outputs
 
     one = pa.table({"id": ["b", "a"], "path": ["/lake/x/b.jpg", "/lake/x/a.jpg"], "mtime_ns": [1, 2]})
     same = pa.table({"id": ["a", "b"], "path": ["/other/x/a.jpg", "/other/x/b.jpg"], "mtime_ns": [9, 9]})

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from autheval.errors import RecordError
-from autheval.estimators import estimate
-from autheval.records import data_sha256, file_sha256, read_records
+from autheval.estimation.estimators import estimate
+from autheval.records.read import data_sha256, file_sha256, read_records
 from tests.conftest import run_cli
 
 N_CASES, N_CLUSTERS, PARTS = 600, 60, 3
@@ -237,7 +237,7 @@ def test_spark_reads_the_files_itself_and_gives_the_same_estimates(inputs):
     reason = spark_missing()
     if reason:
         pytest.skip(f"Spark cases skipped: {reason}")
-    from autheval.analytic import delta_method_rows
+    from autheval.estimation.analytic import delta_method_rows
     from warehouse.engine import EngineConfig, connect_engine
 
     several = read_records(inputs["folder"], analysis="log")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from autheval.report import (SECTION_TITLES, TO_BE_SUPPLIED, ReportInputs, build_report, html_report,
+from autheval.reporting.report import (SECTION_TITLES, TO_BE_SUPPLIED, ReportInputs, build_report, html_report,
                              markdown_report, report_queries)
 from warehouse.lake import Lake
 
@@ -39,7 +39,7 @@ def reference_lake(tmp_path_factory) -> Lake:
 def cohort_lake(tmp_path_factory) -> Lake:
     from autheval.raw.synth import synth_cohort
     from dagster_project.demo import COHORT_STAGES, run_stages
-    from dagster_project.resources import ModelsResource, SourceResource
+    from assets.resources import ModelsResource, SourceResource
 
     root = tmp_path_factory.mktemp("report-cohort")
     cohort = synth_cohort(80, root / "cohort", seed=7, size=(160, 120))
@@ -184,7 +184,7 @@ EXECUTED = ["a0", "a1", "a1", "a2", "a2", "a1", "a0", "a3"]  # 3 of 8 proposals 
 def records(analysis: str, executed: list, local: bool = True, proposed: list = PROPOSED):
     """A small record scored by one rule (case i's reference level is i % 4); `local`: the proposal's
     local score is logged (full counterfactual), else role-separated."""
-    from autheval.records import records_from_table
+    from autheval.records.read import records_from_table
 
     def score(i, action):
         return None if action is None else -1.5 * abs(int(action[1]) - i % 4)
@@ -214,8 +214,8 @@ def summary_of(estimates: pa.Table) -> pa.Table:
 
 def inputs_for(recordsets, contrasts=(), study="study", **parts) -> ReportInputs:
     """ReportInputs as the asset makes them, through the report's SQL files, from estimate()."""
-    from autheval.estimators import estimate
-    from autheval.study import contrasts_table, estimates_table
+    from autheval.estimation.estimators import estimate
+    from autheval.estimation.study import contrasts_table, estimates_table
     from warehouse.sql import connect, load_sql
 
     with pytest.warns(Warning):  # few replicates: the interval ends are noisy
@@ -252,7 +252,7 @@ def test_a_hostile_mechanism_name_is_escaped_everywhere():
 
 
 def test_the_headline_flag_of_the_contrasts_is_the_adjusted_one():
-    from autheval.report import CONTRAST_FLAG
+    from autheval.reporting.report import CONTRAST_FLAG
 
     inputs = inputs_for([records("a", EXECUTED), records("b", EXECUTED, proposed=EXECUTED)], contrasts=[("a", "b")])
     rows = inputs.contrasts.to_pylist()
@@ -334,7 +334,7 @@ def test_an_older_caller_gets_the_report_from_the_summary_alone():
 # --- the plots ---------------------------------------------------------------------------------------
 
 def test_trend_plot_puts_every_pool_to_date_first():
-    from autheval.report import trend_plot_rows
+    from autheval.reporting.report import trend_plot_rows
 
     periods = ["2026-01 (role_separated)", "all (role_separated)", "2026-01 (full_counterfactual)",
                "all (full_counterfactual)", "2025-12 (full_counterfactual)"]
@@ -346,7 +346,7 @@ def test_trend_plot_puts_every_pool_to_date_first():
 
 
 def test_the_forest_plot_leaves_many_contrasts_to_the_table():
-    from autheval.report import MAX_PLOTTED_CONTRAST_ROWS, forest_plot_png
+    from autheval.reporting.report import MAX_PLOTTED_CONTRAST_ROWS, forest_plot_png
 
     summary = pa.table({"study": ["s"], "analysis": ["a"],
                         **{f"Delta_authority_{k}{part}": [0.1] for k in ("image", "cluster")
@@ -363,7 +363,7 @@ def test_the_forest_plot_leaves_many_contrasts_to_the_table():
 
 
 def test_the_forest_plot_has_a_panel_per_group_with_its_contrasts():
-    from autheval.report import _forest_groups
+    from autheval.reporting.report import _forest_groups
 
     summary = pa.table({"study": ["regimes", "regimes", "mechanisms", "mechanisms"],
                         "analysis": ["mixed", "safety_floor", "A", "B"]})
@@ -374,7 +374,7 @@ def test_the_forest_plot_has_a_panel_per_group_with_its_contrasts():
 
 
 def test_every_report_query_names_a_sql_file():
-    from autheval.report import REPORT_QUERIES
+    from autheval.reporting.report import REPORT_QUERIES
     from warehouse.sql import load_sql
 
     for _, sql, _ in REPORT_QUERIES:
@@ -390,10 +390,10 @@ def monitored(tmp_path_factory):
     """A simulated deployment (2 sites x 8 months; from month 3 site-2 runs model-2, 0.5 points worse than
     model-1; site-1's case mix moves to high risk from month 5), landed and monitored under the default
     protocol."""
-    from autheval.deployment_sim import DeploymentModel, parse_drift, write_deployment
-    from autheval.landing import read_landed
-    from autheval.monitoring import monitor_table
-    from autheval.protocol import load_protocol
+    from autheval.monitoring.deployment_sim import DeploymentModel, parse_drift, write_deployment
+    from autheval.monitoring.landing import read_landed
+    from autheval.monitoring.monitor import monitor_table
+    from autheval.monitoring.protocol import load_protocol
 
     drifts = tuple(parse_drift(spec, 2, 8) for spec in ("site-2:proposer_quality:-0.5:from=3:version=model-2",
                                                         "site-1:case_mix:0.6:from=5"))
@@ -447,7 +447,7 @@ def test_the_monitoring_section_shows_the_status_the_alerts_the_case_mix_and_eac
 
 
 def test_the_monitoring_section_says_what_to_do_before_anything_has_landed(monitored):
-    from autheval.monitoring import empty_case_mix, empty_monitor
+    from autheval.monitoring.monitor import empty_case_mix, empty_monitor
 
     empty = section(markdown_report(build_report(monitoring_inputs(empty_monitor(), empty_case_mix()))),
                     SECTION_TITLES["monitoring"])
@@ -461,14 +461,14 @@ def png_size(png: bytes) -> tuple[int, int]:
 
 
 def test_trend_png_is_one_panel_per_site_with_the_monitor_and_the_old_plot_without(monitored):
-    from autheval.report import monitor_plot_rows, trend_plot_png
+    from autheval.reporting.report import monitor_plot_rows, trend_plot_png
 
     trend = pa.table({"period": ["all", "2026-01"], "pool": ["full_counterfactual"] * 2,
                       "metric": ["Delta_authority"] * 2, "unit": ["image_weighted"] * 2, "estimate": [0.1, 0.2],
                       "ci_lower": [0.0, 0.1], "ci_upper": [0.2, 0.3]})
     old = trend_plot_png(trend)
     assert trend_plot_png(trend, None) == old  # callers without a monitor get the plot they had
-    from autheval.monitoring import empty_monitor
+    from autheval.monitoring.monitor import empty_monitor
 
     assert trend_plot_png(trend, empty_monitor()) == old  # nothing monitored yet: the trend's plot
     panels = trend_plot_png(trend, monitored.table)

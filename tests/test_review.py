@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from autheval import review
-from autheval.rules import default_rules_text, load_rules, parse_rules
+from autheval.review import local_review as review
+from autheval.review.rules import default_rules_text, load_rules, parse_rules
 from warehouse.sql import connect, one, to_table
 
 RULES = load_rules()
@@ -307,7 +307,7 @@ def test_unknown_risk_or_context_scores_null():
 
 
 def test_run_review_end_to_end_feeds_the_estimators():
-    from autheval.estimators import estimate
+    from autheval.estimation.estimators import estimate
 
     n = 60
     ids = [f"ISIC_{i:07d}" for i in range(n)]

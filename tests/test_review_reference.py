@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from autheval import review
-from autheval.rules import load_rules
+from autheval.review import local_review as review
+from autheval.review.rules import load_rules
 from warehouse.sql import connect
 
 
@@ -84,8 +84,8 @@ def test_intervention_counts_of_the_controls(reference, mechanism, none, down, u
 
 
 def test_engine_records_give_the_published_estimates(reference):
-    from autheval.estimators import estimate
-    from autheval.records import records_from_table, table_sha256
+    from autheval.estimation.estimators import estimate
+    from autheval.records.read import records_from_table, table_sha256
     from autheval.reference_data import reference_path
     import pyarrow.parquet as pq
 

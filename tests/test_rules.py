@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from autheval.errors import RecordError
-from autheval.rules import RuleError, default_rules_text, load_rules, parse_rules
+from autheval.review.rules import RuleError, default_rules_text, load_rules, parse_rules
 from autheval.vocabulary import ACTIONS
 from tests.conftest import run_cli
 

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from autheval.errors import RecordError
-from autheval.estimators import check_matrix_memory, estimate, matrix_bytes, memory_limit_bytes
-from autheval.records import read_records
+from autheval.estimation.estimators import check_matrix_memory, estimate, matrix_bytes, memory_limit_bytes
+from autheval.records.read import read_records
 from tests.conftest import reference_file, run_cli
 
 MIXED_CLUSTERS = 2090  # the mixed trace's clusters

@@ -8,9 +8,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from autheval.estimators import estimate
-from autheval.records import records_from_table
-from autheval.subgroups import subgroup_tables
+from autheval.estimation.estimators import estimate
+from autheval.records.read import records_from_table
+from autheval.estimation.subgroups import subgroup_tables
 
 
 def _study(n_clusters: int = 80, seed: int = 2):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from autheval.proposals import proposals_from_table
+from autheval.proposals.proposals_file import proposals_from_table
 from autheval.raw.synth_proposals import MECHANISMS, simulate_proposals
 
 

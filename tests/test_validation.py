@@ -129,7 +129,7 @@ def test_overflow_names_the_largest_value(tmp_path):
 
 def test_large_but_safe_utilities_are_accepted(tmp_path):
     """The overflow rule is not a magnitude rule: 1e300 on a few rows sums without overflow."""
-    from autheval.records import read_records
+    from autheval.records.read import read_records
 
     records = read_records(write(tmp_path, HEADER + "\n".join([*GOOD, "c4,k3,a1,a1,1e300,1e300"]) + "\n"))
     assert records.n_cases == 4
@@ -138,8 +138,8 @@ def test_large_but_safe_utilities_are_accepted(tmp_path):
 def test_header_names_are_stripped(tmp_path):
     """`cluster_id ` (trailing space) is the cluster column, not an ignored one: same clusters, same
     numbers as the clean header."""
-    from autheval.estimators import estimate
-    from autheval.records import read_records
+    from autheval.estimation.estimators import estimate
+    from autheval.records.read import read_records
 
     clean = read_records(write(tmp_path, HEADER + "\n".join(GOOD) + "\n", "clean.csv"))
     spaced = read_records(write(tmp_path, HEADER.replace("cluster_id", " cluster_id ") + "\n".join(GOOD) + "\n", "spaced.csv"))
@@ -151,7 +151,7 @@ def test_header_names_are_stripped(tmp_path):
 
 
 def test_edit_distance():
-    from autheval.records import closest_name, edit_distance
+    from autheval.records.read import closest_name, edit_distance
 
     assert edit_distance("utility_proposed_locl", "utility_proposed_local") == 1
     assert edit_distance("clsuter_id", "cluster_id") == 1  # a transposition is one edit
@@ -166,7 +166,7 @@ def test_a_repeated_id_hash_is_confirmed_on_the_ids(monkeypatch):
     broken rule (two different ids with one hash are not), and then the first duplicate is named."""
     import pyarrow as pa
 
-    from autheval import records
+    from autheval.records import read as records
     from autheval.errors import RecordError
     from warehouse.sql import connect, load_sql
 
@@ -193,7 +193,7 @@ def test_whitespace_around_ids_and_actions_is_refused_never_counted_apart(tmp_pa
     """`a1 ` beside `a1` would be a false intervention (p = 0.5 instead of 0.25 here) and `k1 ` an extra
     cluster: refused with the row, id and value, for every kind of whitespace at either end."""
     from autheval.errors import RecordError
-    from autheval.records import read_records
+    from autheval.records.read import read_records
 
     rows = ["c1,k1,a1,a1,0.0,0.0", "c2,k1,a1,a0,-1.0,-2.0", "c3,k2,a0,a0,0.0,0.0", "c4,k2,a2,a2,0.0,0.0"]
     assert read_records(write(tmp_path, HEADER + "\n".join(rows) + "\n")).n_changed == 1
@@ -215,7 +215,7 @@ def test_whitespace_rules_read_parquet_text_and_skip_integer_ids(tmp_path):
     import pyarrow.parquet as pq
 
     from autheval.errors import RecordError
-    from autheval.records import read_records
+    from autheval.records.read import read_records
 
     table = pa.table({"case_id": pa.array([1, 2, 3]), "cluster_id": pa.array([10, 10, 11]),
                       "proposed_action": ["a1", "a1", "a0"], "executed_action": ["a1", "a0", "a0"],
@@ -267,7 +267,7 @@ def test_trace_type_errors_name_the_trace_column(tmp_path):
     import pyarrow.parquet as pq
 
     from autheval.errors import RecordError
-    from autheval.records import read_records
+    from autheval.records.read import read_records
 
     pq.write_table(pa.table({"image_id": ["i1"], "cluster_id": ["k1"], "a_head": ["a0"], "a_exec": ["a0"],
                              "Uz_head": [0.0], "Uz_exec": pa.array(np.array([0.0], dtype=np.float16))}),

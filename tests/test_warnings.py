@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from autheval.errors import RecordError
-from autheval.estimators import MAX_REPS, EstimationResult, degenerate_warnings, estimate, warn_if_no_contrast
-from autheval.records import AuthEvalWarning, print_warnings_plainly, read_records, records_from_table
+from autheval.estimation.estimators import MAX_REPS, EstimationResult, degenerate_warnings, estimate, warn_if_no_contrast
+from autheval.records.read import AuthEvalWarning, print_warnings_plainly, read_records, records_from_table
 from tests.conftest import reference_file, run_cli
 
 HEADER = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local"

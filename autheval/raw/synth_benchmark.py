@@ -6,7 +6,7 @@ planted (border irregularity, elongation, hairs drawn on the view).
 
 The sample takes whole lesions (every view and duplicate of a lesion drawn), so items of one lesion
 fall in one cluster of the lake and the benchmark's whole-cluster bootstrap has clusters of several
-images to keep together. The file is the benchmark format a user brings (autheval/benchmark.py):
+images to keep together. The file is the benchmark format a user brings (autheval/estimation/benchmark.py):
 item_id, image_id, question, options (a JSON list), answer (an option's text), axis, task, group
 ("grouping=value" pairs joined by ";"; here the planted skin tone's ITA category, beside which the
 benchmark puts the lake's own groupings of the image: its recorded sex and site, its estimated ITA

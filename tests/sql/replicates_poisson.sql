@@ -1,5 +1,5 @@
 -- Test oracle (tests/test_poisson.py, tests/test_engines.py): the in-process estimators hash these
--- weights in C or numpy (autheval/bootstrap.py), another engine runs sql/portable_replicates_poisson.sql;
+-- weights in C or numpy (autheval/estimation/bootstrap.py), another engine runs sql/portable_replicates_poisson.sql;
 -- this DuckDB form (generate_series) pins both.
 -- Replicate sums of the `poisson` scheme: every cluster gets an independent Poisson(1) weight per
 -- replicate, generated inside the query from an integer hash of (seed, rep, cluster_rank). No weights

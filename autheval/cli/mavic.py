@@ -1,0 +1,169 @@
+"""`autheval mavic score` (the MAVIC reward of a file of GRPO completions, models/mavic.py) and
+`autheval mavic weights` (the PMI weights of S_morph from a training table of attributes and diagnoses).
+
+autheval/cli/main.py calls register(subparsers); numpy and pyarrow are imported only when a command runs.
+A bad row (a missing column, an unparseable cell, an unknown modality or reference diagnosis, an
+attribute the schema lacks) is one RecordError line naming the file, column, row and rule (exit 2) and
+no output is written; a completion that breaks the format is not an error, it scores r_fmt = 0. The
+output is written atomically and never replaces an input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from autheval.errors import RecordError
+from autheval.cli.flags import check_not_an_input, path_flag
+
+SCORE_COLUMNS = ("group_id", "completion", "modality", "reference_diagnosis", "reference_attributes")
+TRAINING_COLUMNS = ("attributes", "modality", "diagnosis")
+
+
+def _columns(table, required: tuple[str, ...], source: str) -> dict[str, list]:
+    for column in required:
+        if column not in table.column_names:
+            raise RecordError(source, column, f"missing column (expected {', '.join(required)})")
+    return {c: table.column(c).to_pylist() for c in required}
+
+
+def _json_objects(values: list, source: str, column: str) -> list[dict]:
+    """Each cell a JSON object (text) or already a mapping (a Parquet struct or map column)."""
+    out = []
+    for i, value in enumerate(values):
+        if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            value = dict(value)  # an Arrow map column
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise RecordError(source, column, "must be a JSON object of attribute -> state",
+                                  f"row {i + 1}, value {value[:60]!r}") from None
+        if not isinstance(value, dict):
+            raise RecordError(source, column, "must be a JSON object of attribute -> state",
+                              f"row {i + 1}, value {value!r}")
+        out.append(value)
+    return out
+
+
+def _texts(values: list, source: str, column: str) -> list[str]:
+    out = []
+    for i, value in enumerate(values):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise RecordError(source, column, "must not be empty", f"row {i + 1}")
+        out.append(str(value))
+    return out
+
+
+def _write(table, path: Path, fmt: str) -> None:
+    from warehouse.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        if fmt == "csv":
+            from pyarrow import csv
+
+            csv.write_csv(table, tmp)
+        else:
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp)
+
+
+def _provenance(table, columns: dict[str, str]):
+    import pyarrow as pa
+
+    from autheval import __version__
+
+    for name, value in {**columns, "software_version": f"autheval {__version__}"}.items():
+        table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()))
+    return table
+
+
+def cmd_mavic_score(args) -> int:
+    import pyarrow as pa
+
+    from autheval.cli.aggregate import _output_format
+    from autheval.records.read import file_sha256, read_table
+    from models.mavic import OUTPUT_KEYS, load_config, load_weights, score_completions
+    from models.ontology import load_ontology
+
+    fmt = _output_format(args.output)
+    inputs = [("--input", args.input), ("--weights", args.weights), ("--config", args.config)]
+    check_not_an_input([args.output], inputs, "--output")
+    config = load_config(args.config)
+    ontology = load_ontology(config.ontology)
+    weights = load_weights(args.weights) if args.weights is not None else None
+    source = str(args.input)
+    table = read_table(args.input)
+    cells = _columns(table, SCORE_COLUMNS, source)
+    group_id = _texts(cells["group_id"], source, "group_id")
+    modality = _texts(cells["modality"], source, "modality")
+    diagnosis = _texts(cells["reference_diagnosis"], source, "reference_diagnosis")
+    attributes = _json_objects(cells["reference_attributes"], source, "reference_attributes")
+    scores = score_completions(cells["completion"], modality, diagnosis, attributes, group_id, weights=weights,
+                               config=config, ontology=ontology, source=source, with_rules=True)
+    for key in OUTPUT_KEYS:
+        if key in table.column_names:
+            table = table.drop_columns([key])
+        table = table.append_column(key, pa.array(scores[key], pa.float64()))
+    table = table.append_column("format_rule", pa.array(scores["format_rule"].tolist(), pa.string()))
+    table = _provenance(table, {
+        "composite": config.formula(), "ontology": f"{ontology.name} ({ontology.version})",
+        "config_sha256": config.sha256(), "weights_sha256": weights.sha256 if weights else None,
+        "data_sha256": file_sha256(args.input)})
+    _write(table, args.output, fmt)
+    print(args.output)
+    return 0
+
+
+def cmd_mavic_weights(args) -> int:
+    from autheval.cli.aggregate import _output_format
+    from autheval.records.read import file_sha256, read_table
+    from models.mavic import load_config, pmi_weights, weights_table
+
+    fmt = _output_format(args.output)
+    check_not_an_input([args.output], [("--input", args.input), ("--config", args.config)], "--output")
+    config = load_config(args.config)
+    source = str(args.input)
+    cells = _columns(read_table(args.input), TRAINING_COLUMNS, source)
+    weights = pmi_weights(_json_objects(cells["attributes"], source, "attributes"),
+                          _texts(cells["modality"], source, "modality"),
+                          _texts(cells["diagnosis"], source, "diagnosis"), config=config, source=source)
+    table = _provenance(weights_table(weights), {
+        "pmi_eps": repr(config.pmi_eps), "pmi_floor": repr(config.pmi_floor),
+        "config_sha256": config.sha256(), "data_sha256": file_sha256(args.input)})
+    _write(table, args.output, fmt)
+    print(args.output)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `mavic score` and `mavic weights` to the `autheval` parser."""
+    p = subparsers.add_parser("mavic", help="MAVIC: the morphology-grounded reward of GRPO completions (DermoGPT)")
+    sub = p.add_subparsers(dest="mavic_command", required=True)
+    score = sub.add_parser(
+        "score", help="score a file of completions",
+        description="Score GRPO completions with MAVIC. --input (CSV or Parquet) has the columns group_id, "
+                    "completion, modality (dermoscopic or clinical), reference_diagnosis and "
+                    "reference_attributes (a JSON object of attribute -> state). Writes them with r_fmt, r_acc, "
+                    "s_hier, s_morph, gate, reward, advantage, format_rule (why r_fmt is 0) and the provenance "
+                    "(composite, ontology, config, weights, data hash, software) to --output (.csv or .parquet).")
+    score.add_argument("--input", required=True, type=path_flag, metavar="FILE", help="the completions")
+    score.add_argument("--output", required=True, type=path_flag, metavar="FILE", help="the scores, .csv or .parquet")
+    score.add_argument("--weights", type=path_flag, metavar="PMI_FILE",
+                       help="PMI weights from `autheval mavic weights` (default: every feature weighs 1)")
+    score.add_argument("--config", type=path_flag, metavar="FILE",
+                       help="a declared MAVIC config (YAML: composite, lambda_hier, lambda_morph, gate_k, "
+                            "tversky_alpha, tversky_beta, ontology, ...; default: the paper's values)")
+    score.set_defaults(func=cmd_mavic_score)
+    weights = sub.add_parser(
+        "weights", help="PMI weights of the morphology features from a training table",
+        description="PMI(m_f; y) = log((p(m_f=1, y) + eps) / (p(m_f=1) p(y) + eps)) for every feature of the "
+                    "declared schemas and every diagnosis of --input (CSV or Parquet: attributes (a JSON object), "
+                    "modality, diagnosis); writes diagnosis, feature, pmi, weight (max(pmi, pmi_floor)) to --output.")
+    weights.add_argument("--input", required=True, type=path_flag, metavar="TRAINING_TABLE", help="the training table")
+    weights.add_argument("--output", required=True, type=path_flag, metavar="PMI_FILE", help=".csv or .parquet")
+    weights.add_argument("--config", type=path_flag, metavar="FILE",
+                         help="a declared MAVIC config (pmi_eps, pmi_floor)")
+    weights.set_defaults(func=cmd_mavic_weights)

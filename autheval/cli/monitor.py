@@ -1,0 +1,102 @@
+"""`autheval protocol show|check FILE` (the declared acceptance protocol of a monitored deployment) and
+`autheval monitor status|run --lake DIR` (its current state; one recurring run from cron or any
+scheduler). docs/monitoring.md explains the tables and the statuses.
+
+autheval/cli/main.py calls register(subparsers); its RecordError handler turns ProtocolError and a lake
+without a monitor table into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from autheval.cli.flags import path_flag
+
+DEFAULT_LAKE = Path("warehouse") / "lake"  # warehouse.lake.DEFAULT_LAKE (as autheval/cli/main.py spells it)
+MONITOR_TABLE = "monitor"
+
+
+def cmd_protocol_show(args) -> int:
+    from autheval.monitoring.protocol import default_protocol_text
+
+    sys.stdout.write(default_protocol_text())
+    return 0
+
+
+def cmd_protocol_check(args) -> int:
+    from autheval.monitoring.protocol import load_protocol
+
+    protocol = load_protocol(args.file)
+    rules = ", ".join(f"{r.metric} ({r.unit})" for r in protocol.rules)
+    print(f"{args.file}: ok: version {protocol.version}, sha256 {protocol.sha256}, alpha {protocol.alpha:g} "
+          f"({protocol.multiplicity}), horizon {protocol.horizon_clusters} clusters, min {protocol.min_clusters} "
+          f"clusters, {len(protocol.rules)} rules ({rules}), {len(protocol.sites)} site overrides")
+    return 0
+
+
+def read_monitor(lake: Path):
+    """The served lake's monitor table; a folder that is no lake, or a lake without the table, is one
+    line (RecordError, exit 2)."""
+    from autheval.errors import RecordError
+    from warehouse.lake import Lake
+
+    if not Path(lake).is_dir():
+        raise RecordError(str(lake), None, "no such lake folder (--lake)")
+    store = Lake(lake)
+    try:
+        has = store.has_table(MONITOR_TABLE)
+    except (OSError, ValueError) as err:
+        raise RecordError(str(lake), None, f"not a readable lake: {str(err).splitlines()[0]}") from None
+    if not has:
+        raise RecordError(str(lake), None, f"the lake has no {MONITOR_TABLE!r} table: run `autheval monitor run "
+                                           f"--lake {lake}` (or the recurring job) first")
+    return store.read(MONITOR_TABLE)
+
+
+def cmd_monitor_status(args) -> int:
+    from autheval.monitoring.monitor import status_report
+
+    lines, code = status_report(read_monitor(args.lake))
+    for line in lines:
+        print(line)
+    return code
+
+
+def cmd_monitor_run(args) -> int:
+    from autheval.monitoring.protocol import load_protocol
+
+    if args.protocol is not None:
+        load_protocol(args.protocol)  # a broken protocol is one line before anything runs
+    from dagster_project.monitor_run import monitor_run
+
+    return monitor_run(args.lake, args.protocol)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `protocol show|check FILE` and `monitor status|run` to the `autheval` parser."""
+    p = subparsers.add_parser("protocol", help="the declared acceptance protocol of a monitored deployment (YAML)")
+    sub = p.add_subparsers(dest="protocol_command", required=True)
+    show = sub.add_parser("show", help="print the default protocol")
+    show.set_defaults(func=cmd_protocol_show)
+    check = sub.add_parser("check", help="validate a protocol file (one line naming the key; exit 2 on error)")
+    check.add_argument("file", type=Path, help="the protocol file (YAML)")
+    check.set_defaults(func=cmd_protocol_check)
+
+    p = subparsers.add_parser(
+        "monitor", help="watch a deployment: the state of every site x model version x rule, or one run",
+        description="Monitoring a deployment (docs/monitoring.md). `status` prints the latest look of every "
+                    "(site, model_version, rule) from the lake's monitor table and exits 0 when nothing alerts, "
+                    "3 when something does (2: bad input). `run` lands every complete file waiting in "
+                    "<lake>/landing/ and runs the recurring job (trend, monitor) in this process, for cron "
+                    "or any scheduler; it exits 0, 3 when something alerts, 1 on failure.")
+    sub = p.add_subparsers(dest="monitor_command", required=True)
+    status = sub.add_parser("status", help="print the current state of every site x model version x rule")
+    status.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
+    status.set_defaults(func=cmd_monitor_status)
+    run = sub.add_parser("run", help="land waiting files and run the recurring job once, in this process")
+    run.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
+    run.add_argument("--protocol", type=path_flag, default=None, metavar="FILE",
+                     help="the acceptance protocol (default: the packaged one, `autheval protocol show`)")
+    run.set_defaults(func=cmd_monitor_run)

@@ -1,0 +1,1 @@
+"""Recurring evaluation (stage `recurring`): the acceptance protocol, landed logs, the monitor, notifications and the deployment simulator."""

@@ -1,0 +1,1 @@
+"""Proposals (stage `proposals`): a proposals file, ranked slates, and the CCT aggregators."""

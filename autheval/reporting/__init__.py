@@ -1,0 +1,1 @@
+"""Reports (stage `reports`): the study report, result files, run receipts and terminal tables."""

@@ -1,0 +1,225 @@
+"""Run receipts: what went into a result and what came out, so anyone can re-derive it.
+
+`evaluate`, `compare` and every lake run (`autheval demo`) write `receipt.json`: the command line, the
+SHA-256 of every input file (logs, proposals, rules, frozen split, gate scores, the cohort's files), the
+configuration (scheme, seed, replicates, engine), the versions of the software and its key
+dependencies, and the SHA-256 of every output (a file's bytes; a lake table's rows, as Arrow IPC without
+schema metadata, so a Parquet writer's own bytes do not matter). A receipt holds nothing that changes
+from run to run, so the same inputs give the same receipt, byte for byte.
+
+`autheval verify RECEIPT` re-hashes the inputs, re-runs the command into a temporary folder and compares
+every output: identical or not (exit 0 / 1). AuthEval's package ships a verification script for its
+published numbers; this is the same idea for any run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import pyarrow as pa
+
+from autheval import __version__
+from autheval.errors import RecordError
+from autheval.records.read import file_sha256, table_sha256
+
+RECEIPT = "receipt.json"
+RECEIPT_VERSION = 1
+# the packages whose versions can change a number (the core) or a model mechanism's proposals
+KEY_PACKAGES = ("duckdb", "pyarrow", "numpy", "pydantic", "PyYAML", "scipy", "ImageHash", "pillow", "dagster",
+                "torch", "transformers", "peft", "scikit-learn", "ibis-framework", "pyspark")
+
+
+def software_versions() -> dict[str, str]:
+    """autheval, Python and every installed key package (read from the installed metadata: nothing is
+    imported)."""
+    versions = {"autheval": __version__, "python": sys.version.split()[0]}
+    for name in KEY_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def input_entry(role: str, path: str | os.PathLike) -> dict:
+    path = Path(path).resolve()
+    return {"role": role, "path": str(path), "sha256": file_sha256(path)}
+
+
+def file_outputs(files: dict[str, bytes]) -> list[dict]:
+    return [{"name": name, "sha256": hashlib.sha256(data).hexdigest()} for name, data in sorted(files.items())]
+
+
+def table_outputs(tables: dict[str, pa.Table], root: str | os.PathLike | None = None) -> list[dict]:
+    """Each table's content hash: its rows in a canonical order (sorted on every sortable column; a
+    table's row order is not part of its content), the lake's own folder written as `<lake>` (a
+    cohort generated inside the lake is the same cohort wherever the lake lies), without the columns
+    that only say when a run happened (RUN_FACT_COLUMNS)."""
+    return [{"name": f"table:{name}", "sha256": table_sha256(canonical(table, root)), "rows": table.num_rows}
+            for name, table in sorted(tables.items())]
+
+
+# Columns that record when or where a run happened, not what it computed: a file's modification time
+# (the hashing cache's change check) and a score's time stamp. A receipt's table hash leaves them out.
+RUN_FACT_COLUMNS = ("mtime_ns", "scored_at")
+
+
+def canonical(table: pa.Table, root: str | os.PathLike | None = None) -> pa.Table:
+    import pyarrow.compute as pc
+
+    table = table.drop_columns([c for c in RUN_FACT_COLUMNS if c in table.column_names]).combine_chunks()
+    if root is not None:
+        prefix = str(Path(root).resolve())
+        for i, field in enumerate(table.schema):
+            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+                table = table.set_column(i, field, pc.replace_substring(table.column(i), prefix, "<lake>"))
+    keys = [(f.name, "ascending") for f in table.schema
+            if not (pa.types.is_nested(f.type) or pa.types.is_binary(f.type) or pa.types.is_null(f.type))]
+    return table.sort_by(keys).combine_chunks() if keys and table.num_rows else table
+
+
+def build_receipt(command: str, argv: list[str], inputs: list[dict], outputs: list[dict], config: dict) -> dict:
+    return {
+        "receipt_version": RECEIPT_VERSION,
+        "command": command,
+        "argv": argv,
+        "config": config,
+        "software": software_versions(),
+        "inputs": sorted(inputs, key=lambda e: (e["role"], e["path"])),
+        "outputs": outputs,
+    }
+
+
+def receipt_text(receipt: dict) -> str:
+    return json.dumps(receipt, indent=1, sort_keys=True, allow_nan=False) + "\n"
+
+
+def read_receipt(path: str | os.PathLike) -> dict:
+    source = str(path)
+    try:
+        receipt = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RecordError(source, None, "file not found") from None
+    except (OSError, ValueError) as err:
+        raise RecordError(source, None, f"not a receipt (unreadable JSON: {err})") from None
+    for key in ("receipt_version", "command", "argv", "inputs", "outputs"):
+        if not isinstance(receipt, dict) or key not in receipt:
+            raise RecordError(source, key, "a receipt names this key")
+    if receipt["receipt_version"] != RECEIPT_VERSION:
+        raise RecordError(source, "receipt_version", f"must be {RECEIPT_VERSION}, got {receipt['receipt_version']!r}")
+    if receipt["command"] not in RERUN_TARGET:
+        raise RecordError(source, "command", f"must be one of {', '.join(RERUN_TARGET)}, got {receipt['command']!r}")
+    argv = receipt["argv"]
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) and argv[0] == receipt["command"]):
+        # verify re-runs argv: it must be the named command's own line, never another command
+        raise RecordError(source, "argv", f"must be a list of strings starting with the command {receipt['command']!r}")
+    return receipt
+
+
+# --- verification -----------------------------------------------------------------------------------
+
+RERUN_TARGET = {"evaluate": "--output-dir", "compare": "--output-dir", "demo": "--lake"}
+
+
+@dataclass
+class Verdict:
+    name: str
+    expected: str | None
+    actual: str | None
+
+    @property
+    def identical(self) -> bool:
+        return self.expected is not None and self.expected == self.actual
+
+
+@dataclass
+class Verification:
+    inputs: list[Verdict]
+    outputs: list[Verdict]
+    software: dict[str, tuple[str | None, str | None]]  # package -> (recorded, installed) where they differ
+    rerun_error: str | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.rerun_error is None and all(v.identical for v in self.outputs)
+
+
+def verify(path: str | os.PathLike, workdir: str | os.PathLike | None = None) -> Verification:
+    """Re-hash the receipt's inputs, re-run its command into a temporary folder, compare every output."""
+    receipt = read_receipt(path)
+    inputs = [Verdict(e["path"], e["sha256"], _sha_or_none(e["path"])) for e in receipt["inputs"]]
+    now = software_versions()
+    recorded = receipt.get("software", {})
+    software = {k: (recorded.get(k), now.get(k)) for k in sorted(set(recorded) | set(now)) if recorded.get(k) != now.get(k)}
+    with tempfile.TemporaryDirectory(prefix="autheval-verify-", dir=workdir) as tmp:
+        target = Path(tmp) / "out"
+        argv = _retargeted(receipt["argv"], RERUN_TARGET[receipt["command"]], str(target))
+        run = subprocess.run([sys.executable, "-m", "autheval", *argv], capture_output=True, text=True)
+        if run.returncode != 0 and receipt["command"] != "demo":
+            lines = (run.stderr or run.stdout).strip().splitlines()
+            return Verification(inputs, [Verdict(o["name"], o["sha256"], None) for o in receipt["outputs"]], software,
+                                rerun_error=lines[-1] if lines else f"exit {run.returncode}")
+        rerun_receipt = target / RECEIPT
+        if not rerun_receipt.is_file():
+            lines = (run.stderr or run.stdout).strip().splitlines()
+            return Verification(inputs, [Verdict(o["name"], o["sha256"], None) for o in receipt["outputs"]], software,
+                                rerun_error=lines[-1] if lines else "the re-run wrote no receipt")
+        actual = {o["name"]: o["sha256"] for o in json.loads(rerun_receipt.read_text())["outputs"]}
+    outputs = [Verdict(o["name"], o["sha256"], actual.pop(o["name"], None)) for o in receipt["outputs"]]
+    outputs += [Verdict(name, None, sha) for name, sha in sorted(actual.items())]  # new outputs: not identical
+    return Verification(inputs, outputs, software)
+
+
+def _retargeted(argv: list[str], flag: str, target: str) -> list[str]:
+    """The recorded command line with its output folder (or lake) replaced by `target`."""
+    out, skip = [], False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == flag:
+            skip = True
+            continue
+        if arg.startswith(flag + "="):
+            continue
+        out.append(arg)
+    return [*out, flag, target]
+
+
+def _sha_or_none(path: str) -> str | None:
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None
+
+
+def verification_lines(result: Verification) -> list[str]:
+    """What `autheval verify` prints: one line per changed input, per output and per changed package."""
+    lines = []
+    for v in result.inputs:
+        if not v.identical:
+            lines.append(f"input changed: {v.name} (recorded {v.expected[:12]}, now {(v.actual or 'missing')[:12]})")
+    for package, (was, now) in result.software.items():
+        lines.append(f"software differs: {package} {was or 'absent'} -> {now or 'absent'}")
+    if result.rerun_error:
+        lines.append(f"re-run failed: {result.rerun_error}")
+    for v in result.outputs:
+        if v.identical:
+            lines.append(f"identical  {v.name}")
+        elif v.expected is None:
+            lines.append(f"new        {v.name} (not in the receipt)")
+        elif v.actual is None:
+            lines.append(f"missing    {v.name} (the re-run did not write it)")
+        else:
+            lines.append(f"DIFFERENT  {v.name} (recorded {v.expected[:12]}, re-derived {v.actual[:12]})")
+    same = sum(v.identical for v in result.outputs)
+    lines.append(f"{same} of {len(result.outputs)} outputs identical" + ("" if result.identical else "; NOT VERIFIED"))
+    return lines
