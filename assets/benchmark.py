@@ -1,7 +1,7 @@
 """benchmark and transfer (DermoGPT spec section 7): each model mechanism's answers to a closed-ended
 benchmark file by option likelihood (models/benchmark.py), its accuracy per task and axis with
 whole-cluster bootstrap intervals and its fairness ratio per grouping (autheval/estimation/benchmark.py), and
-`transfer`: the benchmark accuracy beside J, J_auth, p and Delta of every analysis (sql/transfer.sql).
+`transfer`: the benchmark accuracy beside J, J_auth, p and Delta of every analysis (sql/proposals/transfer.sql).
 
 The benchmark file is SourceResource.benchmark (`autheval demo --benchmark FILE`); a synthetic cohort
 brings its own (benchmark.csv). A mechanism is answered by the language model it proposes with: the
@@ -155,7 +155,7 @@ def _write(store, source, results, accuracy, fairness, hashes, **meta):
     "workflow? (it describes the selected action only where Delta is 0)."))
 def transfer(lake: LakeResource, source: SourceResource):
     store = lake.lake()
-    table = sql.run(connect_with(store, ["estimates", "benchmark"]), "transfer")
+    table = sql.run(connect_with(store, ["estimates", "benchmark"]), "proposals/transfer")
     keys = table.column("analysis").to_pylist()
     hashes = {a: combined_sha256([e, b]) for a, e, b in zip(
         keys, table.column("estimates_sha256").to_pylist(), table.column("benchmark_sha256").to_pylist())}

@@ -29,18 +29,18 @@ def clusters(lake: LakeResource, source: SourceResource):
 
 @asset_check(asset=clusters, description="image ids are unique")
 def clusters_unique_ids(lake: LakeResource) -> AssetCheckResult:
-    row = check_row(lake.lake(), "check_unique_images", [], {"checked": "clusters"})
+    row = check_row(lake.lake(), "ingest/check_unique_images", [], {"checked": "clusters"})
     return AssetCheckResult(passed=row["duplicates"] == 0, metadata={k: str(v) for k, v in row.items()})
 
 
 @asset_check(asset=clusters, description="no cluster crosses a split")
 def clusters_within_one_split(lake: LakeResource) -> AssetCheckResult:
-    row = check_row(lake.lake(), "check_cluster_splits", ["clusters"])
+    row = check_row(lake.lake(), "duplicates/check_cluster_splits", ["clusters"])
     return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
 
 
 @asset_check(asset=clusters, additional_deps=["images"],
              description="cluster context (split, reference state) is constant within a cluster")
 def clusters_context_constant(lake: LakeResource) -> AssetCheckResult:
-    row = check_row(lake.lake(), "check_cluster_context", ["clusters", "images"])
+    row = check_row(lake.lake(), "context/check_cluster_context", ["clusters", "images"])
     return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})

@@ -20,7 +20,7 @@ def contexts(lake: LakeResource, source: SourceResource, rules: ResourceParam[De
     store = lake.lake()
     rule_file = rules.rule_file()
     con = connect_with(store, ["images", "clusters", "gate_proxy"])
-    con.register("s_gate", sql.run(con, "evaluated_gate_scores", {"split": source.evaluate_split}))
+    con.register("s_gate", sql.run(con, "context/evaluated_gate_scores", {"split": source.evaluate_split}))
     params = register_rules(con, rule_file)
     build_contexts(con, params)
     table = con.table("contexts").arrow().read_all()
@@ -32,5 +32,5 @@ def contexts(lake: LakeResource, source: SourceResource, rules: ResourceParam[De
 @asset_check(asset=contexts, blocking=True, description="every evaluated cluster has a profile and a gate score")
 def contexts_complete(lake: LakeResource) -> AssetCheckResult:
     con = connect_with(lake.lake(), ["contexts"])
-    row = sql.one(con, "check_contexts_complete")
+    row = sql.one(con, "context/check_contexts_complete")
     return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})

@@ -48,7 +48,7 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     con = connect()
     files = lake_records_view(store, con)
     records = con.table("records")
-    analyses = sql.run(con, "lake_records_analyses")  # one row per analysis: no record is held here
+    analyses = sql.run(con, "records/lake_records_analyses")  # one row per analysis: no record is held here
     studies = sorted(set(zip(analyses.column("study").to_pylist(), analyses.column("analysis").to_pylist())))
     mechanism = dict(zip(analyses.column("analysis").to_pylist(), analyses.column("mechanism").to_pylist()))
     estimate_parts, contrast_parts, interval_parts, order, hashes = [], [], [], {}, {}
@@ -79,7 +79,7 @@ def estimates(context, lake: LakeResource, source: SourceResource, engine: Engin
     table = pa.concat_tables(estimate_parts)
     contrast_table = pa.concat_tables(contrast_parts) if contrast_parts else contrasts_table(None)
     table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
-    scored_by = sql.run(con, "lake_records_rules") if "rule_sha256" in records.columns else analyses
+    scored_by = sql.run(con, "records/lake_records_rules") if "rule_sha256" in records.columns else analyses
     provenance, analysis_rules = run_provenance(scored_by, rules.rule_file(), engine.kind, *bootstrap)
     names = analysis_names(analyses)
     table = with_names(stamp(table.drop_columns(["model"]), provenance, hashes, rules=analysis_rules), names)
@@ -127,13 +127,13 @@ def _study_order(records) -> int:
 # The checks that guard the published numbers are blocking: a failure stops study_summary, report and catalog.
 @asset_check(asset="estimates", blocking=True, description="Delta = p * delta for every analysis and unit (1e-12)")
 def estimates_gap_identity(lake: LakeResource) -> AssetCheckResult:
-    row = check_row(lake.lake(), "check_estimates_identity", ["estimates"])
+    row = check_row(lake.lake(), "estimates/check_estimates_identity", ["estimates"])
     return AssetCheckResult(passed=row["max_residual"] <= 1e-12, metadata={k: float(v) for k, v in row.items()})
 
 
 @asset_check(asset="estimates", blocking=True, description="the record level supports every reported number")
 def estimates_supported_by_record_level(lake: LakeResource) -> AssetCheckResult:
-    row = check_row(lake.lake(), "check_estimates_supported", ["estimates"])
+    row = check_row(lake.lake(), "estimates/check_estimates_supported", ["estimates"])
     return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
 
 
@@ -146,7 +146,7 @@ def estimates_match_published_summary(context, lake: LakeResource):
         context.log.info("estimates_match_published_summary skipped: no reference analysis in this lake")
         return
     published = pq.read_table(reference_path("summary_mixed"))
-    row = check_row(lake.lake(), "check_published_summary", ["estimates"], extra={"published": published})
+    row = check_row(lake.lake(), "estimates/check_published_summary", ["estimates"], extra={"published": published})
     passed = row["metrics_compared"] == 6 and row["missing"] == 0 and row["max_abs_difference"] <= 1e-12
     yield AssetCheckResult(check_name="estimates_match_published_summary", passed=passed,
                            metadata={k: float(v) for k, v in row.items()})

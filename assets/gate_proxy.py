@@ -25,7 +25,7 @@ from warehouse import sql
 def gate_proxy(lake: LakeResource, source: SourceResource):
     store = lake.lake()
     source.require_raw("gate_proxy")
-    inputs = sql.run(connect_with(store, ["images", "clusters"]), "gate_proxy_inputs")
+    inputs = sql.run(connect_with(store, ["images", "clusters"]), "context/gate_proxy_inputs")
     if source.gate_scores:
         scores = read_gate_scores(source.gate_scores, inputs)
         yield write_table(store, "gate_proxy", scores, {"proxy_source": "file"}, asset_key="gate_proxy",

@@ -57,10 +57,10 @@ def grpo(context, lake: LakeResource, source: SourceResource, models: ModelsReso
     adapters = store.root / "models" / "adapters"
     config = GrpoConfig(model_dir=str(merged), adapter_dir=str(adapters / f"{merged.name}-grpo"),
                         device=models.device_or_none(), max_steps=models.grpo_max_steps or None)
-    run = grpo_train(sql.run(con, "grpo_examples", {"split": "train"}), config)
+    run = grpo_train(sql.run(con, "proposals/grpo_examples", {"split": "train"}), config)
     # base + one adapter (SFT and GRPO concatenated), as every model mechanism is scored
     adapter = combine_adapters(base, sft_adapter, run["adapter_dir"], adapters / f"{base.name}-sft-grpo")
-    inputs = sql.run(con, "model_scorer_inputs", {"split": source.evaluate_split}).filter(pc.field("evaluated"))
+    inputs = sql.run(con, "proposals/model_scorer_inputs", {"split": source.evaluate_split}).filter(pc.field("evaluated"))
     scoring = ScorerConfig(model_dir=str(base), adapter_dir=str(adapter), batch_size=models.batch_size,
                            device=models.device_or_none())
     scores, meta = score_images(public_inputs(inputs.drop_columns(["evaluated"])), scoring,

@@ -79,14 +79,14 @@ def _reference_tables(store) -> dict[str, pa.Table]:
     con.register("phash_report", con.read_parquet(str(reference_path("phash_duplicate_report"))).arrow().read_all())
     return {
         "input_files": pa.Table.from_pylist([{"name": k, **v} for k, v in sorted(manifest().items())]),
-        "image_hashes": sql.run(con, "reference_image_hashes"),
+        "image_hashes": sql.run(con, "ingest/reference_image_hashes"),
         "hash_failures": FAILURES_SCHEMA.empty_table(),
-        "images": sql.run(con, "images"),
+        "images": sql.run(con, "ingest/images_reference"),
         "ingest_report": REPORT_SCHEMA.empty_table(),
     }
 
 
 @asset_check(asset="images", description="image ids are unique")
 def images_unique_ids(lake: LakeResource) -> AssetCheckResult:
-    row = check_row(lake.lake(), "check_unique_images", [], {"checked": "images"})
+    row = check_row(lake.lake(), "ingest/check_unique_images", [], {"checked": "images"})
     return AssetCheckResult(passed=row["duplicates"] == 0, metadata={k: str(v) for k, v in row.items()})

@@ -72,7 +72,7 @@ def vlm_scores(context, lake: LakeResource, source: SourceResource, models: Mode
     reason = _not_run(models, source)
     if reason:
         return _skipped(store, "vlm_scores", SCORES_SCHEMA, reason)
-    inputs = sql.run(connect_with(store, ["images", "clusters"]), "model_scorer_inputs", {"split": source.evaluate_split})
+    inputs = sql.run(connect_with(store, ["images", "clusters"]), "proposals/model_scorer_inputs", {"split": source.evaluate_split})
     config = ScorerConfig(model_dir=str(models.scorer_model(store)), batch_size=models.batch_size,
                           device=models.device_or_none())
     evaluated = inputs.filter(pc.field("evaluated")).column("image_id")
@@ -93,8 +93,8 @@ def readout(lake: LakeResource, source: SourceResource, models: ModelsResource):
     if reason:
         return _skipped(store, "readout", PROPOSALS_SCHEMA, reason)
     con = connect_with(store, ["vlm_scores", "clusters", "images"])
-    lock, meta = cohort_readout(sql.run(con, "readout_training_scores"))
-    evaluated = sql.run(con, "evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
+    lock, meta = cohort_readout(sql.run(con, "proposals/readout_training_scores"))
+    evaluated = sql.run(con, "proposals/evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
     table = as_contract(readout_proposals_table(evaluated, lock, mechanism=READOUT,
                                                 model=str(models.scorer_model(store))))
     model, revision = _first(evaluated, "model"), _first(evaluated, "revision")
@@ -122,7 +122,7 @@ def probe_features(context, lake: LakeResource, source: SourceResource, models: 
     reason = _not_run(models, source)
     if reason:
         return _skipped(store, "probe_features", FEATURE_SCHEMA, reason)
-    inputs = sql.run(connect_with(store, ["images", "clusters"]), "probe_inputs", {"split": source.evaluate_split})
+    inputs = sql.run(connect_with(store, ["images", "clusters"]), "proposals/probe_inputs", {"split": source.evaluate_split})
     table, meta = tower_features(inputs, models.vision_model(store), store.root / "cache" / "probe",
                                  batch_size=max(models.batch_size, 64), device=models.device_or_none())
     context.log.info(f"extracted {meta['images_extracted']} images ({meta['images_from_cache']} from the cache)")
@@ -141,8 +141,8 @@ def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
     con = connect_with(store, ["probe_features", "clusters", "images"])
     config = ProbeConfig(device=models.device_or_none())
     features = store.read("probe_features")
-    fit = train_probe_from_tables(features, sql.run(con, "model_labels"), config)
-    evaluated = sql.run(con, "evaluated_probe_features", {"split": source.evaluate_split})
+    fit = train_probe_from_tables(features, sql.run(con, "proposals/model_labels"), config)
+    evaluated = sql.run(con, "proposals/evaluated_probe_features", {"split": source.evaluate_split})
     tower = models.vision_model(store)
     table = as_contract(fit.proposals(evaluated.column("image_id").to_pylist(), feature_matrix(evaluated), PROBE,
                                       model=str(tower)))
@@ -160,7 +160,7 @@ def cct_arms(lake: LakeResource, source: SourceResource, models: ModelsResource)
     reason = _not_run(models, source)
     if reason:
         return _skipped(store, "cct_arms", PROPOSALS_SCHEMA, reason)
-    scores = sql.run(connect_with(store, ["vlm_scores", "clusters"]), "evaluated_vlm_scores",
+    scores = sql.run(connect_with(store, ["vlm_scores", "clusters"]), "proposals/evaluated_vlm_scores",
                    {"split": source.evaluate_split, "all_variants": True})
     variants, scorer_dir = variant_table_from_scores(scores), str(models.scorer_model(store))
     single, single_meta = cct_proposals(variants, "single", mechanism=CCT_SINGLE, model=scorer_dir)
@@ -185,11 +185,11 @@ def finetune(context, lake: LakeResource, source: SourceResource, models: Models
     con = connect_with(store, ["images", "clusters"])
     base = models.scorer_model(store)
     adapter = sft_adapter_dir(store, base)
-    run = finetune_proposer(sql.run(con, "finetune_examples", {"split": "train"}),
-                            sql.run(con, "finetune_examples", {"split": "val"}),
+    run = finetune_proposer(sql.run(con, "proposals/finetune_examples", {"split": "train"}),
+                            sql.run(con, "proposals/finetune_examples", {"split": "val"}),
                             FinetuneConfig(model_dir=str(base), adapter_dir=str(adapter), device=models.device_or_none(),
                                            max_steps=models.finetune_max_steps or None))
-    inputs = sql.run(con, "model_scorer_inputs", {"split": source.evaluate_split}).filter(pc.field("evaluated"))
+    inputs = sql.run(con, "proposals/model_scorer_inputs", {"split": source.evaluate_split}).filter(pc.field("evaluated"))
     config = ScorerConfig(model_dir=str(base), adapter_dir=str(adapter), batch_size=models.batch_size,
                           device=models.device_or_none())
     scores, meta = score_images(public_inputs(inputs.drop_columns(["evaluated"])), config,

@@ -28,7 +28,7 @@ from warehouse import sql
 def proposals(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     if source.is_reference:
-        table = sql.run(register_reference(connect_with(store)), "proposals")
+        table = sql.run(register_reference(connect_with(store)), "proposals/proposals")
     else:
         table = raw_source_proposals(store, source, models.enabled)
     table = with_producers(table, producers(store, source))
@@ -98,6 +98,6 @@ def proposals_match_frozen_heads(context, lake: LakeResource, source: SourceReso
         context.log.info("proposals_match_frozen_heads skipped: the frozen heads belong to the reference study")
         return
     frozen = pq.read_table(reference_path("frozen_proposal_heads"))
-    row = check_row(lake.lake(), "check_frozen_heads", ["proposals"], extra={"frozen_heads": frozen})
+    row = check_row(lake.lake(), "proposals/check_frozen_heads", ["proposals"], extra={"frozen_heads": frozen})
     yield AssetCheckResult(check_name="proposals_match_frozen_heads", passed=row["violations"] == 0,
                            metadata={k: str(v) for k, v in row.items()})

@@ -18,8 +18,8 @@ from warehouse import sql
     "records carry scores, never the private context."))
 def records(lake: LakeResource, source: SourceResource):
     if source.is_reference:
-        table = sql.run(connect_with(lake.lake(), ["selections", "scores", "clusters"]), "records")
+        table = sql.run(connect_with(lake.lake(), ["selections", "scores", "clusters"]), "review/records")
     else:
-        table = sql.run(connect_with(lake.lake(), ["selections", "scores"]), "records_of_review")
+        table = sql.run(connect_with(lake.lake(), ["selections", "scores"]), "review/records_of_review")
     return write_table(lake.lake(), "records", table,
                        analyses=", ".join(sorted(set(table.column("analysis").to_pylist()))))

@@ -21,7 +21,7 @@ from warehouse.sql import connect
     "Per analysis: n, p, delta and the authority gap with its interval in both units (the study's "
     "headline table)."))
 def study_summary(lake: LakeResource):
-    return write_table(lake.lake(), "study_summary", sql.run(connect_with(lake.lake(), ["estimates"]), "study_summary"))
+    return write_table(lake.lake(), "study_summary", sql.run(connect_with(lake.lake(), ["estimates"]), "estimates/study_summary"))
 
 
 def lake_state(store: Lake) -> dict:

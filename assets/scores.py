@@ -22,20 +22,20 @@ from warehouse import sql
 def scores(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
-        return write_table(store, "scores", sql.run(register_reference(connect_with(store)), "scores"))
+        return write_table(store, "scores", sql.run(register_reference(connect_with(store)), "scoring/scores_reference"))
     rule_file = rules.rule_file()
     con = connect_with(store, ["selections", "contexts", "images", "clusters", "proposals"])
     params = register_rules(con, rule_file)
     build_scores(con, params, records=False)
     con.register("diagnosis_risk", pa.table({"diagnosis": list(RISK), "risk_stratum": list(RISK.values())}))
-    return write_table(store, "scores", sql.run(con, "scores_hierarchical"),
+    return write_table(store, "scores", sql.run(con, "scoring/scores_hierarchical"),
                        {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
                        rule_version=rule_file.version, rule_sha256=rule_file.sha256)
 
 
 @asset_check(asset=scores, additional_deps=[selections], description="the same action implies the same score")
 def scores_same_action_same_score(lake: LakeResource) -> AssetCheckResult:
-    row = check_row(lake.lake(), "check_same_action_same_score", ["selections", "scores"])
+    row = check_row(lake.lake(), "scoring/check_same_action_same_score", ["selections", "scores"])
     return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
 
 

@@ -21,12 +21,12 @@ from warehouse import sql
 def selections(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
-        table = sql.run(register_reference(connect_with(store)), "selections")
+        table = sql.run(register_reference(connect_with(store)), "review/selections_reference")
     else:
         rule_file = rules.rule_file()
         con = connect_with(store, ["contexts", "clusters"])
         con.register("all_proposals", store.read("proposals"))
-        con.register("proposals", sql.run(con, "evaluated_proposals"))
+        con.register("proposals", sql.run(con, "proposals/evaluated_proposals"))
         build_selections(con, register_rules(con, rule_file))
         table = con.table("selections").arrow().read_all()
     changed = sum(1 for t in table.column("change_type").to_pylist() if t != "none")
@@ -41,6 +41,6 @@ def selections_band_not_empty(context, lake: LakeResource, source: SourceResourc
     if source.is_reference:
         context.log.info("selections_band_not_empty skipped: the reference selections are replayed traces")
         return
-    row = sql.one(connect_with(lake.lake(), ["selections"]), "check_selections_band")
+    row = sql.one(connect_with(lake.lake(), ["selections"]), "review/check_selections_band")
     yield AssetCheckResult(check_name="selections_band_not_empty", passed=row["violations"] == 0,
                            metadata={k: str(v) for k, v in row.items()})

@@ -59,5 +59,5 @@ def analysis_hashes(records: pa.Table) -> dict[str, str]:
     con = connect()
     con.register("records", records)
     analyses = dict.fromkeys(records.column("analysis").to_pylist())
-    return {r.analysis: r.data_sha256 for r in recordsets_by(con, "records", "records_of_analysis",
+    return {r.analysis: r.data_sha256 for r in recordsets_by(con, "records", "records/records_of_analysis",
                                                               [(a, {"analysis": a}) for a in analyses])}

@@ -62,13 +62,13 @@ def trace_catalog():
 
 
 def register_reference(con):
-    """Register `trace_catalog`, `reference_traces` (the six case traces, sql/reference_traces.sql) and
+    """Register `trace_catalog`, `reference_traces` (the six case traces, sql/ingest/reference_traces.sql) and
     `split_freeze` on the DuckDB connection `con`, for the SQL built from the published study; returns
     `con`."""
     from warehouse.sql import run
 
     catalog = trace_catalog()
     con.register("trace_catalog", catalog)
-    con.register("reference_traces", run(con, "reference_traces", {"files": catalog.column("file").to_pylist()}))
+    con.register("reference_traces", run(con, "ingest/reference_traces", {"files": catalog.column("file").to_pylist()}))
     con.register("split_freeze", con.read_parquet(str(reference_path("split_freeze"))).arrow().read_all())
     return con

@@ -5,7 +5,7 @@ JVM), each case in a fresh child process.
 
     .venv/bin/python benchmarks/engines.py [--sizes 1000000 10000000] [--reps 200] [--engines duckdb spark]
 
-The logs are sql/synthetic_log.sql (10 records per cluster, about 30% of proposals replaced). The same
+The logs are sql/records/synthetic_log.sql (10 records per cluster, about 30% of proposals replaced). The same
 numbers must come out of both engines: the child prints Delta and its interval, and the parent checks
 that the engines agree (1e-9; the exact matrix at 1e-12 is tests/test_engines.py).
 """
@@ -122,7 +122,7 @@ def synthetic_log(folder: Path, cases: int) -> Path:
 
     path = folder / f"log_{cases}.parquet"
     con = duckdb.connect()
-    reader = con.execute(load_sql("synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": cases // 10}).arrow()
+    reader = con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": cases // 10}).arrow()
     table = reader.read_all() if hasattr(reader, "read_all") else reader
     pq.write_table(table, path)
     return path

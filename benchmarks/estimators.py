@@ -176,7 +176,7 @@ def scale_run(cases: int, clusters: int, reps: int) -> None:
         log = Path(tmp) / "log.parquet"
         t0 = time.perf_counter()
         con = duckdb.connect()
-        table = con.execute(load_sql("synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters}).arrow().read_all()
+        table = con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters}).arrow().read_all()
         pq.write_table(table, log)
         del table
         con.close()

@@ -5,7 +5,7 @@
    true gap exactly on the default protocol's lower bound of Delta_authority, the intervention rate
    inside its bounds). Every look of every deployment, per site and pooled over the sites (the
    monitor's slices), is one analysis of one query: autheval.monitoring.monitor.confidence_sequences (the
-   anytime p-values against the protocol's bounds) and sql/delta_method.sql (the fixed-sample 95%
+   anytime p-values against the protocol's bounds) and sql/estimates/delta_method.sql (the fixed-sample 95%
    interval). The share of deployments with any false alert, over every look, slice and rule, for
    (a) the naive 95% interval at every look, (b) the confidence sequence at alpha, (c) the confidence
    sequence at the level the protocol's multiplicity correction gives (Holm over slices x rules per
@@ -15,7 +15,7 @@
    first alert: 1 = at the look of month 7), and false alerts elsewhere.
 4. One monthly look: on --look-records landed records (default 10M; 3 sites x 24 months, landed by
    autheval.monitoring.landing.read_landed, which is not timed), the latest look's confidence sequences (the
-   per-cluster sums of every slice, sql/cluster_stats.sql, then confidence_sequences against the
+   per-cluster sums of every slice, sql/records/cluster_stats.sql, then confidence_sequences against the
    protocol's bounds) and the monitor's whole run (autheval.monitoring.monitor.monitor_table: every slice,
    rule and look, as each monthly run recomputes them) without the bootstrap interval beside; then the
    whole run with it on --monitor-records (default 100k). Each in a child process with its own peak
@@ -116,9 +116,9 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
         "month": cases.month.astype(np.int32), "cluster": cases.cluster.astype(np.int64),
         "intervened": cases.intervened, "u_executed": cases.u_executed, "u_proposed": cases.u_proposed,
         "u_global": cases.u_global}))
-    to_table(con, "sim_cluster_months", "deployment_sim_cluster_months")
+    to_table(con, "sim_cluster_months", "recurring/deployment_sim_cluster_months")
     con.unregister("sim_cases")
-    to_table(con, "cluster_stats", "deployment_sim_looks", {"sites": model.sites, "months": M})
+    to_table(con, "cluster_stats", "recurring/deployment_sim_looks", {"sites": model.sites, "months": M})
     con.execute("DROP TABLE sim_cluster_months")
     lap("cluster sums of every look")
 
@@ -142,7 +142,7 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
     cs_rule = np.array([rules[r] for r in cs_table.column("rule").to_pylist()])
     cs = place(cs_table, cs_rule, ["n_clusters", "p_value", "cs_lower", "cs_upper"])
     lap("confidence_sequences")
-    naive_table = run(con, "delta_method", {"z_lower": -Z95, "z_upper": Z95})
+    naive_table = run(con, "estimates/delta_method", {"z_lower": -Z95, "z_upper": Z95})
     keys = [f"{m}/{u}" for m, u in zip(naive_table.column("metric").to_pylist(),
                                         naive_table.column("unit").to_pylist())]
     kept = np.array([k in rules for k in keys])
@@ -237,7 +237,7 @@ def landed_deployment(records: int) -> tuple[pa.Table, float, float]:
 
 def look_child(mode: str, records: int, reps: int) -> None:
     """In a child process, on a landed deployment of about `records` records, prints JSON timings of
-    `core`: the latest look's confidence sequences (per-cluster sums of every slice, sql/cluster_stats.sql,
+    `core`: the latest look's confidence sequences (per-cluster sums of every slice, sql/records/cluster_stats.sql,
     then autheval.monitoring.monitor.confidence_sequences against the protocol's bounds), or `monitor`: the
     monitor's whole run (autheval.monitoring.monitor.monitor_table: every slice, rule and look, as the monthly
     run recomputes them, with `reps` bootstrap replicates beside)."""
@@ -250,7 +250,7 @@ def look_child(mode: str, records: int, reps: int) -> None:
     if mode == "core":
         con = connect()
         con.register("landed_records", landed)
-        to_table(con, "records", "deployment_sim_look_slices")
+        to_table(con, "records", "recurring/deployment_sim_look_slices")
         create_cluster_stats(con)
         rows = confidence_sequences(con, "cluster_stats", protocol.alpha, protocol.horizon_clusters,
                                     _bounds(protocol)).num_rows

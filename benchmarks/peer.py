@@ -103,13 +103,13 @@ def best_of(command: list[str], runs: int) -> tuple[float, float, str]:
 
 
 def write_log(path: Path, cases: int, clusters: int) -> None:
-    """The deterministic synthetic log of sql/synthetic_log.sql as CSV (no global utility)."""
+    """The deterministic synthetic log of sql/records/synthetic_log.sql as CSV (no global utility)."""
     import duckdb
 
     from warehouse.sql import load_sql
 
     con = duckdb.connect()
-    table = con.execute(load_sql("synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters}).arrow().read_all()
+    table = con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters}).arrow().read_all()
     from pyarrow import csv as pacsv
 
     pacsv.write_csv(table, path)

@@ -263,7 +263,7 @@ def scale_child(folder: Path) -> None:
     t0 = time.perf_counter()
     con.table("records").write_parquet(str(folder / "out" / "records.parquet"))
     records_s = time.perf_counter() - t0
-    band = one(con, "check_selections_band")
+    band = one(con, "review/check_selections_band")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"total": total, "cpu": cpu, "records": records_s, "counts": counts, "sizes_mb": sizes, "peak_mb": peak_mb,
                       "band_violations": band["violations"], "load": os.getloadavg()[0],

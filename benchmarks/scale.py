@@ -9,7 +9,7 @@ the JVM's and the process tree's.
                                         [--rows-per-file 5000000] [--spark] [--spark-reps 20] [--keep]
     .venv/bin/python benchmarks/scale.py --sizes 1000000 --spark      # the small case, about a minute
 
-The data (sql/synthetic_log.sql, written a file at a time, streaming)
+The data (sql/records/synthetic_log.sql, written a file at a time, streaming)
 goes under --data (not the repository; 10^8 records are about 1 GB), is reused when it is already there,
 and is removed at the end unless --keep. Goals on a 2-core machine (issue 19): 10^8 records under 3 minutes
 and 3 GB peak, 10^7 under 1 GB; on local Spark the driver's peak under 2 GB. Every figure is printed with
@@ -52,7 +52,7 @@ def write_dataset(folder: Path, records: int, rows_per_file: int) -> Path:
     con = connect(memory_limit="1GB")
     started = time.perf_counter()
     for k, first in enumerate(range(0, records, rows_per_file)):
-        to_parquet(con, "synthetic_log", target / f"part-{k:05d}.parquet",
+        to_parquet(con, "records/synthetic_log", target / f"part-{k:05d}.parquet",
                    {"first_case": first, "n_cases": min(rows_per_file, records - first),
                     "n_clusters": records // CLUSTER_SIZE})
     con.close()

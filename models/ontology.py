@@ -5,7 +5,7 @@ paths from the root (depth 1) down to the node.
 Two ontologies ship:
 
 * `isic2019_risk` (the default): root -> risk level -> diagnosis, the risk levels of
-  `autheval.raw.ingest.RISK` (the same tree as sql/scores_hierarchical.sql: same diagnosis 1, same risk
+  `autheval.raw.ingest.RISK` (the same tree as sql/scoring/scores_hierarchical.sql: same diagnosis 1, same risk
   level 2/3, else 1/3);
 * `isic_archive`: the ISIC Archive's hierarchical diagnosis taxonomy, read from the field's own package
   (`isic-metadata`, `DiagnosisEnum`: colon-joined paths Benign / Indeterminate / Malignant -> ... up to

@@ -181,8 +181,8 @@ def test_published_numbers_are_reported_when_the_checks_pass(records_lake):
     # no reference analysis here: the published-summary check did not run and is not reported as passed
 
 
-@pytest.mark.parametrize("check_sql, broken", [("check_estimates_identity", {"max_residual": 0.5}),
-                                               ("check_estimates_supported", {"violations": 3})])
+@pytest.mark.parametrize("check_sql, broken", [("estimates/check_estimates_identity", {"max_residual": 0.5}),
+                                               ("estimates/check_estimates_supported", {"violations": 3})])
 def test_a_failed_blocking_check_stops_report_and_catalog(records_lake, monkeypatch, check_sql, broken):
     import assets.estimates
 
@@ -217,7 +217,7 @@ def test_the_demo_stops_at_a_failed_blocking_check_and_tallies_skipped_checks(re
     (records_lake.root / "reports" / "report.md").unlink()
     real = assets.estimates.check_row
     monkeypatch.setattr(assets.estimates, "check_row", lambda lake, name, *a, **k: {
-        **real(lake, name, *a, **k), **({"max_residual": 0.5} if name == "check_estimates_identity" else {})})
+        **real(lake, name, *a, **k), **({"max_residual": 0.5} if name == "estimates/check_estimates_identity" else {})})
     with pytest.raises(BlockingCheckFailed, match="stage estimates stopped: blocking asset check failed: estimates_gap_identity"):
         run_stages(records_lake.root, stages=("estimates", "reports"), out=lambda line: None)
     assert not (records_lake.root / "reports" / "report.md").exists()
@@ -230,7 +230,7 @@ def test_estimates_and_trend_share_one_grouping_function():
 
     con = connect()
     con.register("records", mechanism_records())
-    sets = recordsets_by(con, "records", "records_of_analysis", [(a, {"analysis": a}) for a in ("CLIP probe", "LLaVA-Med head")])
+    sets = recordsets_by(con, "records", "records/records_of_analysis", [(a, {"analysis": a}) for a in ("CLIP probe", "LLaVA-Med head")])
     assert [(s.analysis, s.source, s.n_cases, s.level) for s in sets] == [
         ("CLIP probe", "lake:records/CLIP probe", 24, "full_counterfactual"),
         ("LLaVA-Med head", "lake:records/LLaVA-Med head", 24, "full_counterfactual")]

@@ -34,8 +34,8 @@ def rows(**columns) -> pa.Table:
 
 
 def test_unique_images():
-    assert run_check("check_unique_images", checked=rows(image_id=["a", "b", "c"]))["duplicates"] == 0
-    bad = run_check("check_unique_images", checked=rows(image_id=["a", "b", "b", "c"]))
+    assert run_check("ingest/check_unique_images", checked=rows(image_id=["a", "b", "c"]))["duplicates"] == 0
+    bad = run_check("ingest/check_unique_images", checked=rows(image_id=["a", "b", "b", "c"]))
     assert bad["duplicates"] == 1 and bad["example"] == "b"
 
 
@@ -48,10 +48,10 @@ def clusters(*triples) -> pa.Table:
 
 def test_cluster_in_two_splits_fails():
     good = clusters(("i1", "k1", "train"), ("i2", "k1", "train"), ("i3", "k2", "test"))
-    assert run_check("check_cluster_splits", clusters=good)["violations"] == 0
+    assert run_check("duplicates/check_cluster_splits", clusters=good)["violations"] == 0
     bad = clusters(("i1", "k1", "train"), ("i2", "k1", "test"), ("i3", "k2", "test"), ("i4", "k3", "val"),
                    ("i5", "k3", "train"), ("i6", "k3", "test"))
-    row = run_check("check_cluster_splits", clusters=bad)
+    row = run_check("duplicates/check_cluster_splits", clusters=bad)
     assert row["violations"] == 2 and row["example"] == "k1"
 
 
@@ -65,14 +65,14 @@ def images(*pairs) -> pa.Table:
 def test_cluster_context_constant():
     good_clusters = clusters(("i1", "k1", "train"), ("i2", "k1", "train"), ("i3", "k2", "test"))
     good_images = images(("i1", "high"), ("i2", "high"), ("i3", "low"))
-    assert run_check("check_cluster_context", clusters=good_clusters, images=good_images)["violations"] == 0
+    assert run_check("context/check_cluster_context", clusters=good_clusters, images=good_images)["violations"] == 0
     # a split that differs within a cluster
     split_mix = clusters(("i1", "k1", "train"), ("i2", "k1", "val"), ("i3", "k2", "test"))
-    row = run_check("check_cluster_context", clusters=split_mix, images=good_images)
+    row = run_check("context/check_cluster_context", clusters=split_mix, images=good_images)
     assert row["violations"] == 1 and row["example"] == "k1"
     # a reference state that differs within a cluster
     risk_mix = images(("i1", "high"), ("i2", "low"), ("i3", "low"))
-    row = run_check("check_cluster_context", clusters=good_clusters, images=risk_mix)
+    row = run_check("context/check_cluster_context", clusters=good_clusters, images=risk_mix)
     assert row["violations"] == 1 and row["example"] == "k1"
 
 
@@ -89,7 +89,7 @@ def estimate_rows(analysis, unit, gap, p, d, scheme="reference"):
 
 
 def identity(estimates: list[dict]) -> dict:
-    row = run_check("check_estimates_identity", estimates=pa.Table.from_pylist(estimates))
+    row = run_check("estimates/check_estimates_identity", estimates=pa.Table.from_pylist(estimates))
     row["passed"] = row["max_residual"] <= 1e-12
     return row
 
@@ -156,7 +156,7 @@ def supported(estimates: list[dict]) -> dict:
     schema = pa.schema([("analysis", pa.string()), ("unit", pa.string()), ("metric", pa.string()),
                         ("estimate", pa.float64()), ("ci_lower", pa.float64()), ("ci_upper", pa.float64()),
                         ("available", pa.bool_()), ("reason", pa.string()), ("record_level", pa.string())])
-    return run_check("check_estimates_supported", estimates=pa.Table.from_pylist(estimates, schema=schema))
+    return run_check("estimates/check_estimates_supported", estimates=pa.Table.from_pylist(estimates, schema=schema))
 
 
 def test_supported_numbers_pass():
@@ -185,7 +185,7 @@ GOOD_HEADS = [("LLaVA-Med head", "i1", "A"), ("LLaVA-Med head", "i2", "B"), ("CL
 
 
 def frozen_heads(table: pa.Table) -> dict:
-    return run_check("check_frozen_heads", proposals=table, frozen_heads=FROZEN)
+    return run_check("proposals/check_frozen_heads", proposals=table, frozen_heads=FROZEN)
 
 
 def test_frozen_heads_pass():
@@ -213,7 +213,7 @@ def same_action(*cases) -> dict:
     scores = pa.table({"analysis": ["x"] * len(cases), "image_id": ids,
                        "u_local_head": pa.array([c[2] for c in cases], pa.float64()),
                        "u_local_sel": pa.array([c[3] for c in cases], pa.float64())})
-    return run_check("check_same_action_same_score", selections=selections, scores=scores)
+    return run_check("scoring/check_same_action_same_score", selections=selections, scores=scores)
 
 
 def test_same_action_same_score():
@@ -242,7 +242,7 @@ def published_estimates(published: pa.Table) -> list[dict]:
 
 def published_check(estimates: list[dict]) -> tuple[bool, dict]:
     published = pq.read_table(reference_path("summary_mixed"))
-    row = run_check("check_published_summary", estimates=pa.Table.from_pylist(estimates), published=published)
+    row = run_check("estimates/check_published_summary", estimates=pa.Table.from_pylist(estimates), published=published)
     passed = row["metrics_compared"] == 6 and row["missing"] == 0 and row["max_abs_difference"] <= 1e-12
     return passed, row
 

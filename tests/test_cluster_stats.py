@@ -138,7 +138,7 @@ def test_a_full_temporary_folder_is_one_line_and_leaves_nothing(tmp_path, monkey
 
     def full_disk(con, name, path, params=None, integers=None):
         written.append(path)
-        if name == "cluster_stats":  # the partitions were written; the ranked file does not fit
+        if name == "records/cluster_stats":  # the partitions were written; the ranked file does not fit
             raise duckdb.IOException("Could not write file: No space left on device")
         return to_parquet(con, name, path, params, integers)
 

@@ -1,4 +1,4 @@
-"""Delta-method intervals (sql/delta_method.sql, autheval/estimation/analytic.py): pinned by an independent numpy
+"""Delta-method intervals (sql/estimates/delta_method.sql, autheval/estimation/analytic.py): pinned by an independent numpy
 linearisation over clusters, masked by the record level like the bootstrap, and close to the reference
 bootstrap on the published traces (the README's side-by-side table)."""
 

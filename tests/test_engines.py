@@ -46,21 +46,21 @@ ARMS = (("mixed", "trace_mixed"), ("LLaVA-Med head", "trace_llava_med_head"), ("
 # runs, with the key columns its rows are matched on. The DuckDB-only `evaluator` scheme is declared
 # apart (sql/README.md); a test below keeps both lists complete.
 MATRIX = {
-    "cluster_stats": ("portable_cluster_stats", ("analysis", "cluster_rank")),
-    "cluster_matrix": ("cluster_matrix", ("analysis", "cluster_rank")),
-    "replicates_point": ("portable_replicates_weighted", ("analysis", "rep")),
-    "replicates_poisson": ("portable_replicates_poisson", ("analysis", "rep")),
-    "replicate_metrics": ("replicate_metrics", ("analysis", "rep", "unit")),
-    "intervals": ("portable_intervals", ("analysis", "unit", "metric")),
-    "identity_check": ("portable_identity_check", ("analysis", "unit")),
-    "paired_clusters_mismatch": ("paired_clusters_mismatch", ("contrast", "cluster_id")),
-    "paired_contrast": ("portable_paired_contrast", ("contrast", "unit")),
-    "delta_method": ("delta_method", ("analysis", "unit", "metric")),
-    "evaluator_clusters": ("portable_evaluator_clusters", ("analysis", "metric", "cluster_rank")),
-    "multiplicity": ("multiplicity", ("row_id",)),  # autheval/estimation/multiplicity.py: Holm and BH over families
+    "records/cluster_stats": ("records/portable_cluster_stats", ("analysis", "cluster_rank")),
+    "records/cluster_matrix": ("records/cluster_matrix", ("analysis", "cluster_rank")),
+    "estimates/replicates_point": ("estimates/portable_replicates_weighted", ("analysis", "rep")),
+    "replicates_poisson": ("estimates/portable_replicates_poisson", ("analysis", "rep")),
+    "estimates/replicate_metrics": ("estimates/replicate_metrics", ("analysis", "rep", "unit")),
+    "estimates/intervals": ("portable_intervals", ("analysis", "unit", "metric")),
+    "estimates/identity_check": ("portable_identity_check", ("analysis", "unit")),
+    "estimates/paired_clusters_mismatch": ("estimates/paired_clusters_mismatch", ("contrast", "cluster_id")),
+    "estimates/paired_contrast": ("portable_paired_contrast", ("contrast", "unit")),
+    "estimates/delta_method": ("estimates/delta_method", ("analysis", "unit", "metric")),
+    "estimates/evaluator_clusters": ("estimates/portable_evaluator_clusters", ("analysis", "metric", "cluster_rank")),
+    "estimates/multiplicity": ("estimates/multiplicity", ("row_id",)),  # autheval/estimation/multiplicity.py: Holm and BH over families
 }  # portable_evaluator_weighted: against the in-process products (test_evaluator_weighted_...)
 # Runs on the in-process DuckDB whatever the engine (on one row per replicate, analysis and metric).
-DUCKDB_ONLY = {"evaluator_metrics", "evaluator_stream_runs", "cluster_matrix_runs", "duckdb_memory_limit"}
+DUCKDB_ONLY = {"estimates/evaluator_metrics", "estimates/evaluator_stream_runs", "records/cluster_matrix_runs", "warehouse/duckdb_memory_limit"}
 
 
 def spark_missing() -> str | None:
@@ -88,11 +88,11 @@ def inputs(recordsets) -> dict[str, pa.Table]:
     con.register("records", pa.concat_tables([r.table for r in recordsets]))
     create_cluster_stats(con)  # the default engine's sums (one partition) and ranks
     params = {"first_rep": 0, "reps": MATRIX_REPS, "seed": SEED}
-    point = _arrow(con.execute(sql_text("replicates_point")).arrow())
+    point = _arrow(con.execute(sql_text("estimates/replicates_point")).arrow())
     sums = pa.concat_tables([point, _arrow(con.execute(sql_text("replicates_poisson"), params).arrow()).cast(point.schema)])
     con.register("replicate_sums", sums)
-    con.sql(sql_text("replicate_metrics")).create("replicate_metrics")
-    con.sql(sql_text("evaluator_clusters")).create("evaluator_clusters")
+    con.sql(sql_text("estimates/replicate_metrics")).create("replicate_metrics")
+    con.sql(sql_text("estimates/evaluator_clusters")).create("evaluator_clusters")
     # the published contrast, and one whose second arm is missing (paired_clusters_mismatch finds it)
     pairs = pa.table({"contrast": [CONTRAST[0], "mixed minus nobody"], "arm_a": [CONTRAST[1], "mixed"],
                       "arm_b": [CONTRAST[2], "nobody"]})
@@ -122,12 +122,12 @@ def _arrow(obj) -> pa.Table:
 
 PARAMS = {
     "replicates_poisson": {"first_rep": 0, "reps": MATRIX_REPS, "seed": SEED},
-    "portable_replicates_poisson": {"seed": SEED},
-    "intervals": {"lower": 0.025, "upper": 0.975},
+    "estimates/portable_replicates_poisson": {"seed": SEED},
+    "estimates/intervals": {"lower": 0.025, "upper": 0.975},
     "portable_intervals": {"lower": 0.025, "upper": 0.975},
-    "paired_contrast": {"lower": 0.025, "upper": 0.975},
+    "estimates/paired_contrast": {"lower": 0.025, "upper": 0.975},
     "portable_paired_contrast": {"lower": 0.025, "upper": 0.975},
-    "delta_method": {"z_lower": -1.959963984540054, "z_upper": 1.959963984540054},
+    "estimates/delta_method": {"z_lower": -1.959963984540054, "z_upper": 1.959963984540054},
 }
 
 
@@ -197,10 +197,10 @@ def spark():
 
 
 def test_every_estimator_file_is_in_the_matrix_or_declared_duckdb_only():
-    source = (ROOT / "autheval" / "estimators.py").read_text()
-    used = set(re.findall(r'load_sql\("([a-z_]+)"\)', source))
+    source = (ROOT / "autheval" / "estimation" / "estimators.py").read_text()
+    used = set(re.findall(r'load_sql\("([a-z_/]+)"\)', source))
     used |= set(re.findall(r'materialize\(con, "[a-z_]+", "([a-z_]+)"', source))
-    used |= {"delta_method"}  # autheval/estimation/analytic.py
+    used |= {"estimates/delta_method"}  # autheval/estimation/analytic.py
     assert used, "no SQL file found in autheval/estimation/estimators.py"
     assert used - set(MATRIX) - DUCKDB_ONLY == set()
     for native, (portable, _) in MATRIX.items():
@@ -245,12 +245,12 @@ def engine_evaluator_sums(engine, inputs, reps: int) -> list[dict]:
     for name, table in inputs.items():
         engine.register(name, table)
     rows = []
-    for stream in engine.read("portable_evaluator_streams").to_pylist():
+    for stream in engine.read("estimates/portable_evaluator_streams").to_pylist():
         offset, g = int(stream["seed_offset"]), int(stream["n_clusters"])
         for weights in reference_weight_blocks(SEED + offset, g, reps):
             engine.register("replicate_weights", weights.append_column(
                 "seed_offset", pa.array(np.full(weights.num_rows, offset, np.int32))))
-            rows += engine.read("portable_evaluator_weighted").to_pylist()
+            rows += engine.read("estimates/portable_evaluator_weighted").to_pylist()
     return rows
 
 
@@ -320,7 +320,7 @@ def test_poisson_weights_identical_on_both_engines(inputs, duck, spark):
     weights = engine_read(duck, "portable_poisson_weights", {"seed": SEED})
     duck.register("replicate_weights", weights)
     duck.register("cluster_stats", inputs["cluster_stats"])
-    joined = duck.read("portable_replicates_weighted").filter(pa.compute.greater_equal(pa.compute.field("rep"), 0))
+    joined = duck.read("estimates/portable_replicates_weighted").filter(pa.compute.greater_equal(pa.compute.field("rep"), 0))
     expected = [r for r in duckdb_rows(inputs, "replicates_poisson") if r["rep"] < reps]
     assert max_relative_difference(expected, joined.to_pylist(), ("analysis", "rep")) <= 1e-12
 

@@ -1,4 +1,4 @@
-"""Every rule of a frozen split's validation (AuthEval spec 1.11, sql/raw_freeze_checks.sql), each fed
+"""Every rule of a frozen split's validation (AuthEval spec 1.11, sql/ingest/raw_freeze_checks.sql), each fed
 a freeze that breaks it and nothing else: the first broken rule is named, one line, with an example."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def test_similarity_by_depth_of_the_lowest_common_ancestor():
     con.register("images", pa.table({"image_id": ["i1", "i2", "i3", "i4", "i5"],
                                      "diagnosis": ["MEL", "MEL", "MEL", "MEL", None]}))
     con.register("diagnosis_risk", pa.table({"diagnosis": list(RISK), "risk_stratum": list(RISK.values())}))
-    rows = con.execute(load_sql("scores_hierarchical")).arrow().read_all().to_pylist()
+    rows = con.execute(load_sql("scoring/scores_hierarchical")).arrow().read_all().to_pylist()
     s_hier = [r["s_hier"] for r in rows]
     assert s_hier[0] == 1.0  # same diagnosis
     assert s_hier[1] == pytest.approx(2 / 3, abs=1e-15)  # SCC vs MEL: both high risk

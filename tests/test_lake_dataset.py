@@ -56,7 +56,7 @@ def test_an_analysis_scanned_where_it_lies_is_the_analysis_held(tmp_path):
     files = lake.table_files("records")
     scan_parquet_files(scanned_con, "records", files)
     for analysis in ("CLIP probe", "LLaVA-Med head"):
-        [held] = recordsets_by(held_con, "records", "records_of_analysis", [(analysis, {"analysis": analysis})])
+        [held] = recordsets_by(held_con, "records", "records/records_of_analysis", [(analysis, {"analysis": analysis})])
         scanned = lake_analysis_records(scanned_con, files, analysis, f"lake:records/{analysis}")
         assert scanned.rows is None and scanned.dataset.files == tuple(files)
         fields = ("source", "level", "has_local", "has_global", "n_cases", "n_clusters", "n_changed", "n_local",
@@ -86,7 +86,7 @@ def test_a_broken_rule_in_a_lake_analysis_is_named_as_in_the_rows_held(tmp_path)
     held_con.register("records", lake.read("records"))
     scan_parquet_files(scanned_con, "records", lake.table_files("records"))
     with pytest.raises(RecordError) as held:
-        recordsets_by(held_con, "records", "records_of_analysis", [("CLIP probe", {"analysis": "CLIP probe"})])
+        recordsets_by(held_con, "records", "records/records_of_analysis", [("CLIP probe", {"analysis": "CLIP probe"})])
     with pytest.raises(RecordError) as scanned:
         lake_analysis_records(scanned_con, lake.table_files("records"), "CLIP probe", "lake:records/CLIP probe")
     assert str(scanned.value) == str(held.value)

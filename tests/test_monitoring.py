@@ -54,7 +54,7 @@ def numpy_cs(y, x, alpha, t_star):
 
 
 def cluster_stats(rng, analyses: dict[str, int]) -> pa.Table:
-    """Random per-cluster sums in sql/cluster_stats.sql's layout."""
+    """Random per-cluster sums in sql/records/cluster_stats.sql's layout."""
     rows = {k: [] for k in ("analysis", "cluster_id", "n", "sum_changed", "sum_exec", "sum_prop", "sum_gap",
                             "sum_glob", "sum_total_gap", "sum_utility_gap")}
     for analysis, g in analyses.items():
@@ -75,7 +75,7 @@ def cluster_stats(rng, analyses: dict[str, int]) -> pa.Table:
     return pa.table({k: pa.array(v, types.get(k, pa.float64())) for k, v in rows.items()})
 
 
-RATIOS = {  # metric -> (Y_c, X_c) per unit, as sql/delta_method.sql defines them
+RATIOS = {  # metric -> (Y_c, X_c) per unit, as sql/estimates/delta_method.sql defines them
     ("image_weighted", "J"): ("sum_exec", "n"),
     ("image_weighted", "intervention_rate"): ("sum_changed", "n"),
     ("image_weighted", "J_auth"): ("sum_prop", "n"),
@@ -339,8 +339,8 @@ def test_the_estimate_is_the_trends(drifted):
 
 
 def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path):
-    """The monitor's looks come from cumulated cluster moments (sql/monitor_look_sums.sql); each must be
-    the confidence sequence of that look's records read whole (cluster_stats.sql, delta_method.sql),
+    """The monitor's looks come from cumulated cluster moments (sql/recurring/monitor_look_sums.sql); each must be
+    the confidence sequence of that look's records read whole (records/cluster_stats.sql, estimates/delta_method.sql),
     here for a lesion seen in two periods too."""
     from autheval.records.read import records_from_table
     from warehouse.sql import to_table
@@ -356,7 +356,7 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
     con.register("landed_records", landed)
     for site, look, period in (("A", 1, "2026-01"), ("A", 3, "2026-03"), ("all", 6, "2026-06")):
         params = {"site": None if site == "all" else site, "model_version": None, "period": period}
-        part = con.execute(load_sql("monitor_look_records"), params).arrow().read_all()
+        part = con.execute(load_sql("recurring/monitor_look_records"), params).arrow().read_all()
         records = records_from_table(part, "look", "look", "-")
         one = connect(threads=1)
         register_cluster_stats(one, [records])
@@ -590,7 +590,7 @@ def test_a_cluster_is_counted_once_at_its_first_case(tmp_path):
     con = connect()
     con.register("landed_records", land([first, later], tmp_path))
     counts = {(r["look"], r["category"]): r["count"] for r in con.execute(
-        load_sql("monitor_case_mix_counts")).arrow().read_all().to_pylist() if r["dimension"] == "proposed_action"}
+        load_sql("recurring/monitor_case_mix_counts")).arrow().read_all().to_pylist() if r["dimension"] == "proposed_action"}
     firsts = {}
     for row in pa.concat_tables([first, later]).to_pylist():
         firsts.setdefault(row["cluster_id"], (int(row["timestamp"][5:7]), row["proposed_action"]))

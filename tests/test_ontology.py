@@ -1,5 +1,5 @@
 """Diagnosis ontologies for S_hier (models/ontology.py): the shallow root -> risk level -> diagnosis tree
-(the same numbers as sql/scores_hierarchical.sql) and the ISIC Archive's taxonomy read from isic-metadata,
+(the same numbers as sql/scoring/scores_hierarchical.sql) and the ISIC Archive's taxonomy read from isic-metadata,
 with the ISIC 2019 codes mapped onto its nodes; Wu-Palmer on known pairs; declared files refused in one
 line naming the key."""
 

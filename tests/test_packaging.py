@@ -130,9 +130,10 @@ def test_installed_versions_are_the_pins_and_pip_check_is_clean():
 
 
 def test_sql_is_package_data_read_through_importlib_resources():
-    shipped = {p.name for p in importlib.resources.files("sql").iterdir() if p.name.endswith(".sql")}
-    assert shipped == {p.name for p in (ROOT / "sql").glob("*.sql")} and len(shipped) > 20
-    assert PYPROJECT["tool"]["setuptools"]["package-data"]["sql"] == ["*.sql"]
+    shipped = {f"{d.name}/{p.name}" for d in importlib.resources.files("sql").iterdir() if d.is_dir()
+               for p in d.iterdir() if p.name.endswith(".sql")}
+    assert shipped == {str(p.relative_to(ROOT / "sql")) for p in (ROOT / "sql").glob("*/*.sql")} and len(shipped) > 20
+    assert PYPROJECT["tool"]["setuptools"]["package-data"]["sql"] == ["*/*.sql"]
     assert "sql" in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
 
 
@@ -190,7 +191,7 @@ def _fresh_venv(tmp: Path, wheel: Path) -> Path:
 def test_built_wheel_runs_evaluate_and_demo_outside_the_checkout(tmp_path):
     wheel = _build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
-    assert {f"sql/{p.name}" for p in (ROOT / "sql").glob("*.sql")} <= set(names)
+    assert {f"sql/{p.relative_to(ROOT / 'sql')}" for p in (ROOT / "sql").glob("*/*.sql")} <= set(names)
     assert "autheval/data/reference/manifest.json" in names or any(n.startswith("autheval/data/") for n in names)
     assert not any("/lake/" in n for n in names)
     assert any(n.startswith("autheval/_stream_counts") and n.endswith(".so") for n in names), \

@@ -31,7 +31,7 @@ def rules_with(mutate):
 
 
 def context(cluster_id, profile, risk_bin, rule_file=RULES, burden="low", aversion="neutral"):
-    """The context row contexts.sql would give (profile, bin, factors), under `rule_file`."""
+    """The context row context/contexts.sql would give (profile, bin, factors), under `rule_file`."""
     rules = rule_file.rules
     p = rules.profiles[profile]
     floor = min(max(rules.floor.base[risk_bin] + rules.floor.shift[p.floor_policy], 0), 3)

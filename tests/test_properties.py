@@ -102,7 +102,7 @@ def test_identity_check_catches_a_broken_replicate():
              "intervention_rate": p, "delta": d}
             for rep, (gap, p, d) in {-1: (0.25, 0.5, 0.5), 0: (0.35, 0.5, 0.5), 1: (0.0, 0.0, None)}.items()]
     con.register("replicate_metrics", pa.Table.from_pylist(rows))
-    (check,) = con.execute(load_sql("identity_check")).fetchall()
+    (check,) = con.execute(load_sql("estimates/identity_check")).fetchall()
     assert check[2] == 0.0 and abs(check[3] - 0.1) < 1e-12 and check[4] == 1
 
 
@@ -117,7 +117,7 @@ def test_identity_check_catches_a_gap_below_p_times_delta():
              "intervention_rate": p, "delta": d}
             for rep, (gap, p, d) in {-1: (0.15, 0.5, 0.5), 0: (0.25, 0.5, 0.5), 1: (0.05, 0.5, 0.3)}.items()]
     con.register("replicate_metrics", pa.Table.from_pylist(rows))
-    (check,) = con.execute(load_sql("identity_check")).fetchall()
+    (check,) = con.execute(load_sql("estimates/identity_check")).fetchall()
     assert abs(check[2] - 0.1) < 1e-12 and abs(check[3] - 0.1) < 1e-12 and check[4] == 0
 
 

@@ -54,7 +54,7 @@ def test_estimates_name_the_record_set_and_its_mechanism_and_regime(reference_la
     con = connect()
     con.register("records", reference_lake.read("records"))
     analyses = [r["analysis"] for r in query(reference_lake, "select distinct analysis from records").to_pylist()]
-    expected = {r.analysis: r.data_sha256 for r in recordsets_by(con, "records", "records_of_analysis",
+    expected = {r.analysis: r.data_sha256 for r in recordsets_by(con, "records", "records/records_of_analysis",
                                                                  [(a, {"analysis": a}) for a in analyses])}
     rows = query(reference_lake, "select distinct analysis, mechanism, regime, data_sha256 from estimates").to_pylist()
     assert {r["analysis"]: r["data_sha256"] for r in rows} == expected

@@ -43,7 +43,7 @@ def rows(con, table: str, order: str = "") -> list[dict]:
 
 def image_profiles(images: pa.Table, option: str) -> dict[str, str]:
     con, params = engine(images=images)
-    to_table(con, "image_profiles", "image_profiles", {**params, "missing_rule": option})
+    to_table(con, "image_profiles", "ingest/image_profiles", {**params, "missing_rule": option})
     return {r["image_id"]: r["profile"] for r in rows(con, "image_profiles")}
 
 
@@ -79,7 +79,7 @@ def test_age_bins_are_right_closed():
 
 def contexts_of(clusters: pa.Table, s_gate: pa.Table, profiles: pa.Table, rule_file=RULES) -> dict[str, dict]:
     con, params = engine(rule_file, clusters=clusters, s_gate=s_gate, image_profiles=profiles)
-    to_table(con, "contexts", "contexts", params)
+    to_table(con, "contexts", "context/contexts", params)
     return {r["cluster_id"]: r for r in rows(con, "contexts")}
 
 
@@ -133,8 +133,8 @@ def test_contexts_complete_check_counts_missing_values():
     con, params = engine(clusters=pa.table({"image_id": ["a", "b"], "cluster_id": ["c1", "c2"]}),
                          s_gate=pa.table({"image_id": ["a", "b"], "s_gate": pa.array([0.5, None], pa.float64())}),
                          image_profiles=pa.table({"image_id": ["a", "b"], "profile": ["BCN_like", "BCN_like"]}))
-    to_table(con, "contexts", "contexts", params)
-    result = one(con, "check_contexts_complete")
+    to_table(con, "contexts", "context/contexts", params)
+    result = one(con, "context/check_contexts_complete")
     assert (result["violations"], result["example"]) == (1, "c2")
 
 
@@ -160,7 +160,7 @@ def select(contexts: list[dict], proposals: list[dict], regimes=review.REGIMES) 
     )
     review.build_selections(con, params, regimes)
     selected = {(r["image_id"], r["regime"]): r for r in rows(con, "selections")}
-    selected["check"] = one(con, "check_selections_band")
+    selected["check"] = one(con, "review/check_selections_band")
     return selected
 
 
@@ -365,7 +365,7 @@ def test_ages_outside_the_bins_are_nan():
     images = pa.table({"image_id": ["old", "negative", "missing"], "age": pa.array([250.0, -5.0, None], pa.float64()),
                        "anatomic_site": ["anterior torso"] * 3})
     con, params = engine(images=images)
-    to_table(con, "image_profiles", "image_profiles", params)
+    to_table(con, "image_profiles", "ingest/image_profiles", params)
     got = {r["image_id"]: r["profile_signature"] for r in rows(con, "image_profiles")}
     assert got == {"old": "nan|anterior torso", "negative": "nan|anterior torso", "missing": "nan|anterior torso"}
 
@@ -376,7 +376,7 @@ def test_profiles_are_the_declared_list_by_h12_mod_its_length():
     images = pa.table({"image_id": [f"i{k}" for k in range(5)], "age": pa.array([25.0, 40.0, 60.0, 80.0, None]),
                        "anatomic_site": sites})
     con, params = engine(rules, images=images)
-    to_table(con, "image_profiles", "image_profiles", params)
+    to_table(con, "image_profiles", "ingest/image_profiles", params)
     for r in rows(con, "image_profiles"):
         assert r["profile"] == ["MSK_like", "BCN_like", "HAM_like"][_h12(r["profile_signature"]) % 3]
 

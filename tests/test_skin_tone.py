@@ -131,5 +131,5 @@ def test_the_demo_fairness_table_labels_the_skin_tone_grouping_an_estimate():
         {"analysis": "m / capacity_ceiling", "grouping": grouping, "n_groups": 5, "worst_group_proposal": worst,
          "fairness_proposal": 0.8, "worst_group_selected": worst, "fairness_selected": 0.7}
         for grouping, worst in (("ita_category", "brown"), ("fitzpatrick_skin_type", "V"), ("sex", "male"))]))
-    assert [r["grouping"] for r in rows(con, "fairness_summary")] == [
+    assert [r["grouping"] for r in rows(con, "estimates/fairness_summary")] == [
         "fitzpatrick_skin_type", "ita_category (estimated)", "sex"]

@@ -162,7 +162,7 @@ def test_edit_distance():
 
 
 def test_a_repeated_id_hash_is_confirmed_on_the_ids(monkeypatch):
-    """records_validate.sql flags a repeated 64-bit hash of the ids; only ids that really repeat are a
+    """records/records_validate.sql flags a repeated 64-bit hash of the ids; only ids that really repeat are a
     broken rule (two different ids with one hash are not), and then the first duplicate is named."""
     import pyarrow as pa
 
@@ -174,7 +174,7 @@ def test_a_repeated_id_hash_is_confirmed_on_the_ids(monkeypatch):
 
     def colliding(name):  # every hash "repeats": the candidate must be checked on the ids
         text = real(name)
-        return text.replace("HAVING count(*) > 1", "HAVING count(*) >= 1") if name == "records_validate" else text
+        return text.replace("HAVING count(*) > 1", "HAVING count(*) >= 1") if name == "records/records_validate" else text
 
     monkeypatch.setattr(records, "load_sql", colliding)
     raw = pa.table({"row_index": pa.array([0, 1, 2], pa.int64()), "case_id": ["c1", "c2", "c3"],

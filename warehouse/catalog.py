@@ -77,7 +77,7 @@ def build_catalog(root: Path, manifest, number: int, keep: int) -> Path:
 
 
 def _build(root: Path, manifest, target: Path, kept: list) -> Path:
-    template = load_sql("catalog_view")
+    template = load_sql("warehouse/catalog_view")
     with atomic_path(target) as tmp:
         tmp.unlink()  # DuckDB creates the file itself
         con = duckdb.connect(str(tmp))
@@ -92,7 +92,7 @@ def _build(root: Path, manifest, target: Path, kept: list) -> Path:
                 {"snapshot": m.snapshot, "run_id": m.run_id, "parent": m.parent, "committed_at": m.committed_at,
                  "software": m.software, "tables": sorted(m.tables), "served": m.snapshot == manifest.snapshot}
                 for m in kept], schema=_SNAPSHOT_ROWS))
-            con.execute(load_sql("catalog_snapshots"))
+            con.execute(load_sql("warehouse/catalog_snapshots"))
             con.unregister("snapshot_rows")
             con.execute("CHECKPOINT")
         finally:
@@ -266,7 +266,7 @@ def _view_files(con: duckdb.DuckDBPyConnection, lake: Lake) -> list[str]:
     import json
 
     sources = []
-    for (definition,) in con.execute(load_sql("catalog_view_definitions")).fetchall():
+    for (definition,) in con.execute(load_sql("warehouse/catalog_view_definitions")).fetchall():
         try:
             sources += _reader_arguments(con, _view_body(definition))
         except duckdb.Error:

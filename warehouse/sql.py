@@ -9,16 +9,18 @@ from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
 
-SQL_PACKAGE = "sql"  # the top-level `sql/` folder, an importable package whose *.sql files are package data
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+SQL_PACKAGE = "sql"  # the top-level `sql/` folder, an importable package whose */*.sql files are package data
+_NAME = re.compile(r"^[a-z][a-z0-9_]*/[a-z][a-z0-9_]*$")  # stage/name: the stage folder, then the file
 
 
 @lru_cache(maxsize=None)
 def load_sql(name: str) -> str:
-    """Return the text of `sql/<name>.sql` (from the checkout or the installed package alike)."""
+    """Return the text of `sql/<stage>/<name>.sql`, named `stage/name` (from the checkout or the
+    installed package alike)."""
     if not _NAME.match(name):
-        raise ValueError(f"bad SQL file name {name!r}")
-    resource = files(SQL_PACKAGE).joinpath(f"{name}.sql")
+        raise ValueError(f"bad SQL file name {name!r}: expected stage/name, e.g. 'review/selections_cohort'")
+    stage, stem = name.split("/")
+    resource = files(SQL_PACKAGE).joinpath(stage, f"{stem}.sql")
     if not resource.is_file():
         raise FileNotFoundError(f"no SQL file {name}.sql in the {SQL_PACKAGE!r} package ({resource})")
     return resource.read_text(encoding="utf-8")
@@ -40,9 +42,9 @@ def quote_literal(text: str) -> str:
 
 
 def drop_table(con, name: str) -> None:
-    """Drop the native table `name` on `con` if it exists (sql/drop_table.sql; the name is checked and
+    """Drop the native table `name` on `con` if it exists (sql/warehouse/drop_table.sql; the name is checked and
     quoted, as DDL takes no parameters)."""
-    con.execute(load_sql("drop_table").replace("{table}", quote_identifier(name)))
+    con.execute(load_sql("warehouse/drop_table").replace("{table}", quote_identifier(name)))
 
 
 # Running a named SQL file: the one way. `params` is a dict of the file's $name parameters; names the
@@ -93,10 +95,10 @@ def to_table(con, table: str, name: str, params=None, integers: dict[str, int] |
 
 
 def to_parquet(con, name: str, path, params=None, integers: dict[str, int] | None = None) -> None:
-    """Stream `sql/<name>.sql` to a Parquet file at `path` (sql/copy_to_parquet.sql): bounded memory.
+    """Stream `sql/<name>.sql` to a Parquet file at `path` (sql/warehouse/copy_to_parquet.sql): bounded memory.
     `integers`: see with_integers."""
     sql = with_integers(load_sql(name), integers)
-    text = load_sql("copy_to_parquet").replace("{path}", quote_literal(str(path))).replace("{query}", sql)
+    text = load_sql("warehouse/copy_to_parquet").replace("{path}", quote_literal(str(path))).replace("{query}", sql)
     con.execute(text, _bound(sql, params))
 
 

@@ -412,7 +412,7 @@ def _print_demo_tables(lake, source, stages) -> None:
 
     if not source.is_reference:
         print()
-        print(render(query(lake, load_sql("raw_path_summary")), title=f"Raw path on {source.input_dir}"))
+        print(render(query(lake, load_sql("ingest/raw_path_summary")), title=f"Raw path on {source.input_dir}"))
     if "estimates" not in stages:
         return
     summary = lake.read("study_summary").to_pylist()
@@ -431,16 +431,16 @@ def _print_demo_tables(lake, source, stages) -> None:
                      title="Paired contrasts on identical clusters (excludes_zero_adjusted: Holm over the family)"))
     if not source.is_reference:
         print()
-        print(render(query(lake, load_sql("fairness_summary")), title="Fairness: min/max group accuracy (1 = equal)"))
+        print(render(query(lake, load_sql("estimates/fairness_summary")), title="Fairness: min/max group accuracy (1 = equal)"))
     if lake.has_table("benchmark_scores") and lake.read("benchmark_scores").num_rows:
         print()
-        print(render(query(lake, load_sql("benchmark_summary")),
+        print(render(query(lake, load_sql("proposals/benchmark_summary")),
                      title="Benchmark accuracy by option likelihood [95% whole-cluster CI] (mechanisms sharing a model share it)"))
         print()
-        print(render(query(lake, load_sql("benchmark_fairness_summary")),
+        print(render(query(lake, load_sql("proposals/benchmark_fairness_summary")),
                      title="Benchmark fairness: min/max group accuracy over every item (1 = equal)"))
         print()
-        print(render(query(lake, load_sql("transfer_summary")),
+        print(render(query(lake, load_sql("proposals/transfer_summary")),
                      title="Transfer: benchmark accuracy beside J, J_auth, p and Delta (image-weighted)"))
     print(f"\nreport: {lake.root / 'reports' / 'report.html'}")
 

@@ -14,7 +14,7 @@
  * their multiplications overlap instead of waiting on each other.
  *
  * 2. poisson_weights(seed_mod_p, first_rep, first_rank, cutpoints, out): the Poisson(1) weights of
- * sql/portable_replicates_poisson.sql (its numpy fallback: autheval.estimation.bootstrap.numpy_poisson_weights),
+ * sql/estimates/portable_replicates_poisson.sql (its numpy fallback: autheval.estimation.bootstrap.numpy_poisson_weights),
  * out[r][i] for replicate first_rep + r and cluster rank first_rank + i, GIL released.
  */
 #define PY_SSIZE_T_CLEAN

@@ -1,7 +1,7 @@
 """Analytic intervals beside the bootstrap: the delta method (linearisation over clusters).
 
 Every metric is a ratio of cluster sums (image unit) or a mean of cluster means (cluster unit), so its
-linearised variance needs only the per-cluster sums the bootstrap starts from: `sql/delta_method.sql`
+linearised variance needs only the per-cluster sums the bootstrap starts from: `sql/estimates/delta_method.sql`
 computes estimate, standard error and interval for every metric and both units in one query, with no
 replicates (O(records) at any size, on any engine). Each row names its interval method, so rows of
 several methods can sit in one table:
@@ -62,7 +62,7 @@ def delta_method_rows(
     con = connect(threads=1)  # same inputs, same bytes (warehouse.sql.connect)
     if engine is None or engine.kind == "duckdb":
         register_cluster_stats(con, recordsets)  # summed once, when the records were read
-        cursor = con.execute(load_sql("delta_method"), params)
+        cursor = con.execute(load_sql("estimates/delta_method"), params)
         names = [d[0] for d in cursor.description]
         computed = [dict(zip(names, row)) for row in cursor.fetchall()]
     else:
@@ -70,8 +70,8 @@ def delta_method_rows(
 
         register_records(con, recordsets)  # a dataset's files are scanned where they lie
         records_on_engine(engine, con, recordsets)  # Parquet datasets: the engine reads their files
-        engine.create("cluster_stats", "portable_cluster_stats")
-        computed = engine.read("delta_method", params).to_pylist()
+        engine.create("cluster_stats", "records/portable_cluster_stats")
+        computed = engine.read("estimates/delta_method", params).to_pylist()
     by_key = {(r["analysis"], r["unit"], r["metric"]): r for r in computed}
     rows = []
     for records_of in recordsets:

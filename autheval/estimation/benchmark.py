@@ -4,21 +4,21 @@ A user brings a closed-ended benchmark file (CSV or Parquet): item_id, image_id 
 or image_path (a file; relative paths are read from the benchmark file's folder), question, options (a
 JSON list of strings, or the options joined by '|'), answer (an option's text, or its letter A, B,
 ...), axis, task, group (optional: a value, or "grouping=value" pairs joined by ';'). `read_benchmark`
-validates it (sql/benchmark_parse.sql, sql/benchmark_validate.sql): a broken rule is one RecordError
+validates it (sql/proposals/benchmark_parse.sql, sql/proposals/benchmark_validate.sql): a broken rule is one RecordError
 line naming the file, the column, the rule and the first offending row.
 
 Each model mechanism answers every item by option likelihood (models/benchmark.py). Here:
 * `benchmark_items`: the items placed in the lake: an item of a lake image is in that image's cluster
   (items of one lesion are one cluster); an item given by image_path alone is a cluster of its own
-  (sql/benchmark_items.sql);
+  (sql/proposals/benchmark_items.sql);
 * `accuracy_table`: accuracy over all items, per axis and per task (a task within its axis), with a
   whole-cluster bootstrap interval: the `reference` scheme of the estimates (clusters in ascending
   cluster_id order, numpy default_rng(seed).integers(0, G, size=G) per replicate, one shared set of
   resamples for every mechanism and scope, ratio of resampled sums, linear quantiles with undefined
-  replicates dropped; sql/benchmark_cluster_stats.sql, sql/benchmark_intervals.sql);
+  replicates dropped; sql/proposals/benchmark_cluster_stats.sql, sql/proposals/benchmark_intervals.sql);
 * `fairness_table`: per mechanism, grouping and task (and all tasks), min group accuracy / max group
-  accuracy (1 = every group equally accurate) over the groups with items (sql/benchmark_fairness.sql);
-* the `transfer` table (sql/transfer.sql) puts each mechanism's benchmark accuracy beside its J,
+  accuracy (1 = every group equally accurate) over the groups with items (sql/proposals/benchmark_fairness.sql);
+* the `transfer` table (sql/proposals/transfer.sql) puts each mechanism's benchmark accuracy beside its J,
   J_auth, p and Delta under each regime.
 No Dagster here: assets/benchmark.py calls these.
 """
@@ -37,7 +37,7 @@ from warehouse.sql import connect, load_sql, run, to_table
 
 BENCHMARK_COLUMNS = ("item_id", "image_id", "image_path", "question", "options", "answer", "axis", "task", "group")
 REQUIRED_COLUMNS = ("item_id", "question", "options", "answer", "axis", "task")
-# the lake's images columns an item takes: its path, then the groupings of sql/benchmark_items.sql
+# the lake's images columns an item takes: its path, then the groupings of sql/proposals/benchmark_items.sql
 IMAGE_COLUMNS = ("image_id", "path", "sex", "anatomic_site", "fitzpatrick_skin_type", "ita_category")
 ITEMS_SCHEMA = pa.schema([
     ("row_index", pa.int64()), ("item_id", pa.string()), ("image_id", pa.string()), ("image_path", pa.string()),
@@ -114,8 +114,8 @@ def read_benchmark(path: str | Path) -> pa.Table:
         raise RecordError(source, None, "file has no benchmark items")
     con = connect()
     con.register("raw_benchmark", _as_text(table, source))
-    to_table(con, "parsed_benchmark", "benchmark_parse")
-    violations = con.execute(load_sql("benchmark_validate")).fetchall()
+    to_table(con, "parsed_benchmark", "proposals/benchmark_parse")
+    violations = con.execute(load_sql("proposals/benchmark_validate")).fetchall()
     if violations:
         raise first_violation(source, violations[0], "item")
     items = con.table("parsed_benchmark").order("row_index").arrow().read_all()
@@ -154,7 +154,7 @@ def benchmark_items(benchmark: pa.Table, images: pa.Table, clusters: pa.Table, s
     con.register("images", pa.table({c: images.column(c) if c in images.column_names else missing
                                      for c in IMAGE_COLUMNS}))
     con.register("clusters", clusters.select(["image_id", "cluster_id"]))
-    items = run(con, "benchmark_items")
+    items = run(con, "proposals/benchmark_items")
     unknown = [row for row in items.select(["row_index", "item_id", "image_id", "image_path"]).to_pylist()
                if row["image_path"] is None]
     if unknown:
@@ -169,11 +169,11 @@ def benchmark_items(benchmark: pa.Table, images: pa.Table, clusters: pa.Table, s
 
 def results_table(items: pa.Table, scores: pa.Table, mechanism: str) -> pa.Table:
     """One mechanism's answers beside the items: mechanism, model, item_id, cluster_id, axis, task,
-    group, choice, answer_index, correct (sql/benchmark_results.sql)."""
+    group, choice, answer_index, correct (sql/proposals/benchmark_results.sql)."""
     con = connect()
     con.register("benchmark_items", items)
     con.register("benchmark_scores", scores)
-    return run(con, "benchmark_results", {"mechanism": mechanism}).cast(RESULTS_SCHEMA)
+    return run(con, "proposals/benchmark_results", {"mechanism": mechanism}).cast(RESULTS_SCHEMA)
 
 
 def accuracy_table(results: pa.Table, reps: int, seed: int, lower: float = 0.025, upper: float = 0.975) -> pa.Table:
@@ -187,9 +187,9 @@ def accuracy_table(results: pa.Table, reps: int, seed: int, lower: float = 0.025
 
     con = connect()
     con.register("benchmark_results", results)
-    stats = run(con, "benchmark_cluster_stats")
+    stats = run(con, "proposals/benchmark_cluster_stats")
     con.register("benchmark_cluster_stats", stats)
-    scopes = run(con, "benchmark_scopes")
+    scopes = run(con, "proposals/benchmark_scopes")
     g = int(pc.max(stats.column("cluster_rank")).as_py()) + 1 if stats.num_rows else 0
     s = scopes.num_rows
     matrix = np.zeros((g, 2 * s), dtype=np.float64)
@@ -203,7 +203,7 @@ def accuracy_table(results: pa.Table, reps: int, seed: int, lower: float = 0.025
             parts.append(_sums_table(start, sums, s))
     con.register("benchmark_replicate_sums", pa.concat_tables(parts))
     con.register("benchmark_scope_labels", scopes)
-    table = run(con, "benchmark_intervals", {"lower": lower, "upper": upper})
+    table = run(con, "proposals/benchmark_intervals", {"lower": lower, "upper": upper})
     return table.cast(ACCURACY_SCHEMA)
 
 
@@ -222,10 +222,10 @@ def _sums_table(start: int, sums: np.ndarray, n_scopes: int) -> pa.Table:
 def fairness_table(results: pa.Table) -> pa.Table:
     """mechanism, model, task (null: every item), grouping, n_groups, groups, worst_group, best_group,
     min_accuracy, max_accuracy, fairness_ratio (min / max; 1 = equal), smallest_group_items, over the
-    groups the benchmark's `group` column names (sql/benchmark_fairness.sql)."""
+    groups the benchmark's `group` column names (sql/proposals/benchmark_fairness.sql)."""
     con = connect()
     con.register("benchmark_results", results)
-    return run(con, "benchmark_fairness").cast(FAIRNESS_SCHEMA)
+    return run(con, "proposals/benchmark_fairness").cast(FAIRNESS_SCHEMA)
 
 
 def not_scored(mechanisms, reason_of) -> pa.Table:

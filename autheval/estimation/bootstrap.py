@@ -2,7 +2,7 @@
 
 AuthEval draws `default_rng(seed).integers(0, G, size=G)` once per replicate over clusters in
 ascending cluster_id order; drawing several replicates at once yields the identical stream. A replicate's
-weighted sums are its cluster multiplicities times the cluster-statistics matrix (sql/cluster_matrix.sql),
+weighted sums are its cluster multiplicities times the cluster-statistics matrix (sql/records/cluster_matrix.sql),
 so a block of replicates is one dense matrix product (BLAS); the metrics, intervals and checks on the
 resulting sums stay in SQL.
 
@@ -268,10 +268,10 @@ def stream_sums(
     return [done[i] for i in range(len(streams))]
 
 
-# --- the `poisson` scheme's weights, the hash of sql/portable_replicates_poisson.sql in C and numpy -----
+# --- the `poisson` scheme's weights, the hash of sql/estimates/portable_replicates_poisson.sql in C and numpy -----
 
 HASH_PRIME = 2147483647  # 2^31 - 1: the modulus of the portable integer hash
-# The Poisson(1) CDF at 0..10 (sql/portable_replicates_poisson.sql's thresholds on u = k / HASH_PRIME).
+# The Poisson(1) CDF at 0..10 (sql/estimates/portable_replicates_poisson.sql's thresholds on u = k / HASH_PRIME).
 POISSON_CDF = (0.36787944117144233, 0.7357588823428847, 0.9196986029286058, 0.9810118431238463,
                0.9963401531726563, 0.9994058151824183, 0.999916758850712, 0.9999897508033253,
                0.999998874797402, 0.9999998885745216, 0.9999999899522336)  # fmt: skip
@@ -313,7 +313,7 @@ BUCKET_WEIGHT, BUCKET_MIXED = _bucket_tables()
 
 def poisson_weights(seed: int, first_rep: int, reps: int, first_rank: int, n_ranks: int) -> np.ndarray:
     """(reps x n_ranks) Poisson(1) weights of replicates first_rep.. and cluster ranks first_rank..:
-    exactly the weights of sql/portable_replicates_poisson.sql (integer hash, every intermediate below
+    exactly the weights of sql/estimates/portable_replicates_poisson.sql (integer hash, every intermediate below
     2^62; the Poisson(1) quantile of u = k / HASH_PRIME, 11 for the 1e-9 beyond). Computed by the C
     extension where it is built (4.3 ns a weight here, by bucket tables; the same weights: tests), else by its
     fallback `numpy_poisson_weights`."""

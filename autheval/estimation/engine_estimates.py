@@ -77,7 +77,7 @@ def replicate_id_blocks(reps: int, block_reps: int = POISSON_BLOCK_REPS):
 def records_on_engine(engine: Engine, con, recordsets=()) -> None:
     """Make the canonical `records` of `recordsets` readable on `engine`. Parquet datasets are read
     by the engine itself from their files (its own reader, where they lie: nothing passes through
-    this process) and canonicalised there (records_dataset_canonical.sql, portable); anything else
+    this process) and canonicalised there (records/records_dataset_canonical.sql, portable); anything else
     (held rows, a CSV file) is shipped from the `records` registered on the local DuckDB `con`."""
     if not recordsets or not all(r.dataset is not None and r.dataset.kind == "parquet" for r in recordsets):
         engine.register("records", _arrow(con.table("records").arrow()))
@@ -94,7 +94,7 @@ def records_on_engine(engine: Engine, con, recordsets=()) -> None:
         # row_index is the rule check's (done here, by DuckDB): the engine's records carry none
         engine.create_column_view(raw, files, {c: given.get(c) for c in LOG_COLUMNS},
                                   {"analysis": records.analysis, "row_index": ""})
-        statements.append(load_sql("records_dataset_canonical").replace("{raw}", quote_identifier(raw)))
+        statements.append(load_sql("records/records_dataset_canonical").replace("{raw}", quote_identifier(raw)))
     engine.create_union_view("records", statements)
 
 
@@ -107,27 +107,27 @@ def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, see
     Without `stats_back` only one row per replicate, analysis and unit comes back."""
     check_engine_scheme(scheme)
     records_on_engine(engine, con, recordsets)
-    engine.create("cluster_stats", "portable_cluster_stats")
+    engine.create("cluster_stats", "records/portable_cluster_stats")
     if stats_back:
         stats = engine.table("cluster_stats").sort_by([("analysis", "ascending"), ("cluster_rank", "ascending")])
         con.from_arrow(stats).create("cluster_stats")
-    sizes = sorted(int(g) for g in engine.read("portable_cluster_counts").column("n_clusters").to_pylist())
+    sizes = sorted(int(g) for g in engine.read("records/portable_cluster_counts").column("n_clusters").to_pylist())
     engine.register("replicate_weights", point_weights(sizes))  # the point: the same query for every scheme
-    engine.create("replicate_sums", "portable_replicates_weighted")
-    parts = [engine.read("replicate_metrics")]
+    engine.create("replicate_sums", "estimates/portable_replicates_weighted")
+    parts = [engine.read("estimates/replicate_metrics")]
     if scheme == "evaluator":
         parts.append(_evaluator_metrics_on_engine(engine, con, reps, seed))
     elif scheme == "reference":
         for g in sizes:
             for weights in reference_weight_blocks(seed, g, reps):
                 engine.register("replicate_weights", weights)
-                engine.create("replicate_sums", "portable_replicates_weighted")
-                parts.append(engine.read("replicate_metrics"))
+                engine.create("replicate_sums", "estimates/portable_replicates_weighted")
+                parts.append(engine.read("estimates/replicate_metrics"))
     else:
         for ids in replicate_id_blocks(reps):
             engine.register("replicate_ids", ids)
-            engine.create("replicate_sums", "portable_replicates_poisson", {"seed": seed})
-            parts.append(engine.read("replicate_metrics"))
+            engine.create("replicate_sums", "estimates/portable_replicates_poisson", {"seed": seed})
+            parts.append(engine.read("estimates/replicate_metrics"))
     metrics = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
     con.from_arrow(metrics).create("replicate_metrics")
 
@@ -135,21 +135,21 @@ def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, see
 def _evaluator_metrics_on_engine(engine: Engine, con, reps: int, seed: int) -> pa.Table:
     """The `evaluator` scheme's replicates: each metric's own stream (seed + offset) over its own
     clusters, shipped as weights stream by stream; the replicate sums (one row per analysis, metric and
-    replicate) come back into `con` as evaluator_sums, and evaluator_metrics.sql makes their
+    replicate) come back into `con` as evaluator_sums, and estimates/evaluator_metrics.sql makes their
     replicate_metrics rows there."""
     from warehouse.sql import load_sql
 
-    engine.create("evaluator_clusters", "portable_evaluator_clusters")
+    engine.create("evaluator_clusters", "estimates/portable_evaluator_clusters")
     parts = []
-    for stream in engine.read("portable_evaluator_streams").to_pylist():
+    for stream in engine.read("estimates/portable_evaluator_streams").to_pylist():
         offset, g = int(stream["seed_offset"]), int(stream["n_clusters"])
         for weights in reference_weight_blocks(seed + offset, g, reps):
             weights = weights.append_column("seed_offset", pa.array(np.full(weights.num_rows, offset, np.int32)))
             engine.register("replicate_weights", weights)
-            parts.append(engine.read("portable_evaluator_weighted"))
+            parts.append(engine.read("estimates/portable_evaluator_weighted"))
     sums = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
     con.from_arrow(sums).create("evaluator_sums")
-    return _arrow(con.execute(load_sql("evaluator_metrics")).arrow())
+    return _arrow(con.execute(load_sql("estimates/evaluator_metrics")).arrow())
 
 
 def _arrow(obj) -> pa.Table:

@@ -13,7 +13,7 @@ Schemes (declared on every output row):
   (asymptotically equivalent) bootstrap for logs too large for the exact schemes.
 
 A scheme changes intervals only: every scheme's point estimates are one computation
-(replicates_point.sql through replicate_metrics.sql, rep -1), so Delta = p * delta holds on the point in
+(estimates/replicates_point.sql through estimates/replicate_metrics.sql, rep -1), so Delta = p * delta holds on the point in
 both units whatever the scheme.
 """
 
@@ -144,7 +144,7 @@ class EstimationResult:
         return None
 
 
-# sql/cluster_matrix.sql column -> replicate-sum column (replicates_point.sql layout)
+# sql/records/cluster_matrix.sql column -> replicate-sum column (estimates/replicates_point.sql layout)
 MATRIX_TO_SUMS = {
     "n": "w_n", "sum_changed": "w_changed", "sum_exec": "w_exec", "sum_prop": "w_prop",
     "sum_gap": "w_gap", "sum_glob": "w_glob", "sum_total_gap": "w_total_gap",
@@ -152,7 +152,7 @@ MATRIX_TO_SUMS = {
     "mean_exec": "c_exec", "mean_prop": "c_prop", "mean_gap": "c_gap", "mean_glob": "c_glob",
     "mean_total_gap": "c_total_gap", "mean_utility_gap": "c_utility_gap",
 }  # fmt: skip
-EVALUATOR_TO_SUMS = {"s": "w_s", "n": "w_n", "m": "c_m", "k": "c_k"}  # sql/evaluator_clusters.sql -> evaluator_sums
+EVALUATOR_TO_SUMS = {"s": "w_s", "n": "w_n", "m": "c_m", "k": "c_k"}  # sql/estimates/evaluator_clusters.sql -> evaluator_sums
 
 
 def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, columns: dict[str, str],
@@ -214,7 +214,7 @@ def _merged_blocks(blocks, min_reps: int, counter: Progress):
 
 def _poisson_blocks(matrices, reps: int):
     """(first_rep, [sums per (seed, matrix)]) of the poisson scheme, POISSON_BLOCK replicates at a time
-    (at most POISSON_BLOCK_REPS): the weights of sql/portable_replicates_poisson.sql, computed in C or
+    (at most POISSON_BLOCK_REPS): the weights of sql/estimates/portable_replicates_poisson.sql, computed in C or
     numpy and multiplied with the statistics matrix (autheval/estimation/bootstrap.py)."""
     block = min(POISSON_BLOCK, POISSON_BLOCK_REPS)
     for first in range(0, reps, block):
@@ -235,9 +235,9 @@ def _replicate_metrics(con, scheme: str, reps: int, seed: int, skip=frozenset(),
 
 def _point_metrics(con) -> None:
     """replicate_metrics holding the point estimates (rep -1): every cluster once, by the formulas of
-    sql/replicate_metrics.sql, whatever the scheme."""
-    con.register("replicate_sums", con.execute(load_sql("replicates_point")).arrow().read_all())
-    sql.to_table(con, "replicate_metrics", "replicate_metrics")
+    sql/estimates/replicate_metrics.sql, whatever the scheme."""
+    con.register("replicate_sums", con.execute(load_sql("estimates/replicates_point")).arrow().read_all())
+    sql.to_table(con, "replicate_metrics", "estimates/replicate_metrics")
     con.unregister("replicate_sums")
 
 
@@ -248,11 +248,11 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
     unavailable). Each stream's replicate sums are appended to one DuckDB table (which spills past its
     memory limit), then turned into metrics in one pass; a stream's numbers do not depend on the other
     streams."""
-    sql.to_table(con, "evaluator_clusters", "evaluator_clusters")
+    sql.to_table(con, "evaluator_clusters", "estimates/evaluator_clusters")
     values = con.table("evaluator_clusters").select(*EVALUATOR_TO_SUMS).fetchnumpy()  # numbers only
     streams: dict = {}
     first = 0
-    for analysis, metric, seed_offset, n_clusters in con.execute(load_sql("evaluator_stream_runs")).fetchall():
+    for analysis, metric, seed_offset, n_clusters in con.execute(load_sql("estimates/evaluator_stream_runs")).fetchall():
         part = slice(first, first + n_clusters)  # the run of this stream's clusters, in rank order
         first += n_clusters
         if (analysis, metric) in skip:
@@ -280,17 +280,17 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
                 sums_block.create("evaluator_sums")
                 created = True
     if created:
-        con.sql(load_sql("evaluator_metrics")).insert_into("replicate_metrics")
+        con.sql(load_sql("estimates/evaluator_metrics")).insert_into("replicate_metrics")
 
 
 def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None) -> None:
     """One set of resamples for every metric and unit and every analysis with the same cluster count:
-    numpy's stream (reference) or the Poisson(1) weights of sql/portable_replicates_poisson.sql
+    numpy's stream (reference) or the Poisson(1) weights of sql/estimates/portable_replicates_poisson.sql
     (poisson; the same integer hash computed in C or numpy, so the weights of a block are one dense
     matrix times the statistics, as for the reference scheme: measured here 5-8x faster than the
     weights in SQL, same weights), appended to replicate_metrics block by block."""
-    con.sql(load_sql("cluster_matrix")).create_view("cluster_matrix")
-    runs = con.execute(load_sql("cluster_matrix_runs")).fetchall()
+    con.sql(load_sql("records/cluster_matrix")).create_view("cluster_matrix")
+    runs = con.execute(load_sql("records/cluster_matrix_runs")).fetchall()
     matrix = np.empty((sum(int(n) for _, n in runs), len(MATRIX_TO_SUMS)), dtype=np.float64)
     # streamed a batch at a time, each row put at its matrix_row: no sort and no copy of the matrix in DuckDB
     for batch in con.table("cluster_matrix").to_arrow_reader(1 << 17):
@@ -304,13 +304,13 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     # What DuckDB still does here (replicate sums, intervals) is small; the cluster statistics it keeps
     # spill. So this process holds the matrix beside DuckDB's floor, not beside its whole limit
     # (10^7 clusters: 1.28 GB of matrix beside up to 1.5 GB of DuckDB buffers).
-    con.execute(load_sql("duckdb_memory_limit").replace("{limit}", quote_literal(f"{MIN_MEMORY_MB}MB")))
-    _stream_metrics(con, "replicate_sums", "replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme)
+    con.execute(load_sql("warehouse/duckdb_memory_limit").replace("{limit}", quote_literal(f"{MIN_MEMORY_MB}MB")))
+    _stream_metrics(con, "replicate_sums", "estimates/replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme)
 
 
 # The in-process schemes hold a (clusters x statistics) matrix of doubles: the reference scheme 16
-# statistics per cluster (sql/cluster_matrix.sql), the evaluator scheme 4 per metric and cluster (8
-# metrics, sql/evaluator_clusters.sql), the poisson scheme the reference's 16 (its weights are hashed
+# statistics per cluster (sql/records/cluster_matrix.sql), the evaluator scheme 4 per metric and cluster (8
+# metrics, sql/estimates/evaluator_clusters.sql), the poisson scheme the reference's 16 (its weights are hashed
 # a block at a time). Working copies: the fetched matrix, the live columns the products read and their
 # transposed copy for one-replicate products (autheval/estimation/bootstrap.py product_blocks); poisson
 # multiplies slices of the fetched matrix itself.
@@ -465,7 +465,7 @@ def estimate(
     q = {"lower": lower, "upper": upper}
     result = EstimationResult(scheme, reps, seed, (lower, upper), by_name)
 
-    computed = {(r["analysis"], r["unit"], r["metric"]): r for r in sql.rows(con, "intervals", q)}
+    computed = {(r["analysis"], r["unit"], r["metric"]): r for r in sql.rows(con, "estimates/intervals", q)}
     for analysis, records in by_name.items():
         for unit in UNITS:
             for metric in METRICS:
@@ -491,7 +491,7 @@ def estimate(
                     }
                 )
 
-    for row in sql.rows(con, "identity_check"):  # the point in both units, for every scheme
+    for row in sql.rows(con, "estimates/identity_check"):  # the point in both units, for every scheme
         records = by_name[row["analysis"]]
         if availability(records, "delta").available or records.level == FULL:
             if scheme == "evaluator":  # per-metric streams: a replicate's Delta, p and delta are not one resample
@@ -528,7 +528,7 @@ def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
                 raise RecordError(by_name[arm].source, "utility_proposed_local", "Delta_authority is not recoverable, so no contrast")
         pairs.append({"contrast": f"{arm_a} minus {arm_b}", "arm_a": arm_a, "arm_b": arm_b})
     con.register("contrast_pairs", pa.Table.from_pylist(pairs))
-    mismatch = sql.rows(con, "paired_clusters_mismatch")
+    mismatch = sql.rows(con, "estimates/paired_clusters_mismatch")
     if mismatch:
         first = mismatch[0]
         raise RecordError(
@@ -537,7 +537,7 @@ def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
             "a paired contrast needs identical clusters with identical case counts in both arms",
             f"cluster {first['cluster_id']!r}: {_cases(first['n_arm_a'])} vs {_cases(first['n_arm_b'])} cases",
         )
-    rows = sql.rows(con, "paired_contrast", q)
+    rows = sql.rows(con, "estimates/paired_contrast", q)
     unit_order = {u: i for i, u in enumerate(UNITS)}
     contrast_order = {p["contrast"]: i for i, p in enumerate(pairs)}
     rows.sort(key=lambda r: (contrast_order[r["contrast"]], unit_order[r["unit"]]))

@@ -4,7 +4,7 @@ Every pair of seven mechanisms in three regimes is 126 contrast rows; flagged ea
 handful exclude zero by chance alone. So each tested row keeps its raw interval and raw flag
 (`excludes_zero`) and carries, beside them:
 
-* `p_value`: the bootstrap p-value of "no difference" (sql/intervals.sql, sql/paired_contrast.sql):
+* `p_value`: the bootstrap p-value of "no difference" (sql/estimates/intervals.sql, sql/estimates/paired_contrast.sql):
   min(1, 2 (1 + min(#{d* <= 0}, #{d* >= 0})) / (B + 1)) over the B defined replicates, the p-value
   the equal-tailed percentile interval inverts, never 0;
 * `p_adjusted`: Holm's step-down adjusted p-value over the row's `family` (family-wise error; no
@@ -19,7 +19,7 @@ handful exclude zero by chance alone. So each tested row keeps its raw interval 
 Families: contrasts, every contrast of one `estimate` call (a study: one regime of a cohort) in one
 unit; subgroups, every estimable group of every grouping of one analysis, per unit and metric. Only
 the gap metrics are tested (TESTED_METRICS: zero means no difference there). The adjustments are SQL
-(sql/multiplicity.sql), set-based over all families at once.
+(sql/estimates/multiplicity.sql), set-based over all families at once.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def adjust(families: Sequence[str | None], p_values: Sequence[float | None], con
     con = con or connect(threads=1)
     con.register("tested", tested)
     try:
-        found = {r[0]: r[1:] for r in con.execute(load_sql("multiplicity")).fetchall()}
+        found = {r[0]: r[1:] for r in con.execute(load_sql("estimates/multiplicity")).fetchall()}
     finally:
         con.unregister("tested")
     empty = (None, None, None)

@@ -7,7 +7,7 @@ and the accuracy and balanced accuracy of the proposal and of the selected actio
 level. A group below the declared minimum size is reported as not estimable, with the reason, never as a
 number. `fairness` is min/max group accuracy per grouping, for both roles.
 
-SQL: sql/subgroup_members.sql, sql/subgroup_accuracy.sql, sql/subgroup_records.sql, sql/fairness.sql.
+SQL: sql/estimates/subgroup_members.sql, sql/estimates/subgroup_accuracy.sql, sql/estimates/subgroup_records.sql, sql/estimates/fairness.sql.
 No Dagster imports: the lake's `subgroups` asset calls `subgroup_tables` in one line.
 """
 
@@ -66,8 +66,8 @@ def subgroup_tables(records: pa.Table, images: pa.Table, contexts: pa.Table, gro
     con.register("records", records)
     con.register("images", _images_with_every_column(images))
     con.register("contexts", contexts.select(["cluster_id", "profile"]))
-    to_table(con, "subgroup_members", "subgroup_members", {"groupings": list(groupings)})
-    sizes = con.execute(load_sql("subgroup_accuracy")).arrow().read_all()
+    to_table(con, "subgroup_members", "estimates/subgroup_members", {"groupings": list(groupings)})
+    sizes = con.execute(load_sql("estimates/subgroup_accuracy")).arrow().read_all()
 
     estimable, reasons = [], []
     for n_images, n_clusters, value in zip(sizes.column("n_images").to_pylist(), sizes.column("n_clusters").to_pylist(),
@@ -82,14 +82,14 @@ def subgroup_tables(records: pa.Table, images: pa.Table, contexts: pa.Table, gro
     groups = sizes.append_column("estimable", pa.array(estimable, pa.bool_())).append_column("reason", pa.array(reasons, pa.string()))
     groups = groups.select(list(GROUP_COLUMNS))
     con.register("subgroup_sizes", groups)
-    fairness = con.execute(load_sql("fairness")).arrow().read_all()
+    fairness = con.execute(load_sql("estimates/fairness")).arrow().read_all()
 
     wanted = groups.filter(pc.field("estimable"))
     keys = list(zip(*(wanted.column(c).to_pylist() for c in ("analysis", "grouping", "group_value"))))
     labels = {f"{a} | {g} = {v}": (a, g, v) for a, g, v in keys}
     result = None
     if labels:
-        recordsets = recordsets_by(con, "subgroup_members", "subgroup_records", [
+        recordsets = recordsets_by(con, "subgroup_members", "estimates/subgroup_records", [
             (label, {"analysis": a, "grouping": g, "group_value": v}) for label, (a, g, v) in labels.items()])
         result = estimate(recordsets, scheme=scheme, reps=reps, seed=seed)
     con.register("subgroup_estimates", estimates_table(result))
@@ -97,5 +97,5 @@ def subgroup_tables(records: pa.Table, images: pa.Table, contexts: pa.Table, gro
         "label": pa.array(list(labels), pa.string()),
         **{c: pa.array([k[i] for k in labels.values()], pa.string())
            for i, c in enumerate(("analysis", "grouping", "group_value"))}}))
-    subgroups = con.execute(load_sql("subgroups")).arrow().read_all()
+    subgroups = con.execute(load_sql("estimates/subgroups")).arrow().read_all()
     return SubgroupTables(subgroups, fairness, groups)

@@ -60,7 +60,7 @@ UNSPECIFIED = "unspecified"  # the site or model version of a log without that c
 POOLED = "all"  # the site or model version of rows pooled over every one (as period 'all')
 LOCAL_COLUMN = "utility_proposed_local"
 # whether the log itself gave the proposal's local score on a row (the canonical record fills it on an
-# unchanged row), so that the record level of any subset of landed rows can be told (records_profile.sql)
+# unchanged row), so that the record level of any subset of landed rows can be told (records/records_profile.sql)
 LOCAL_GIVEN = "proposed_local_given"
 PROCESSED, REJECTED, DUPLICATES = "processed", "rejected", "duplicates"
 LANDED_TABLE = "landed_records"
@@ -303,7 +303,7 @@ def read_landed(path: Path, key: str | None = None, name: str | None = None,
         "row_index": pa.array(range(n), pa.int64()),
         **{c: raw.column(c) if c in raw.column_names else pa.nulls(n, pa.string()) for c in PERIOD_COLUMNS},
     }))
-    periods = con.execute(load_sql("landed_periods")).arrow().read_all()
+    periods = con.execute(load_sql("recurring/landed_periods")).arrow().read_all()
     bad = pc.and_(pc.is_null(periods.column("period")), pc.is_valid(periods.column("period_source")))
     missing = pc.is_null(periods.column("period_source"))
     for mask, rule in ((bad, "must parse as a date or timestamp"), (missing, "must not be empty")):
@@ -542,7 +542,7 @@ def _pool_rows(con, pool: str, slices: dict[Slice, list[str]], reps: int) -> tup
                           "model_version": None if version == POOLED else version})
               for analysis, (site, version, period, _) in labels.items()]
     try:
-        recordsets = recordsets_by(con, LANDED_TABLE, "landed_all_to_date", groups)
+        recordsets = recordsets_by(con, LANDED_TABLE, "recurring/landed_all_to_date", groups)
         distinct: dict[str, RecordSet] = {}
         for records in recordsets:
             distinct.setdefault(records.data_sha256, records)
@@ -592,9 +592,9 @@ def trend_table(landed: pa.Table | None, reps: int = DEFAULT_REPS) -> Trend:
         return Trend(schema.empty_table(), [], [], [])
     con = connect()
     con.register(LANDED_TABLE, with_deployment_columns(landed))
-    to_table(con, "landed_pooled", "landed_pooled")
+    to_table(con, "landed_pooled", "recurring/landed_pooled")
     pool_slices: dict[str, dict[Slice, list[str]]] = {}
-    for pool, site, version, period in con.execute(load_sql("landed_pool_periods")).fetchall():
+    for pool, site, version, period in con.execute(load_sql("recurring/landed_pool_periods")).fetchall():
         pool_slices.setdefault(pool, {}).setdefault((site, version), []).append(period)
     rows, failed = [], []
     for pool, slices in pool_slices.items():

@@ -7,17 +7,17 @@ peeking: over two years of monthly looks the chance of a false alarm is several 
 sequence is valid at every look at once, however many there are. Here it is the asymptotic confidence
 sequence of Waudby-Smith, Arnold, Wu, Howard and Ramdas (time-uniform central limit theory, the
 two-sided Gaussian-mixture boundary) applied to the delta-method linearisation of each ratio metric
-over lesion clusters, computed in SQL from the per-cluster sums of sql/cluster_stats.sql and
-sql/delta_method.sql (sql/monitor_cs.sql), its boundary tuned to the protocol's horizon.
+over lesion clusters, computed in SQL from the per-cluster sums of sql/records/cluster_stats.sql and
+sql/estimates/delta_method.sql (sql/recurring/monitor_cs.sql), its boundary tuned to the protocol's horizon.
 
 Each (site, model_version, rule) gets an anytime-valid p-value against its bounds (the confidence
-sequence's radius inverted in alpha, sql/monitor_cs_pvalues.sql; the running minimum over looks), the
+sequence's radius inverted in alpha, sql/recurring/monitor_cs_pvalues.sql; the running minimum over looks), the
 multiplicity correction over sites x model versions x rules (Holm by default, on those p-values, per
-calendar period: sql/monitor_alpha_adjusted.sql), and, at each look, the status of the confidence
-sequence drawn at its adjusted level (sql/monitor_status.sql): `alert` wholly outside the bounds,
+calendar period: sql/recurring/monitor_alpha_adjusted.sql), and, at each look, the status of the confidence
+sequence drawn at its adjusted level (sql/recurring/monitor_status.sql): `alert` wholly outside the bounds,
 `pass` wholly inside, `insufficient` otherwise or below the protocol's minimum clusters, with the
 reason in words. The fixed-sample bootstrap interval (the evaluator scheme, as the trend uses) stays
-beside it. The case mix (sql/monitor_case_mix.sql, one observation per lesion cluster) is tested against
+beside it. The case mix (sql/recurring/monitor_case_mix.sql, one observation per lesion cluster) is tested against
 a declared reference by the sequential multinomial test of Lindon and Malek, or against the site's
 first periods (an estimated baseline) by a universal-inference e-process that allows for the
 baseline's own sampling error.
@@ -136,43 +136,43 @@ def rho2_for_horizon(alpha: float, horizon_clusters: int) -> float:
 def confidence_sequences(con, cluster_stats_table: str, alpha: float, horizon_clusters: int,
                          bounds: pa.Table | None = None) -> pa.Table:
     """The confidence sequence of every monitored metric in both units for every analysis of
-    `cluster_stats_table` (a table on `con` in sql/cluster_stats.sql's layout: one row per analysis and
+    `cluster_stats_table` (a table on `con` in sql/records/cluster_stats.sql's layout: one row per analysis and
     cluster; an analysis is one look), at level `alpha`, tuned to `horizon_clusters`: analysis, unit,
     metric, estimate, sigma, n_clusters, rho2, alpha, cs_lower, cs_upper. With `bounds` (rule, unit,
     metric, lower, upper, and optionally analysis; without it every analysis is held to every bound):
     one row per analysis and rule with the bounds and the anytime-valid `p_value` against them.
     Everything is set-based SQL: one pass over the cluster rows whatever the number of analyses."""
     if cluster_stats_table != "cluster_stats":
-        con.execute(load_sql("monitor_cluster_stats_view").replace("{table}", quote_identifier(cluster_stats_table)))
-    to_table(con, "monitor_delta_method", "delta_method", {"z_lower": 0.0, "z_upper": 0.0})
+        con.execute(load_sql("recurring/monitor_cluster_stats_view").replace("{table}", quote_identifier(cluster_stats_table)))
+    to_table(con, "monitor_delta_method", "estimates/delta_method", {"z_lower": 0.0, "z_upper": 0.0})
     return _sequences(con, alpha, horizon_clusters, bounds)
 
 
 def _sequences(con, alpha: float, horizon_clusters: int, bounds: pa.Table | None) -> pa.Table:
     """confidence_sequences from the ratios and standard errors in `monitor_delta_method` on `con`
-    (sql/delta_method.sql's layout)."""
+    (sql/estimates/delta_method.sql's layout)."""
     level = {"alpha": float(alpha), "rho2": rho2_for_horizon(alpha, horizon_clusters)}
     if bounds is None:
-        return run(con, "monitor_cs", level)
-    to_table(con, "monitor_cs", "monitor_cs", level)
+        return run(con, "recurring/monitor_cs", level)
+    to_table(con, "monitor_cs", "recurring/monitor_cs", level)
     if "analysis" not in bounds.column_names:
         con.register("cs_bounds_any", bounds)
-        bounds = run(con, "monitor_bounds_every_analysis")
+        bounds = run(con, "recurring/monitor_bounds_every_analysis")
         con.unregister("cs_bounds_any")
     con.register("cs_bounds", bounds)
     try:
-        return run(con, "monitor_cs_pvalues")
+        return run(con, "recurring/monitor_cs_pvalues")
     finally:
         con.unregister("cs_bounds")
 
 
 def adjusted_levels(con, hypothesis_looks: pa.Table, method: str) -> pa.Table:
     """Per hypothesis and calendar period, the level it is decided at after the correction `method`
-    (holm, bonferroni, none) over every hypothesis tested by then (sql/monitor_alpha_adjusted.sql).
+    (holm, bonferroni, none) over every hypothesis tested by then (sql/recurring/monitor_alpha_adjusted.sql).
     `hypothesis_looks`: hypothesis, look, period, p_value, alpha, tested."""
     con.register("monitor_hypothesis_looks", hypothesis_looks)
     try:
-        return run(con, "monitor_alpha_adjusted", {"method": method})
+        return run(con, "recurring/monitor_alpha_adjusted", {"method": method})
     finally:
         con.unregister("monitor_hypothesis_looks")
 
@@ -205,7 +205,7 @@ class _Slice:
 
 def _slices(con) -> list[_Slice]:
     found: dict[tuple[str, str], _Slice] = {}
-    for site, model_version, cells, look, period in con.execute(load_sql("monitor_looks")).fetchall():
+    for site, model_version, cells, look, period in con.execute(load_sql("recurring/monitor_looks")).fetchall():
         key = (site, model_version)
         if key not in found:
             found[key] = _Slice(site, model_version, cells, [])
@@ -256,7 +256,7 @@ def _slice_records(con, slices: list[_Slice]) -> tuple[dict[tuple[int, int], Rec
         if piece.alias_of is not None:
             continue
         for look, period in reversed(piece.looks):
-            part = con.execute(load_sql("monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
+            part = con.execute(load_sql("recurring/monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
             source = f"lake:{LANDED_TABLE}/{piece.site}/{piece.model_version}"
             try:
                 records = records_from_table(part, source, str(index), "")  # each look names its own hash
@@ -285,7 +285,7 @@ def _look_level(counts: dict) -> tuple[str, bool]:
 
 def _look_recordsets(whole: dict[tuple[int, int], RecordSet], sums: dict[tuple[int, int], dict],
                      hashes: dict[tuple[int, int], str]) -> dict[str, RecordSet]:
-    """What each look's records support (level and counts: sql/monitor_look_sums.sql) as a RecordSet
+    """What each look's records support (level and counts: sql/recurring/monitor_look_sums.sql) as a RecordSet
     without rows, for autheval.estimation.estimators.availability."""
     out = {}
     for (index, look), counts in sums.items():
@@ -312,7 +312,7 @@ def _bootstrap(con, slices: list[_Slice], whole: dict[tuple[int, int], RecordSet
         for look, period in piece.looks:
             if (index, look) not in whole:
                 continue
-            part = con.execute(load_sql("monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
+            part = con.execute(load_sql("recurring/monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
             recordsets.append(records_from_table(part, f"{whole[(index, look)].source}/{period}", f"{index}/{look}",
                                                  table_sha256(part)))
     try:
@@ -326,7 +326,7 @@ def _look_hashes(con, slices: list[_Slice]) -> dict[tuple[int, int], str]:
     """(slice, look) -> the data hash of a look: SHA-256 of its slice, its last period and the content
     keys of the landed files it reads (each key names a file's bytes), so that the same landed data
     gives the same hash without hashing every look's rows again."""
-    keys = {(r["slice"], r["look"]): r["landed_keys"] for r in rows(con, "monitor_look_keys")}
+    keys = {(r["slice"], r["look"]): r["landed_keys"] for r in rows(con, "recurring/monitor_look_keys")}
     out = {}
     for index, piece in enumerate(slices):
         if piece.alias_of is not None:
@@ -352,14 +352,14 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
         "slice": pa.array([i for i, s in enumerate(slices) if s.alias_of is None], pa.int64()),
         "site": [s.site for s in slices if s.alias_of is None],
         "model_version": [s.model_version for s in slices if s.alias_of is None]}))
-    to_table(con, "monitor_look_sums", "monitor_look_sums")
-    sums = {(r["slice"], r["look"]): r for r in rows(con, "monitor_look_profiles")}
+    to_table(con, "monitor_look_sums", "recurring/monitor_look_sums")
+    sums = {(r["slice"], r["look"]): r for r in rows(con, "recurring/monitor_look_profiles")}
     whole, failed_looks = _slice_records(con, slices)
     hashes = _look_hashes(con, slices)
     recordsets = _look_recordsets(whole, sums, hashes)
     failed = {f"{index}/{look}": reason for (index, look), reason in failed_looks.items()}
     intervals, no_interval = _bootstrap(con, slices, whole, reps)
-    to_table(con, "monitor_delta_method", "monitor_look_ratios")
+    to_table(con, "monitor_delta_method", "recurring/monitor_look_ratios")
 
     rows_out = []
     hypotheses = _hypotheses(slices, protocol)
@@ -484,7 +484,7 @@ def _cs_rows(con, slices, hypotheses, protocol) -> dict:
 
 
 def _decide(con, decisions: list[dict]) -> dict[int, dict]:
-    """row_id -> cs_lower, cs_upper (at the adjusted level) and status (sql/monitor_status.sql)."""
+    """row_id -> cs_lower, cs_upper (at the adjusted level) and status (sql/recurring/monitor_status.sql)."""
     if not decisions:
         return {}
     schema = pa.schema([("row_id", pa.int64()), ("available", pa.bool_()), ("estimate", pa.float64()),
@@ -494,7 +494,7 @@ def _decide(con, decisions: list[dict]) -> dict[int, dict]:
     con.register("monitor_decisions", pa.Table.from_pylist([{k: d[k] for k in schema.names} for d in decisions],
                                                            schema=schema))
     try:
-        return {r["row_id"]: r for r in rows(con, "monitor_status")}
+        return {r["row_id"]: r for r in rows(con, "recurring/monitor_status")}
     finally:
         con.unregister("monitor_decisions")
 
@@ -576,7 +576,7 @@ def status_report(monitor: pa.Table) -> tuple[list[str], int]:
 # --- case mix -----------------------------------------------------------------------------------------
 
 
-CASE_MIX_PRIOR = 0.5  # Jeffreys' Dirichlet(1/2, ...): the estimated-baseline test's mixtures (sql/monitor_case_mix.sql)
+CASE_MIX_PRIOR = 0.5  # Jeffreys' Dirichlet(1/2, ...): the estimated-baseline test's mixtures (sql/recurring/monitor_case_mix.sql)
 CASE_MIX_VOCABULARY = {  # the categories a dimension takes; any other a site shows ('missing', 'unspecified'...) joins
     "proposed_action": ACTIONS,
     "risk_stratum": RISK_LEVELS,
@@ -586,10 +586,10 @@ CASE_MIX_VOCABULARY = {  # the categories a dimension takes; any other a site sh
 
 
 def case_mix_tests(con, protocol: Protocol) -> list[dict]:
-    """The case-mix test's rows (sql/monitor_case_mix.sql) of the landed records registered on `con` as
+    """The case-mix test's rows (sql/recurring/monitor_case_mix.sql) of the landed records registered on `con` as
     landed_records: per site, look, dimension and category the clusters, shares, the log Bayes factor
     (or e-value) and the anytime-valid p-value, before any multiplicity correction."""
-    to_table(con, "monitor_case_mix_counts", "monitor_case_mix_counts")
+    to_table(con, "monitor_case_mix_counts", "recurring/monitor_case_mix_counts")
     reference = [{"dimension": d, "category": c, "share": s}
                  for d, shares in protocol.case_mix_reference.items() for c, s in shares.items()]
     con.register("monitor_case_mix_reference", pa.Table.from_pylist(reference, schema=pa.schema(
@@ -597,7 +597,7 @@ def case_mix_tests(con, protocol: Protocol) -> list[dict]:
     con.register("monitor_case_mix_vocabulary", pa.table({
         "dimension": [d for d, cats in CASE_MIX_VOCABULARY.items() for _ in cats],
         "category": [c for cats in CASE_MIX_VOCABULARY.values() for c in cats]}))
-    return rows(con, "monitor_case_mix", {"baseline_periods": protocol.baseline_periods,
+    return rows(con, "recurring/monitor_case_mix", {"baseline_periods": protocol.baseline_periods,
                                           "concentration": float(protocol.case_mix_concentration),
                                           "prior": CASE_MIX_PRIOR})
 

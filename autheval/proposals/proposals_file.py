@@ -6,7 +6,7 @@ The contract (shared by every mechanism, file-provided or model-made): mechanism
 similarity beside U_z), source. A file gives each row's ranking in one of three forms: the four probabilities
 (slate = stable descending order, ties to the lower level), an explicit `slate` ("a2 a1 a3 a0"), or
 only `a_head` (AuthEval spec 5.5's nearest-level rule). Validation and slates are SQL
-(sql/proposals_file_validate.sql, sql/proposals_file_slates.sql); a broken rule is one RecordError
+(sql/proposals/proposals_file_validate.sql, sql/proposals/proposals_file_slates.sql); a broken rule is one RecordError
 line naming the file, the column, the rule and the first offending row. Column types are checked first
 (text or integer ids; numbers or text for the probabilities; text or a list of text for the slate).
 
@@ -88,10 +88,10 @@ def proposals_from_table(table: pa.Table, source: str, image_ids: pa.Array | Non
     known = pa.table({"image_id": pa.array([] if image_ids is None else image_ids, pa.string())})
     con.register("known_images", known)
     con.register("known_diagnoses", pa.table({"diagnosis": sorted(RISK)}))
-    violations = con.execute(load_sql("proposals_file_validate"), {"check_images": image_ids is not None}).fetchall()
+    violations = con.execute(load_sql("proposals/proposals_file_validate"), {"check_images": image_ids is not None}).fetchall()
     if violations:
         raise first_violation(source, violations[0], "image")
-    result = con.execute(load_sql("proposals_file_slates"), {"source": origin}).arrow().read_all()
+    result = con.execute(load_sql("proposals/proposals_file_slates"), {"source": origin}).arrow().read_all()
     return result.cast(PROPOSALS_SCHEMA)
 
 
@@ -105,11 +105,11 @@ def read_proposals(path: str | Path, image_ids: pa.Array | None = None) -> pa.Ta
 def check_coverage(proposals: pa.Table, evaluated_ids: pa.Array, source: str, split: str) -> None:
     """Every mechanism of `proposals` (the contract) proposes for every evaluated image (`evaluated_ids`:
     the images the review runs on, split `split`), else one RecordError line naming the file `source`
-    and the mechanism (sql/proposals_coverage.sql). Proposals for other images are allowed (unused)."""
+    and the mechanism (sql/proposals/proposals_coverage.sql). Proposals for other images are allowed (unused)."""
     con = connect()
     con.register("proposals", proposals.select(["mechanism", "image_id"]))
     con.register("evaluated_images", pa.table({"image_id": pa.array(evaluated_ids, pa.string())}))
-    row = con.execute(load_sql("proposals_coverage")).fetchone()
+    row = con.execute(load_sql("proposals/proposals_coverage")).fetchone()
     if row is None:
         return
     mechanism, n_evaluated, n_covered, missing, outside = row
@@ -126,7 +126,7 @@ def evaluated_image_ids(clusters: pa.Table, split: str) -> pa.Array:
     """The images the review runs on: the clustered images of split `split` ('all': every one)."""
     con = connect()
     con.register("clusters", clusters.select(["image_id", "split"]))
-    return con.execute(load_sql("proposals_evaluated_images"), {"split": split}).arrow().read_all().column("image_id")
+    return con.execute(load_sql("proposals/proposals_evaluated_images"), {"split": split}).arrow().read_all().column("image_id")
 
 
 def precheck_proposals(path: str | Path, freeze: str | Path | None = None, split: str = "test") -> pa.Table:

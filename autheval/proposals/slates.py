@@ -110,7 +110,7 @@ def _refuse(mechanism, model, rule: str, image_id, value, n_rows: int):
 
 
 def check_proposals(table: pa.Table, model: str | None = None) -> pa.Table:
-    """A model's proposals under the rules a proposals file meets (sql/proposals_file_validate.sql):
+    """A model's proposals under the rules a proposals file meets (sql/proposals/proposals_file_validate.sql):
     image ids given and unique per mechanism; the four probabilities all null or all finite,
     non-negative and summing to 1 within 1e-6; the slate 2 or 4 distinct actions of a0..a3 with a_head
     first. A broken model (a vision tower that outputs NaN) stops here, before `proposals`, with one

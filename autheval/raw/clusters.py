@@ -95,7 +95,7 @@ def assign_clusters(
     })
     con = connect()
     con.register("cluster_input", cluster_input)
-    base = con.execute(load_sql("raw_cluster_base"), {"rule": rule}).arrow().read_all()
+    base = con.execute(load_sql("duplicates/raw_cluster_base"), {"rule": rule}).arrow().read_all()
     image_ids = base.column("image_id").to_pylist()
     base_nodes = base.column("base_node").to_pylist()
 
@@ -138,7 +138,7 @@ def assign_clusters(
         "comp": pa.array(comp.astype(np.int64)),
         "base_node": pa.array(base_nodes, pa.string()),
     }))
-    ids = con.execute(load_sql("raw_cluster_ids")).arrow().read_all()
+    ids = con.execute(load_sql("duplicates/raw_cluster_ids")).arrow().read_all()
     group_of = dict(zip(image_ids, duplicate_group))
     out_ids = ids.column("image_id").to_pylist()
     return pa.table({

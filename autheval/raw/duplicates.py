@@ -5,7 +5,7 @@ components; DermoGPT removes pairs within distance 2. Here any threshold k is a 
 declared use: 'report' (listed only), 'cluster' (its components are unioned into clusters, so they
 never cross a split) or 'drop' (one image per component is kept, with a removal report).
 
-Near pairs are found with a multi-index join in SQL (sql/raw_near_pairs.sql): k+1 bands, candidates
+Near pairs are found with a multi-index join in SQL (sql/duplicates/raw_near_pairs.sql): k+1 bands, candidates
 share a band, each candidate verified by popcount(xor). Work is done on distinct hash values, so
 images with identical hashes cost nothing extra; components come from the pair graph.
 """
@@ -106,9 +106,9 @@ def near_pairs(values, k: int, con: duckdb.DuckDBPyConnection | None = None, met
     con.register("hash_values", _values_table(values))
     if method == "multi_index":
         con.register("hash_bands", band_layout(k))
-        query = "raw_near_pairs"
+        query = "duplicates/raw_near_pairs"
     elif method == "all_pairs":
-        query = "raw_all_pairs"
+        query = "duplicates/raw_all_pairs"
     else:
         raise ValueError(f"unknown pair method {method!r}")
     table = con.execute(load_sql(query), {"k": int(k)}).arrow().read_all()
@@ -135,7 +135,7 @@ def exact_groups(hashes: pa.Table) -> pa.Table:
     """Exact-hash groups of (image_id, phash) rows: exact_group_id, group_size, image_id, image_hash."""
     con = connect()
     con.register("image_phash", _image_phash(hashes))
-    return con.execute(load_sql("raw_exact_groups")).arrow().read_all()
+    return con.execute(load_sql("duplicates/raw_exact_groups")).arrow().read_all()
 
 
 def _splits_table(splits: pa.Table | None) -> pa.Table:
@@ -162,7 +162,7 @@ def components(hashes: pa.Table, k: int, splits: pa.Table | None = None, method:
     con = connect()
     con.register("component_members", members)
     con.register("image_splits", _splits_table(splits))
-    out = con.execute(load_sql("raw_components"), {"threshold": int(k)}).arrow().read_all()
+    out = con.execute(load_sql("duplicates/raw_components"), {"threshold": int(k)}).arrow().read_all()
     return out.cast(COMPONENTS_SCHEMA)
 
 
@@ -219,7 +219,7 @@ def with_splits(duplicates: pa.Table, splits: pa.Table) -> pa.Table:
     con = connect()
     con.register("duplicates", duplicates)
     con.register("image_splits", _splits_table(splits))
-    return con.execute(load_sql("raw_duplicate_splits")).arrow().read_all().cast(DUPLICATES_SCHEMA)
+    return con.execute(load_sql("duplicates/raw_duplicate_splits")).arrow().read_all().cast(DUPLICATES_SCHEMA)
 
 
 def removals(duplicates: pa.Table) -> pa.Table:
@@ -269,4 +269,4 @@ def cross_split_report(duplicates: pa.Table) -> pa.Table:
     """One row per component whose members span more than one split."""
     con = connect()
     con.register("duplicates", duplicates)
-    return con.execute(load_sql("raw_cross_split")).arrow().read_all()
+    return con.execute(load_sql("duplicates/raw_cross_split")).arrow().read_all()

@@ -211,7 +211,7 @@ def read_csv(path: str | Path, con: duckdb.DuckDBPyConnection) -> pa.Table:
     if path.stat().st_size == 0:
         raise RecordError(str(path), None, "file is empty")
     try:
-        return con.execute(load_sql("raw_read_csv"), [str(path)]).arrow().read_all()
+        return con.execute(load_sql("ingest/raw_read_csv"), [str(path)]).arrow().read_all()
     except duckdb.Error as err:
         raise RecordError(str(path), None, f"cannot be read: {str(err).strip().splitlines()[0]}") from err
 
@@ -452,7 +452,7 @@ def ingest(
     })
     con.register("staged", staged)
     con.register("diagnosis_map", diagnosis_map())
-    checks = con.execute(load_sql("raw_ingest_checks"), {"has_labels": labels is not None}).arrow().read_all()
+    checks = con.execute(load_sql("ingest/raw_ingest_checks"), {"has_labels": labels is not None}).arrow().read_all()
     excluded = {r["row_index"] for r in checks.to_pylist() if r["action"] == "excluded"}
     for row in checks.to_pylist():
         column = {"image_id": id_col, "diagnosis": diag_col or "diagnosis",
@@ -494,7 +494,7 @@ def ingest(
             report_rows.append(dict(source=msource, row_number=i + 1, image_id=ids[i], column_name=column,
                                     reason=reason, value=value, action="kept"))
     con.register("excluded", pa.table({"row_index": pa.array(sorted(excluded), pa.int64())}))
-    table = con.execute(load_sql("raw_images"), {
+    table = con.execute(load_sql("ingest/images_raw"), {
         "profiles": list(PROFILES), "use_source": coverage > 0.5, "default_source": source,
     }).arrow().read_all()
     rows = table.column("row_index").to_pylist()

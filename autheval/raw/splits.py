@@ -36,7 +36,7 @@ def cluster_signatures(clusters: pa.Table, images: pa.Table) -> pa.Table:
     con = connect()
     con.register("image_columns", pa.table(columns))
     con.register("image_clusters", clusters.select(["image_id", "cluster_id"]))
-    return con.execute(load_sql("raw_cluster_signatures")).arrow().read_all()
+    return con.execute(load_sql("duplicates/raw_cluster_signatures")).arrow().read_all()
 
 
 def assign_splits(clusters: pa.Table, images: pa.Table, seed: int = SPLIT_SEED, ratios=RATIOS) -> pa.Table:
@@ -68,7 +68,7 @@ def crossing_clusters(table: pa.Table) -> pa.Table:
     """Clusters whose images are in more than one split (image_id, cluster_id, split in; none expected)."""
     con = connect()
     con.register("cluster_splits", table.select(["image_id", "cluster_id", "split"]))
-    return con.execute(load_sql("raw_split_crossing")).arrow().read_all()
+    return con.execute(load_sql("duplicates/raw_split_crossing")).arrow().read_all()
 
 
 def check_no_cluster_crosses_split(table: pa.Table, source: str = "splits") -> None:
@@ -109,7 +109,7 @@ def validate_freeze(freeze: pa.Table, computed: pa.Table, source: str = "split_f
         "split": freeze.column("split").cast(pa.string()),
     }))
     con.register("computed", computed.select(["image_id", "cluster_id"]))
-    violations = con.execute(load_sql("raw_freeze_checks")).fetchall()
+    violations = con.execute(load_sql("ingest/raw_freeze_checks")).fetchall()
     if violations:
         _, column, rule, row_index, image_id, value, n_rows = violations[0]
         example = f"data row {row_index + 1}" if row_index is not None else ""

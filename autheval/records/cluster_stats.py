@@ -1,6 +1,6 @@
 """Per-cluster sufficient statistics, computed once per record and kept beside it as a Parquet file.
 
-Every in-process estimate starts from the same per-cluster sums (sql/cluster_stats.sql): the bootstrap
+Every in-process estimate starts from the same per-cluster sums (sql/records/cluster_stats.sql): the bootstrap
 schemes' matrix, the point estimates, the delta method and the paired contrasts' cluster check. They
 are computed when the record is read (autheval.records.read.with_cluster_stats) and every later step reads the file, so a run with a
 bootstrap and the delta method sums its records once, not once per step.
@@ -45,7 +45,7 @@ PARTITION_CLUSTERS = 1 << 20
 
 
 class ClusterStatsFile:
-    """The per-cluster statistics of one record as a Parquet file (sql/cluster_stats.sql's rows in
+    """The per-cluster statistics of one record as a Parquet file (sql/records/cluster_stats.sql's rows in
     rank order), removed when this object is collected."""
 
     def __init__(self, path: Path, n_clusters: int, partitions: int):
@@ -107,7 +107,7 @@ def _workers(partitions: int) -> int:
 
 
 def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
-    """Sum `records` per cluster (sql/cluster_sums.sql) and rank the clusters (sql/cluster_stats.sql)
+    """Sum `records` per cluster (sql/records/cluster_sums.sql) and rank the clusters (sql/records/cluster_stats.sql)
     into a new statistics file: one partition on a cursor of one database (a reference trace's read
     went from 37 to 62 ms here), or
     several, a connection each, side by side, into partition files that one more connection ranks."""
@@ -122,8 +122,8 @@ def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
             con = _small_database().cursor()  # its own views and registrations, gone when it closes
             try:
                 register_records(con, [records])
-                con.sql(with_integers(load_sql("cluster_sums"), {"partitions": 1, "partition": 0})).create_view("cluster_sums")
-                to_parquet(con, "cluster_stats", target)
+                con.sql(with_integers(load_sql("records/cluster_sums"), {"partitions": 1, "partition": 0})).create_view("cluster_sums")
+                to_parquet(con, "records/cluster_stats", target)
             finally:
                 con.close()
         else:
@@ -149,7 +149,7 @@ def _partitioned(records: "RecordSet", partitions: int, target: Path) -> None:
             con = connect(memory_limit=memory_share(workers), threads=1)
             try:
                 register_records(con, [records])
-                to_parquet(con, "cluster_sums", part, integers={"partitions": partitions, "partition": partition})
+                to_parquet(con, "records/cluster_sums", part, integers={"partitions": partitions, "partition": partition})
             finally:
                 con.close()
             return part
@@ -162,7 +162,7 @@ def _partitioned(records: "RecordSet", partitions: int, target: Path) -> None:
         con = connect()  # ranks are whole numbers and the sums are copied: any thread count, same bytes
         try:
             con.read_parquet([str(p) for p in parts]).create_view("cluster_sums")
-            to_parquet(con, "cluster_stats", target)
+            to_parquet(con, "records/cluster_stats", target)
         finally:
             con.close()
     finally:
@@ -173,8 +173,8 @@ def create_cluster_stats(con, name: str = "cluster_stats") -> None:
     """The statistics of the `records` already on `con` as its table `name`, in one partition on
     `con`'s own threads (records cut on a connection, such as the monitoring looks'; one DuckDB thread
     on `con` for the same bits)."""
-    to_table(con, "cluster_sums", "cluster_sums", integers={"partitions": 1, "partition": 0})
-    to_table(con, name, "cluster_stats")  # beside its input, the table cluster_sums
+    to_table(con, "cluster_sums", "records/cluster_sums", integers={"partitions": 1, "partition": 0})
+    to_table(con, name, "records/cluster_stats")  # beside its input, the table cluster_sums
 
 
 def register_cluster_stats(con, recordsets: Sequence["RecordSet"], name: str = "cluster_stats") -> None:

@@ -4,7 +4,7 @@ Two input schemas are accepted (CSV or Parquet, detected from the columns):
 * the AuthEval log schema: case_id, [cluster_id], proposed_action, executed_action,
   utility_executed_local, [utility_proposed_local], [utility_proposed_global];
 * the AuthEval case-trace schema: image_id, cluster_id, a_head, a_exec, Uz_head, Uz_exec, [Ug_head].
-Both become one canonical table in the log's column names (see sql/records_normalize.sql).
+Both become one canonical table in the log's column names (see sql/records/records_normalize.sql).
 
 A record given by path (`read_records`) is read where it lies, never as a whole table in this
 process: a CSV file, a Parquet file, a folder or glob of Parquet files, or a URI (`file://`, or an
@@ -372,17 +372,17 @@ def column_mapping(table: pa.Table, source: str, used=()) -> tuple[str, dict[str
 def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str,
              locate: Callable[[int], tuple[str, int]] | None = None) -> None:
     """Raise RecordError on the first broken rule of `raw_records` (one line with an example): one
-    cheap pass finds the broken rules (records_validate.sql); only the reported row is then read for
+    cheap pass finds the broken rules (records/records_validate.sql); only the reported row is then read for
     its id and value, and a repeated id hash is confirmed on the ids themselves. `locate`: for a
     dataset of several files, row_index -> (the file, the row within it), so the line names both."""
-    for order, column, rule, row_index, n_rows in con.execute(load_sql("records_validate")).fetchall():
+    for order, column, rule, row_index, n_rows in con.execute(load_sql("records/records_validate")).fetchall():
         if order == 2:
-            n_rows, row_index, case_id = con.execute(load_sql("records_duplicates")).fetchone()
+            n_rows, row_index, case_id = con.execute(load_sql("records/records_duplicates")).fetchone()
             if n_rows == 0:
                 continue  # two different ids with one hash
             bad_value = case_id
         else:
-            case_id, bad_value = con.execute(load_sql("records_violation_detail"),
+            case_id, bad_value = con.execute(load_sql("records/records_violation_detail"),
                                              {"rule_order": order, "row_index": row_index}).fetchone()
         if schema == "trace":  # name the column as the file names it
             column = {v: k for k, v in TRACE_TO_LOG.items()}.get(column, column)
@@ -399,7 +399,7 @@ CANONICAL_COLUMNS = ("analysis", "row_index", *TEXT_COLUMNS, "intervened", "util
 
 def _canonical(raw: pa.Table, typed: pa.Table, analysis: str) -> pa.Table:
     """Text columns from the input (no copy when they are already text) beside the typed columns of
-    records_normalize.sql (same row order), and the analysis label as a one-value dictionary."""
+    records/records_normalize.sql (same row order), and the analysis label as a one-value dictionary."""
     n = raw.num_rows
     label = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([analysis]))
     columns = {"analysis": label, "row_index": raw.column("row_index")}
@@ -426,7 +426,7 @@ def records_from_table(
     con.register("raw_records", raw)
     validate(con, source, schema)
     level, has_local, counts = _record_level(con)
-    canonical = _canonical(raw, con.execute(load_sql("records_normalize")).arrow().read_all(), analysis)
+    canonical = _canonical(raw, con.execute(load_sql("records/records_normalize")).arrow().read_all(), analysis)
     con.unregister("raw_records")
     return with_cluster_stats(RecordSet(analysis=analysis, source=source, schema=schema, level=level,
                                         has_local=has_local, data_sha256=data_sha256, rows=canonical,
@@ -450,7 +450,7 @@ def with_cluster_stats(records: RecordSet) -> RecordSet:
 def _record_level(con) -> tuple[str, bool, dict]:
     """(record level, has_local, the RecordSet counts) of the validated `raw_records` on `con`."""
     (n_cases, n_clusters, n_changed, n_changed_local, n_local, n_global, n_executed) = con.execute(
-        load_sql("records_profile")
+        load_sql("records/records_profile")
     ).fetchone()
     if n_executed == 0:  # no selection: nothing about authority, whatever scores the proposal has
         level, has_local = PROPOSAL_ONLY, False
@@ -503,7 +503,7 @@ class RecordDataset:
         `_autheval_row` (the row_index), read streaming (sql/records_dataset_<kind>.sql)."""
         if self.protocol is not None:
             _register_filesystem(con, self.protocol, self.filesystem)
-        text = load_sql(f"records_dataset_{self.kind}").replace("{view}", quote_identifier(view))
+        text = load_sql(f"records/records_dataset_{self.kind}").replace("{view}", quote_identifier(view))
         if self.kind == "lake":
             text = text.replace("{analysis}", quote_literal(self.analysis))
         if self.kind == "csv":
@@ -514,7 +514,7 @@ class RecordDataset:
     def raw_records(self, con, view: str, analysis: str):
         """A lazy relation over the scan `view`: the analysis label, row_index and the record's
         columns in the log's names (absent ones NULL, cluster_id = case_id where a log has none): the
-        layout of records_validate.sql's raw_records, plus `analysis`."""
+        layout of records/records_validate.sql's raw_records, plus `analysis`."""
         from duckdb import ColumnExpression, ConstantExpression
 
         given = dict(self.columns)
@@ -532,8 +532,8 @@ class RecordDataset:
 def scan_parquet_files(con, view: str, files: Sequence[str]) -> None:
     """Create the temporary view `view` on `con` over Parquet `files` (paths or URIs DuckDB reads,
     such as a lake table's), every column beside `_autheval_row`, read where they lie, streaming
-    (sql/records_dataset_parquet.sql): the rows are never held in this process."""
-    text = load_sql("records_dataset_parquet").replace("{view}", quote_identifier(view))
+    (sql/records/records_dataset_parquet.sql): the rows are never held in this process."""
+    text = load_sql("records/records_dataset_parquet").replace("{view}", quote_identifier(view))
     con.execute(text.replace("{files}", _path_list(files)))
 
 
@@ -541,18 +541,18 @@ def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str)
     """One analysis of the lake's `records` table (every analysis in one table, `files` its Parquet
     files, also the view `records` on `con`) validated where it lies, as records_from_table would
     validate its rows held: the same rules and messages, the same data hash (the Arrow IPC bytes of
-    records_of_analysis.sql's rows, hashed batch by batch as DuckDB streams them), no row held."""
+    records/records_of_analysis.sql's rows, hashed batch by batch as DuckDB streams them), no row held."""
     dataset = RecordDataset(source, "lake", "log", tuple(files), (source,), tuple((c, c) for c in LOG_COLUMNS),
                             analysis=analysis)
-    digest = _stream_sha256(con.execute(load_sql("records_of_analysis"), {"analysis": analysis}).arrow())
+    digest = _stream_sha256(con.execute(load_sql("records/records_of_analysis"), {"analysis": analysis}).arrow())
     try:
         dataset.scan(con, "record_files")
         dataset.raw_records(con, "record_files", analysis).create_view("raw_records")
         validate(con, source, "log", dataset.locate)
         level, has_local, counts = _record_level(con)
     finally:
-        con.execute(load_sql("drop_view").replace("{view}", quote_identifier("raw_records")))
-        con.execute(load_sql("drop_view").replace("{view}", quote_identifier("record_files")))
+        con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("raw_records")))
+        con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("record_files")))
     if counts["n_cases"] == 0:
         raise RecordError(source, None, "file has no records")
     return with_cluster_stats(RecordSet(analysis=analysis, source=source, schema="log", level=level,
@@ -775,7 +775,7 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
         con = con or connect()
         unordered = dataset.kind == "parquet"  # row numbers from the files: the order is not needed
         if unordered:
-            con.execute(load_sql("records_unordered"))
+            con.execute(load_sql("records/records_unordered"))
         try:
             dataset.scan(con, "record_files")
             dataset.raw_records(con, "record_files", analysis).create_view("raw_records")
@@ -790,10 +790,10 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
                 raise OSError(errno.ENOMEM, f"out of memory while checking the records (DuckDB's limit is "
                               f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}", dataset.source) from err
         finally:
-            con.execute(load_sql("drop_view").replace("{view}", quote_identifier("raw_records")))
-            con.execute(load_sql("drop_view").replace("{view}", quote_identifier("record_files")))
+            con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("raw_records")))
+            con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("record_files")))
             if unordered:
-                con.execute(load_sql("records_ordered"))
+                con.execute(load_sql("records/records_ordered"))
         if counts["n_cases"] == 0:
             raise RecordError(dataset.source, None, "file has no records")
         digest = hashing.result()
@@ -809,7 +809,7 @@ def _first_line(err: Exception) -> str:
 
 def register_records(con, recordsets: Sequence[RecordSet], name: str = "records") -> None:
     """Make the canonical rows of `recordsets` readable as `name` on `con`: held rows registered as
-    they are; a dataset's as a view that scans its files (sql/records_dataset_canonical.sql over
+    they are; a dataset's as a view that scans its files (sql/records/records_dataset_canonical.sql over
     the dataset's columns), so no row is held in this process."""
     if all(r.rows is not None for r in recordsets):
         con.register(name, pa.concat_tables([r.rows for r in recordsets]))
@@ -819,12 +819,12 @@ def register_records(con, recordsets: Sequence[RecordSet], name: str = "records"
         if records.rows is not None:
             held = f"record_rows_{i}"
             con.register(held, records.rows)
-            relations.append(con.sql(load_sql("records_held_canonical").replace("{rows}", quote_identifier(held))))
+            relations.append(con.sql(load_sql("records/records_held_canonical").replace("{rows}", quote_identifier(held))))
             continue
         files, raw = f"record_files_{i}", f"record_raw_{i}"
         records.dataset.scan(con, files)
         records.dataset.raw_records(con, files, records.analysis).create_view(raw)
-        relations.append(con.sql(load_sql("records_dataset_canonical").replace("{raw}", quote_identifier(raw))))
+        relations.append(con.sql(load_sql("records/records_dataset_canonical").replace("{raw}", quote_identifier(raw))))
     union = relations[0]
     for other in relations[1:]:
         union = union.union(other)

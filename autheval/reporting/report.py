@@ -186,55 +186,55 @@ MONITOR_COLUMNS = ("site", "model_version", "mechanism", "metric", "unit", "peri
                    "cs_lower", "cs_upper", "ci_lower", "ci_upper", "lower", "upper", "status", "reason",
                    "alpha_adjusted")
 REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
-    ("estimates", "report_estimates", {"estimates": ("study", "analysis", "unit", "metric", "estimate", "ci_lower",
+    ("estimates", "reports/report_estimates", {"estimates": ("study", "analysis", "unit", "metric", "estimate", "ci_lower",
                                                      "ci_upper", "n", "n_clusters", "available", "status", "reason",
                                                      "record_level", "analysis_order")}),
-    ("analyses", "report_analyses_stamped", {"estimates": ("study", "analysis", "record_level", "mechanism", "source",
+    ("analyses", "reports/report_analyses_stamped", {"estimates": ("study", "analysis", "record_level", "mechanism", "source",
                                                            "data_sha256", "rule_version", "rule_sha256", "scheme",
                                                            "interval_method", "reps", "seed", "quantile_lower",
                                                            "quantile_upper", "engine", "software_version",
                                                            "analysis_order")}),
-    ("analyses", "report_analyses", {"estimates": ("study", "analysis", "record_level", "model", "source",
+    ("analyses", "reports/report_analyses", {"estimates": ("study", "analysis", "record_level", "model", "source",
                                                    "data_sha256", "scheme", "interval_method", "reps", "seed",
                                                    "quantile_lower", "quantile_upper", "analysis_order")}),
-    ("rules", "report_rules", {"contexts": ("rule_version", "rule_sha256")}),
-    ("rules", "report_rules_estimates", {"estimates": ("analysis", "rule_version", "rule_sha256")}),
-    ("mechanisms", "report_mechanisms_produced", {"proposals": ("mechanism", "source", "producer", "producer_sha256")}),
-    ("mechanisms", "report_mechanisms_produced_unsourced", {"proposals": ("mechanism", "producer", "producer_sha256")}),
-    ("mechanisms", "report_mechanisms", {"proposals": ("mechanism", "source")}),
-    ("mechanisms", "report_mechanisms_unsourced", {"proposals": ("mechanism",)}),
-    ("vlm_models", "report_vlm_models", {"vlm_scores": ("model", "revision", "backend", "method", "device", "dtype",
+    ("rules", "reports/report_rules", {"contexts": ("rule_version", "rule_sha256")}),
+    ("rules", "reports/report_rules_estimates", {"estimates": ("analysis", "rule_version", "rule_sha256")}),
+    ("mechanisms", "reports/report_mechanisms_produced", {"proposals": ("mechanism", "source", "producer", "producer_sha256")}),
+    ("mechanisms", "reports/report_mechanisms_produced_unsourced", {"proposals": ("mechanism", "producer", "producer_sha256")}),
+    ("mechanisms", "reports/report_mechanisms", {"proposals": ("mechanism", "source")}),
+    ("mechanisms", "reports/report_mechanisms_unsourced", {"proposals": ("mechanism",)}),
+    ("vlm_models", "reports/report_vlm_models", {"vlm_scores": ("model", "revision", "backend", "method", "device", "dtype",
                                                         "image_id", "prompt_id")}),
-    ("probe_models", "report_probe_models", {"probe_features": ("model", "image_id")}),
-    ("model_runs", "report_model_runs", {"model_runs": ("trainer", "mechanism", "model", "model_revision",
+    ("probe_models", "reports/report_probe_models", {"probe_features": ("model", "image_id")}),
+    ("model_runs", "reports/report_model_runs", {"model_runs": ("trainer", "mechanism", "model", "model_revision",
                                                         "data_sha256", "seed")}),
-    ("change_types", "report_change_types", {"selections": ("analysis", "change_type")}),
-    ("overrides", "report_overrides", {"selections": ("analysis", "override", "a_head", "a_sel")}),
-    ("error_cases", "report_error_cases", {"selections": ("analysis", "image_id", "a_head", "a_sel"),
+    ("change_types", "reports/report_change_types", {"selections": ("analysis", "change_type")}),
+    ("overrides", "reports/report_overrides", {"selections": ("analysis", "override", "a_head", "a_sel")}),
+    ("error_cases", "reports/report_error_cases", {"selections": ("analysis", "image_id", "a_head", "a_sel"),
                                            "images": ("image_id", "ideal_action_level")}),
-    ("ingest", "report_ingest", {"ingest_report": ("reason", "action")}),
-    ("duplicates", "report_duplicates", {"duplicate_report": ("hash_kind", "threshold", "use", "component_id",
+    ("ingest", "reports/report_ingest", {"ingest_report": ("reason", "action")}),
+    ("duplicates", "reports/report_duplicates", {"duplicate_report": ("hash_kind", "threshold", "use", "component_id",
                                                               "component_crosses_split")}),
-    ("removals", "report_duplicate_removals", {"duplicate_removals": ("hash_kind", "threshold")}),
-    ("images", "report_images", {"images": ("image_id", "source"), "clusters": ("image_id", "split")}),
-    ("evaluated", "report_evaluated", {"records": ("analysis", "case_id", "cluster_id"),
+    ("removals", "reports/report_duplicate_removals", {"duplicate_removals": ("hash_kind", "threshold")}),
+    ("images", "reports/report_images", {"images": ("image_id", "source"), "clusters": ("image_id", "split")}),
+    ("evaluated", "reports/report_evaluated", {"records": ("analysis", "case_id", "cluster_id"),
                                        "clusters": ("image_id", "split")}),
-    ("input_files", "report_input_files_reference", {"input_files": ("name", "source", "source_sha256", "rows")}),
-    ("input_files", "report_input_files_raw", {"input_files": ("role", "path", "sha256", "expected_sha256")}),
-    ("subgroups", "report_subgroups", {"subgroups": ("analysis", "grouping", "group_value", "n_images", "n_clusters",
+    ("input_files", "reports/report_input_files_reference", {"input_files": ("name", "source", "source_sha256", "rows")}),
+    ("input_files", "reports/report_input_files_raw", {"input_files": ("role", "path", "sha256", "expected_sha256")}),
+    ("subgroups", "reports/report_subgroups", {"subgroups": ("analysis", "grouping", "group_value", "n_images", "n_clusters",
                                                      "estimable", "reason", "accuracy_proposal", "accuracy_selected",
                                                      "metric", "unit", "estimate", "ci_lower", "ci_upper",
                                                      "p_adjusted", "q_value", "family_size", "excludes_zero",
                                                      "excludes_zero_adjusted", "status")}),
-    ("fairness", "report_fairness", {"fairness": ("analysis", "grouping", "n_groups", "worst_group_proposal",
+    ("fairness", "reports/report_fairness", {"fairness": ("analysis", "grouping", "n_groups", "worst_group_proposal",
                                                   "min_accuracy_proposal", "max_accuracy_proposal", "fairness_proposal",
                                                   "worst_group_selected", "min_accuracy_selected",
                                                   "max_accuracy_selected", "fairness_selected")}),
-    ("trend", "report_trend", {"trend": ("period", "pool", "unit", "metric", "estimate", "ci_lower", "ci_upper", "n",
+    ("trend", "reports/report_trend", {"trend": ("period", "pool", "unit", "metric", "estimate", "ci_lower", "ci_upper", "n",
                                          "n_clusters", "available", "status", "reason")}),
-    ("monitor_latest", "report_monitor_latest", {"monitor": MONITOR_COLUMNS}),
-    ("monitor_series", "report_monitor_series", {"monitor": MONITOR_COLUMNS}),
-    ("monitor_case_mix", "report_monitor_case_mix", {"monitor_case_mix": (
+    ("monitor_latest", "reports/report_monitor_latest", {"monitor": MONITOR_COLUMNS}),
+    ("monitor_series", "reports/report_monitor_series", {"monitor": MONITOR_COLUMNS}),
+    ("monitor_case_mix", "reports/report_monitor_case_mix", {"monitor_case_mix": (
         "site", "period", "look", "dimension", "category", "baseline_share", "share", "p_value", "shifted", "reason")}),
 )
 REPORT_TABLES = tuple(sorted({t for _, _, needs in REPORT_QUERIES for t in needs} | {"study_summary", "contrasts"}))
@@ -1284,18 +1284,18 @@ AXIS_WORDS = {
 
 
 def monitor_plot_rows(monitor: pa.Table) -> list[dict]:
-    """The monitor's rows as the per-site plot reads them (sql/report_monitor_series.sql)."""
+    """The monitor's rows as the per-site plot reads them (sql/reports/report_monitor_series.sql)."""
     from warehouse.sql import connect, rows
 
     con = connect()
     con.register("monitor", monitor)
-    return rows(con, "report_monitor_series")
+    return rows(con, "reports/report_monitor_series")
 
 
 def monitor_plot_png(series: list[dict]) -> bytes:
     """One row of panels per site (every site pooled last), one panel per rule: the confidence sequence
     as a band, the fixed-sample interval and the estimate per look, the protocol's bounds as lines, the
-    alerting looks marked; the unit on each axis. `series`: sql/report_monitor_series.sql's rows."""
+    alerting looks marked; the unit on each axis. `series`: sql/reports/report_monitor_series.sql's rows."""
     import matplotlib
 
     matplotlib.use("Agg")

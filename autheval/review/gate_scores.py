@@ -27,7 +27,7 @@ def read_gate_scores(path: str | Path, gate_inputs: pa.Table) -> pa.Table:
         "row_index": pa.array(range(table.num_rows), pa.int64()),
         "image_id": table.column("image_id").cast(pa.string()), "s_gate": table.column("s_gate").cast(pa.string())}))
     con.register("gate_inputs", gate_inputs.select(["image_id", "split"]))
-    violation = con.execute(load_sql("gate_scores_validate")).fetchone()
+    violation = con.execute(load_sql("context/gate_scores_validate")).fetchone()
     if violation:
         raise first_violation(source, violation, "image")
-    return con.execute(load_sql("gate_scores_given"), {"path": source}).arrow().read_all()
+    return con.execute(load_sql("context/gate_scores_given"), {"path": source}).arrow().read_all()

@@ -1,9 +1,9 @@
 """The simulated local review as declared rules, in SQL (AuthEval reference spec sections 3 and 4):
 
-    images, clusters, s_gate + rules  -> contexts      (sql/image_profiles.sql, sql/contexts.sql)
-    proposals x contexts x regimes    -> selections    (sql/review_bands.sql, sql/review_selections.sql)
-    selections + contexts + images    -> scores        (sql/scored_selections.sql, sql/review_scores.sql)
-    the same scored selections        -> records       (sql/review_records.sql, the AuthEval log layout)
+    images, clusters, s_gate + rules  -> contexts      (sql/ingest/image_profiles.sql, sql/context/contexts.sql)
+    proposals x contexts x regimes    -> selections    (sql/review/review_bands.sql, sql/review/selections_cohort.sql)
+    selections + contexts + images    -> scores        (sql/scoring/scored_selections.sql, sql/scoring/scores_cohort.sql)
+    the same scored selections        -> records       (sql/review/review_records.sql, the AuthEval log layout)
 
 Everything runs on one DuckDB connection (warehouse.sql.connect()). An asset calls `run_review(...)`
 (Arrow tables in and out) or the stage functions in one line; `write_review(...)` streams the large
@@ -122,15 +122,15 @@ def build_contexts(con, params: dict[str, object]) -> None:
     """`image_profiles` then `contexts`, from `images`, `clusters`, `s_gate` and the rule tables.
     A caller that already knows each image's profile registers `image_profiles` itself and calls
     to_table(con, "contexts", "contexts", params)."""
-    to_table(con, "image_profiles", "image_profiles", params)
-    to_table(con, "contexts", "contexts", params)
+    to_table(con, "image_profiles", "ingest/image_profiles", params)
+    to_table(con, "contexts", "context/contexts", params)
 
 
 def build_selections(con, params: dict[str, object], regimes=REGIMES) -> None:
     """`review_bands` and `selections` from `contexts`, `proposals` and `clusters`."""
     _register_regimes(con, regimes)
-    to_table(con, "review_bands", "review_bands", params)
-    to_table(con, "selections", "review_selections", params)
+    to_table(con, "review_bands", "review/review_bands", params)
+    to_table(con, "selections", "review/selections_cohort", params)
 
 
 def build_scores(con, params: dict[str, object], records: bool = True) -> None:
@@ -138,14 +138,14 @@ def build_scores(con, params: dict[str, object], records: bool = True) -> None:
     as for the lake, whose `records` asset projects its own) `records`, from `selections`, `clusters`,
     `contexts` and `images`."""
     _scored_selections(con, params)
-    to_table(con, "review_scores", "review_scores", params)
+    to_table(con, "review_scores", "scoring/scores_cohort", params)
     if records:
-        to_table(con, "records", "review_records", params)
+        to_table(con, "records", "review/review_records", params)
 
 
 def _scored_selections(con, params: dict[str, object]) -> None:
     """The selections joined with both actions' utilities, as a (lazy) view its projections read."""
-    con.sql(load_sql("scored_selections")).create_view("scored_selections")
+    con.sql(load_sql("scoring/scored_selections")).create_view("scored_selections")
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def run_review(con, images, clusters, s_gate, proposals, rules: RuleFile | None 
     build_contexts(con, params)
     build_selections(con, params, regimes)
     build_scores(con, params)
-    checks = {name: one(con, name) for name in ("check_contexts_complete", "check_selections_band")}
+    checks = {name.split("/")[1]: one(con, name) for name in ("context/check_contexts_complete", "review/check_selections_band")}
     fetch = {name: con.table(name).arrow().read_all() for name in ("contexts", "selections", "review_scores", "records")}
     return ReviewTables(fetch["contexts"], fetch["selections"], fetch["review_scores"], fetch["records"], checks)
 
@@ -194,17 +194,17 @@ def write_review(con, folder, rules: RuleFile | None = None, regimes=REGIMES) ->
     params = register_rules(con, rules or load_rules())
     build_contexts(con, params)
     _register_regimes(con, regimes)
-    to_table(con, "review_bands", "review_bands", params)
+    to_table(con, "review_bands", "review/review_bands", params)
     paths = {"contexts": folder / "contexts.parquet"}
     con.table("contexts").write_parquet(str(paths["contexts"]))
-    for sql_name, view, name in (("review_selections", "selections", "selections"),
-                                 ("review_scores", "review_scores", "scores")):
+    for sql_name, view, name in (("review/selections_cohort", "selections", "selections"),
+                                 ("scoring/scores_cohort", "review_scores", "scores")):
         if name == "scores":
             _scored_selections(con, params)
         paths[name] = folder / f"{name}.parquet"
         to_parquet(con, sql_name, paths[name], params)
         con.read_parquet(str(paths[name])).create_view(view)
-    con.sql(load_sql("review_records")).create_view("records")  # left for its writer
+    con.sql(load_sql("review/review_records")).create_view("records")  # left for its writer
     return paths
 
 
@@ -227,7 +227,7 @@ def record_sets(records: pa.Table, source: str = "records"):
 
 def register_reference_inputs(con) -> None:
     """The reference study on `con`: reference_traces, split_freeze, frozen_proposal_heads, images
-    (sql/images.sql: risk strata recovered from U_g; no age or site), clusters (the frozen split),
+    (sql/ingest/images_reference.sql: risk strata recovered from U_g; no age or site), clusters (the frozen split),
     s_gate (the test images, score unknown: the study's gate-proxy scores are not shipped) and
     proposals (the two control mechanisms' nearest-level slates from their frozen heads)."""
     import pyarrow.compute as pc
@@ -238,11 +238,11 @@ def register_reference_inputs(con) -> None:
     register_reference(con)
     freeze = con.table("split_freeze").arrow().read_all()
     con.register("frozen_proposal_heads", pq.read_table(reference_path("frozen_proposal_heads")))
-    to_table(con, "images", "images")
+    to_table(con, "images", "ingest/images_reference")
     con.register("clusters", freeze.select(["image_id", "cluster_id", "split"]))
     test_ids = freeze.filter(pc.equal(freeze.column("split"), "test")).column("image_id")
     con.register("s_gate", pa.table({"image_id": test_ids, "s_gate": pa.nulls(len(test_ids), pa.float64())}))
-    to_table(con, "proposals", "reference_control_proposals")
+    to_table(con, "proposals", "proposals/reference_control_proposals")
 
 
 def _bin_scores(rule_file: RuleFile) -> pa.Table:
@@ -274,28 +274,28 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
 
     # Private factors do not depend on the profile: take them from any contexts run.
     build_contexts(con, params)
-    to_table(con, "reference_cluster_profiles", "reference_cluster_profiles", params)
+    to_table(con, "reference_cluster_profiles", "context/reference_cluster_profiles", params)
 
     out["profile_rule"] = {}
     for option in ("missing_tokens", "nan_age_bin", "image_id"):
-        to_table(con, "image_profiles", "image_profiles", {**params, "missing_rule": option})
-        to_table(con, "contexts", "contexts", params)
-        out["profile_rule"][option] = one(con, "reference_profile_agreement",
+        to_table(con, "image_profiles", "ingest/image_profiles", {**params, "missing_rule": option})
+        to_table(con, "contexts", "context/contexts", params)
+        out["profile_rule"][option] = one(con, "context/reference_profile_agreement",
                                             {"diagnostic_image": MISSING_METADATA_IMAGE})
 
     # Contexts with the traces' own profiles (the smallest fitting one where several fit).
     con.register("cluster_profiles", con.table("reference_cluster_profiles").arrow().read_all())
-    to_table(con, "image_profiles", "image_profiles_from_clusters")
-    to_table(con, "contexts", "contexts", params)
-    to_table(con, "reference_trace_selections", "reference_trace_selections")
+    to_table(con, "image_profiles", "ingest/image_profiles_from_clusters")
+    to_table(con, "contexts", "context/contexts", params)
+    to_table(con, "reference_trace_selections", "review/reference_trace_selections")
     con.register("selections", con.table("reference_trace_selections").arrow().read_all())
     _scored_selections(con, params)
-    to_table(con, "reference_trace_scores", "review_scores", params)
-    out["uz"] = one(con, "check_reference_uz")
+    to_table(con, "reference_trace_scores", "scoring/scores_cohort", params)
+    out["uz"] = one(con, "scoring/check_reference_uz")
     con.unregister("selections")
 
     build_selections(con, params, regimes=("capacity_ceiling",))
-    out["control_selections"] = one(con, "check_reference_control_selections")
+    out["control_selections"] = one(con, "review/check_reference_control_selections")
 
     # Implied contexts: run the engine under every uniform (profile, bin), keep per cluster the first
     # fitting profile and bin that reproduce all its control rows, then rerun with those.
@@ -307,7 +307,7 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
             n = len(test_images)
             con.register("image_profiles", pa.table({"image_id": test_images, "profile": pa.array([profile] * n)}))
             con.register("s_gate", pa.table({"image_id": test_images, "s_gate": pa.array([score] * n, pa.float64())}))
-            to_table(con, "contexts", "contexts", params)
+            to_table(con, "contexts", "context/contexts", params)
             build_selections(con, params, regimes=("capacity_ceiling",))
             part = con.table("selections").select("mechanism, image_id, cluster_id, a_sel").arrow().read_all()
             part = part.append_column("profile", pa.array([profile] * part.num_rows))
@@ -315,19 +315,19 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
             con.unregister("image_profiles")
             con.unregister("s_gate")
     con.register("variant_selections", pa.concat_tables(variants))
-    to_table(con, "reference_implied_contexts", "reference_implied_contexts")
+    to_table(con, "reference_implied_contexts", "context/reference_implied_contexts")
     con.register("cluster_profiles", con.table("reference_implied_contexts").arrow().read_all())
     con.register("bin_scores", bins)
-    to_table(con, "image_profiles", "image_profiles_from_clusters")
-    to_table(con, "s_gate", "reference_implied_s_gate")
-    to_table(con, "contexts", "contexts", params)
+    to_table(con, "image_profiles", "ingest/image_profiles_from_clusters")
+    to_table(con, "s_gate", "context/reference_implied_s_gate")
+    to_table(con, "contexts", "context/contexts", params)
     build_selections(con, params, regimes=("capacity_ceiling",))
     build_scores(con, params)
     implied = con.table("reference_implied_contexts").arrow().read_all()
     out["implied"] = {
         "clusters": implied.num_rows,
-        "control_selections": one(con, "check_reference_control_selections"),
-        "control_records": one(con, "check_reference_control_records"),
-        "change_counts": {r["analysis"]: r for r in run(con, "review_change_counts").to_pylist()},
+        "control_selections": one(con, "review/check_reference_control_selections"),
+        "control_records": one(con, "review/check_reference_control_records"),
+        "change_counts": {r["analysis"]: r for r in run(con, "review/review_change_counts").to_pylist()},
     }
     return out

@@ -1,9 +1,9 @@
 -- Test oracle (tests/test_engines.py): nothing in the project runs it; the in-process DuckDB checks
--- the identity with sql/identity_check.sql for every engine. Kept to show the step is portable too.
+-- the identity with sql/estimates/identity_check.sql for every engine. Kept to show the step is portable too.
 -- Delta = p * delta on the point estimate and on every replicate where delta is defined, per
--- analysis and unit, with the replicates that resampled no change: identity_check.sql in the
+-- analysis and unit, with the replicates that resampled no change: estimates/identity_check.sql in the
 -- portable subset (conditional aggregates as CASE, not DuckDB's FILTER clause, which sqlglot does not
--- carry over to Spark). Input: replicate_metrics. Output: the layout of identity_check.sql.
+-- carry over to Spark). Input: replicate_metrics. Output: the layout of estimates/identity_check.sql.
 SELECT
     analysis,
     unit,

@@ -1,12 +1,12 @@
 -- Test oracle (tests/test_engines.py): nothing in the project runs it; the in-process DuckDB takes
--- the quantiles with sql/intervals.sql for every engine. Kept to show the step is portable too.
--- Point estimates and percentile intervals in the portable subset: intervals.sql without DuckDB's
+-- the quantiles with sql/estimates/intervals.sql for every engine. Kept to show the step is portable too.
+-- Point estimates and percentile intervals in the portable subset: estimates/intervals.sql without DuckDB's
 -- quantile_cont (Spark's percentile_cont is approximate, its quantile discrete). Quantiles are exact,
 -- with numpy's default "linear" interpolation (Hyndman-Fan type 7) written out: the replicate values
 -- ranked by a window function, h = (n - 1) q, the values at ranks floor(h) and floor(h) + 1 (the last
 -- rank at most) and numpy's lerp (a + (b - a) g, or b - (b - a)(1 - g) when g >= 0.5). Undefined
 -- replicates (NULL or NaN) are dropped first, as numpy's nanquantile does, and counted; p_value as in
--- intervals.sql. Input: replicate_metrics; parameters $lower, $upper. Output: the layout of intervals.sql.
+-- estimates/intervals.sql. Input: replicate_metrics; parameters $lower, $upper. Output: the layout of estimates/intervals.sql.
 WITH long AS (
     SELECT analysis, unit, rep, 'J' AS metric, "J" AS value FROM replicate_metrics
     UNION ALL SELECT analysis, unit, rep, 'intervention_rate', intervention_rate FROM replicate_metrics

@@ -1,10 +1,10 @@
 -- Test oracle (tests/test_engines.py): nothing in the project runs it; the in-process DuckDB takes
--- the contrasts with sql/paired_contrast.sql for every engine. Kept to show the step is portable too.
+-- the contrasts with sql/estimates/paired_contrast.sql for every engine. Kept to show the step is portable too.
 -- Paired contrasts "arm_a minus arm_b" of Delta_authority on identical clusters, per unit, in the
--- portable subset: paired_contrast.sql with its quantiles written out as in portable_intervals.sql
+-- portable subset: estimates/paired_contrast.sql with its quantiles written out as in portable_intervals.sql
 -- (exact type-7 quantiles by window functions and numpy's lerp), and its p_value. Input: replicate_metrics,
 -- contrast_pairs(contrast, arm_a, arm_b); parameters $lower, $upper. Output: the layout of
--- paired_contrast.sql.
+-- estimates/paired_contrast.sql.
 WITH paired AS (
     SELECT
         c.contrast,

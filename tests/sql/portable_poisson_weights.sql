@@ -2,7 +2,7 @@
 -- compare every weight across engines; no estimator reads weights as a table.
 -- The `poisson` scheme's replicate weights as a table: the Poisson(1) weight of every cluster rank in
 -- every replicate of replicate_ids, from the integer-only hash of replicates_poisson.sql (the same
--- weights, bit for bit: portable_replicates_poisson.sql uses this hash, and the engine matrix checks
+-- weights, bit for bit: estimates/portable_replicates_poisson.sql uses this hash, and the engine matrix checks
 -- that both engines give every weight identically). rep = -1 is the point: weight 1 for every rank.
 -- Portable: integer arithmetic only, every intermediate below 2^62 (no engine hash function: DuckDB's
 -- hash() is 64-bit, Spark's a 32-bit Murmur3); u = k / 2147483647 with k an integer, compared with

@@ -1,5 +1,5 @@
 -- Test oracle (tests/test_poisson.py, tests/test_engines.py): the in-process estimators hash these
--- weights in C or numpy (autheval/estimation/bootstrap.py), another engine runs sql/portable_replicates_poisson.sql;
+-- weights in C or numpy (autheval/estimation/bootstrap.py), another engine runs sql/estimates/portable_replicates_poisson.sql;
 -- this DuckDB form (generate_series) pins both.
 -- Replicate sums of the `poisson` scheme: every cluster gets an independent Poisson(1) weight per
 -- replicate, generated inside the query from an integer hash of (seed, rep, cluster_rank). No weights
@@ -10,7 +10,7 @@
 -- blocks: this query makes replicates $first_rep ... $first_rep + $reps - 1.
 -- Weights: the Poisson(1) quantile of u, a uniform on the grid k / 2147483647 (thresholds: the
 -- Poisson(1) CDF at 0..10, e^-1 * sum_{j<=k} 1/j!; weights above 11 (probability 1e-9) are cut to 11).
--- Input: cluster_stats; parameters $first_rep, $reps, $seed. Output: the layout of replicates_point.sql.
+-- Input: cluster_stats; parameters $first_rep, $reps, $seed. Output: the layout of estimates/replicates_point.sql.
 WITH reps AS (
     SELECT
         CAST(rep AS BIGINT) AS rep,

@@ -1,0 +1,63 @@
+-- Twin: estimates/evaluator_clusters.sql (the in-process DuckDB). Differs: sum here, fsum there (checked 1e-12).
+-- The `evaluator` scheme's per-metric clusters in the portable subset: estimates/evaluator_clusters.sql with
+-- plain `sum` where it uses DuckDB's compensated `fsum` (the two agree to rounding; the engine matrix
+-- checks 1e-12). Each metric has its own per-case values, its own resampling stream (seed + offset)
+-- and, for delta, its own cluster set (intervened rows only). Input: records. Output: one row per
+-- analysis, metric and cluster (ascending cluster_id) with the stream's cluster count and the cluster's
+-- rank, sum of values (s), case count (n), and the cluster unit's terms m and k (estimates/evaluator_clusters.sql:
+-- the mean and 1; for delta the gap over all the cluster's cases and its share of changed cases).
+-- Unavailable scores are 0.0 here; the caller masks those metrics.
+WITH case_values AS (
+    SELECT analysis, cluster_id, 'J' AS metric, 0 AS seed_offset,
+           coalesce(utility_executed_local, 0.0) AS value
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'intervention_rate', 1, coalesce(CAST(intervened AS DOUBLE), 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'J_auth', 2, coalesce(utility_proposed_local, 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'Delta_authority', 3,
+           coalesce(utility_proposed_local - utility_executed_local, 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'delta', 4,
+           coalesce(utility_proposed_local - utility_executed_local, 0.0)
+    FROM records
+    WHERE intervened
+    UNION ALL
+    SELECT analysis, cluster_id, 'J_std', 5, coalesce(utility_proposed_global, 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'Delta_total', 6,
+           coalesce(utility_proposed_global - utility_executed_local, 0.0)
+    FROM records
+    UNION ALL
+    SELECT analysis, cluster_id, 'Delta_utility', 7,
+           coalesce(utility_proposed_global - utility_proposed_local, 0.0)
+    FROM records
+),
+per_cluster AS (
+    SELECT analysis, metric, seed_offset, cluster_id, CAST(count(*) AS DOUBLE) AS n, sum(value) AS s
+    FROM case_values
+    GROUP BY analysis, metric, seed_offset, cluster_id
+),
+sizes AS (  -- every case of a cluster: the cluster unit's denominator for delta
+    SELECT analysis, cluster_id, CAST(count(*) AS DOUBLE) AS cases
+    FROM records
+    GROUP BY analysis, cluster_id
+)
+SELECT
+    c.analysis,
+    c.metric,
+    c.seed_offset,
+    CAST(count(*) OVER (PARTITION BY c.analysis, c.metric) AS INTEGER) AS n_clusters,
+    CAST(row_number() OVER (PARTITION BY c.analysis, c.metric ORDER BY c.cluster_id) - 1 AS INTEGER)
+        AS cluster_rank,
+    c.s,
+    c.n,
+    CASE WHEN c.metric = 'delta' THEN c.s / z.cases ELSE c.s / c.n END AS m,
+    CASE WHEN c.metric = 'delta' THEN c.n / z.cases ELSE CAST(1 AS DOUBLE) END AS k
+FROM per_cluster AS c
+JOIN sizes AS z ON z.analysis = c.analysis AND z.cluster_id = c.cluster_id

@@ -1,5 +1,0 @@
--- What each look's records support: the counts that decide its record level (as records_profile.sql's)
--- and its cluster count. Input: monitor_look_sums (sql/monitor_look_sums.sql).
-SELECT slice, look, period, n_cases, n_clusters, n_changed, n_changed_local, n_local, n_global, n_executed
-FROM monitor_look_sums
-ORDER BY slice, look
