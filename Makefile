@@ -9,7 +9,7 @@ TORCH := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
 export HF_HUB_OFFLINE := 1
 export DS_ACCELERATOR := cpu
 
-.PHONY: install demo test smoke bench clean
+.PHONY: install demo lint test smoke bench clean
 
 install: $(STAMP)
 
@@ -25,8 +25,16 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/autheval demo
 
-test: install
-	$(BIN)/python -m pytest
+# the house's tools (pyproject.toml [tool.ruff], [tool.mypy]): lint, format and types, in seconds
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# lint first, then the suite on every core (pytest-xdist; a test file's tests share one worker, so its
+# module fixtures are built once)
+test: lint
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # build the wheel, install it into a fresh venv outside the checkout, run evaluate and demo from it
 smoke: install

@@ -23,7 +23,7 @@ from autheval.estimation.benchmark import (ACCURACY_SCHEMA, FAIRNESS_SCHEMA, RES
                                 fairness_table, not_scored, read_benchmark, results_table)
 from autheval.estimation.estimators import DEFAULT_SEEDS
 from autheval.estimation.provenance import Provenance, combined_sha256, stamp
-from autheval.records.read import file_sha256
+from autheval.io import file_sha256
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from warehouse import sql
 

@@ -13,7 +13,8 @@ from autheval.estimation.analytic import delta_method_rows, interval_table
 from autheval.estimation.estimators import estimate
 from autheval.estimation.multiplicity import flagged
 from autheval.estimation.provenance import analysis_names, combined_sha256, run_provenance, stamp, with_names
-from autheval.records.read import lake_analysis_records, scan_parquet_files
+from autheval.records.datasets import scan_parquet_files
+from autheval.records.read import lake_analysis_records
 from autheval.reference_data import PUBLISHED_CONTRAST, REFERENCE_ANALYSES, reference_path
 from autheval.estimation.study import contrasts_table, estimates_table
 from assets.resources import DeclaredRules, EngineResource, LakeResource, SourceResource

@@ -11,7 +11,7 @@ from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
 from assets.common import PROPOSALS, check_row, connect_with, write_table
 from assets.model_proposals import CCT_CC, CCT_SINGLE, MODEL_PROPOSAL_TABLES, READOUT, model_proposals
 from autheval.proposals.proposals_file import check_coverage, combine_proposals, evaluated_image_ids, read_proposals
-from autheval.records.read import file_sha256
+from autheval.io import file_sha256
 from autheval.reference_data import REFERENCE_ANALYSES, manifest, reference_path
 from autheval.reference_data import register_reference
 from assets.resources import LakeResource, ModelsResource, SourceResource

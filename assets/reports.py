@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 from dagster import MaterializeResult, MetadataValue, asset
 
 from assets.common import REPORTS, connect_with, write_table
-from autheval.reporting.report import REPORT_TABLES, ReportInputs, build_report, html_report, markdown_report, report_queries
+from autheval.reporting.report import (REPORT_TABLES, ReportInputs, build_report, html_report, markdown_report,
+                                      report_queries)
 from assets.resources import LakeResource
 from warehouse.atomic import atomic_write_bytes, atomic_write_text
 from warehouse.lake import Lake

@@ -114,7 +114,7 @@ def scale_child(args) -> None:
     import threading
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from autheval.cli.main import _UnneededImports
+    from autheval.cli.evaluate import _UnneededImports
 
     sys.meta_path.insert(0, _UnneededImports())
 

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from autheval.records.cluster_stats import create_cluster_stats  # noqa: E402
 from autheval.monitoring.deployment_sim import DeploymentModel, month_label, parse_drift, simulate, site_name  # noqa: E402
-from autheval.records.read import FULL  # noqa: E402
+from autheval.records.schema import FULL  # noqa: E402
 from autheval.vocabulary import ACTIONS, RISK_LEVELS  # noqa: E402
 from benchmarks.peer import child_rusage, machine_line  # noqa: E402
 from warehouse.sql import connect, run, to_table  # noqa: E402

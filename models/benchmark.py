@@ -150,7 +150,7 @@ def score_benchmark(items: pa.Table, config: ScorerConfig, cache_dir: str | Path
 
     import torch
 
-    from autheval.records.read import table_sha256
+    from autheval.io import table_sha256
     from models.device import dtype_name
     from models.scorer_batches import pad_token_id, prefetched
     from models.scorer_passes import score_shared_prefix

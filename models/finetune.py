@@ -232,7 +232,7 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from autheval.records.read import table_sha256
+    from autheval.io import table_sha256
     from models.device import choose_device, dtype_for, dtype_name
     from models.scorer import directory_sha256
 

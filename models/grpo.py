@@ -316,7 +316,7 @@ def grpo_train(train: pa.Table, config: GrpoConfig, *, weights=None, mavic_confi
     from peft import LoraConfig
     from transformers import AutoModelForImageTextToText, AutoProcessor, set_seed
 
-    from autheval.records.read import table_sha256
+    from autheval.io import table_sha256
     from models.device import choose_device, dtype_for, dtype_name, quiet_transformers
     from models.scorer import directory_sha256
 

@@ -427,7 +427,7 @@ def weights_from_table(table, source: str = "weights", schemas: Schemas | None =
 
 def load_weights(path: str | Path) -> PmiWeights:
     """A weights file written by `autheval mavic weights` (CSV or Parquet)."""
-    from autheval.records.read import file_sha256, read_table
+    from autheval.io import file_sha256, read_table
 
     weights = weights_from_table(read_table(path), str(path))
     return PmiWeights(weights.diagnoses, weights.features, weights.pmi, weights.weight, file_sha256(path))

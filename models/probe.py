@@ -127,7 +127,7 @@ def _report_changed(cache_dir: Path, model_key: str, todo: list[str]) -> None:
     """Say how many images are extracted again because their bytes changed (their old rows stay, unserved)."""
     stale = set(cached_features(cache_dir, model_key).column("image_id").to_pylist()) & set(todo) if todo else set()
     if stale:
-        from autheval.records.read import warn
+        from autheval.records.warnings import warn
 
         warn(f"probe cache {cache_dir}: {len(stale)} image(s) changed since their features were cached "
              "(other bytes); extracted again")
@@ -292,7 +292,7 @@ def tower_features(images: pa.Table, model_dir: str | Path, cache_dir: str | Pat
     Returns the feature rows of `images` in their order and the run's metadata."""
     import time
 
-    from autheval.records.read import table_sha256
+    from autheval.io import table_sha256
     from models.scorer import directory_sha256
     from models.scorer_batches import open_rgb
 

@@ -237,7 +237,7 @@ def _read_parts(parts: list[Path]) -> tuple[pa.Table, int, int]:
 
 
 def _report_skipped(where: Path, foreign: int, unhashed: int) -> None:
-    from autheval.records.read import warn
+    from autheval.records.warnings import warn
 
     if foreign:
         warn(f"scorer cache {where}: skipped {foreign} row(s) of another model, revision or prompt id than "
@@ -298,7 +298,7 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
     that interrupt a run). `load()` gives (model, processor, device, dtype) when the caller already
     holds the model (several prompt variants, one load); by default the model is loaded here, and only
     when an image is left to score."""
-    from autheval.records.read import table_sha256
+    from autheval.io import table_sha256
 
     check_inputs(images)
     if config.method not in METHODS:
@@ -433,7 +433,7 @@ def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str
 
     import pyarrow.compute as pc
 
-    from autheval.records.read import table_sha256
+    from autheval.io import table_sha256
     from models.prompts import variant_prompt_ids
 
     loaded: list[tuple] = []

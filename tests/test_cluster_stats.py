@@ -15,7 +15,8 @@ import pytest
 from autheval.records import cluster_stats
 from autheval.estimation.analytic import delta_method_rows
 from autheval.estimation.estimators import estimate
-from autheval.records.read import records_from_table, table_sha256
+from autheval.io import table_sha256
+from autheval.records.read import records_from_table
 
 
 def noisy_log(clusters: int, rows: int, seed: int = 3) -> pa.Table:
@@ -117,7 +118,8 @@ def test_the_folder_of_a_killed_process_is_removed_by_the_next(tmp_path, monkeyp
     import sys
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    code = ("import os, signal; from autheval.records.read import records_from_table, table_sha256; "
+    code = ("import os, signal; from autheval.io import table_sha256; "
+            "from autheval.records.read import records_from_table; "
             "from tests.test_cluster_stats import noisy_log; t = noisy_log(20, 100); "
             "r = records_from_table(t, 'x.csv', 'x', table_sha256(t)); os.kill(os.getpid(), signal.SIGKILL)")
     subprocess.run([sys.executable, "-c", code], cwd=str(cluster_stats.Path(__file__).resolve().parent.parent))

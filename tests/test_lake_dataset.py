@@ -45,7 +45,8 @@ def test_the_estimate_assets_never_read_the_records_table_whole(tmp_path, monkey
 def test_an_analysis_scanned_where_it_lies_is_the_analysis_held(tmp_path):
     """lake_analysis_records over the table's files gives what recordsets_by gives over the rows held:
     the same counts, record level and data hash (the Arrow IPC bytes, hashed as DuckDB streams them)."""
-    from autheval.records.read import lake_analysis_records, scan_parquet_files
+    from autheval.records.datasets import scan_parquet_files
+    from autheval.records.read import lake_analysis_records
     from autheval.records.recordsets import recordsets_by
     from warehouse.sql import connect
 
@@ -73,7 +74,8 @@ def test_a_broken_rule_in_a_lake_analysis_is_named_as_in_the_rows_held(tmp_path)
     import pytest
 
     from autheval.errors import RecordError
-    from autheval.records.read import lake_analysis_records, scan_parquet_files
+    from autheval.records.datasets import scan_parquet_files
+    from autheval.records.read import lake_analysis_records
     from autheval.records.recordsets import recordsets_by
     from warehouse.sql import connect
 

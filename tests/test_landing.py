@@ -371,7 +371,7 @@ def test_a_symbolic_link_is_rejected_and_never_followed(lake, tmp_path):
 
 
 def test_a_hard_linked_drop_is_stored_as_a_copy_keyed_by_what_was_stored(lake, tmp_path):
-    from autheval.records.read import file_sha256
+    from autheval.io import file_sha256
 
     outside = write_log(tmp_path, "export.csv", "timestamp", JAN)
     os.link(outside, lake.landing / "jan.csv")

@@ -205,7 +205,8 @@ def test_paired_contrast_csv_keeps_the_published_columns_first(tmp_path):
 
 
 def test_the_report_flags_with_the_adjusted_column(many_contrasts):
-    from autheval.reporting.report import CONTRAST_FLAG, markdown_report
+    from autheval.reporting.report import markdown_report
+    from autheval.reporting.report.sections_study import CONTRAST_FLAG
     from autheval.estimation.study import contrasts_table
 
     _, result = many_contrasts

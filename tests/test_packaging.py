@@ -27,12 +27,12 @@ PROJECT = PYPROJECT["project"]
 LOCAL = {"autheval", "warehouse", "assets", "dagster_project", "models", "sql", "tests", "benchmarks", "scripts"}
 # Which parts of the tree may import what: core dependencies, then the extras each part is installed with.
 PARTS = {
-    "autheval core": (["autheval/*.py", "warehouse/**/*.py", "scripts/*.py"], ()),
+    "autheval core": (["autheval/**/*.py", "warehouse/**/*.py", "scripts/*.py"], ()),
     "autheval.raw": (["autheval/raw/**/*.py"], ("raw",)),
     # the engine seam: Ibis (DuckDB) and, for --engine spark, pyspark (imported only when Spark is asked for)
     "engine seam": (["warehouse/engine.py"], ("ibis", "spark")),
     # the report's plots (matplotlib, imported inside the plotting functions) are drawn by the lake's assets
-    "lake": (["assets/**/*.py", "dagster_project/**/*.py", "autheval/reporting/report.py"], ("lake",)),
+    "lake": (["assets/**/*.py", "dagster_project/**/*.py", "autheval/reporting/report/*.py"], ("lake",)),
     "models": (["models/**/*.py"], ("models", "lake")),
     # tests and benchmarks exercise every part: `make install` installs them with every extra
     "tests and benchmarks": (["tests/**/*.py", "benchmarks/**/*.py"], tuple(PROJECT["optional-dependencies"])),
@@ -44,6 +44,8 @@ NEEDED_BY = {
     "accelerate": "issue 9", "scikit-learn": "issue 9 (readout)", "ibis-framework": "issue 11 (engine seam)",
     "sqlglot": "issue 11", "pandas": "issue 8 (row-wise benchmark baseline)",
     "dagster-webserver": "`autheval ui` runs `dagster dev`", "dagster-dg-cli": "`dg check defs` in tests",
+    "pytest-xdist": "`make test` runs the suite on every core", "ruff": "`make lint` (lint and format)",
+    "mypy": "`make lint` (types of the core packages)", "types-pyyaml": "mypy's stubs for PyYAML",
 }
 
 

@@ -142,12 +142,13 @@ def test_help_loads_no_duckdb_numpy_or_pyarrow_and_the_parser_constants_agree():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+    from autheval.cli import common, evaluate
     from autheval.cli import main as cli
     from autheval.estimation import estimators
     from warehouse.lake import DEFAULT_LAKE
 
-    assert cli.SCHEMES == estimators.SCHEMES
-    assert cli.DEFAULT_LAKE == DEFAULT_LAKE
+    assert evaluate.SCHEMES == estimators.SCHEMES
+    assert common.DEFAULT_LAKE == DEFAULT_LAKE
     helps = {a.dest: a.help for a in cli.build_parser()._subparsers._group_actions[0]._choices_actions}
     assert helps["aggregate"] == cli.AGGREGATE_HELP
 

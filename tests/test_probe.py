@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from autheval.records.read import AuthEvalWarning
+from autheval.records.warnings import AuthEvalWarning
 from models import probe
 from models.probe import ProbeConfig, cached_features, extract_features, feature_matrix, train_probe
 

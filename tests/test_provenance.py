@@ -94,7 +94,7 @@ def test_stamp_replaces_appends_and_keeps_a_rows_own_hash():
 
 
 def test_every_proposal_names_its_producer(reference_lake, cohort_lake):  # noqa: F811
-    from autheval.records.read import file_sha256
+    from autheval.io import file_sha256
     from autheval.reference_data import manifest
 
     rows = query(reference_lake, "select distinct mechanism, producer, producer_sha256 from proposals order by 1").to_pylist()

@@ -527,7 +527,7 @@ def test_a_ctrl_c_python_never_raises_still_stops_the_query(lake):
     """A Ctrl-C that lands while DuckDB works can be lost to Python (seen: a query ran on for minutes
     after it); the signal's wakeup byte still reaches the command's watcher, which stops the query,
     also when it landed before the query started."""
-    from autheval.cli.main import _CtrlCStopsQueries
+    from autheval.cli.query import _CtrlCStopsQueries
 
     previous = signal.signal(signal.SIGINT, lambda *_: None)  # the KeyboardInterrupt that got lost
     try:

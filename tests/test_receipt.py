@@ -29,7 +29,7 @@ def test_evaluate_writes_a_receipt_that_verifies(log, tmp_path):
     receipt = json.loads((out / "receipt.json").read_text())
     assert receipt["command"] == "evaluate" and receipt["config"]["seed"] == 20260710
     assert receipt["inputs"] == [{"role": "--input", "path": str(log.resolve()),
-                                  "sha256": __import__("autheval.records.read", fromlist=["x"]).file_sha256(log)}]
+                                  "sha256": __import__("autheval.io", fromlist=["x"]).file_sha256(log)}]
     assert [o["name"] for o in receipt["outputs"]] == ["authority_summary.csv", "estimates.csv", "summary.json", "summary.md"]
     assert {"autheval", "duckdb", "pyarrow", "numpy", "python"} <= set(receipt["software"])
     result = run_cli("verify", str(out / "receipt.json"))

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from autheval.estimation.estimators import estimate
-from autheval.records.read import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, read_records
+from autheval.records.read import read_records
+from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED
 from tests.conftest import reference_file, run_cli
 
 # Spec 6.7: the 4-row example log with the evaluator defaults.

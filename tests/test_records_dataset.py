@@ -18,7 +18,8 @@ import pytest
 
 from autheval.errors import RecordError
 from autheval.estimation.estimators import estimate
-from autheval.records.read import data_sha256, file_sha256, read_records
+from autheval.io import data_sha256, file_sha256
+from autheval.records.read import read_records
 from tests.conftest import run_cli
 
 N_CASES, N_CLUSTERS, PARTS = 600, 60, 3

@@ -15,8 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from autheval.reporting.report import (SECTION_TITLES, TO_BE_SUPPLIED, ReportInputs, build_report, html_report,
-                             markdown_report, report_queries)
+from autheval.reporting.report import ReportInputs, build_report, html_report, markdown_report, report_queries
+from autheval.reporting.report.reporting_items import TO_BE_SUPPLIED
+from autheval.reporting.report.words import SECTION_TITLES
 from warehouse.lake import Lake
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -252,7 +253,7 @@ def test_a_hostile_mechanism_name_is_escaped_everywhere():
 
 
 def test_the_headline_flag_of_the_contrasts_is_the_adjusted_one():
-    from autheval.reporting.report import CONTRAST_FLAG
+    from autheval.reporting.report.sections_study import CONTRAST_FLAG
 
     inputs = inputs_for([records("a", EXECUTED), records("b", EXECUTED, proposed=EXECUTED)], contrasts=[("a", "b")])
     rows = inputs.contrasts.to_pylist()
@@ -334,7 +335,7 @@ def test_an_older_caller_gets_the_report_from_the_summary_alone():
 # --- the plots ---------------------------------------------------------------------------------------
 
 def test_trend_plot_puts_every_pool_to_date_first():
-    from autheval.reporting.report import trend_plot_rows
+    from autheval.reporting.report.plots import trend_plot_rows
 
     periods = ["2026-01 (role_separated)", "all (role_separated)", "2026-01 (full_counterfactual)",
                "all (full_counterfactual)", "2025-12 (full_counterfactual)"]
@@ -346,7 +347,7 @@ def test_trend_plot_puts_every_pool_to_date_first():
 
 
 def test_the_forest_plot_leaves_many_contrasts_to_the_table():
-    from autheval.reporting.report import MAX_PLOTTED_CONTRAST_ROWS, forest_plot_png
+    from autheval.reporting.report.plots import MAX_PLOTTED_CONTRAST_ROWS, forest_plot_png
 
     summary = pa.table({"study": ["s"], "analysis": ["a"],
                         **{f"Delta_authority_{k}{part}": [0.1] for k in ("image", "cluster")
@@ -363,7 +364,7 @@ def test_the_forest_plot_leaves_many_contrasts_to_the_table():
 
 
 def test_the_forest_plot_has_a_panel_per_group_with_its_contrasts():
-    from autheval.reporting.report import _forest_groups
+    from autheval.reporting.report.plots import _forest_groups
 
     summary = pa.table({"study": ["regimes", "regimes", "mechanisms", "mechanisms"],
                         "analysis": ["mixed", "safety_floor", "A", "B"]})
@@ -374,7 +375,7 @@ def test_the_forest_plot_has_a_panel_per_group_with_its_contrasts():
 
 
 def test_every_report_query_names_a_sql_file():
-    from autheval.reporting.report import REPORT_QUERIES
+    from autheval.reporting.report.queries import REPORT_QUERIES
     from warehouse.sql import load_sql
 
     for _, sql, _ in REPORT_QUERIES:
@@ -461,7 +462,7 @@ def png_size(png: bytes) -> tuple[int, int]:
 
 
 def test_trend_png_is_one_panel_per_site_with_the_monitor_and_the_old_plot_without(monitored):
-    from autheval.reporting.report import monitor_plot_rows, trend_plot_png
+    from autheval.reporting.report.plots import monitor_plot_rows, trend_plot_png
 
     trend = pa.table({"period": ["all", "2026-01"], "pool": ["full_counterfactual"] * 2,
                       "metric": ["Delta_authority"] * 2, "unit": ["image_weighted"] * 2, "estimate": [0.1, 0.2],

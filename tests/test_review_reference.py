@@ -85,7 +85,8 @@ def test_intervention_counts_of_the_controls(reference, mechanism, none, down, u
 
 def test_engine_records_give_the_published_estimates(reference):
     from autheval.estimation.estimators import estimate
-    from autheval.records.read import records_from_table, table_sha256
+    from autheval.io import table_sha256
+    from autheval.records.read import records_from_table
     from autheval.reference_data import reference_path
     import pyarrow.parquet as pq
 

@@ -151,7 +151,7 @@ def test_header_names_are_stripped(tmp_path):
 
 
 def test_edit_distance():
-    from autheval.records.read import closest_name, edit_distance
+    from autheval.records.schema import closest_name, edit_distance
 
     assert edit_distance("utility_proposed_locl", "utility_proposed_local") == 1
     assert edit_distance("clsuter_id", "cluster_id") == 1  # a transposition is one edit

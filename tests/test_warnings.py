@@ -11,7 +11,8 @@ import pytest
 
 from autheval.errors import RecordError
 from autheval.estimation.estimators import MAX_REPS, EstimationResult, degenerate_warnings, estimate, warn_if_no_contrast
-from autheval.records.read import AuthEvalWarning, print_warnings_plainly, read_records, records_from_table
+from autheval.records.read import read_records, records_from_table
+from autheval.records.warnings import AuthEvalWarning, print_warnings_plainly
 from tests.conftest import reference_file, run_cli
 
 HEADER = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local"

@@ -44,10 +44,10 @@ from typing import Callable
 import pyarrow.fs as pafs
 
 from warehouse import filesystem
+from warehouse.catalog_build import SNAPSHOTS, build_catalog, link_served_catalog
 from warehouse.filesystem import LakeLocation
 
 RUNS = "runs"
-SNAPSHOTS = "snapshots"
 CURRENT = "CURRENT"
 LOCK = ".writer.lock"
 FILES = "_files"
@@ -359,7 +359,6 @@ class LakeRun:
                 callback()
             self._after_commit = []
             return None
-        from warehouse.catalog import build_catalog, link_served_catalog  # catalog builds on lake
 
         base = current_manifest(self.location, self._legacy)
         number = max([base.snapshot, *snapshot_numbers(self.location)]) + 1
@@ -368,7 +367,8 @@ class LakeRun:
                             tables, {**base.files, **self._files}, self.software)
         _write_bytes(self.location, manifest_path(self.location, number), manifest.to_json())
         if self.location.is_local:
-            build_catalog(Path(self.location.root), manifest, number, self.keep)
+            build_catalog(Path(self.location.root), manifest, number, self.keep,
+                          committed_snapshots(self.location))
         _write_bytes(self.location, self.location.path(CURRENT), f"{number}\n".encode())  # the commit
         self._staged, self._written = {}, []
         files, self._files = self._files, {}
@@ -408,8 +408,6 @@ class LakeRun:
                     with contextlib.suppress(OSError):
                         (root / SNAPSHOTS / f"{number:08d}.duckdb").unlink()
             if current is not None:
-                from warehouse.catalog import link_served_catalog
-
                 link_served_catalog(root, current)
         self.collect_garbage()
 

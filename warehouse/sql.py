@@ -124,6 +124,17 @@ def memory_share(parts: int) -> str:
     return f"{max(MIN_MEMORY_MB, (total // max(parts, 1)) >> 20)}MB"
 
 
+def available_cores() -> int:
+    """Cores this process may run on (AUTHEVAL_THREADS overrides)."""
+    override = os.environ.get("AUTHEVAL_THREADS", "").strip()
+    if override.isdigit() and int(override) > 0:
+        return int(override)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 MEMORY_SHARE = 0.4  # of the memory available when a connection opens
 MIN_MEMORY_MB = 256
 MAX_MEMORY_MB = 1536  # the scale runs (10M records) stay under 2 GB in all with the Python side

@@ -29,7 +29,7 @@ def _output_format(path: Path) -> str:
 
 def cmd_aggregate(args) -> int:
     from autheval.proposals.cct import USES, aggregate_table
-    from autheval.records.read import read_table
+    from autheval.io import read_table
     from warehouse.atomic import atomic_path
 
     fmt = _output_format(args.output)

@@ -84,7 +84,7 @@ def cmd_mavic_score(args) -> int:
     import pyarrow as pa
 
     from autheval.cli.aggregate import _output_format
-    from autheval.records.read import file_sha256, read_table
+    from autheval.io import file_sha256, read_table
     from models.mavic import OUTPUT_KEYS, load_config, load_weights, score_completions
     from models.ontology import load_ontology
 
@@ -119,7 +119,7 @@ def cmd_mavic_score(args) -> int:
 
 def cmd_mavic_weights(args) -> int:
     from autheval.cli.aggregate import _output_format
-    from autheval.records.read import file_sha256, read_table
+    from autheval.io import file_sha256, read_table
     from models.mavic import load_config, pmi_weights, weights_table
 
     fmt = _output_format(args.output)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from autheval.cli.flags import path_flag
 
-DEFAULT_LAKE = Path("warehouse") / "lake"  # warehouse.lake.DEFAULT_LAKE (as autheval/cli/main.py spells it)
+DEFAULT_LAKE = Path("warehouse") / "lake"  # warehouse.lake.DEFAULT_LAKE (as autheval/cli/common.py spells it)
 MONITOR_TABLE = "monitor"
 
 

@@ -22,7 +22,8 @@ import pyarrow as pa
 
 from autheval.records.cluster_stats import register_cluster_stats
 from autheval.estimation.estimators import DEFAULT_QUANTILES, METRICS, UNITS, EstimationResult, availability
-from autheval.records.read import RecordSet, register_records
+from autheval.records.registration import register_records
+from autheval.records.schema import RecordSet
 from warehouse.sql import connect, load_sql
 
 DELTA_METHOD = "delta_method"

@@ -32,7 +32,9 @@ import numpy as np
 import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
-from autheval.records.read import check_column_types, closest_name, is_text_type, read_table, warn
+from autheval.io import read_table
+from autheval.records.schema import check_column_types, closest_name, is_text_type
+from autheval.records.warnings import warn
 from warehouse.sql import connect, load_sql, run, to_table
 
 BENCHMARK_COLUMNS = ("item_id", "image_id", "image_path", "question", "options", "answer", "axis", "task", "group")

@@ -39,6 +39,7 @@ import numpy as np
 
 from autheval.estimation.compiled_stream import extension as compiled_extension
 from autheval.estimation.compiled_stream import wanted as compiled_wanted
+from warehouse.sql import available_cores
 
 BLOCK_VALUES = 1 << 23  # doubles of replicate sums (or multiplicities) a block may hold (64 MiB)
 REP_BLOCK = 1 << 16  # at most this many replicates per block (bounds what each block becomes downstream)
@@ -52,17 +53,6 @@ ROW_PRODUCT_COLUMNS = 4
 # give fewer): 16 rows at 100k clusters read the (G x 16) matrix once per 16 replicates instead of per
 # 2, the reference scheme's bootstrap 13% faster here (12.8 MB of counts per block, two in flight).
 PRODUCT_ROWS = 16
-
-
-def available_cores() -> int:
-    """Cores this process may run on (AUTHEVAL_THREADS overrides)."""
-    override = os.environ.get("AUTHEVAL_THREADS", "").strip()
-    if override.isdigit() and int(override) > 0:
-        return int(override)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def one_blas_thread():

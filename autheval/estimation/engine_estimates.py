@@ -82,7 +82,7 @@ def records_on_engine(engine: Engine, con, recordsets=()) -> None:
     if not recordsets or not all(r.dataset is not None and r.dataset.kind == "parquet" for r in recordsets):
         engine.register("records", _arrow(con.table("records").arrow()))
         return
-    from autheval.records.read import LOG_COLUMNS
+    from autheval.records.schema import LOG_COLUMNS
     from warehouse.sql import load_sql, quote_identifier
 
     statements = []

@@ -27,16 +27,18 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from autheval.estimation.bootstrap import (POISSON_BLOCK, Progress, available_cores, lockstep_blocks, one_blas_thread,
-                                poisson_products, stream_sums)
+from autheval.estimation.bootstrap import (POISSON_BLOCK, Progress, lockstep_blocks, one_blas_thread, poisson_products,
+                                stream_sums)
 from autheval.records.cluster_stats import register_cluster_stats
 from autheval.errors import RecordError
-from autheval.estimation.multiplicity import (DEFAULT_CONTRAST_FAMILY, TESTED_METRICS, add_adjusted_columns, alpha_of,
+from autheval.estimation.multiplicity import (DEFAULT_CONTRAST_FAMILY, DEFAULT_QUANTILES, TESTED_METRICS, add_adjusted_columns, alpha_of,
                                    contrast_family)
-from autheval.records.read import FULL, PROPOSAL_ONLY, RecordSet, register_records, warn
+from autheval.records.registration import register_records
+from autheval.records.schema import FULL, PROPOSAL_ONLY, RecordSet
+from autheval.records.warnings import warn
 from autheval.vocabulary import SCHEMES
 from warehouse import sql
-from warehouse.sql import MIN_MEMORY_MB, connect, load_sql, quote_literal
+from warehouse.sql import MIN_MEMORY_MB, available_cores, connect, load_sql, quote_literal
 
 DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
 DEFAULT_REPS = 5000
@@ -46,7 +48,6 @@ MAX_REPS = 1_000_000
 MIN_STABLE_REPS = 1000  # fewer replicates: the interval ends are noisy (a warning)
 POISSON_BLOCK_REPS = 1 << 16  # at most this many replicates per block of replicate rows handed to DuckDB
 METRICS_BLOCK_REPS = 1 << 13  # replicate sums are handed to DuckDB's metric formulas this many at a time
-DEFAULT_QUANTILES = (0.025, 0.975)
 METRICS = (
     "J",
     "intervention_rate",

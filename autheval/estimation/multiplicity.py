@@ -35,6 +35,7 @@ ADJUSTMENT = "holm"
 TESTED_METRICS = ("Delta_authority", "delta", "Delta_total", "Delta_utility")
 ADJUSTED_COLUMNS = ("p_value", "p_adjusted", "q_value", "adjustment", "family", "family_size", "excludes_zero_adjusted")
 DEFAULT_CONTRAST_FAMILY = "contrasts"
+DEFAULT_QUANTILES = (0.025, 0.975)  # the reported interval: 2.5% and 97.5% quantiles
 
 
 def alpha_of(quantiles: tuple[float, float]) -> float:
@@ -85,8 +86,6 @@ def adjust_subgroups(subgroups: pa.Table, quantiles: tuple[float, float] | None 
     """The subgroups table with `excludes_zero` (the raw interval) and ADJUSTED_COLUMNS for the tested
     metrics, each family every estimable group of one analysis in one unit and metric."""
     if quantiles is None:
-        from autheval.estimation.estimators import DEFAULT_QUANTILES
-
         quantiles = DEFAULT_QUANTILES
     rows = subgroups.select([c for c in ("analysis", "unit", "metric", "ci_lower", "ci_upper", "p_value")
                              if c in subgroups.column_names]).to_pylist()

@@ -1,4 +1,5 @@
-"""Result tables with a fixed Arrow schema, as the lake stores them (estimates, contrasts).
+"""Result tables with a fixed schema, as the lake stores them and the result files write them
+(estimates, contrasts): their columns, the rows with their provenance, and the Arrow tables.
 
 These functions know nothing of Dagster; the lake's estimate and trend assets call them.
 """
@@ -7,8 +8,15 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from autheval.estimation.estimators import EstimationResult
-from autheval.reporting.outputs import CONTRAST_COLUMNS, ESTIMATE_COLUMNS, estimate_rows
+from autheval.estimation.estimators import METRICS, EstimationResult
+from autheval.estimation.multiplicity import ADJUSTED_COLUMNS
+
+CONTRAST_COLUMNS = ("contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero", *ADJUSTED_COLUMNS)
+ESTIMATE_COLUMNS = (
+    "analysis", "unit", "metric", "estimate", "ci_lower", "ci_upper", "p_value", "n", "n_clusters",
+    "available", "status", "reason", "scheme", "interval_method", "reps", "seed", "quantile_lower",
+    "quantile_upper", "record_level", "source", "data_sha256", "model",
+)  # fmt: skip
 
 _TYPES = {
     "analysis": pa.string(), "unit": pa.string(), "metric": pa.string(), "contrast": pa.string(),
@@ -19,6 +27,35 @@ _TYPES = {
     "seed": pa.int64(), "excludes_zero_adjusted": pa.bool_(), "adjustment": pa.string(), "family": pa.string(),
     "family_size": pa.int64(), "arm_a": pa.string(), "arm_b": pa.string(),
 }  # fmt: skip
+
+
+def metric_seed(result: EstimationResult, metric: str) -> int:
+    """The stream seed behind a metric's interval (the evaluator scheme offsets it per metric)."""
+    return result.seed + METRICS.index(metric) if result.scheme == "evaluator" else result.seed
+
+
+def estimate_rows(result: EstimationResult, model: str | dict[str, str] = "") -> list[dict]:
+    """The long estimates table with its provenance on every row (`model`: one name for all
+    analyses, or the proposal mechanism per analysis)."""
+    rows = []
+    for row in result.estimates:
+        records = result.records[row["analysis"]]
+        rows.append(
+            {
+                **row,
+                "scheme": result.scheme,
+                "interval_method": f"bootstrap_{result.scheme}",  # autheval.estimation.analytic names the others
+                "reps": result.reps,
+                "seed": metric_seed(result, row["metric"]),
+                "quantile_lower": result.quantiles[0],
+                "quantile_upper": result.quantiles[1],
+                "record_level": records.level,
+                "source": records.source,
+                "data_sha256": records.data_sha256,
+                "model": model.get(row["analysis"], "") if isinstance(model, dict) else model,
+            }
+        )
+    return rows
 
 
 def _table(columns, rows) -> pa.Table:

@@ -37,16 +37,9 @@ import pyarrow.compute as pc
 
 from autheval.errors import RecordError
 from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS, METRICS, UNITS, EstimationResult, estimate
-from autheval.records.read import (
-    CSV_SUFFIXES,
-    PARQUET_SUFFIXES,
-    TRACE_TO_LOG,
-    RecordSet,
-    file_sha256,
-    header_names,
-    read_table,
-    records_from_table,
-)
+from autheval.io import CSV_SUFFIXES, PARQUET_SUFFIXES, file_sha256, read_table
+from autheval.records.read import records_from_table
+from autheval.records.schema import TRACE_TO_LOG, RecordSet, header_names
 from autheval.records.recordsets import recordsets_by
 from autheval.estimation.study import estimates_table
 from warehouse.atomic import atomic_write_text, current_umask

@@ -40,7 +40,9 @@ from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS, availabi
 from autheval.monitoring.landing import LANDED_TABLE, TREND_SCHEME, with_deployment_columns
 from autheval.monitoring.protocol import CASE_MIX_DIMENSIONS, MONITORED_METRICS, Protocol
 from autheval.estimation.provenance import Provenance, stamp
-from autheval.records.read import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, RecordSet, records_from_table, table_sha256
+from autheval.io import table_sha256
+from autheval.records.read import records_from_table
+from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, RecordSet
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
 from warehouse.sql import connect, load_sql, quote_identifier, rows, run, to_table
 

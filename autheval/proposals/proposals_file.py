@@ -25,7 +25,9 @@ import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
 from autheval.raw.ingest import RISK
-from autheval.records.read import check_column_types, closest_name, is_text_type, read_table, warn
+from autheval.io import read_table
+from autheval.records.schema import check_column_types, closest_name, is_text_type
+from autheval.records.warnings import warn
 from autheval.vocabulary import PROBABILITY_COLUMNS, PROPOSALS_COLUMNS, PROPOSALS_SCHEMA
 from warehouse.sql import connect, load_sql
 

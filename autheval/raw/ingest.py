@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from autheval.errors import RecordError
 from autheval.raw.isic_metadata import validate_rows
-from autheval.records.read import file_sha256
+from autheval.io import file_sha256
 from autheval.vocabulary import RISK_LEVELS
 from warehouse.sql import connect, load_sql
 

@@ -33,11 +33,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from warehouse.sql import (connect, load_sql, memory_share, sweep_dead_folders, to_parquet, to_table,
-                           with_integers)
+from autheval.records.registration import register_records
+from warehouse.sql import (available_cores, connect, load_sql, memory_share, sweep_dead_folders, to_parquet,
+                           to_table, with_integers)
 
 if TYPE_CHECKING:
-    from autheval.records.read import RecordSet
+    from autheval.records.schema import RecordSet
 
 # Clusters per hash partition: its hash table fits a core's share of DuckDB's limit (measured here: 1.67M
 # clusters in a 732 MB share spilled, 59 s a partition against about 7 s for 0.9M).
@@ -101,8 +102,6 @@ def _small_database():
 
 
 def _workers(partitions: int) -> int:
-    from autheval.estimation.bootstrap import available_cores
-
     return max(1, min(partitions, available_cores()))
 
 
@@ -112,8 +111,6 @@ def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
     went from 37 to 62 ms here), or
     several, a connection each, side by side, into partition files that one more connection ranks."""
     import pyarrow.parquet as pq
-
-    from autheval.records.read import register_records
 
     partitions = partition_count(clusters_estimate)
     target = _folder() / f"stats-{uuid.uuid4().hex}.parquet"
@@ -138,8 +135,6 @@ def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
 def _partitioned(records: "RecordSet", partitions: int, target: Path) -> None:
     """The partitions' sums on min(partitions, cores) threads, a connection of one DuckDB thread each
     with its share of DuckDB's limit, into files of a private folder (removed after); then the ranks."""
-    from autheval.records.read import register_records
-
     workers = _workers(partitions)
     work = _folder() / f"sums-{uuid.uuid4().hex}"
     work.mkdir(mode=0o700)

@@ -7,7 +7,9 @@ from typing import Iterable
 
 import duckdb
 
-from autheval.records.read import RecordSet, records_from_table, table_sha256
+from autheval.io import table_sha256
+from autheval.records.read import records_from_table
+from autheval.records.schema import RecordSet
 from warehouse.sql import load_sql
 
 

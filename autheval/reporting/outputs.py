@@ -19,8 +19,8 @@ from pathlib import Path
 from autheval import __version__
 from autheval.errors import RecordError
 from autheval.estimation.estimators import METRICS, EstimationResult
-from autheval.estimation.multiplicity import ADJUSTED_COLUMNS
-from autheval.records.read import PROPOSAL_ONLY
+from autheval.estimation.study import CONTRAST_COLUMNS, ESTIMATE_COLUMNS, estimate_rows, metric_seed
+from autheval.records.schema import PROPOSAL_ONLY
 from autheval.reporting.tables import cell
 
 # the files each command writes into --output-dir, in this order (checked against its inputs first)
@@ -45,14 +45,6 @@ PROPOSAL_COLUMNS = (
     "Delta_authority_cluster_ci_lower", "Delta_authority_cluster_ci_upper",
 )  # fmt: skip
 # The published paired_contrast.csv columns first, then the multiplicity columns (autheval.estimation.multiplicity).
-CONTRAST_COLUMNS = ("contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero", *ADJUSTED_COLUMNS)
-ESTIMATE_COLUMNS = (
-    "analysis", "unit", "metric", "estimate", "ci_lower", "ci_upper", "p_value", "n", "n_clusters",
-    "available", "status", "reason", "scheme", "interval_method", "reps", "seed", "quantile_lower",
-    "quantile_upper", "record_level", "source", "data_sha256", "model",
-)  # fmt: skip
-
-
 def csv_text(columns, rows) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -60,35 +52,6 @@ def csv_text(columns, rows) -> str:
     for row in rows:
         writer.writerow([cell(row.get(c)) for c in columns])
     return buffer.getvalue()
-
-
-def metric_seed(result: EstimationResult, metric: str) -> int:
-    """The stream seed behind a metric's interval (the evaluator scheme offsets it per metric)."""
-    return result.seed + METRICS.index(metric) if result.scheme == "evaluator" else result.seed
-
-
-def estimate_rows(result: EstimationResult, model: str | dict[str, str] = "") -> list[dict]:
-    """The long estimates table with its provenance on every row (`model`: one name for all
-    analyses, or the proposal mechanism per analysis)."""
-    rows = []
-    for row in result.estimates:
-        records = result.records[row["analysis"]]
-        rows.append(
-            {
-                **row,
-                "scheme": result.scheme,
-                "interval_method": f"bootstrap_{result.scheme}",  # autheval.estimation.analytic names the others
-                "reps": result.reps,
-                "seed": metric_seed(result, row["metric"]),
-                "quantile_lower": result.quantiles[0],
-                "quantile_upper": result.quantiles[1],
-                "record_level": records.level,
-                "source": records.source,
-                "data_sha256": records.data_sha256,
-                "model": model.get(row["analysis"], "") if isinstance(model, dict) else model,
-            }
-        )
-    return rows
 
 
 def _metric_block(result: EstimationResult, analysis: str, unit: str) -> dict:

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from autheval import __version__
 from autheval.errors import RecordError
-from autheval.records.read import file_sha256, table_sha256
+from autheval.io import file_sha256, table_sha256
 
 RECEIPT = "receipt.json"
 RECEIPT_VERSION = 1

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
-from autheval.records.read import read_table
+from autheval.io import read_table
 from warehouse.sql import connect, load_sql
 
 

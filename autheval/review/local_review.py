@@ -212,7 +212,8 @@ def record_sets(records: pa.Table, source: str = "records"):
     """One validated RecordSet per analysis of a records table, for autheval.estimation.estimators.estimate."""
     import pyarrow.compute as pc
 
-    from autheval.records.read import records_from_table, table_sha256
+    from autheval.io import table_sha256
+    from autheval.records.read import records_from_table
 
     out = []
     for analysis in sorted(set(records.column("analysis").to_pylist())):

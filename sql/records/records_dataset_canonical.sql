@@ -3,7 +3,7 @@
 -- proposal's local score filled on unchanged rows where it is missing: same action, same rule, same
 -- score). Twin: records/records_normalize.sql, the same typed expressions for records held in memory (whose
 -- text columns are taken from the input as they are). {raw} is a checked identifier filled by
--- autheval/records/read.py: the validated raw_records layout of one dataset. Portable: Spark runs it over
+-- autheval/records/registration.py: the validated raw_records layout of one dataset. Portable: Spark runs it over
 -- the files it reads itself (autheval/estimation/engine_estimates.py).
 SELECT
     analysis,

@@ -1,5 +1,5 @@
 -- A CSV record file read where it lies: every cell as text (so a bad value can be named, not
--- coerced), the columns by position (c0, c1, ...: autheval/records/read.py reads and checks the header
+-- coerced), the columns by position (c0, c1, ...: autheval/records/datasets.py reads and checks the header
 -- itself and maps names to positions), empty cells NULL (quoted ones too), beside _autheval_row (its
 -- 0-based row in the file: a streaming row_number over the reader's order). A view: every query
 -- scans the file again, streaming. {view} is a checked identifier, {files} a list of one quoted path

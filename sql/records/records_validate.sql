@@ -12,7 +12,7 @@
 -- blank id) or a no-break space, a trailing space, tab, line break or no-break space.
 -- Input: raw_records(row_index, case_id, cluster_id, proposed_action, executed_action,
 -- utility_executed_local, utility_proposed_local, utility_proposed_global), of the types
--- autheval.records.read.check_column_types allows.
+-- autheval.records.schema.check_column_types allows.
 -- Output: rule_order, column_name, rule, row_index, n_rows.
 WITH typed AS (
     SELECT

@@ -1,0 +1,189 @@
+"""Records as a dataset of files read where they lie: RecordDataset, opening one, scanning it on DuckDB.
+
+A CSV file, a Parquet file, a folder or glob of Parquet files, or a URI (`file://`, or an object store
+through the lake's filesystem seam, registered on DuckDB by fsspec) becomes a `RecordDataset`
+(`open_dataset`: the header checked on the file schemas alone, no row read), which DuckDB scans
+(read_csv / read_parquet over the file list: sql/records/records_dataset_<kind>.sql). Listing the files
+and hashing them is autheval/io.py's (`dataset_files`, `data_sha256`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from autheval.errors import RecordError
+from autheval.io import (CSV_SUFFIXES, _check_delimiter, _is_parquet, dataset_files, dataset_sha256, file_sha256,
+                         is_dataset_path)
+from autheval.records.schema import LOG_COLUMNS, column_mapping
+from warehouse.sql import load_sql, quote_identifier, quote_literal
+
+ROW_BITS = 40  # a dataset row's row_index: (file number << ROW_BITS) + its row within the file
+FSSPEC_PREFIX = "autheval"  # DuckDB reads an object store through the seam as autheval<scheme>://
+
+
+@dataclass(frozen=True)
+class RecordDataset:
+    """Record files read where they lie, in name order: one CSV file, or Parquet files (one, a
+    folder's, a glob's, a URI's). `files`: what DuckDB reads (local paths, or an object store's paths
+    through the filesystem seam); `names`: each file as messages name it (and Spark reads it);
+    `columns`: canonical column -> the input's column (`c<i>` for a CSV's i-th column)."""
+
+    source: str  # as the user named it
+    kind: str  # 'parquet' or 'csv'
+    schema: str  # 'log' or 'trace'
+    files: tuple[str, ...]
+    names: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]
+    n_rows: int | None = None  # from the Parquet footers (a CSV's is known once it is scanned)
+    width: int = 0  # a CSV's columns
+    delimiter: str = ","
+    filesystem: object = field(default=None, compare=False)  # an object store's pyarrow filesystem
+    protocol: str | None = None  # the fsspec protocol DuckDB reads `files` through (object stores)
+    analysis: str | None = None  # kind 'lake': the one analysis of a lake table that these records are
+
+    def locate(self, row_index: int) -> tuple[str, int]:
+        """(the file, the row within it) of a row_index; the dataset's own name for one file."""
+        if len(self.files) == 1 or self.kind == "lake":  # a lake analysis' rows are numbered in case_id order
+            return self.source, row_index
+        return self.names[row_index >> ROW_BITS], row_index & ((1 << ROW_BITS) - 1)
+
+    def scan(self, con, view: str) -> None:
+        """Create the temporary view `view` on `con`: every input column as the files give it, beside
+        `_autheval_row` (the row_index), read streaming (sql/records_dataset_<kind>.sql)."""
+        if self.protocol is not None:
+            _register_filesystem(con, self.protocol, self.filesystem)
+        text = load_sql(f"records/records_dataset_{self.kind}").replace("{view}", quote_identifier(view))
+        if self.kind == "lake":
+            text = text.replace("{analysis}", quote_literal(self.analysis))
+        if self.kind == "csv":
+            names = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(self.width)) + "}"
+            text = text.replace("{columns}", names).replace("{delimiter}", quote_literal(self.delimiter))
+        con.execute(text.replace("{files}", _path_list(self.files)))
+
+    def raw_records(self, con, view: str, analysis: str):
+        """A lazy relation over the scan `view`: the analysis label, row_index and the record's
+        columns in the log's names (absent ones NULL, cluster_id = case_id where a log has none): the
+        layout of records/records_validate.sql's raw_records, plus `analysis`."""
+        from duckdb import ColumnExpression, ConstantExpression
+
+        given = dict(self.columns)
+        given.setdefault("cluster_id", given["case_id"])  # the log schema's default: every case its own cluster
+        exprs = [ConstantExpression(analysis).cast("VARCHAR").alias("analysis"),
+                 ColumnExpression("_autheval_row").alias("row_index")]
+        for column in LOG_COLUMNS:
+            if column in given:
+                exprs.append(ColumnExpression('"' + given[column].replace('"', '""') + '"').alias(column))
+            else:
+                exprs.append(ConstantExpression(None).cast("VARCHAR").alias(column))
+        return con.table(view).select(*exprs)
+
+
+def scan_parquet_files(con, view: str, files: Sequence[str]) -> None:
+    """Create the temporary view `view` on `con` over Parquet `files` (paths or URIs DuckDB reads,
+    such as a lake table's), every column beside `_autheval_row`, read where they lie, streaming
+    (sql/records/records_dataset_parquet.sql): the rows are never held in this process."""
+    text = load_sql("records/records_dataset_parquet").replace("{view}", quote_identifier(view))
+    con.execute(text.replace("{files}", _path_list(files)))
+
+
+def _path_list(files: Sequence[str]) -> str:
+    return "[" + ", ".join(quote_literal(f) for f in files) + "]"
+
+
+def _register_filesystem(con, protocol: str, filesystem) -> None:
+    """Let DuckDB read `protocol://` paths through a pyarrow filesystem (the lake's seam), by fsspec."""
+    from fsspec.implementations.arrow import ArrowFSWrapper
+
+    if protocol in con.list_filesystems():
+        return
+    seam = type("SeamFileSystem", (ArrowFSWrapper,), {"protocol": (protocol,)})
+    con.register_filesystem(seam(filesystem))
+
+
+def open_dataset(source: str | Path, used: tuple[str, ...] = ()) -> tuple[RecordDataset, tuple[str, ...],
+                                                                   Callable[[], str]]:
+    """(the RecordDataset of a record path or URI, its unused columns, a function giving its data
+    hash). Its header is checked (column_mapping) on the file schemas alone: every Parquet file's
+    footer must give the first file's columns and types; no row is read."""
+    text = str(source)
+    if not is_dataset_path(text):
+        path = Path(text)
+        if not path.is_file():
+            raise RecordError(text, None, "file not found")
+        if path.name.lower().endswith(CSV_SUFFIXES):
+            return _csv_dataset(path, used)
+        if not _is_parquet(path.name):
+            raise RecordError(text, None, "unknown file type: expected .csv, .csv.gz, .tsv, .parquet or .pq")
+    location, paths, names = dataset_files(text)
+    first, first_name, n_rows = None, None, 0
+    for path, name in zip(paths, names):
+        try:
+            with location.filesystem.open_input_file(path) as handle, pq.ParquetFile(handle) as parquet:
+                schema, rows = parquet.schema_arrow.remove_metadata(), parquet.metadata.num_rows
+        except (pa.ArrowInvalid, OSError) as err:
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise RecordError(text if len(paths) == 1 else name, None, f"cannot be read as Parquet: {message}") from err
+        if first is None:
+            first, first_name = schema, name
+            kind, mapping, unused = column_mapping(schema.empty_table(), text if len(paths) == 1 else name, used)
+        elif schema != first:
+            raise RecordError(name, _schema_difference(first, schema), f"has other columns or types than "
+                              f"{first_name} (every file of a dataset has the same columns, of the same types)")
+        n_rows += rows
+    protocol = None if location.is_local else f"{FSSPEC_PREFIX}{location.scheme}"
+    files = tuple(paths) if location.is_local else tuple(f"{protocol}://{p}" for p in paths)
+    dataset = RecordDataset(text, "parquet", kind, files, tuple(names), tuple(mapping.items()), n_rows,
+                            filesystem=None if location.is_local else location.filesystem, protocol=protocol)
+    return dataset, unused, lambda: dataset_sha256(location, paths)
+
+
+def _csv_dataset(path: Path, used=()) -> tuple[RecordDataset, tuple[str, ...], Callable[[], str]]:
+    """A CSV file as a dataset of one file: its header read here (names stripped, checked), its rows
+    scanned by DuckDB, every cell as text (so a bad value can be named, not coerced)."""
+    import csv
+    import gzip
+
+    source = str(path)
+    if path.stat().st_size == 0:
+        raise RecordError(source, None, "file is empty")
+    delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
+    _check_delimiter(path, delimiter)
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle, delimiter=delimiter), None)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise RecordError(source, None, f"cannot be read as CSV: {_first_line(err)}") from err
+    if not header:
+        raise RecordError(source, None, "cannot be read as CSV: no header row")
+    kind, mapping, unused = column_mapping(_header_table(header), source, used)
+    position = {name: i for i, name in enumerate(header)}
+    columns = tuple((dst, f"c{position[src]}") for dst, src in mapping.items())
+    dataset = RecordDataset(source, "csv", kind, (str(path),), (source,), columns, width=len(header),
+                            delimiter=delimiter)
+    return dataset, unused, lambda: file_sha256(path)
+
+
+def _header_table(header: list[str]) -> pa.Table:
+    """An empty table with the header's names (duplicates kept, so header_names can name them)."""
+    return pa.Table.from_arrays([pa.array([], pa.string()) for _ in header], names=list(header))
+
+
+def _schema_difference(first: pa.Schema, other: pa.Schema) -> str | None:
+    """The first column where two files' schemas differ (None when only the order differs)."""
+    for name in [*first.names, *other.names]:
+        a = first.field(name).type if name in first.names else None
+        b = other.field(name).type if name in other.names else None
+        if a != b:
+            return name
+    return None
+
+
+def _first_line(err: Exception) -> str:
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__

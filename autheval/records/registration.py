@@ -1,0 +1,42 @@
+"""Registering records on a DuckDB connection: `register_records` makes a RecordSet's canonical rows a view.
+
+Its own module, below the readers and the per-cluster statistics (autheval/records/cluster_stats.py),
+which both register records: held rows are registered as they are, a dataset's as a view that scans its
+files where they lie (sql/records/records_dataset_canonical.sql), so no row is held in this process.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import pyarrow as pa
+
+from warehouse.sql import load_sql, quote_identifier
+
+if TYPE_CHECKING:
+    from autheval.records.schema import RecordSet
+
+
+def register_records(con, recordsets: Sequence[RecordSet], name: str = "records") -> None:
+    """Make the canonical rows of `recordsets` readable as `name` on `con`: held rows registered as
+    they are; a dataset's as a view that scans its files (sql/records/records_dataset_canonical.sql over
+    the dataset's columns), so no row is held in this process."""
+    if all(r.rows is not None for r in recordsets):
+        con.register(name, pa.concat_tables([r.rows for r in recordsets]))
+        return
+    relations = []
+    for i, records in enumerate(recordsets):
+        if records.rows is not None:
+            held = f"record_rows_{i}"
+            con.register(held, records.rows)
+            relations.append(con.sql(
+                load_sql("records/records_held_canonical").replace("{rows}", quote_identifier(held))))
+            continue
+        files, raw = f"record_files_{i}", f"record_raw_{i}"
+        records.dataset.scan(con, files)
+        records.dataset.raw_records(con, files, records.analysis).create_view(raw)
+        relations.append(con.sql(load_sql("records/records_dataset_canonical").replace("{raw}", quote_identifier(raw))))
+    union = relations[0]
+    for other in relations[1:]:
+        union = union.union(other)
+    union.create_view(name)
