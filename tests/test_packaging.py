@@ -28,7 +28,7 @@ LOCAL = {"autheval", "warehouse", "assets", "dagster_project", "models", "sql", 
 # Which parts of the tree may import what: core dependencies, then the extras each part is installed with.
 PARTS = {
     "autheval core": (["autheval/**/*.py", "warehouse/**/*.py", "scripts/*.py"], ()),
-    "autheval.raw": (["autheval/raw/**/*.py"], ("raw",)),
+    "autheval.raw": (["autheval/raw/**/*.py", "autheval/cli/synth.py"], ("raw",)),
     # the engine seam: Ibis (DuckDB) and, for --engine spark, pyspark (imported only when Spark is asked for)
     "engine seam": (["warehouse/engine.py"], ("ibis", "spark")),
     # the report's plots (matplotlib, imported inside the plotting functions) are drawn by the lake's assets
@@ -143,7 +143,10 @@ def test_ci_runs_the_wheel_smoke_test():
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^make test$", ci, re.M)  # make test runs the whole suite, this file included
     assert "not slow" not in PYPROJECT["tool"]["pytest"]["ini_options"].get("addopts", "")
-    assert "\ntest: install\n\t$(BIN)/python -m pytest\n" in (ROOT / "Makefile").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    # the whole suite, on every core, after the lint (which installs)
+    assert "\ntest: lint\n\t$(BIN)/python -m pytest -n auto --dist loadfile\n" in makefile
+    assert "\nlint: install\n" in makefile
 
 
 # --- the wheel, installed into a fresh venv, run away from the checkout ---------------------------------
@@ -196,7 +199,7 @@ def test_built_wheel_runs_evaluate_and_demo_outside_the_checkout(tmp_path):
     assert {f"sql/{p.relative_to(ROOT / 'sql')}" for p in (ROOT / "sql").glob("*/*.sql")} <= set(names)
     assert "autheval/data/reference/manifest.json" in names or any(n.startswith("autheval/data/") for n in names)
     assert not any("/lake/" in n for n in names)
-    assert any(n.startswith("autheval/_stream_counts") and n.endswith(".so") for n in names), \
+    assert any(n.startswith("autheval/estimation/_stream_counts") and n.endswith(".so") for n in names), \
         "the wheel lacks the compiled counting loop (autheval/estimation/_stream_counts.c)"
 
     venv = _fresh_venv(tmp_path, wheel)

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from warehouse.atomic import atomic_path
 from warehouse.lake import Lake
-from warehouse.catalog_build import CATALOG_NAME, build_catalog, link_served_catalog, snapshot_catalog_path
+from warehouse.catalog_build import CATALOG_NAME, build_catalog, link_served_catalog, snapshot_catalog_path, write_catalog
 from warehouse.snapshots import committed_snapshots, keep_snapshots
 from warehouse.sql import duckdb_memory_limit, load_sql, quote_identifier, quote_literal
 
@@ -57,7 +57,7 @@ def publish_catalog(lake: Lake) -> Path:
     served catalog was removed); commits publish their own (`build_catalog`)."""
     manifest = lake.snapshot()
     if manifest.snapshot == 0:
-        return _build(lake.root, manifest, catalog_path(lake), [manifest])
+        return write_catalog(lake.root, manifest, catalog_path(lake), [manifest])
     build_catalog(lake.root, manifest, manifest.snapshot, keep_snapshots(lake.keep_snapshots),
                   committed_snapshots(lake.location))
     return link_served_catalog(lake.root, manifest.snapshot)

@@ -30,10 +30,10 @@ def build_catalog(root: Path, manifest, number: int, keep: int, committed: list)
     earlier = [m for m in committed if m.snapshot < number]
     kept = earlier[len(earlier) - keep + 1:] if keep > 1 else []
     kept.append(manifest)
-    return _build(Path(root), manifest, snapshot_catalog_path(root, number), kept)
+    return write_catalog(Path(root), manifest, snapshot_catalog_path(root, number), kept)
 
 
-def _build(root: Path, manifest, target: Path, kept: list) -> Path:
+def write_catalog(root: Path, manifest, target: Path, kept: list) -> Path:
     template = load_sql("warehouse/catalog_view")
     with atomic_path(target) as tmp:
         tmp.unlink()  # DuckDB creates the file itself
