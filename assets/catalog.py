@@ -17,20 +17,38 @@ from warehouse.catalog import catalog_path, publish_catalog
 
 def catalog_asset(deps) -> AssetsDefinition:
     """The `catalog` asset, after `deps` (every other asset key of the lake)."""
-    return asset(name="catalog", group_name=REPORTS, kinds={"duckdb"}, deps=deps, pool="duckdb_catalog", description=(
-        "Commits the run's tables as one lake snapshot; autheval.duckdb: read-only views over that "
-        "snapshot's Parquet files, for `autheval query`, notebooks and BI tools."))(catalog)
+    return asset(
+        name="catalog",
+        group_name=REPORTS,
+        kinds={"duckdb"},
+        deps=deps,
+        pool="duckdb_catalog",
+        description=(
+            "Commits the run's tables as one lake snapshot; autheval.duckdb: read-only views over that "
+            "snapshot's Parquet files, for `autheval query`, notebooks and BI tools."
+        ),
+    )(catalog)
 
 
 def catalog(lake: LakeResource):
     store = lake.lake()
     if not lake.owns_run() and store.run() is not None:  # joined (the demo): its opener commits, once
-        return MaterializeResult(metadata={"committed": "with the run that opened the lake, when it ends",
-                                           "views": ", ".join(store.tables())})
+        return MaterializeResult(
+            metadata={
+                "committed": "with the run that opened the lake, when it ends",
+                "views": ", ".join(store.tables()),
+            }
+        )
     lake.commit()
     path = catalog_path(store)
     if not path.exists():  # nothing to commit and no catalog yet (a lake written before snapshots)
         path = publish_catalog(store)
     served = store.snapshot()
-    return MaterializeResult(metadata={"path": MetadataValue.path(str(path)), "snapshot": served.snapshot,
-                                       "committed_by_run": served.run_id, "views": ", ".join(store.tables())})
+    return MaterializeResult(
+        metadata={
+            "path": MetadataValue.path(str(path)),
+            "snapshot": served.snapshot,
+            "committed_by_run": served.run_id,
+            "views": ", ".join(store.tables()),
+        }
+    )

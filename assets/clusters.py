@@ -7,9 +7,9 @@ from __future__ import annotations
 from dagster import AssetCheckResult, asset, asset_check
 
 from assets.common import DUPLICATES, check_row, write_table
+from assets.resources import LakeResource, SourceResource
 from autheval.raw.pipeline import cluster_images
 from autheval.reference_data import reference_path
-from assets.resources import LakeResource, SourceResource
 
 
 @asset(group_name=DUPLICATES, kinds={"parquet"}, deps=["images", "image_hashes", "duplicates", "duplicate_removals"],
@@ -20,11 +20,22 @@ from assets.resources import LakeResource, SourceResource
 def clusters(lake: LakeResource, source: SourceResource):
     store = lake.lake()
     freeze = str(reference_path("split_freeze")) if source.is_reference else source.freeze or None
-    table = cluster_images(store.read("images"), store.read("image_hashes"), store.read("duplicates"),
-                           store.read("duplicate_removals"), freeze=freeze)
+    table = cluster_images(
+        store.read("images"),
+        store.read("image_hashes"),
+        store.read("duplicates"),
+        store.read("duplicate_removals"),
+        freeze=freeze,
+    )
     origin = "frozen" if freeze else "computed"
-    return write_table(store, "clusters", table, {"split_source": origin},
-                       n_clusters=len(set(table.column("cluster_id").to_pylist())), split_source=origin)
+    return write_table(
+        store,
+        "clusters",
+        table,
+        {"split_source": origin},
+        n_clusters=len(set(table.column("cluster_id").to_pylist())),
+        split_source=origin,
+    )
 
 
 @asset_check(asset=clusters, description="image ids are unique")
@@ -39,8 +50,11 @@ def clusters_within_one_split(lake: LakeResource) -> AssetCheckResult:
     return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
 
 
-@asset_check(asset=clusters, additional_deps=["images"],
-             description="cluster context (split, reference state) is constant within a cluster")
+@asset_check(
+    asset=clusters,
+    additional_deps=["images"],
+    description="cluster context (split, reference state) is constant within a cluster",
+)
 def clusters_context_constant(lake: LakeResource) -> AssetCheckResult:
     row = check_row(lake.lake(), "context/check_cluster_context", ["clusters", "images"])
     return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})

@@ -3,7 +3,7 @@ warehouse.sql's run/rows/one) and write the result."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import duckdb
 import pyarrow as pa
@@ -32,8 +32,9 @@ def table_schema(table: pa.Table) -> TableSchema:
     return TableSchema(columns=[TableColumn(f.name, str(f.type)) for f in table.schema])
 
 
-def write_table(lake: Lake, name: str, table: pa.Table, metadata: dict | None = None,
-                asset_key: str | None = None, **extra) -> MaterializeResult:
+def write_table(
+    lake: Lake, name: str, table: pa.Table, metadata: dict | None = None, asset_key: str | None = None, **extra
+) -> MaterializeResult:
     """Write `name` atomically and describe it: Dagster's standard `dagster/row_count` and
     `dagster/column_schema`, the file, plus any extra metadata (`asset_key` names the output of a
     multi-asset)."""
@@ -45,12 +46,17 @@ def write_table(lake: Lake, name: str, table: pa.Table, metadata: dict | None = 
             "dagster/column_schema": MetadataValue.table_schema(table_schema(table)),
             "path": MetadataValue.path(str(path)),
             **extra,
-        }
+        },
     )
 
 
-def check_row(lake: Lake, sql_name: str, tables: Iterable[str], aliases: dict[str, str] | None = None,
-              extra: dict[str, pa.Table] | None = None) -> dict:
+def check_row(
+    lake: Lake,
+    sql_name: str,
+    tables: Iterable[str],
+    aliases: dict[str, str] | None = None,
+    extra: dict[str, pa.Table] | None = None,
+) -> dict:
     """A check SQL file's one row (warehouse.sql.one) over lake tables, optionally registered under
     other names, plus `extra` tables from outside the lake: the asset checks' reader, patched by name in
     tests."""

@@ -7,14 +7,20 @@ from __future__ import annotations
 from dagster import AssetCheckResult, ResourceParam, asset, asset_check
 
 from assets.common import CONTEXT, connect_with, write_table
-from autheval.review.local_review import build_contexts, register_rules
 from assets.resources import DeclaredRules, LakeResource, SourceResource
+from autheval.review.local_review import build_contexts, register_rules
 from warehouse import sql
 
 
-@asset(group_name=CONTEXT, kinds={"parquet"}, deps=["images", "clusters", "gate_proxy", "declared_rules"], description=(
-    "cluster_id, profile, s_gate, risk_bin, sens, burden, aversion, capacity, floor_policy, floor, "
-    "w_under, w_over, rule_version, rule_sha256: one row per evaluated cluster (private, local)."))
+@asset(
+    group_name=CONTEXT,
+    kinds={"parquet"},
+    deps=["images", "clusters", "gate_proxy", "declared_rules"],
+    description=(
+        "cluster_id, profile, s_gate, risk_bin, sens, burden, aversion, capacity, floor_policy, floor, "
+        "w_under, w_over, rule_version, rule_sha256: one row per evaluated cluster (private, local)."
+    ),
+)
 def contexts(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     source.require_raw("contexts")
     store = lake.lake()
@@ -24,9 +30,15 @@ def contexts(lake: LakeResource, source: SourceResource, rules: ResourceParam[De
     params = register_rules(con, rule_file)
     build_contexts(con, params)
     table = con.table("contexts").arrow().read_all()
-    return write_table(store, "contexts", table, {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
-                       rule_version=rule_file.version, rule_sha256=rule_file.sha256,
-                       evaluated_split=source.evaluate_split)
+    return write_table(
+        store,
+        "contexts",
+        table,
+        {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
+        rule_version=rule_file.version,
+        rule_sha256=rule_file.sha256,
+        evaluated_split=source.evaluate_split,
+    )
 
 
 @asset_check(asset=contexts, blocking=True, description="every evaluated cluster has a profile and a gate score")

@@ -12,11 +12,18 @@ from assets.common import INGEST
 from assets.resources import DeclaredRules
 
 
-@asset(group_name=INGEST, kinds={"yaml"}, description=(
-    "The declared local rules of the simulated review (profiles, private factors, floors, capacities, "
-    "severity multipliers, score weights): their version, the file's SHA-256 (also the data version, so "
-    "tables built from other rules show as stale) and where they came from."))
+@asset(
+    group_name=INGEST,
+    kinds={"yaml"},
+    description=(
+        "The declared local rules of the simulated review (profiles, private factors, floors, capacities, "
+        "severity multipliers, score weights): their version, the file's SHA-256 (also the data version, so "
+        "tables built from other rules show as stale) and where they came from."
+    ),
+)
 def declared_rules(rules: ResourceParam[DeclaredRules]):
     rule_file = rules.rule_file()
-    return MaterializeResult(data_version=DataVersion(rule_file.sha256), metadata={
-        "rule_version": rule_file.version, "rule_sha256": rule_file.sha256, "source": rule_file.source})
+    return MaterializeResult(
+        data_version=DataVersion(rule_file.sha256),
+        metadata={"rule_version": rule_file.version, "rule_sha256": rule_file.sha256, "source": rule_file.source},
+    )

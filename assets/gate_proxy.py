@@ -8,35 +8,69 @@ import pyarrow as pa
 from dagster import AssetSpec, MetadataValue, multi_asset
 
 from assets.common import CONTEXT, connect_with, write_table
-from autheval.review.gate_scores import read_gate_scores
 from assets.resources import LakeResource, SourceResource
+from autheval.review.gate_scores import read_gate_scores
 from models.gate_proxy import fit_gate_proxy
 from warehouse import sql
 
 
-@multi_asset(specs=[
-    AssetSpec("gate_proxy", group_name=CONTEXT, kinds={"parquet", "numpy"}, deps=["images", "clusters"], description=(
-        "image_id, split, s_gate, gate_proxy, proxy_source: the public risk context of every image, from "
-        "age, sex and site only (never the diagnosis); train fits, validation selects (alpha, T).")),
-    AssetSpec("gate_proxy_selection", group_name=CONTEXT, kinds={"parquet"}, deps=["images", "clusters"],
-              description=("the 48 (alpha, T) candidates with their validation metrics, the data hash and the "
-                           "config; `selected` marks the one used (model_runs reads them as the gate proxy's run).")),
-])
+@multi_asset(
+    specs=[
+        AssetSpec(
+            "gate_proxy",
+            group_name=CONTEXT,
+            kinds={"parquet", "numpy"},
+            deps=["images", "clusters"],
+            description=(
+                "image_id, split, s_gate, gate_proxy, proxy_source: the public risk context of every image, from "
+                "age, sex and site only (never the diagnosis); train fits, validation selects (alpha, T)."
+            ),
+        ),
+        AssetSpec(
+            "gate_proxy_selection",
+            group_name=CONTEXT,
+            kinds={"parquet"},
+            deps=["images", "clusters"],
+            description=(
+                "the 48 (alpha, T) candidates with their validation metrics, the data hash and the "
+                "config; `selected` marks the one used (model_runs reads them as the gate proxy's run)."
+            ),
+        ),
+    ]
+)
 def gate_proxy(lake: LakeResource, source: SourceResource):
     store = lake.lake()
     source.require_raw("gate_proxy")
     inputs = sql.run(connect_with(store, ["images", "clusters"]), "context/gate_proxy_inputs")
     if source.gate_scores:
         scores = read_gate_scores(source.gate_scores, inputs)
-        yield write_table(store, "gate_proxy", scores, {"proxy_source": "file"}, asset_key="gate_proxy",
-                          proxy_source=MetadataValue.path(source.gate_scores))
+        yield write_table(
+            store,
+            "gate_proxy",
+            scores,
+            {"proxy_source": "file"},
+            asset_key="gate_proxy",
+            proxy_source=MetadataValue.path(source.gate_scores),
+        )
         given = pa.table({"gate_proxy": ["given by the source"], "path": [source.gate_scores]})
-        yield write_table(store, "gate_proxy_selection", given, asset_key="gate_proxy_selection",
-                          note="scores given by the source; nothing selected")
+        yield write_table(
+            store,
+            "gate_proxy_selection",
+            given,
+            asset_key="gate_proxy_selection",
+            note="scores given by the source; nothing selected",
+        )
         return
     proxy = fit_gate_proxy(inputs)
     meta = proxy.metadata()
-    yield write_table(store, "gate_proxy", proxy.scores, {k: str(v) for k, v in meta.items()},
-                      asset_key="gate_proxy", **meta)
-    yield write_table(store, "gate_proxy_selection", proxy.selection, asset_key="gate_proxy_selection",
-                      alpha=proxy.alpha, temperature=proxy.temperature)
+    yield write_table(
+        store, "gate_proxy", proxy.scores, {k: str(v) for k, v in meta.items()}, asset_key="gate_proxy", **meta
+    )
+    yield write_table(
+        store,
+        "gate_proxy_selection",
+        proxy.selection,
+        asset_key="gate_proxy_selection",
+        alpha=proxy.alpha,
+        temperature=proxy.temperature,
+    )

@@ -11,12 +11,11 @@ import pyarrow as pa
 from dagster import AssetCheckResult, AssetSpec, asset_check, multi_asset
 
 from assets.common import INGEST, check_row, connect_with, write_table
+from assets.resources import LakeResource, SourceResource
 from autheval.raw.ingest import REPORT_SCHEMA
 from autheval.raw.phash import FAILURES_SCHEMA
 from autheval.raw.pipeline import DEFAULT_KINDS, read_cohort
-from autheval.reference_data import manifest, reference_path
-from autheval.reference_data import register_reference
-from assets.resources import LakeResource, SourceResource
+from autheval.reference_data import manifest, reference_path, register_reference
 from warehouse import sql
 
 KINDS = DEFAULT_KINDS  # hash kinds: 'autheval' (the study's) and 'imagehash'
@@ -58,14 +57,22 @@ def ingest(context, lake: LakeResource, source: SourceResource):
         tables = _reference_tables(store)
     else:
         previous = store.read("image_hashes") if store.has_table("image_hashes") else None
-        cohort = read_cohort(source.input_dir, kinds=KINDS, workers=source.workers or None,
-                             previous_hashes=previous, checksums=source.kind == "isic2019")
+        cohort = read_cohort(
+            source.input_dir,
+            kinds=KINDS,
+            workers=source.workers or None,
+            previous_hashes=previous,
+            checksums=source.kind == "isic2019",
+        )
         tables = cohort.tables()
         run = cohort.hashing
-        extra["image_hashes"] = dict(files_hashed=run.n_files_hashed, rows_reused=run.n_rows_reused,
-                                     seconds=round(run.seconds, 2))
-        context.log.info(f"hashed {run.n_files_hashed} files in {run.seconds:.1f} s, reused {run.n_rows_reused} rows; "
-                         f"{run.failures.num_rows} unreadable")
+        extra["image_hashes"] = dict(
+            files_hashed=run.n_files_hashed, rows_reused=run.n_rows_reused, seconds=round(run.seconds, 2)
+        )
+        context.log.info(
+            f"hashed {run.n_files_hashed} files in {run.seconds:.1f} s, reused {run.n_rows_reused} rows; "
+            f"{run.failures.num_rows} unreadable"
+        )
     extra["images"] = dict(images_with_reference_state=len(tables["images"].column("risk_stratum").drop_null()))
     for spec in SPECS:
         name = spec.key.to_user_string()

@@ -23,18 +23,33 @@ from dagster import (
 )
 
 from assets.common import RECURRING
-from autheval.errors import RecordError
-from autheval.monitoring.landing import LANDED_TABLE, LandingChanged, discard, locate, mark_processed, read_landed, set_aside, watch
 from assets.resources import LakeResource
+from autheval.errors import RecordError
+from autheval.monitoring.landing import (
+    LANDED_TABLE,
+    LandingChanged,
+    discard,
+    locate,
+    mark_processed,
+    read_landed,
+    set_aside,
+    watch,
+)
 
 landed_logs = DynamicPartitionsDefinition(name="landed_logs")
 FILE_TAG = "autheval/landed_file"  # the name the file was dropped under (a hint; the key is its content)
 
 
-@asset(group_name=RECURRING, kinds={"parquet"}, partitions_def=landed_logs, description=(
-    "One landed role-separated log per partition, keyed by the file's content (SHA-256 prefix): AuthEval "
-    "log schema + timestamp or batch, validated, with its reporting period, the name it was dropped "
-    "under (landed_file) and its record level; lake table landed_records/<key>.parquet."))
+@asset(
+    group_name=RECURRING,
+    kinds={"parquet"},
+    partitions_def=landed_logs,
+    description=(
+        "One landed role-separated log per partition, keyed by the file's content (SHA-256 prefix): AuthEval "
+        "log schema + timestamp or batch, validated, with its reporting period, the name it was dropped "
+        "under (landed_file) and its record level; lake table landed_records/<key>.parquet."
+    ),
+)
 def landed_records(context, lake: LakeResource):
     key = context.partition_key
     try:
@@ -45,8 +60,12 @@ def landed_records(context, lake: LakeResource):
     landed = False
     try:
         records, table = read_landed(found.path, key, found.name, found.sha256, source=found.label)
-        store.write_partition(LANDED_TABLE, key, table, {
-            "source": found.label, "landed_file": found.name, "data_sha256": records.data_sha256})
+        store.write_partition(
+            LANDED_TABLE,
+            key,
+            table,
+            {"source": found.label, "landed_file": found.name, "data_sha256": records.data_sha256},
+        )
         # the copy moves to processed/ only once the partition is committed, and the commit is this
         # step's (a failed commit fails the run): a file that did not land stays where it was dropped
         store.after_commit(lambda: mark_processed(found))
@@ -62,20 +81,31 @@ def landed_records(context, lake: LakeResource):
         if not landed:
             discard(found)  # what is left of the copy after a failure; the dropped file stays
     periods = sorted(set(table.column("period").to_pylist()))
-    return MaterializeResult(metadata={
-        "landed_file": found.name, "rows": table.num_rows, "clusters": records.n_clusters,
-        "record_level": records.level, "periods": ", ".join(periods), "data_sha256": records.data_sha256,
-        "source": found.label,
-    })
+    return MaterializeResult(
+        metadata={
+            "landed_file": found.name,
+            "rows": table.num_rows,
+            "clusters": records.n_clusters,
+            "record_level": records.level,
+            "periods": ", ".join(periods),
+            "data_sha256": records.data_sha256,
+            "source": found.label,
+        }
+    )
 
 
-landed_logs_job = define_asset_job("landed_logs_job", selection=[landed_records],
-                                   description="Land one log file as a partition of landed_records.")
+landed_logs_job = define_asset_job(
+    "landed_logs_job", selection=[landed_records], description="Land one log file as a partition of landed_records."
+)
 
 
-@sensor(job=landed_logs_job, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
-        description="Watches the landing folder; each new, complete CSV or Parquet log (unchanged since the "
-                    "previous tick) becomes a partition keyed by its content, and a run.")
+@sensor(
+    job=landed_logs_job,
+    minimum_interval_seconds=30,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Watches the landing folder; each new, complete CSV or Parquet log (unchanged since the "
+    "previous tick) becomes a partition keyed by its content, and a run.",
+)
 def landing_sensor(context, lake: LakeResource):
     tick = watch(lake.landing_dir(), lake.lake(), context.cursor)
     for moved in tick.duplicates:
@@ -90,8 +120,10 @@ def landing_sensor(context, lake: LakeResource):
     known = set(context.instance.get_dynamic_partitions(landed_logs.name))
     new = [key for key, _, _ in tick.requests if key not in known]
     return SensorResult(
-        run_requests=[RunRequest(partition_key=key, run_key=run_key, tags={FILE_TAG: name})
-                      for key, name, run_key in tick.requests],
+        run_requests=[
+            RunRequest(partition_key=key, run_key=run_key, tags={FILE_TAG: name})
+            for key, name, run_key in tick.requests
+        ],
         dynamic_partitions_requests=[landed_logs.build_add_request(new)] if new else [],
         cursor=tick.cursor,
     )

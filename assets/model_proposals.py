@@ -24,22 +24,35 @@ import pyarrow.compute as pc
 from dagster import asset
 
 from assets.common import PROPOSALS, connect_with, write_table
+from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.proposals.cct import cct_proposals, variant_table_from_scores
 from autheval.proposals.proposals_file import as_contract, combine_proposals
 from autheval.vocabulary import PROPOSALS_SCHEMA
-from assets.resources import LakeResource, ModelsResource, SourceResource
 from models import training_runs
 from models.finetune import FinetuneConfig, finetune_proposer, finetune_training_run
 from models.gate_proxy import training_run as gate_proxy_training_run
 from models.probe import FEATURE_SCHEMA, ProbeConfig, feature_matrix, tower_features, train_probe_from_tables
 from models.readout import cohort_readout, readout_proposals_table, readout_training_run
-from models.scorer import (CACHE_SCHEMA, ScorerConfig, directory_sha256, proposals_from_scores, public_inputs,
-                           score_images, score_prompt_variants)
+from models.scorer import (
+    CACHE_SCHEMA,
+    ScorerConfig,
+    directory_sha256,
+    proposals_from_scores,
+    public_inputs,
+    score_images,
+    score_prompt_variants,
+)
 from warehouse import sql
 
 # The model mechanisms, in the order they are declared after the file's (later minus earlier in contrasts).
-READOUT, PROBE, CCT_SINGLE, CCT_CC, FINETUNED = "VLM readout", "CLIP probe", "CCT single", "CCT cc", "VLM LoRA fine-tuned"
-MODEL_PROPOSAL_TABLES = ("readout", "probe", "cct_arms", "finetune", "grpo")   # grpo: assets/grpo.py
+READOUT, PROBE, CCT_SINGLE, CCT_CC, FINETUNED = (
+    "VLM readout",
+    "CLIP probe",
+    "CCT single",
+    "CCT cc",
+    "VLM LoRA fine-tuned",
+)
+MODEL_PROPOSAL_TABLES = ("readout", "probe", "cct_arms", "finetune", "grpo")  # grpo: assets/grpo.py
 TRAINED_TABLES = ("readout", "probe", "finetune", "grpo")  # the proposals tables that carry a training run
 SCORES_SCHEMA = CACHE_SCHEMA.append(pa.field("variant", pa.int32()))
 KINDS = {"torch", "parquet"}
@@ -62,31 +75,54 @@ def _json(value) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-@asset(group_name=PROPOSALS, kinds=KINDS, deps=["images", "clusters"], description=(
-    "model, revision, prompt_id, variant, image_id, ll_very_low..ll_high, p_very_low..p_high, "
-    "s_assistant, device, dtype: the VLM likelihood scorer (spec 5.1) per image and prompt variant; "
-    "variant 0 (the spec prompt) on the validation and evaluated splits, variants 1..K-1 on the "
-    "evaluated split. Resumable cache under <lake>/cache/scorer: a rerun scores nothing already done."))
+@asset(
+    group_name=PROPOSALS,
+    kinds=KINDS,
+    deps=["images", "clusters"],
+    description=(
+        "model, revision, prompt_id, variant, image_id, ll_very_low..ll_high, p_very_low..p_high, "
+        "s_assistant, device, dtype: the VLM likelihood scorer (spec 5.1) per image and prompt variant; "
+        "variant 0 (the spec prompt) on the validation and evaluated splits, variants 1..K-1 on the "
+        "evaluated split. Resumable cache under <lake>/cache/scorer: a rerun scores nothing already done."
+    ),
+)
 def vlm_scores(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     reason = _not_run(models, source)
     if reason:
         return _skipped(store, "vlm_scores", SCORES_SCHEMA, reason)
-    inputs = sql.run(connect_with(store, ["images", "clusters"]), "proposals/model_scorer_inputs", {"split": source.evaluate_split})
-    config = ScorerConfig(model_dir=str(models.scorer_model(store)), batch_size=models.batch_size,
-                          device=models.device_or_none())
+    inputs = sql.run(
+        connect_with(store, ["images", "clusters"]), "proposals/model_scorer_inputs", {"split": source.evaluate_split}
+    )
+    config = ScorerConfig(
+        model_dir=str(models.scorer_model(store)), batch_size=models.batch_size, device=models.device_or_none()
+    )
     evaluated = inputs.filter(pc.field("evaluated")).column("image_id")
-    table, meta = score_prompt_variants(public_inputs(inputs.drop_columns(["evaluated"])), config,
-                                        store.root / "cache" / "scorer", models.variants, evaluated, progress=False)
-    context.log.info(f"scored {meta['images_scored']} image x prompt pairs ({meta['images_from_cache']} from the cache)")
+    table, meta = score_prompt_variants(
+        public_inputs(inputs.drop_columns(["evaluated"])),
+        config,
+        store.root / "cache" / "scorer",
+        models.variants,
+        evaluated,
+        progress=False,
+    )
+    context.log.info(
+        f"scored {meta['images_scored']} image x prompt pairs ({meta['images_from_cache']} from the cache)"
+    )
     return write_table(store, "vlm_scores", table, {"model": meta["model"], "revision": meta["revision"]}, **meta)
 
 
-@asset(group_name=PROPOSALS, kinds=KINDS | {"sklearn"}, deps=[vlm_scores, "clusters", "images"], description=(
-    "The 'VLM readout' mechanism's proposals (spec 5.2): balanced multinomial logistic regression on the "
-    "scorer's clipped log probabilities, trained and locked on the validation split (design/lock "
-    "partition by hashed cluster order, grouped CV over C), applied to the evaluated split as ranked "
-    "slates. Metadata: CV table, chosen C, lock metrics (or the published lock, and why)."))
+@asset(
+    group_name=PROPOSALS,
+    kinds=KINDS | {"sklearn"},
+    deps=[vlm_scores, "clusters", "images"],
+    description=(
+        "The 'VLM readout' mechanism's proposals (spec 5.2): balanced multinomial logistic regression on the "
+        "scorer's clipped log probabilities, trained and locked on the validation split (design/lock "
+        "partition by hashed cluster order, grouped CV over C), applied to the evaluated split as ranked "
+        "slates. Metadata: CV table, chosen C, lock metrics (or the published lock, and why)."
+    ),
+)
 def readout(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     reason = _not_run(models, source)
@@ -95,13 +131,21 @@ def readout(lake: LakeResource, source: SourceResource, models: ModelsResource):
     con = connect_with(store, ["vlm_scores", "clusters", "images"])
     lock, meta = cohort_readout(sql.run(con, "proposals/readout_training_scores"))
     evaluated = sql.run(con, "proposals/evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
-    table = as_contract(readout_proposals_table(evaluated, lock, mechanism=READOUT,
-                                                model=str(models.scorer_model(store))))
+    table = as_contract(
+        readout_proposals_table(evaluated, lock, mechanism=READOUT, model=str(models.scorer_model(store)))
+    )
     model, revision = _first(evaluated, "model"), _first(evaluated, "revision")
     run = readout_training_run(meta).table(READOUT, model, revision)
-    return write_table(store, "readout", table, {"lock": _json(lock.as_dict()), **_run_entry(run)},
-                       **{k: v for k, v in meta.items() if k != "lock"}, lock=_json(meta["lock"]),
-                       model=model, revision=revision)
+    return write_table(
+        store,
+        "readout",
+        table,
+        {"lock": _json(lock.as_dict()), **_run_entry(run)},
+        **{k: v for k, v in meta.items() if k != "lock"},
+        lock=_json(meta["lock"]),
+        model=model,
+        revision=revision,
+    )
 
 
 def _first(table: pa.Table, column: str):
@@ -113,26 +157,45 @@ def _run_entry(run: pa.Table) -> dict:
     return {training_runs.METADATA_KEY: training_runs.encode(run)}
 
 
-@asset(group_name=PROPOSALS, kinds=KINDS, deps=["images", "clusters"], description=(
-    "model, image_id, input_sha256, feature: pooled features of the frozen vision tower (tiny CLIP vision "
-    "unless ModelsResource.vision_dir names one) for the train, validation and evaluated images; resumable "
-    "cache under <lake>/cache/probe, keyed also by the SHA-256 of the image bytes."))
+@asset(
+    group_name=PROPOSALS,
+    kinds=KINDS,
+    deps=["images", "clusters"],
+    description=(
+        "model, image_id, input_sha256, feature: pooled features of the frozen vision tower (tiny CLIP vision "
+        "unless ModelsResource.vision_dir names one) for the train, validation and evaluated images; resumable "
+        "cache under <lake>/cache/probe, keyed also by the SHA-256 of the image bytes."
+    ),
+)
 def probe_features(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     reason = _not_run(models, source)
     if reason:
         return _skipped(store, "probe_features", FEATURE_SCHEMA, reason)
-    inputs = sql.run(connect_with(store, ["images", "clusters"]), "proposals/probe_inputs", {"split": source.evaluate_split})
-    table, meta = tower_features(inputs, models.vision_model(store), store.root / "cache" / "probe",
-                                 batch_size=max(models.batch_size, 64), device=models.device_or_none())
+    inputs = sql.run(
+        connect_with(store, ["images", "clusters"]), "proposals/probe_inputs", {"split": source.evaluate_split}
+    )
+    table, meta = tower_features(
+        inputs,
+        models.vision_model(store),
+        store.root / "cache" / "probe",
+        batch_size=max(models.batch_size, 64),
+        device=models.device_or_none(),
+    )
     context.log.info(f"extracted {meta['images_extracted']} images ({meta['images_from_cache']} from the cache)")
     return write_table(store, "probe_features", table, {"model": meta["model_key"]}, **meta)
 
 
-@asset(group_name=PROPOSALS, kinds=KINDS, deps=[probe_features, "clusters", "images"], description=(
-    "The 'CLIP probe' mechanism's proposals (spec 5.4): a linear probe on the frozen tower's features, "
-    "trained with torch on train, epoch chosen and tau fitted on validation, applied to the evaluated "
-    "split (nearest-level slates of the thresholded head). Metadata: epoch table, chosen epoch, tau."))
+@asset(
+    group_name=PROPOSALS,
+    kinds=KINDS,
+    deps=[probe_features, "clusters", "images"],
+    description=(
+        "The 'CLIP probe' mechanism's proposals (spec 5.4): a linear probe on the frozen tower's features, "
+        "trained with torch on train, epoch chosen and tau fitted on validation, applied to the evaluated "
+        "split (nearest-level slates of the thresholded head). Metadata: epoch table, chosen epoch, tau."
+    ),
+)
 def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     reason = _not_run(models, source)
@@ -144,61 +207,111 @@ def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
     fit = train_probe_from_tables(features, sql.run(con, "proposals/model_labels"), config)
     evaluated = sql.run(con, "proposals/evaluated_probe_features", {"split": source.evaluate_split})
     tower = models.vision_model(store)
-    table = as_contract(fit.proposals(evaluated.column("image_id").to_pylist(), feature_matrix(evaluated), PROBE,
-                                      model=str(tower)))
+    table = as_contract(
+        fit.proposals(evaluated.column("image_id").to_pylist(), feature_matrix(evaluated), PROBE, model=str(tower))
+    )
     run = fit.training_run().table(PROBE, tower.name, directory_sha256(tower))
-    return write_table(store, "probe", table, {"chosen_epoch": str(fit.chosen_epoch), **_run_entry(run)},
-                       **fit.metadata(), model=_first(features, "model"))
+    return write_table(
+        store,
+        "probe",
+        table,
+        {"chosen_epoch": str(fit.chosen_epoch), **_run_entry(run)},
+        **fit.metadata(),
+        model=_first(features, "model"),
+    )
 
 
-@asset(group_name=PROPOSALS, kinds=KINDS | {"numpy"}, deps=[vlm_scores, "clusters"], description=(
-    "The 'CCT single' and 'CCT cc' mechanisms' proposals (DermoGPT section 1): the scorer's K prompt "
-    "variants per evaluated image aggregated by variant 0 alone (single) and by confidence-consistency "
-    "weights softmax(lam * margin - beta * deviation) (cc); slates by aggregated probability."))
+@asset(
+    group_name=PROPOSALS,
+    kinds=KINDS | {"numpy"},
+    deps=[vlm_scores, "clusters"],
+    description=(
+        "The 'CCT single' and 'CCT cc' mechanisms' proposals (DermoGPT section 1): the scorer's K prompt "
+        "variants per evaluated image aggregated by variant 0 alone (single) and by confidence-consistency "
+        "weights softmax(lam * margin - beta * deviation) (cc); slates by aggregated probability."
+    ),
+)
 def cct_arms(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     reason = _not_run(models, source)
     if reason:
         return _skipped(store, "cct_arms", PROPOSALS_SCHEMA, reason)
-    scores = sql.run(connect_with(store, ["vlm_scores", "clusters"]), "proposals/evaluated_vlm_scores",
-                   {"split": source.evaluate_split, "all_variants": True})
+    scores = sql.run(
+        connect_with(store, ["vlm_scores", "clusters"]),
+        "proposals/evaluated_vlm_scores",
+        {"split": source.evaluate_split, "all_variants": True},
+    )
     variants, scorer_dir = variant_table_from_scores(scores), str(models.scorer_model(store))
     single, single_meta = cct_proposals(variants, "single", mechanism=CCT_SINGLE, model=scorer_dir)
     cc, cc_meta = cct_proposals(variants, "cc", models.cct_lam, models.cct_beta, mechanism=CCT_CC, model=scorer_dir)
     table = combine_proposals([single, cc])
-    return write_table(store, "cct_arms", table, {"lam": str(cc_meta["lam"]), "beta": str(cc_meta["beta"])},
-                       single=single_meta, cc=cc_meta, model=_first(scores, "model"), revision=_first(scores, "revision"))
+    return write_table(
+        store,
+        "cct_arms",
+        table,
+        {"lam": str(cc_meta["lam"]), "beta": str(cc_meta["beta"])},
+        single=single_meta,
+        cc=cc_meta,
+        model=_first(scores, "model"),
+        revision=_first(scores, "revision"),
+    )
 
 
-@asset(group_name=PROPOSALS, kinds=KINDS | {"deepspeed"}, deps=["images", "clusters"], description=(
-    "The 'VLM LoRA fine-tuned' mechanism's proposals: a LoRA adapter on the scorer (peft; DeepSpeed "
-    "ZeRO-2 on GPU) trained on train-split images towards each image's risk continuation, then the "
-    "fine-tuned model scored on the evaluated split (slate by probability). Runs only when "
-    "ModelsResource.finetune is set; otherwise an empty table."))
+@asset(
+    group_name=PROPOSALS,
+    kinds=KINDS | {"deepspeed"},
+    deps=["images", "clusters"],
+    description=(
+        "The 'VLM LoRA fine-tuned' mechanism's proposals: a LoRA adapter on the scorer (peft; DeepSpeed "
+        "ZeRO-2 on GPU) trained on train-split images towards each image's risk continuation, then the "
+        "fine-tuned model scored on the evaluated split (slate by probability). Runs only when "
+        "ModelsResource.finetune is set; otherwise an empty table."
+    ),
+)
 def finetune(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
-    reason = _not_run(models, source) or (None if models.finetune else
-                                          "not run: the fine-tune is not configured (ModelsResource.finetune, "
-                                          "autheval demo --finetune)")
+    reason = _not_run(models, source) or (
+        None
+        if models.finetune
+        else "not run: the fine-tune is not configured (ModelsResource.finetune, autheval demo --finetune)"
+    )
     if reason:
         return _skipped(store, "finetune", PROPOSALS_SCHEMA, reason)
     con = connect_with(store, ["images", "clusters"])
     base = models.scorer_model(store)
     adapter = sft_adapter_dir(store, base)
-    run = finetune_proposer(sql.run(con, "proposals/finetune_examples", {"split": "train"}),
-                            sql.run(con, "proposals/finetune_examples", {"split": "val"}),
-                            FinetuneConfig(model_dir=str(base), adapter_dir=str(adapter), device=models.device_or_none(),
-                                           max_steps=models.finetune_max_steps or None))
-    inputs = sql.run(con, "proposals/model_scorer_inputs", {"split": source.evaluate_split}).filter(pc.field("evaluated"))
-    config = ScorerConfig(model_dir=str(base), adapter_dir=str(adapter), batch_size=models.batch_size,
-                          device=models.device_or_none())
-    scores, meta = score_images(public_inputs(inputs.drop_columns(["evaluated"])), config,
-                                store.root / "cache" / "scorer", progress=False)
+    run = finetune_proposer(
+        sql.run(con, "proposals/finetune_examples", {"split": "train"}),
+        sql.run(con, "proposals/finetune_examples", {"split": "val"}),
+        FinetuneConfig(
+            model_dir=str(base),
+            adapter_dir=str(adapter),
+            device=models.device_or_none(),
+            max_steps=models.finetune_max_steps or None,
+        ),
+    )
+    inputs = sql.run(con, "proposals/model_scorer_inputs", {"split": source.evaluate_split}).filter(
+        pc.field("evaluated")
+    )
+    config = ScorerConfig(
+        model_dir=str(base), adapter_dir=str(adapter), batch_size=models.batch_size, device=models.device_or_none()
+    )
+    scores, meta = score_images(
+        public_inputs(inputs.drop_columns(["evaluated"])), config, store.root / "cache" / "scorer", progress=False
+    )
     context.log.info(f"fine-tuned {run['steps']} steps on {run['device']}; scored {meta['images_scored']} images")
     table = as_contract(proposals_from_scores(scores, FINETUNED, model=f"{base}+{adapter}"))
     runs = finetune_training_run(run).table(FINETUNED, meta["model"], meta["revision"])
-    return write_table(store, "finetune", table, {"adapter_dir": run["adapter_dir"], **_run_entry(runs)},
-                       finetune=run, scoring=meta, model=meta["model"], revision=meta["revision"])
+    return write_table(
+        store,
+        "finetune",
+        table,
+        {"adapter_dir": run["adapter_dir"], **_run_entry(runs)},
+        finetune=run,
+        scoring=meta,
+        model=meta["model"],
+        revision=meta["revision"],
+    )
 
 
 def sft_adapter_dir(store, base) -> Path:
@@ -206,12 +319,18 @@ def sft_adapter_dir(store, base) -> Path:
     return store.root / "models" / "adapters" / f"{base.name}-lora"
 
 
-@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["gate_proxy_selection", readout, probe, finetune, "grpo"], description=(
-    "trainer, mechanism, model, model_revision, data_sha256, config, seed, step_kind, step, metric, value, "
-    "chosen, software_version: what each trainer chose from which data, one fact per row "
-    "(models/training_runs.py): the readout's C search and lock, the probe's epochs and tau, the gate "
-    "proxy's 48 candidates (read from gate_proxy_selection), the fine-tune's losses. Empty, with this "
-    "schema, when nothing was trained (the reference study, model mechanisms off)."))
+@asset(
+    group_name=PROPOSALS,
+    kinds={"parquet"},
+    deps=["gate_proxy_selection", readout, probe, finetune, "grpo"],
+    description=(
+        "trainer, mechanism, model, model_revision, data_sha256, config, seed, step_kind, step, metric, value, "
+        "chosen, software_version: what each trainer chose from which data, one fact per row "
+        "(models/training_runs.py): the readout's C search and lock, the probe's epochs and tau, the gate "
+        "proxy's 48 candidates (read from gate_proxy_selection), the fine-tune's losses. Empty, with this "
+        "schema, when nothing was trained (the reference study, model mechanisms off)."
+    ),
+)
 def model_runs(lake: LakeResource, source: SourceResource):
     store = lake.lake()
     runs = [training_runs.decode(store.read(name).schema.metadata) for name in TRAINED_TABLES if store.has_table(name)]

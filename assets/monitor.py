@@ -9,8 +9,6 @@ the ids sent in the lake), reading the alerts in force in the committed table.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -25,12 +23,12 @@ from dagster import (
 
 from assets.common import RECURRING, write_table
 from assets.landing import landed_records
+from assets.resources import LakeResource, NotifierResource, ProtocolResource
 from assets.trend import trend
 from autheval.monitoring.landing import LANDED_TABLE, empty_trend, trend_plot_table
 from autheval.monitoring.monitor import alerts, monitor_table
 from autheval.monitoring.notify import Notified, notify_new
 from autheval.reporting.report import trend_plot_png
-from assets.resources import LakeResource, NotifierResource, ProtocolResource
 from warehouse.atomic import atomic_write_bytes
 from warehouse.lake import Lake
 
@@ -39,20 +37,41 @@ MONITOR, CASE_MIX, NO_ALERTS = "monitor", "monitor_case_mix", "monitor_has_no_al
 
 @multi_asset(
     specs=[
-        AssetSpec(MONITOR, group_name=RECURRING, kinds={"parquet"}, deps=[landed_records, trend], description=(
-            "site, model_version, mechanism, metric, unit, period, look, n_clusters, estimate, cs_lower, "
-            "cs_upper (anytime-valid confidence sequence), ci_lower, ci_upper (fixed-sample bootstrap), "
-            "lower, upper, status (alert | pass | insufficient), reason, alpha, alpha_adjusted, "
-            "protocol_version, protocol_sha256, data_sha256: every rule of the declared protocol, look by "
-            "look, per site x model version (and pooled: 'all'). No landed data gives an empty table.")),
-        AssetSpec(CASE_MIX, group_name=RECURRING, kinds={"parquet"}, deps=[landed_records], description=(
-            "site, period, look, dimension, category, count, baseline_share, share, bayes_factor, p_value "
-            "(anytime-valid), shifted, reason: each site's case mix (risk strata, workflow profiles, record "
-            "levels) against its baseline periods, by a sequential multinomial test.")),
+        AssetSpec(
+            MONITOR,
+            group_name=RECURRING,
+            kinds={"parquet"},
+            deps=[landed_records, trend],
+            description=(
+                "site, model_version, mechanism, metric, unit, period, look, n_clusters, estimate, cs_lower, "
+                "cs_upper (anytime-valid confidence sequence), ci_lower, ci_upper (fixed-sample bootstrap), "
+                "lower, upper, status (alert | pass | insufficient), reason, alpha, alpha_adjusted, "
+                "protocol_version, protocol_sha256, data_sha256: every rule of the declared protocol, look by "
+                "look, per site x model version (and pooled: 'all'). No landed data gives an empty table."
+            ),
+        ),
+        AssetSpec(
+            CASE_MIX,
+            group_name=RECURRING,
+            kinds={"parquet"},
+            deps=[landed_records],
+            description=(
+                "site, period, look, dimension, category, count, baseline_share, share, bayes_factor, p_value "
+                "(anytime-valid), shifted, reason: each site's case mix (risk strata, workflow profiles, record "
+                "levels) against its baseline periods, by a sequential multinomial test."
+            ),
+        ),
     ],
-    check_specs=[AssetCheckSpec(NO_ALERTS, asset=MONITOR, description=(
-        "No site x model version x mechanism x rule alerts at its latest look: fails (ERROR) naming every "
-        "alert (its confidence sequence lies wholly outside the protocol's bounds)."))],
+    check_specs=[
+        AssetCheckSpec(
+            NO_ALERTS,
+            asset=MONITOR,
+            description=(
+                "No site x model version x mechanism x rule alerts at its latest look: fails (ERROR) naming every "
+                "alert (its confidence sequence lies wholly outside the protocol's bounds)."
+            ),
+        )
+    ],
 )
 def monitor(context, lake: LakeResource, protocol: ProtocolResource):
     store = lake.lake()
@@ -60,9 +79,17 @@ def monitor(context, lake: LakeResource, protocol: ProtocolResource):
     declared = protocol.protocol()
     result = monitor_table(landed, declared, reps=protocol.bootstrap_reps)
     statuses = _count(result.table.column("status").to_pylist()) if result.table.num_rows else "none"
-    yield write_table(store, MONITOR, result.table, asset_key=MONITOR, protocol_version=declared.version,
-                      protocol_sha256=declared.sha256, protocol_file=declared.source, statuses=statuses,
-                      alerts=len(result.alerts))
+    yield write_table(
+        store,
+        MONITOR,
+        result.table,
+        asset_key=MONITOR,
+        protocol_version=declared.version,
+        protocol_sha256=declared.sha256,
+        protocol_file=declared.source,
+        statuses=statuses,
+        alerts=len(result.alerts),
+    )
     shifted = sum(bool(s) for s in result.case_mix.column("shifted").to_pylist()) if result.case_mix.num_rows else 0
     yield write_table(store, CASE_MIX, result.case_mix, asset_key=CASE_MIX, shifted_rows=shifted)
     if result.table.num_rows:  # reports/trend.png becomes one panel per site and rule (trend drew the periods)
@@ -78,10 +105,12 @@ def _count(values: list[str]) -> str:
 def alert_line(alert: dict) -> str:
     """One alert in words: where, which rule, the confidence sequence and the bounds, since when."""
     bounds = f"[{_bound(alert.get('lower'))}, {_bound(alert.get('upper'))}]"
-    return (f"{alert.get('site')} / {alert.get('model_version')} / {alert.get('mechanism')}: {alert.get('metric')} "
-            f"({alert.get('unit')}) confidence sequence [{_number(alert.get('cs_lower'))}, "
-            f"{_number(alert.get('cs_upper'))}] outside {bounds} at {alert.get('period')}"
-            + (f" (alerting since {alert['first_period']})" if alert.get("first_period") else ""))
+    return (
+        f"{alert.get('site')} / {alert.get('model_version')} / {alert.get('mechanism')}: {alert.get('metric')} "
+        f"({alert.get('unit')}) confidence sequence [{_number(alert.get('cs_lower'))}, "
+        f"{_number(alert.get('cs_upper'))}] outside {bounds} at {alert.get('period')}"
+        + (f" (alerting since {alert['first_period']})" if alert.get("first_period") else "")
+    )
 
 
 def _bound(value) -> str:
@@ -96,10 +125,17 @@ def alerts_check(alerts: list[dict]) -> AssetCheckResult:
     """monitor_has_no_alerts: passes with no alert; fails with severity ERROR, every alert named."""
     lines = [alert_line(alert) for alert in alerts]
     return AssetCheckResult(
-        check_name=NO_ALERTS, asset_key=MONITOR, passed=not alerts, severity=AssetCheckSeverity.ERROR,
+        check_name=NO_ALERTS,
+        asset_key=MONITOR,
+        passed=not alerts,
+        severity=AssetCheckSeverity.ERROR,
         description=(f"{len(alerts)} alert(s): " + "; ".join(lines)) if alerts else "no alerts",
-        metadata={"alert_count": len(alerts), "alerts": MetadataValue.md("\n".join(f"* {line}" for line in lines) or "none"),
-                  "alert_ids": ", ".join(str(a.get("alert_id")) for a in alerts) or "none"})
+        metadata={
+            "alert_count": len(alerts),
+            "alerts": MetadataValue.md("\n".join(f"* {line}" for line in lines) or "none"),
+            "alert_ids": ", ".join(str(a.get("alert_id")) for a in alerts) or "none",
+        },
+    )
 
 
 # --- notifications ------------------------------------------------------------------------------------
@@ -112,11 +148,16 @@ def notify_alerts(store: Lake, notifier: NotifierResource) -> Notified:
     return notify_new(store.root, alerts(store.read(MONITOR)), notifier.send)
 
 
-@sensor(minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING, description=(
-    "Watches the committed monitor table (each materialization that commits, from the UI, the schedule or "
-    "`autheval monitor run`): each new alert (a new alert_id) is sent once to the declared notifier "
-    "(AUTHEVAL_NOTIFY_COMMAND or AUTHEVAL_NOTIFY_URL); the ids sent are kept in <lake>/monitor/notified.json, "
-    "so none is sent twice, also after a restart. One that could not be sent is tried again next tick."))
+@sensor(
+    minimum_interval_seconds=60,
+    default_status=DefaultSensorStatus.RUNNING,
+    description=(
+        "Watches the committed monitor table (each materialization that commits, from the UI, the schedule or "
+        "`autheval monitor run`): each new alert (a new alert_id) is sent once to the declared notifier "
+        "(AUTHEVAL_NOTIFY_COMMAND or AUTHEVAL_NOTIFY_URL); the ids sent are kept in <lake>/monitor/notified.json, "
+        "so none is sent twice, also after a restart. One that could not be sent is tried again next tick."
+    ),
+)
 def monitor_alert_sensor(context, lake: LakeResource, notifier: NotifierResource):
     if not notifier.declared:
         return SensorResult(skip_reason="no notifier declared (AUTHEVAL_NOTIFY_COMMAND or AUTHEVAL_NOTIFY_URL)")
@@ -132,5 +173,8 @@ def monitor_alert_sensor(context, lake: LakeResource, notifier: NotifierResource
     for alert_id in notified.sent:
         context.log.info(f"alert {alert_id} sent")
     # the cursor moves past this table once every alert of it is sent (else the next tick tries again)
-    return SensorResult(skip_reason=f"{len(notified.sent)} alert(s) sent, {len(notified.before)} sent before, "
-                                    f"{len(notified.failed)} not sent", cursor=context.cursor if notified.failed else files[0])
+    return SensorResult(
+        skip_reason=f"{len(notified.sent)} alert(s) sent, {len(notified.before)} sent before, "
+        f"{len(notified.failed)} not sent",
+        cursor=context.cursor if notified.failed else files[0],
+    )

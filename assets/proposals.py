@@ -10,21 +10,25 @@ from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
 
 from assets.common import PROPOSALS, check_row, connect_with, write_table
 from assets.model_proposals import CCT_CC, CCT_SINGLE, MODEL_PROPOSAL_TABLES, READOUT, model_proposals
-from autheval.proposals.proposals_file import check_coverage, combine_proposals, evaluated_image_ids, read_proposals
-from autheval.io import file_sha256
-from autheval.reference_data import REFERENCE_ANALYSES, manifest, reference_path
-from autheval.reference_data import register_reference
 from assets.resources import LakeResource, ModelsResource, SourceResource
+from autheval.io import file_sha256
+from autheval.proposals.proposals_file import check_coverage, combine_proposals, evaluated_image_ids, read_proposals
+from autheval.reference_data import REFERENCE_ANALYSES, manifest, reference_path, register_reference
 from warehouse import sql
 
 
-@asset(group_name=PROPOSALS, kinds={"parquet"}, deps=["images", "clusters", *MODEL_PROPOSAL_TABLES, "vlm_scores", "model_runs"],
-       description=(
-    "What each proposal mechanism proposed for each image. Raw cohorts: mechanism, image_id, slate "
-    "(ranked actions), a_head, p_very_low, p_low, p_moderate, p_high, diagnosis, source: a proposals "
-    "file's mechanisms (validated), then, when models are enabled, the lake's model mechanisms (VLM "
-    "readout, CLIP probe, CCT single, CCT cc, and the LoRA fine-tune when configured). Reference study: mechanism, policy_id, image_id, slate_size, a_head of the MedGemma "
-    "readout, LLaVA-Med head and CLIP probe (their slates are not shipped)."))
+@asset(
+    group_name=PROPOSALS,
+    kinds={"parquet"},
+    deps=["images", "clusters", *MODEL_PROPOSAL_TABLES, "vlm_scores", "model_runs"],
+    description=(
+        "What each proposal mechanism proposed for each image. Raw cohorts: mechanism, image_id, slate "
+        "(ranked actions), a_head, p_very_low, p_low, p_moderate, p_high, diagnosis, source: a proposals "
+        "file's mechanisms (validated), then, when models are enabled, the lake's model mechanisms (VLM "
+        "readout, CLIP probe, CCT single, CCT cc, and the LoRA fine-tune when configured). Reference study: mechanism, policy_id, image_id, slate_size, a_head of the MedGemma "
+        "readout, LLaVA-Med head and CLIP probe (their slates are not shipped)."
+    ),
+)
 def proposals(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     if source.is_reference:
@@ -42,8 +46,11 @@ def producers(store, source: SourceResource) -> dict[str, tuple[str, str]]:
     (model_runs names the trained ones, vlm_scores the scorer behind the readout and CCT)."""
     if source.is_reference:
         files = manifest()
-        return {mechanism: (f"reference:{files[trace]['source']}", files[trace]["parquet_sha256"])
-                for _, study, mechanism, _, trace in REFERENCE_ANALYSES if study == "mechanisms"}
+        return {
+            mechanism: (f"reference:{files[trace]['source']}", files[trace]["parquet_sha256"])
+            for _, study, mechanism, _, trace in REFERENCE_ANALYSES
+            if study == "mechanisms"
+        }
     found: dict[str, tuple[str, str]] = {}
     path = source.proposals_file()
     if path:
@@ -77,9 +84,11 @@ def raw_source_proposals(store, source: SourceResource, with_models: bool = Fals
     written), then (`with_models`) the model mechanisms' tables in declaration order."""
     path = source.proposals_file()
     if path is None and not with_models:
-        raise ValueError("no proposals for this cohort: name a proposals file (CSV or Parquet with mechanism, "
-                         "image_id and the four probabilities, a slate or an a_head) as the source's `proposals`, "
-                         "or enable the model mechanisms")
+        raise ValueError(
+            "no proposals for this cohort: name a proposals file (CSV or Parquet with mechanism, "
+            "image_id and the four probabilities, a slate or an a_head) as the source's `proposals`, "
+            "or enable the model mechanisms"
+        )
     parts = []
     if path:
         from_file = read_proposals(path, store.read("images").column("image_id"))
@@ -89,15 +98,26 @@ def raw_source_proposals(store, source: SourceResource, with_models: bool = Fals
     return combine_proposals(parts + (model_proposals(store) if with_models else []))
 
 
-@multi_asset_check(specs=[AssetCheckSpec(
-    "proposals_match_frozen_heads", asset="proposals", description=(
-        "the control heads equal the study's frozen heads; not run, so shown as skipped, for a raw cohort"))],
-    can_subset=True)
+@multi_asset_check(
+    specs=[
+        AssetCheckSpec(
+            "proposals_match_frozen_heads",
+            asset="proposals",
+            description=(
+                "the control heads equal the study's frozen heads; not run, so shown as skipped, for a raw cohort"
+            ),
+        )
+    ],
+    can_subset=True,
+)
 def proposals_match_frozen_heads(context, lake: LakeResource, source: SourceResource):
     if not source.is_reference:
         context.log.info("proposals_match_frozen_heads skipped: the frozen heads belong to the reference study")
         return
     frozen = pq.read_table(reference_path("frozen_proposal_heads"))
     row = check_row(lake.lake(), "proposals/check_frozen_heads", ["proposals"], extra={"frozen_heads": frozen})
-    yield AssetCheckResult(check_name="proposals_match_frozen_heads", passed=row["violations"] == 0,
-                           metadata={k: str(v) for k, v in row.items()})
+    yield AssetCheckResult(
+        check_name="proposals_match_frozen_heads",
+        passed=row["violations"] == 0,
+        metadata={k: str(v) for k, v in row.items()},
+    )

@@ -6,20 +6,27 @@ from dagster import asset
 
 from assets.clusters import clusters
 from assets.common import SCORING, connect_with, write_table
+from assets.resources import LakeResource, SourceResource
 from assets.scores import scores
 from assets.selections import selections
-from assets.resources import LakeResource, SourceResource
 from warehouse import sql
 
 
-@asset(group_name=SCORING, kinds={"parquet"}, deps=[selections, scores, clusters], description=(
-    "The AuthEval log view of each analysis: case_id, cluster_id, proposed_action, executed_action, "
-    "utility_executed_local, utility_proposed_local, utility_proposed_global, record_level. Exported "
-    "records carry scores, never the private context."))
+@asset(
+    group_name=SCORING,
+    kinds={"parquet"},
+    deps=[selections, scores, clusters],
+    description=(
+        "The AuthEval log view of each analysis: case_id, cluster_id, proposed_action, executed_action, "
+        "utility_executed_local, utility_proposed_local, utility_proposed_global, record_level. Exported "
+        "records carry scores, never the private context."
+    ),
+)
 def records(lake: LakeResource, source: SourceResource):
     if source.is_reference:
         table = sql.run(connect_with(lake.lake(), ["selections", "scores", "clusters"]), "review/records")
     else:
         table = sql.run(connect_with(lake.lake(), ["selections", "scores"]), "review/records_of_review")
-    return write_table(lake.lake(), "records", table,
-                       analyses=", ".join(sorted(set(table.column("analysis").to_pylist()))))
+    return write_table(
+        lake.lake(), "records", table, analyses=", ".join(sorted(set(table.column("analysis").to_pylist())))
+    )

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, EnvVar
 
-from autheval.estimation.estimators import DEFAULT_REPS
 from autheval import __version__
+from autheval.estimation.estimators import DEFAULT_REPS
 from autheval.review.rules import RuleFile, load_rules
 from warehouse.lake import DEFAULT_LAKE, Lake
 from warehouse.snapshots import DEFAULT_KEEP, LakeRun
@@ -59,8 +59,9 @@ class LakeResource(ConfigurableResource):
         run_id = dagster_run.run_id if dagster_run is not None else None
         lake = self.lake()
         if run_id and lake.run() is None:  # a run of its own (sensors and schedules' ticks have no run)
-            self._run = LakeRun(lake.location, run_id, lake._legacy_tables, self.keep_snapshots,
-                                software=f"autheval {__version__}").open()
+            self._run = LakeRun(
+                lake.location, run_id, lake._legacy_tables, self.keep_snapshots, software=f"autheval {__version__}"
+            ).open()
 
     def owns_run(self) -> bool:
         """Did this Dagster run open its lake run (rather than join the demo's)?"""
@@ -82,7 +83,7 @@ class LakeResource(ConfigurableResource):
                 # a failure here cannot fail the run any more, so it is logged and nothing is committed
                 try:
                     run.commit()
-                except Exception as err:  # noqa: BLE001
+                except Exception as err:
                     context.log.error(f"lake run {run.run_id} not committed: {err}")
         finally:
             run.close()
@@ -119,7 +120,9 @@ class SourceResource(ConfigurableResource):
     gate_scores: str = ""  # per-image s_gate given by the source (image_id, s_gate), instead of the proxy
     evaluate_split: str = "test"  # the split the review and the estimates run on; 'all' for every image
     min_group_clusters: int = 30  # subgroups with fewer clusters (or images) are reported as not estimable
-    benchmark: str = ""  # a benchmark file (CSV or Parquet; autheval/estimation/benchmark.py); synthetic: <input_dir>/benchmark.csv
+    benchmark: str = (
+        ""  # a benchmark file (CSV or Parquet; autheval/estimation/benchmark.py); synthetic: <input_dir>/benchmark.csv
+    )
 
     def check(self) -> None:
         if self.kind not in SOURCES:
@@ -135,8 +138,10 @@ class SourceResource(ConfigurableResource):
         """Raw-path tables (gate proxy, contexts) need a cohort: the reference study ships neither its
         images' metadata nor its gate scores."""
         if self.is_reference:
-            raise ValueError(f"{what} is built from a raw cohort (source synthetic or isic2019); the reference "
-                             "study ships no image metadata or gate scores")
+            raise ValueError(
+                f"{what} is built from a raw cohort (source synthetic or isic2019); the reference "
+                "study ships no image metadata or gate scores"
+            )
 
     def proposals_file(self) -> str | None:
         """The proposals file of a raw source: as configured, else the synthetic cohort's own."""
@@ -155,8 +160,10 @@ class SourceResource(ConfigurableResource):
     def require_reference(self, what: str) -> None:
         """The reference study's traces exist only for the embedded reference source."""
         if not self.is_reference:
-            raise ValueError(f"{what} comes from the reference study's traces; source is {self.kind!r}. "
-                             "Materialize the ingest and duplicates groups for a raw cohort.")
+            raise ValueError(
+                f"{what} comes from the reference study's traces; source is {self.kind!r}. "
+                "Materialize the ingest and duplicates groups for a raw cohort."
+            )
 
 
 class DeclaredRules:
@@ -179,8 +186,9 @@ class DeclaredRules:
 def default_source() -> SourceResource:
     """The source named by $AUTHEVAL_SOURCE, $AUTHEVAL_INPUT and $AUTHEVAL_FREEZE (default: the
     embedded reference study)."""
-    return SourceResource(kind=env_or(SOURCE_ENV, "reference"), input_dir=env_or(INPUT_ENV, ""),
-                          freeze=env_or(FREEZE_ENV, ""))
+    return SourceResource(
+        kind=env_or(SOURCE_ENV, "reference"), input_dir=env_or(INPUT_ENV, ""), freeze=env_or(FREEZE_ENV, "")
+    )
 
 
 MODELS_ENV = "AUTHEVAL_MODELS"
@@ -200,18 +208,18 @@ class ModelsResource(ConfigurableResource):
     Disabled (the default): the model assets write empty tables and `proposals` is the file's alone."""
 
     enabled: bool = False
-    scorer_dir: str = ""       # a local VLM (Gemma3 / LLaVA style); empty: tiny Gemma3
-    vision_dir: str = ""       # a local vision tower for the probe (CLIPVisionModel); empty: tiny CLIP vision
-    variants: int = 4          # K prompt variants for CCT (variant 0 = the spec prompt)
+    scorer_dir: str = ""  # a local VLM (Gemma3 / LLaVA style); empty: tiny Gemma3
+    vision_dir: str = ""  # a local vision tower for the probe (CLIPVisionModel); empty: tiny CLIP vision
+    variants: int = 4  # K prompt variants for CCT (variant 0 = the spec prompt)
     batch_size: int = 8
-    device: str = ""           # empty: CUDA when present, else CPU
-    finetune: bool = False     # run the LoRA fine-tune and score it as its own mechanism
+    device: str = ""  # empty: CUDA when present, else CPU
+    finetune: bool = False  # run the LoRA fine-tune and score it as its own mechanism
     finetune_max_steps: int = 0  # 0: one full epoch over the train split
-    grpo: bool = False         # GRPO on the MAVIC reward from the fine-tuned model, scored as its own mechanism
-    grpo_max_steps: int = 0    # 0: one full epoch over the train split (one image's group per step)
+    grpo: bool = False  # GRPO on the MAVIC reward from the fine-tuned model, scored as its own mechanism
+    grpo_max_steps: int = 0  # 0: one full epoch over the train split (one image's group per step)
     cct_lam: float = 1.0
     cct_beta: float = 1.0
-    torch_threads: int = 0     # intra-op CPU threads during a run; 0: 1 with the tiny models, torch's default otherwise
+    torch_threads: int = 0  # intra-op CPU threads during a run; 0: 1 with the tiny models, torch's default otherwise
 
     def setup_for_execution(self, context) -> None:
         """With the tiny models, torch runs single-threaded for the run (their operations are too small
@@ -262,9 +270,13 @@ def default_models() -> ModelsResource:
     $AUTHEVAL_FINETUNE=1, GRPO after it from $AUTHEVAL_GRPO=1, which implies the fine-tune); disabled
     otherwise."""
     grpo = _env_flag(GRPO_ENV)
-    return ModelsResource(enabled=_env_flag(MODELS_ENV), scorer_dir=env_or(SCORER_DIR_ENV, ""),
-                          vision_dir=env_or(VISION_DIR_ENV, ""), finetune=_env_flag(FINETUNE_ENV) or grpo,
-                          grpo=grpo)
+    return ModelsResource(
+        enabled=_env_flag(MODELS_ENV),
+        scorer_dir=env_or(SCORER_DIR_ENV, ""),
+        vision_dir=env_or(VISION_DIR_ENV, ""),
+        finetune=_env_flag(FINETUNE_ENV) or grpo,
+        grpo=grpo,
+    )
 
 
 ENGINE_ENV = "AUTHEVAL_ENGINE"
@@ -367,6 +379,8 @@ def monitor_schedule_settings(cron: str | None = None, timezone: str | None = No
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"monitor schedule time zone {timezone!r} (${MONITOR_TZ_ENV}): not a time zone; give an "
-                         "IANA name such as UTC or Europe/Paris") from None
+        raise ValueError(
+            f"monitor schedule time zone {timezone!r} (${MONITOR_TZ_ENV}): not a time zone; give an "
+            "IANA name such as UTC or Europe/Paris"
+        ) from None
     return cron, timezone

@@ -6,31 +6,49 @@ import pyarrow as pa
 from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, asset_check, multi_asset_check
 
 from assets.common import SCORING, check_row, connect_with, write_table
+from assets.resources import DeclaredRules, LakeResource, SourceResource
 from assets.selections import selections
 from autheval.raw.ingest import RISK
 from autheval.reference_data import register_reference
-from autheval.review.local_review import (PUBLISHED_CONTROL_ROWS, PUBLISHED_UZ_ROWS, build_scores, reference_checks,
-                             register_rules)
-from assets.resources import DeclaredRules, LakeResource, SourceResource
+from autheval.review.local_review import (
+    PUBLISHED_CONTROL_ROWS,
+    PUBLISHED_UZ_ROWS,
+    build_scores,
+    reference_checks,
+    register_rules,
+)
 from warehouse import sql
 
 
-@asset(group_name=SCORING, kinds={"parquet"}, deps=[selections, "declared_rules"], description=(
-    "analysis, image_id, u_local_head, u_local_sel, u_global_head: U_z of the proposal and of the "
-    "selection under the same declared local rule, and U_g of the proposal (benchmark rule); raw "
-    "cohorts also s_hier, the hierarchical similarity of a proposed diagnosis (secondary, never U_z)."))
+@asset(
+    group_name=SCORING,
+    kinds={"parquet"},
+    deps=[selections, "declared_rules"],
+    description=(
+        "analysis, image_id, u_local_head, u_local_sel, u_global_head: U_z of the proposal and of the "
+        "selection under the same declared local rule, and U_g of the proposal (benchmark rule); raw "
+        "cohorts also s_hier, the hierarchical similarity of a proposed diagnosis (secondary, never U_z)."
+    ),
+)
 def scores(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
-        return write_table(store, "scores", sql.run(register_reference(connect_with(store)), "scoring/scores_reference"))
+        return write_table(
+            store, "scores", sql.run(register_reference(connect_with(store)), "scoring/scores_reference")
+        )
     rule_file = rules.rule_file()
     con = connect_with(store, ["selections", "contexts", "images", "clusters", "proposals"])
     params = register_rules(con, rule_file)
     build_scores(con, params, records=False)
     con.register("diagnosis_risk", pa.table({"diagnosis": list(RISK), "risk_stratum": list(RISK.values())}))
-    return write_table(store, "scores", sql.run(con, "scoring/scores_hierarchical"),
-                       {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
-                       rule_version=rule_file.version, rule_sha256=rule_file.sha256)
+    return write_table(
+        store,
+        "scores",
+        sql.run(con, "scoring/scores_hierarchical"),
+        {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
+        rule_version=rule_file.version,
+        rule_sha256=rule_file.sha256,
+    )
 
 
 @asset_check(asset=scores, additional_deps=[selections], description="the same action implies the same score")
@@ -39,12 +57,21 @@ def scores_same_action_same_score(lake: LakeResource) -> AssetCheckResult:
     return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
 
 
-@multi_asset_check(specs=[AssetCheckSpec(
-    "scores_reproduced_by_declared_rules", asset="scores", additional_deps=["declared_rules"], description=(
-        "the declared local rules reproduce the reference traces: U_z of both actions bit for bit on every "
-        "row whose cluster profile the traces identify (16,020) and the two controls' selections under "
-        "capacity on every checkable row (3,170); not run, so shown as skipped, for a raw cohort"))],
-    can_subset=True)
+@multi_asset_check(
+    specs=[
+        AssetCheckSpec(
+            "scores_reproduced_by_declared_rules",
+            asset="scores",
+            additional_deps=["declared_rules"],
+            description=(
+                "the declared local rules reproduce the reference traces: U_z of both actions bit for bit on every "
+                "row whose cluster profile the traces identify (16,020) and the two controls' selections under "
+                "capacity on every checkable row (3,170); not run, so shown as skipped, for a raw cohort"
+            ),
+        )
+    ],
+    can_subset=True,
+)
 def scores_reproduced_by_declared_rules(context, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     if not source.is_reference:
         context.log.info("scores_reproduced_by_declared_rules skipped: the traces belong to the reference study")
@@ -53,10 +80,20 @@ def scores_reproduced_by_declared_rules(context, source: SourceResource, rules: 
     uz, controls = found["uz"], found["control_selections"]
     # the identified rows depend on the rules (a profile is identified by the scores it gives), so the
     # study's counts are the bar: other rules reproduce fewer rows of the published traces
-    passed = (uz["violations"] == 0 and uz["reproduced_rows"] == PUBLISHED_UZ_ROWS
-              and controls["violations"] == 0 and controls["reproduced_rows"] == PUBLISHED_CONTROL_ROWS)
-    yield AssetCheckResult(check_name="scores_reproduced_by_declared_rules", passed=passed, metadata={
-        "uz_rows_reproduced": uz["reproduced_rows"], "uz_rows_identified": uz["identified_rows"],
-        "control_selections_reproduced": controls["reproduced_rows"],
-        "control_selections_checkable": controls["checkable_rows"],
-        "profile_rule": rules.path or "default (missing_tokens)"})
+    passed = (
+        uz["violations"] == 0
+        and uz["reproduced_rows"] == PUBLISHED_UZ_ROWS
+        and controls["violations"] == 0
+        and controls["reproduced_rows"] == PUBLISHED_CONTROL_ROWS
+    )
+    yield AssetCheckResult(
+        check_name="scores_reproduced_by_declared_rules",
+        passed=passed,
+        metadata={
+            "uz_rows_reproduced": uz["reproduced_rows"],
+            "uz_rows_identified": uz["identified_rows"],
+            "control_selections_reproduced": controls["reproduced_rows"],
+            "control_selections_checkable": controls["checkable_rows"],
+            "profile_rule": rules.path or "default (missing_tokens)",
+        },
+    )

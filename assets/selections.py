@@ -6,18 +6,24 @@ from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, mult
 
 from assets.common import REVIEW, connect_with, write_table
 from assets.proposals import proposals
+from assets.resources import DeclaredRules, LakeResource, SourceResource
 from autheval.reference_data import register_reference
 from autheval.review.local_review import build_selections, register_rules
-from assets.resources import DeclaredRules, LakeResource, SourceResource
 from warehouse import sql
 
 
-@asset(group_name=REVIEW, kinds={"parquet"}, deps=[proposals, "contexts", "clusters", "declared_rules"], description=(
-    "analysis, mechanism, regime, image_id, cluster_id, a_head, a_sel, change_type (none, "
-    "down_substitution, up_substitution, fallback), override (patient_refusal, patient_burden, "
-    "empty_band_default): the proposal and the action the local service selected under each review "
-    "regime (mixed, capacity ceiling, safety floor). Raw cohorts: the declared local rules applied to "
-    "every mechanism's slate; reference study: the published traces."))
+@asset(
+    group_name=REVIEW,
+    kinds={"parquet"},
+    deps=[proposals, "contexts", "clusters", "declared_rules"],
+    description=(
+        "analysis, mechanism, regime, image_id, cluster_id, a_head, a_sel, change_type (none, "
+        "down_substitution, up_substitution, fallback), override (patient_refusal, patient_burden, "
+        "empty_band_default): the proposal and the action the local service selected under each review "
+        "regime (mixed, capacity ceiling, safety floor). Raw cohorts: the declared local rules applied to "
+        "every mechanism's slate; reference study: the published traces."
+    ),
+)
 def selections(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
@@ -33,14 +39,27 @@ def selections(lake: LakeResource, source: SourceResource, rules: ResourceParam[
     return write_table(store, "selections", table, changed_rows=changed)
 
 
-@multi_asset_check(specs=[AssetCheckSpec(
-    "selections_band_not_empty", asset="selections", blocking=True, description=(
-        "every selection had a non-empty admissible band and a selected action (spec 3.8); not run, so "
-        "shown as skipped, for the reference study's replayed traces"))], can_subset=True)
+@multi_asset_check(
+    specs=[
+        AssetCheckSpec(
+            "selections_band_not_empty",
+            asset="selections",
+            blocking=True,
+            description=(
+                "every selection had a non-empty admissible band and a selected action (spec 3.8); not run, so "
+                "shown as skipped, for the reference study's replayed traces"
+            ),
+        )
+    ],
+    can_subset=True,
+)
 def selections_band_not_empty(context, lake: LakeResource, source: SourceResource):
     if source.is_reference:
         context.log.info("selections_band_not_empty skipped: the reference selections are replayed traces")
         return
     row = sql.one(connect_with(lake.lake(), ["selections"]), "review/check_selections_band")
-    yield AssetCheckResult(check_name="selections_band_not_empty", passed=row["violations"] == 0,
-                           metadata={k: str(v) for k, v in row.items()})
+    yield AssetCheckResult(
+        check_name="selections_band_not_empty",
+        passed=row["violations"] == 0,
+        metadata={k: str(v) for k, v in row.items()},
+    )

@@ -13,8 +13,8 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import posixpath
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -107,8 +107,10 @@ def _read_csv_text(path: Path) -> pa.Table:
         with csv.open_csv(path, parse_options=parse) as reader:  # the header gives the column names
             names = reader.schema.names
         convert = csv.ConvertOptions(
-            column_types={n: pa.string() for n in names}, strings_can_be_null=True,
-            null_values=[""], quoted_strings_can_be_null=True,
+            column_types={n: pa.string() for n in names},
+            strings_can_be_null=True,
+            null_values=[""],
+            quoted_strings_can_be_null=True,
         )
         return csv.read_csv(path, parse_options=parse, convert_options=convert)
     except (pa.ArrowInvalid, StopIteration) as err:
@@ -135,7 +137,9 @@ def _check_delimiter(path: Path, delimiter: str) -> None:
         if other != delimiter and len(names[0].split(other)) > 1:
             expected = OTHER_DELIMITERS[delimiter]
             raise RecordError(
-                str(path), None, f"the delimiter looks wrong: the header is one column holding {label}s "
+                str(path),
+                None,
+                f"the delimiter looks wrong: the header is one column holding {label}s "
                 f"({names[0][:60]!r}); expected {expected}-separated columns",
             )
 
@@ -169,7 +173,7 @@ def dataset_files(source: str | Path):
     if any(c in text for c in GLOB_CHARACTERS):
         head = text[: min(text.index(c) for c in GLOB_CHARACTERS if c in text)]
         base = head.rstrip("/") if head.endswith("/") else posixpath.dirname(head)
-        pattern = text[len(base):].lstrip("/")
+        pattern = text[len(base) :].lstrip("/")
         text = base or "."
     location = lake_location(text)
     fs = location.filesystem
@@ -181,10 +185,10 @@ def dataset_files(source: str | Path):
     else:
         paths = []
         for entry in fs.get_file_info(pafs.FileSelector(location.root, recursive=True)):
-            relative = entry.path[len(location.root):].lstrip("/")
+            relative = entry.path[len(location.root) :].lstrip("/")
             if entry.type != pafs.FileType.File or _hidden(relative):
                 continue
-            if (fnmatch.fnmatchcase(relative, pattern) if pattern is not None else _is_parquet(entry.base_name)):
+            if fnmatch.fnmatchcase(relative, pattern) if pattern is not None else _is_parquet(entry.base_name):
                 paths.append(entry.path)
         paths.sort()
         if not paths:

@@ -16,8 +16,13 @@ SCHEMES = ("reference", "evaluator", "poisson")  # the bootstrap schemes, each n
 
 # The `proposals` contract, every mechanism's (file-provided or model-made): (column, Arrow type name).
 PROPOSALS_COLUMNS = (
-    ("mechanism", "string"), ("image_id", "string"), ("slate", "list<string>"), ("a_head", "string"),
-    *[(column, "float64") for column in PROBABILITY_COLUMNS], ("diagnosis", "string"), ("source", "string"),
+    ("mechanism", "string"),
+    ("image_id", "string"),
+    ("slate", "list<string>"),
+    ("a_head", "string"),
+    *[(column, "float64") for column in PROBABILITY_COLUMNS],
+    ("diagnosis", "string"),
+    ("source", "string"),
 )
 
 

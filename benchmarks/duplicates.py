@@ -22,18 +22,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import duckdb  # noqa: E402
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
+import duckdb
+import numpy as np
+import pyarrow as pa
 
-from autheval.raw.duplicates import components, near_pairs  # noqa: E402
+from autheval.raw.duplicates import components, near_pairs
 
 
 def synthetic_hashes(n: int, k: int, seed: int) -> pa.Table:
     """n image hashes: random values, 5 % of them copies or near copies (1..k+2 bits) of others."""
     rng = np.random.default_rng(seed)
     n_near = n // 20
-    base = rng.integers(0, 2 ** 64, size=n - n_near, dtype=np.uint64)
+    base = rng.integers(0, 2**64, size=n - n_near, dtype=np.uint64)
     source = base[rng.integers(0, len(base), n_near)]
     flips = np.zeros(n_near, dtype=np.uint64)
     n_bits = rng.integers(0, k + 3, n_near)  # 0 bits: an exact copy
@@ -59,8 +59,10 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=20_000, help="all-pairs sample for the extrapolation")
     args = parser.parse_args()
     k = args.k
-    print(f"threshold k = {k}: {k + 1} bands of {64 // (k + 1)}-{-(-64 // (k + 1))} bits; "
-          f"DuckDB {duckdb.__version__}, {os.cpu_count()} cores")
+    print(
+        f"threshold k = {k}: {k + 1} bands of {64 // (k + 1)}-{-(-64 // (k + 1))} bits; "
+        f"DuckDB {duckdb.__version__}, {os.cpu_count()} cores"
+    )
 
     small = synthetic_hashes(args.n_small, k, seed=1)
     multi, t_multi = timed(components, small, k, method="multi_index")
@@ -77,8 +79,10 @@ def main() -> int:
     pairs, t_pairs = timed(near_pairs, values, k)
     comps, t_comps = timed(components, large, k)
     n_comp = len(set(comps.column("component_id").to_pylist()))
-    print(f"\n{args.n_large:,} hashes ({len(values):,} distinct): {pairs.num_rows:,} near pairs, "
-          f"{n_comp:,} components, {comps.num_rows:,} images in them")
+    print(
+        f"\n{args.n_large:,} hashes ({len(values):,} distinct): {pairs.num_rows:,} near pairs, "
+        f"{n_comp:,} components, {comps.num_rows:,} images in them"
+    )
     print(f"  multi-index pairs  {t_pairs:8.2f} s")
     print(f"  components (total) {t_comps:8.2f} s   (pairs + union + numbering)")
 
@@ -89,8 +93,10 @@ def main() -> int:
     per_pair = t_sample / (m * (m - 1) / 2)
     n = len(values)
     estimate = per_pair * n * (n - 1) / 2
-    print(f"  all pairs, sample of {m:,}: {t_sample:.2f} s ({per_pair * 1e9:.2f} ns/pair) -> "
-          f"extrapolated {estimate:,.0f} s ({estimate / 3600:.1f} h) for {n:,}")
+    print(
+        f"  all pairs, sample of {m:,}: {t_sample:.2f} s ({per_pair * 1e9:.2f} ns/pair) -> "
+        f"extrapolated {estimate:,.0f} s ({estimate / 3600:.1f} h) for {n:,}"
+    )
     print(f"  ratio (extrapolated all pairs / multi-index components) {estimate / t_comps:,.0f}x")
     return 0
 

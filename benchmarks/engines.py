@@ -54,9 +54,13 @@ def timed_estimates(source, engine_name: str, reps: int, spark_memory: str) -> t
         engine.close()
     boot = result.estimate("scale", "image_weighted", "Delta_authority")
     dm = delta[("image_weighted", "Delta_authority")]
-    return {**times, "n_cases": records.n_cases, "n_clusters": records.n_clusters,
-            "bootstrap": [boot["estimate"], boot["ci_lower"], boot["ci_upper"]],
-            "delta_method": [dm["estimate"], dm["ci_lower"], dm["ci_upper"]]}, records
+    return {
+        **times,
+        "n_cases": records.n_cases,
+        "n_clusters": records.n_clusters,
+        "bootstrap": [boot["estimate"], boot["ci_lower"], boot["ci_upper"]],
+        "delta_method": [dm["estimate"], dm["ci_lower"], dm["ci_upper"]],
+    }, records
 
 
 def child(args) -> None:
@@ -109,8 +113,19 @@ def run_sampled(command: list[str], label: str, env: dict | None = None) -> dict
 
 
 def run_child(log: Path, engine: str, reps: int, spark_memory: str) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--log", str(log), "--engine", engine,
-               "--reps", str(reps), "--spark-memory", spark_memory]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        "--log",
+        str(log),
+        "--engine",
+        engine,
+        "--reps",
+        str(reps),
+        "--spark-memory",
+        spark_memory,
+    ]
     return run_sampled(command, engine)
 
 
@@ -122,7 +137,9 @@ def synthetic_log(folder: Path, cases: int) -> Path:
 
     path = folder / f"log_{cases}.parquet"
     con = duckdb.connect()
-    reader = con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": cases // 10}).arrow()
+    reader = con.execute(
+        load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": cases // 10}
+    ).arrow()
     table = reader.read_all() if hasattr(reader, "read_all") else reader
     pq.write_table(table, path)
     return path
@@ -143,10 +160,14 @@ def main() -> int:
         return 0
     cores = os.cpu_count()
     load = os.getloadavg()[0]
-    print(f"machine: {cores} cores, load average {load:.1f}; poisson bootstrap with {args.reps} replicates, "
-          f"delta method; Spark local[{cores}]")
-    print(f"{'records':>11} {'clusters':>10} {'engine':>7} {'start':>7} {'read':>7} {'poisson':>8} "
-          f"{'delta':>7} {'wall':>7} {'peak MB':>8}   Delta [bootstrap CI] / [delta-method CI]")
+    print(
+        f"machine: {cores} cores, load average {load:.1f}; poisson bootstrap with {args.reps} replicates, "
+        f"delta method; Spark local[{cores}]"
+    )
+    print(
+        f"{'records':>11} {'clusters':>10} {'engine':>7} {'start':>7} {'read':>7} {'poisson':>8} "
+        f"{'delta':>7} {'wall':>7} {'peak MB':>8}   Delta [bootstrap CI] / [delta-method CI]"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for cases in args.sizes:
             log = synthetic_log(Path(tmp), cases)
@@ -155,13 +176,18 @@ def main() -> int:
                 r = run_child(log, engine, args.reps, args.spark_memory)
                 results[engine] = r
                 b, d = r["bootstrap"], r["delta_method"]
-                print(f"{r['n_cases']:>11,} {r['n_clusters']:>10,} {engine:>7} {r['engine_start_s']:>6.1f}s "
-                      f"{r['read_validate_s']:>6.1f}s {r['poisson_s']:>7.1f}s {r['delta_method_s']:>6.1f}s "
-                      f"{r['wall_s']:>6.1f}s {r['peak_mb']:>8.0f}   {b[0]:.6f} [{b[1]:.6f}, {b[2]:.6f}] / "
-                      f"[{d[1]:.6f}, {d[2]:.6f}]", flush=True)
+                print(
+                    f"{r['n_cases']:>11,} {r['n_clusters']:>10,} {engine:>7} {r['engine_start_s']:>6.1f}s "
+                    f"{r['read_validate_s']:>6.1f}s {r['poisson_s']:>7.1f}s {r['delta_method_s']:>6.1f}s "
+                    f"{r['wall_s']:>6.1f}s {r['peak_mb']:>8.0f}   {b[0]:.6f} [{b[1]:.6f}, {b[2]:.6f}] / "
+                    f"[{d[1]:.6f}, {d[2]:.6f}]",
+                    flush=True,
+                )
             if len(results) == 2:
                 a, c = results.values()
-                worst = max(abs(x - y) for x, y in zip(a["bootstrap"] + a["delta_method"], c["bootstrap"] + c["delta_method"]))
+                worst = max(
+                    abs(x - y) for x, y in zip(a["bootstrap"] + a["delta_method"], c["bootstrap"] + c["delta_method"])
+                )
                 print(f"{'':>11} engines agree: max difference {worst:.1e}" + ("" if worst <= 1e-9 else "  MISMATCH"))
     return 0
 

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.peer import best_of, example_log, machine_line, peer_table, warm_bytecode  # noqa: E402
+from benchmarks.peer import best_of, example_log, machine_line, peer_table, warm_bytecode
 
 TRACES = {  # analysis name -> reference table name
     "Mixed": "trace_mixed", "Capacity ceiling": "trace_capacity_ceiling", "Safety floor": "trace_safety_floor",
@@ -55,12 +55,26 @@ def trace_file(table: str) -> Path:
 def six_traces(runs: int) -> None:
     arms = [f"{name}={trace_file(table)}" for name, table in TRACES.items()]
     machine = machine_line()
-    loop_wall, loop_peak, out = best_of([sys.executable, str(ROOT / "benchmarks" / "numpy_loop.py"), "traces", *arms,
-                                         "--contrast", *CONTRAST], runs)
+    loop_wall, loop_peak, out = best_of(
+        [sys.executable, str(ROOT / "benchmarks" / "numpy_loop.py"), "traces", *arms, "--contrast", *CONTRAST], runs
+    )
     loop = json.loads(out.strip().splitlines()[-1])
     with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-m", "autheval", "compare", "--scheme", "reference", "--reps", "5000",
-                   "--output-dir", tmp, "--no-progress", "--contrast", f"{CONTRAST[0]} minus {CONTRAST[1]}"]
+        command = [
+            sys.executable,
+            "-m",
+            "autheval",
+            "compare",
+            "--scheme",
+            "reference",
+            "--reps",
+            "5000",
+            "--output-dir",
+            tmp,
+            "--no-progress",
+            "--contrast",
+            f"{CONTRAST[0]} minus {CONTRAST[1]}",
+        ]
         for arm in arms:
             command += ["--arm", arm]
         ours_wall, ours_peak, _ = best_of(command, runs)
@@ -71,33 +85,57 @@ def six_traces(runs: int) -> None:
     worst = 0.0
     for name, expected in loop["arms"].items():
         row = proposals[name]
-        for ours, theirs in (("Delta_authority_image", "Delta_authority"), ("intervention_rate", "intervention_rate"),
-                             ("delta", "delta"), ("Delta_authority_cluster", "Delta_authority_cluster")):
+        for ours, theirs in (
+            ("Delta_authority_image", "Delta_authority"),
+            ("intervention_rate", "intervention_rate"),
+            ("delta", "delta"),
+            ("Delta_authority_cluster", "Delta_authority_cluster"),
+        ):
             worst = max(worst, abs(float(row[ours]) - expected[theirs]))
         for suffix in ("ci_lower", "ci_upper"):
-            worst = max(worst, abs(float(row[f"Delta_authority_image_{suffix}"]) - expected[f"Delta_authority_{suffix}"]),
-                        abs(float(row[f"Delta_authority_cluster_{suffix}"]) - expected[f"Delta_authority_cluster_{suffix}"]))
+            worst = max(
+                worst,
+                abs(float(row[f"Delta_authority_image_{suffix}"]) - expected[f"Delta_authority_{suffix}"]),
+                abs(float(row[f"Delta_authority_cluster_{suffix}"]) - expected[f"Delta_authority_cluster_{suffix}"]),
+            )
     for unit, row in contrast.items():
         lo, hi = loop["contrast"][f"{unit}_ci"]
-        worst = max(worst, abs(float(row["difference"]) - loop["contrast"][unit]), abs(float(row["ci_lower"]) - lo),
-                    abs(float(row["ci_upper"]) - hi))
+        worst = max(
+            worst,
+            abs(float(row["difference"]) - loop["contrast"][unit]),
+            abs(float(row["ci_lower"]) - lo),
+            abs(float(row["ci_upper"]) - hi),
+        )
     print("\n== six reference traces + paired contrast, 5000 replicates, reference scheme, whole process")
     print(machine)
     print(f"  {'numpy per-replicate loop':40s} {loop_wall:7.2f} s  {loop_peak:6.0f} MB")
-    print(f"  {'autheval compare (six arms, contrast)':40s} {ours_wall:7.2f} s  {ours_peak:6.0f} MB   "
-          f"{loop_wall / ours_wall:5.2f}x faster; max |difference| {worst:.1e} "
-          f"({'equal to 1e-12' if worst <= 1e-12 else 'MISMATCH'})")
+    print(
+        f"  {'autheval compare (six arms, contrast)':40s} {ours_wall:7.2f} s  {ours_peak:6.0f} MB   "
+        f"{loop_wall / ours_wall:5.2f}x faster; max |difference| {worst:.1e} "
+        f"({'equal to 1e-12' if worst <= 1e-12 else 'MISMATCH'})"
+    )
 
 
 def fixed_cost(runs: int) -> None:
     machine = machine_line()
-    command = [sys.executable, "-m", "autheval", "evaluate", "--input", str(example_log()), "--output-dir", "{out}",
-               "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "autheval",
+        "evaluate",
+        "--input",
+        str(example_log()),
+        "--output-dir",
+        "{out}",
+        "--no-progress",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         wall, peak, _ = best_of([c.replace("{out}", tmp) for c in command], runs)
-    probe = ("import sys, io, contextlib\nfrom autheval.cli.main import main\n"
-             "with contextlib.redirect_stdout(io.StringIO()):\n    try: main(['--help'])\n    except SystemExit: pass\n"
-             "print(' '.join(m for m in ('numpy', 'duckdb', 'pyarrow', 'pandas', 'dagster', 'torch') if m in sys.modules))")
+    probe = (
+        "import sys, io, contextlib\nfrom autheval.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    try: main(['--help'])\n    except SystemExit: pass\n"
+        "print(' '.join(m for m in ('numpy', 'duckdb', 'pyarrow', 'pandas', 'dagster', 'torch') if m in sys.modules))"
+    )
     help_wall, _, loaded = best_of([sys.executable, "-c", probe], runs)
     print("\n== fixed cost, whole process")
     print(machine)
@@ -124,8 +162,12 @@ def scale_child(args) -> None:
 
     cpu = {"weights": 0.0, "products_cpu": 0.0, "products_wall": 0.0, "sql": 0.0}
     lock = threading.Lock()
-    weights, products, to_table, rows = (bootstrap.poisson_weights, estimators.poisson_products,
-                                          estimators.sql.to_table, estimators.sql.rows)
+    weights, products, to_table, rows = (
+        bootstrap.poisson_weights,
+        estimators.poisson_products,
+        estimators.sql.to_table,
+        estimators.sql.rows,
+    )
 
     def timed_weights(*a, **k):
         t0 = time.thread_time()
@@ -140,6 +182,7 @@ def scale_child(args) -> None:
             out = fn(*a, **k)
             cpu[key] += time.perf_counter() - t0
             return out
+
         return wrapper
 
     def timed_products(*a, **k):
@@ -161,9 +204,20 @@ def scale_child(args) -> None:
     t_est = time.perf_counter() - t0
     gap = result.estimate("scale", "image_weighted", "Delta_authority")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"read_validate_s": t_read, "estimate_s": t_est, "peak_mb": peak_mb, **cpu,
-                      "n_cases": records.n_cases, "n_clusters": records.n_clusters,
-                      "Delta": gap["estimate"], "ci": [gap["ci_lower"], gap["ci_upper"]]}))
+    print(
+        json.dumps(
+            {
+                "read_validate_s": t_read,
+                "estimate_s": t_est,
+                "peak_mb": peak_mb,
+                **cpu,
+                "n_cases": records.n_cases,
+                "n_clusters": records.n_clusters,
+                "Delta": gap["estimate"],
+                "ci": [gap["ci_lower"], gap["ci_upper"]],
+            }
+        )
+    )
 
 
 def scale_run(cases: int, clusters: int, reps: int) -> None:
@@ -176,23 +230,34 @@ def scale_run(cases: int, clusters: int, reps: int) -> None:
         log = Path(tmp) / "log.parquet"
         t0 = time.perf_counter()
         con = duckdb.connect()
-        table = con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters}).arrow().read_all()
+        table = (
+            con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters})
+            .arrow()
+            .read_all()
+        )
         pq.write_table(table, log)
         del table
         con.close()
         print(f"\n(generated {cases:,} records in {clusters:,} clusters in {time.perf_counter() - t0:.1f} s)")
         machine = machine_line()
-        wall, peak, out = best_of([sys.executable, str(Path(__file__).resolve()), "--child", str(log),
-                                   "--reps", str(reps)], 1)
+        wall, peak, out = best_of(
+            [sys.executable, str(Path(__file__).resolve()), "--child", str(log), "--reps", str(reps)], 1
+        )
     r = json.loads(out.strip().splitlines()[-1])
     other = r["estimate_s"] - r["products_wall"] - r["sql"]
-    print(f"== poisson scheme, {r['n_cases']:,} records, {r['n_clusters']:,} clusters, {reps} replicates (child process)")
+    print(
+        f"== poisson scheme, {r['n_cases']:,} records, {r['n_clusters']:,} clusters, {reps} replicates (child process)"
+    )
     print(machine)
     print(f"  read + validate : {r['read_validate_s']:7.2f} s")
     print(f"  estimate        : {r['estimate_s']:7.2f} s  (both units, every metric, intervals, identity check)")
-    print(f"    replicate sums: {r['products_wall']:7.2f} s  (CPU on all threads: weights {r['weights']:.1f} s, their "
-          f"product with the cluster statistics, the join, {r['products_cpu'] - r['weights']:.1f} s)")
-    print(f"    SQL           : {r['sql']:7.2f} s  (metrics, intervals, identity check; the cluster statistics are summed in the read)")
+    print(
+        f"    replicate sums: {r['products_wall']:7.2f} s  (CPU on all threads: weights {r['weights']:.1f} s, their "
+        f"product with the cluster statistics, the join, {r['products_cpu'] - r['weights']:.1f} s)"
+    )
+    print(
+        f"    SQL           : {r['sql']:7.2f} s  (metrics, intervals, identity check; the cluster statistics are summed in the read)"
+    )
     print(f"    rest          : {other:7.2f} s  (cluster matrix to numpy, replicate rows into DuckDB)")
     print(f"  in all          : {r['read_validate_s'] + r['estimate_s']:7.2f} s  (goal: under 60 s)")
     print(f"  peak memory     : {r['peak_mb']:7.0f} MB (the child process; goal: under 2 GB)")
@@ -228,9 +293,13 @@ def inner_loops(clusters: int = 100_000, rows: int = 16, repeats: int = 10) -> N
         numpy_s, c_s = numpy_s + t1 - t0, c_s + t2 - t1
         same = same and np.array_equal(expected, counts)
     n = repeats * rows * g
-    print(f"  {'counting numpy stream, numpy':40s} {numpy_s / n * 1e9:6.2f} ns a draw   ({g:,} clusters, {rows * repeats} replicates)")
-    print(f"  {'counting numpy stream, C extension':40s} {c_s / n * 1e9:6.2f} ns a draw   "
-          f"{numpy_s / c_s:5.2f}x faster; counts {'identical' if same else 'DIFFERENT'}")
+    print(
+        f"  {'counting numpy stream, numpy':40s} {numpy_s / n * 1e9:6.2f} ns a draw   ({g:,} clusters, {rows * repeats} replicates)"
+    )
+    print(
+        f"  {'counting numpy stream, C extension':40s} {c_s / n * 1e9:6.2f} ns a draw   "
+        f"{numpy_s / c_s:5.2f}x faster; counts {'identical' if same else 'DIFFERENT'}"
+    )
     reps, ranks = 64, 65_536
     t0 = time.perf_counter()
     ref = bootstrap.numpy_poisson_weights(20260711, 0, reps, 0, ranks)
@@ -239,8 +308,10 @@ def inner_loops(clusters: int = 100_000, rows: int = 16, repeats: int = 10) -> N
     t2 = time.perf_counter()
     n = reps * ranks
     print(f"  {'poisson weights, numpy':40s} {(t1 - t0) / n * 1e9:6.2f} ns a weight")
-    print(f"  {'poisson weights, C extension':40s} {(t2 - t1) / n * 1e9:6.2f} ns a weight   "
-          f"{(t1 - t0) / (t2 - t1):5.2f}x faster; weights {'identical' if np.array_equal(ref, ours) else 'DIFFERENT'}")
+    print(
+        f"  {'poisson weights, C extension':40s} {(t2 - t1) / n * 1e9:6.2f} ns a weight   "
+        f"{(t1 - t0) / (t2 - t1):5.2f}x faster; weights {'identical' if np.array_equal(ref, ours) else 'DIFFERENT'}"
+    )
 
 
 def main() -> int:

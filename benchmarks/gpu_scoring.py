@@ -34,22 +34,43 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from autheval.vocabulary import RISK_LEVELS  # noqa: E402
-from models import scorer, scorer_batches  # noqa: E402
-from models.device import choose_device, describe_machine, dtype_for, dtype_name  # noqa: E402
+from autheval.vocabulary import RISK_LEVELS
+from models import scorer, scorer_batches
+from models.device import choose_device, describe_machine, dtype_for, dtype_name
 
 # MedGemma 4B (google/medgemma-4b-it config.json): widths kept, depth set on the command line.
-MEDGEMMA_TEXT = dict(vocab_size=262_208, hidden_size=2560, intermediate_size=10_240, num_attention_heads=8,
-                     num_key_value_heads=4, head_dim=256, query_pre_attn_scalar=256, sliding_window=1024,
-                     max_position_embeddings=131_072)
-MEDGEMMA_VISION = dict(hidden_size=1152, intermediate_size=4304, num_attention_heads=16, image_size=896,
-                       patch_size=14, vision_use_head=False)
+MEDGEMMA_TEXT = dict(
+    vocab_size=262_208,
+    hidden_size=2560,
+    intermediate_size=10_240,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    head_dim=256,
+    query_pre_attn_scalar=256,
+    sliding_window=1024,
+    max_position_embeddings=131_072,
+)
+MEDGEMMA_VISION = dict(
+    hidden_size=1152,
+    intermediate_size=4304,
+    num_attention_heads=16,
+    image_size=896,
+    patch_size=14,
+    vision_use_head=False,
+)
 MEDGEMMA_FULL_DEPTH = {"text": 34, "vision": 27}
-CLIP_L14_336 = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
-                    image_size=336, patch_size=14, projection_dim=768)
+CLIP_L14_336 = dict(
+    hidden_size=1024,
+    intermediate_size=4096,
+    num_hidden_layers=24,
+    num_attention_heads=16,
+    image_size=336,
+    patch_size=14,
+    projection_dim=768,
+)
 SITES = ("anterior torso", "lower extremity", "head/neck", "upper extremity", "posterior torso", None)
 
 
@@ -57,28 +78,45 @@ def realistic_gemma3(text_layers: int, vision_layers: int, device, dtype):
     """(model, processor): Gemma3ForConditionalGeneration at MedGemma 4B width, random weights, with a
     processor that makes 896 px pixel values and 256 image tokens (tokenizer: the tiny BPE, whose ids
     are a subset of the model's vocabulary; prompt length is within a few tokens of Gemma's)."""
-    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor, Gemma3TextConfig, \
-        SiglipVisionConfig
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3Processor,
+        Gemma3TextConfig,
+        SiglipVisionConfig,
+    )
     from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 
     from models.tiny import GEMMA3_CHAT_TEMPLATE, GEMMA3_EXTRA, GEMMA3_SPECIALS, TURN_TOKENS, build_tokenizer
 
     tokenizer = build_tokenizer(GEMMA3_SPECIALS, GEMMA3_EXTRA, TURN_TOKENS)
     ids = tokenizer.convert_tokens_to_ids
-    text = Gemma3TextConfig(**MEDGEMMA_TEXT, num_hidden_layers=text_layers, pad_token_id=ids("<pad>"),
-                            eos_token_id=ids("<eos>"), bos_token_id=ids("<bos>"))
+    text = Gemma3TextConfig(
+        **MEDGEMMA_TEXT,
+        num_hidden_layers=text_layers,
+        pad_token_id=ids("<pad>"),
+        eos_token_id=ids("<eos>"),
+        bos_token_id=ids("<bos>"),
+    )
     vision = SiglipVisionConfig(**MEDGEMMA_VISION, num_hidden_layers=vision_layers)
-    config = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=256,
-                          boi_token_index=ids("<start_of_image>"), eoi_token_index=ids("<end_of_image>"),
-                          image_token_index=ids("<image_soft_token>"))
+    config = Gemma3Config(
+        text_config=text,
+        vision_config=vision,
+        mm_tokens_per_image=256,
+        boi_token_index=ids("<start_of_image>"),
+        eoi_token_index=ids("<end_of_image>"),
+        image_token_index=ids("<image_soft_token>"),
+    )
     torch.manual_seed(0)
     with torch.device(device):
         model = Gemma3ForConditionalGeneration(config)
     model = model.to(dtype).eval()
-    image_processor = Gemma3ImageProcessorPil(size={"height": 896, "width": 896}, image_mean=[0.5] * 3,
-                                              image_std=[0.5] * 3)
-    processor = Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer,
-                                chat_template=GEMMA3_CHAT_TEMPLATE, image_seq_length=256)
+    image_processor = Gemma3ImageProcessorPil(
+        size={"height": 896, "width": 896}, image_mean=[0.5] * 3, image_std=[0.5] * 3
+    )
+    processor = Gemma3Processor(
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=GEMMA3_CHAT_TEMPLATE, image_seq_length=256
+    )
     return model, processor
 
 
@@ -107,9 +145,15 @@ def lesion_rows(n: int, seed: int = 20260711) -> list[dict]:
     for i in range(n):
         base = rng.integers(60, 200, size=3)
         pixels = np.clip(base + rng.normal(0, 25, size=(450, 600, 3)), 0, 255).astype(np.uint8)
-        rows.append({"image_id": f"bench_{i:05d}", "image": Image.fromarray(pixels),
-                     "age": float(rng.choice([35.0, 50.0, 65.0, 80.0, np.nan])),
-                     "sex": str(rng.choice(["female", "male"])), "anatomic_site": SITES[i % len(SITES)]})
+        rows.append(
+            {
+                "image_id": f"bench_{i:05d}",
+                "image": Image.fromarray(pixels),
+                "age": float(rng.choice([35.0, 50.0, 65.0, 80.0, np.nan])),
+                "sex": str(rng.choice(["female", "male"])),
+                "anatomic_site": SITES[i % len(SITES)],
+            }
+        )
     return rows
 
 
@@ -133,15 +177,22 @@ def _peak_gb(device) -> float | None:
 def time_scorer(model, processor, rows, batch_size: int, method: str, device) -> dict:
     """images/s of score_rows (decode + processor in the prefetch thread, forward passes) after one
     warm-up batch; the log-likelihoods come back for the agreement check."""
-    list(scorer.score_rows(model, processor, rows[:batch_size], batch_size, method))   # warm-up
+    list(scorer.score_rows(model, processor, rows[:batch_size], batch_size, method))  # warm-up
     _reset_peak(device)
     _sync(device)
     started = time.perf_counter()
     loglik = np.concatenate([ll for _, ll in scorer.score_rows(model, processor, rows, batch_size, method)])
     _sync(device)
     seconds = time.perf_counter() - started
-    return {"method": method, "batch_size": batch_size, "images": len(rows), "seconds": round(seconds, 3),
-            "images_per_s": round(len(rows) / seconds, 3), "peak_gpu_gb": _peak_gb(device), "loglik": loglik}
+    return {
+        "method": method,
+        "batch_size": batch_size,
+        "images": len(rows),
+        "seconds": round(seconds, 3),
+        "images_per_s": round(len(rows) / seconds, 3),
+        "peak_gpu_gb": _peak_gb(device),
+        "loglik": loglik,
+    }
 
 
 def time_features(model, processor, rows, batch_size: int, device, dtype) -> dict:
@@ -149,11 +200,13 @@ def time_features(model, processor, rows, batch_size: int, device, dtype) -> dic
     alone (pooled output), each in images/s."""
     pictures = [row["image"] for row in rows]
     started = time.perf_counter()
-    pixel_batches = [processor(images=pictures[b: b + batch_size], return_tensors="pt")["pixel_values"]
-                     for b in range(0, len(pictures), batch_size)]
+    pixel_batches = [
+        processor(images=pictures[b : b + batch_size], return_tensors="pt")["pixel_values"]
+        for b in range(0, len(pictures), batch_size)
+    ]
     preprocess_s = time.perf_counter() - started
     with torch.inference_mode():
-        model(pixel_values=pixel_batches[0].to(device, dtype))                        # warm-up
+        model(pixel_values=pixel_batches[0].to(device, dtype))  # warm-up
         _reset_peak(device)
         _sync(device)
         started = time.perf_counter()
@@ -162,11 +215,17 @@ def time_features(model, processor, rows, batch_size: int, device, dtype) -> dic
             dims = model(pixel_values=pixels.to(device, dtype)).pooler_output.shape[-1]
         _sync(device)
     forward_s = time.perf_counter() - started
-    return {"tower": type(model).__name__, "image_size": model.config.image_size, "layers":
-            model.config.num_hidden_layers, "feature_dim": int(dims), "batch_size": batch_size,
-            "images": len(rows), "forward_images_per_s": round(len(rows) / forward_s, 2),
-            "preprocess_images_per_s_one_process": round(len(rows) / preprocess_s, 2),
-            "peak_gpu_gb": _peak_gb(device)}
+    return {
+        "tower": type(model).__name__,
+        "image_size": model.config.image_size,
+        "layers": model.config.num_hidden_layers,
+        "feature_dim": int(dims),
+        "batch_size": batch_size,
+        "images": len(rows),
+        "forward_images_per_s": round(len(rows) / forward_s, 2),
+        "preprocess_images_per_s_one_process": round(len(rows) / preprocess_s, 2),
+        "peak_gpu_gb": _peak_gb(device),
+    }
 
 
 def run(args) -> dict:
@@ -183,13 +242,21 @@ def run(args) -> dict:
         model_info = {"kind": "tiny-gemma3 (smoke test)", "dir": str(model_dir)}
     else:
         model, processor = realistic_gemma3(args.text_layers, args.vision_layers, device, dtype)
-        model_info = {"kind": "Gemma3ForConditionalGeneration at MedGemma-4B width, random weights",
-                      "text_layers": args.text_layers, "vision_layers": args.vision_layers,
-                      "full_depth": MEDGEMMA_FULL_DEPTH, "text": MEDGEMMA_TEXT, "vision": MEDGEMMA_VISION}
-    model_info.update(parameters=sum(p.numel() for p in model.parameters()), dtype=dtype_name(dtype),
-                      image_tokens=getattr(processor, "image_seq_length", None),
-                      prompt_tokens=int(scorer_batches.prepare_batch(processor, lesion_rows(1))["input_ids"].shape[1]),
-                      continuation_tokens=[len(t) for t in scorer_batches.continuation_token_ids(processor)])
+        model_info = {
+            "kind": "Gemma3ForConditionalGeneration at MedGemma-4B width, random weights",
+            "text_layers": args.text_layers,
+            "vision_layers": args.vision_layers,
+            "full_depth": MEDGEMMA_FULL_DEPTH,
+            "text": MEDGEMMA_TEXT,
+            "vision": MEDGEMMA_VISION,
+        }
+    model_info.update(
+        parameters=sum(p.numel() for p in model.parameters()),
+        dtype=dtype_name(dtype),
+        image_tokens=getattr(processor, "image_seq_length", None),
+        prompt_tokens=int(scorer_batches.prepare_batch(processor, lesion_rows(1))["input_ids"].shape[1]),
+        continuation_tokens=[len(t) for t in scorer_batches.continuation_token_ids(processor)],
+    )
 
     rows = lesion_rows(args.images)
     baseline_rows = rows[: args.baseline_images]
@@ -210,11 +277,18 @@ def run(args) -> dict:
 
     tower, tower_processor = clip_tower(device, dtype, ensure_tiny_tower(tiny_root) if args.tiny else None)
     features = time_features(tower, tower_processor, rows, min(args.feature_batch, len(rows)), device, dtype)
-    return {"benchmark": "gpu_scoring", "tiny": bool(args.tiny), "machine": machine, "model": model_info,
-            "scorer": results, "baseline": "reference: batch 1, one padded 4-row pass per image, all logits",
-            "max_abs_loglik_difference_vs_baseline": agreement, "vision_features": features,
-            "process_peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-            "levels": list(RISK_LEVELS)}
+    return {
+        "benchmark": "gpu_scoring",
+        "tiny": bool(args.tiny),
+        "machine": machine,
+        "model": model_info,
+        "scorer": results,
+        "baseline": "reference: batch 1, one padded 4-row pass per image, all logits",
+        "max_abs_loglik_difference_vs_baseline": agreement,
+        "vision_features": features,
+        "process_peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "levels": list(RISK_LEVELS),
+    }
 
 
 def ensure_tiny_tower(tiny_root: Path) -> Path:
@@ -227,8 +301,8 @@ def table(report: dict) -> str:
     m, model = report["machine"], report["model"]
     lines = [
         f"machine: {m['device']} ({m['device_name']}), {m['cores']} cores, load {m['load_1min']}, "
-        f"free memory {m['free_memory_gb']} GB" + (f", GPU free {m['gpu_free_gb']}/{m['gpu_total_gb']} GB"
-                                                   if "gpu_free_gb" in m else ""),
+        f"free memory {m['free_memory_gb']} GB"
+        + (f", GPU free {m['gpu_free_gb']}/{m['gpu_total_gb']} GB" if "gpu_free_gb" in m else ""),
         f"model: {model['kind']}, {model['parameters'] / 1e6:.1f}M parameters, {model['dtype']}, "
         f"prompt {model['prompt_tokens']} tokens, continuations {model['continuation_tokens']} tokens",
         "",
@@ -237,15 +311,19 @@ def table(report: dict) -> str:
     ]
     for r in report["scorer"]:
         peak = "-" if r["peak_gpu_gb"] is None else f"{r['peak_gpu_gb']:.2f}"
-        lines.append(f"{r['method']:<14} {r['batch_size']:>5} {r['images']:>6} {r['seconds']:>8.2f} "
-                     f"{r['images_per_s']:>9.2f} {r['speedup_vs_baseline']:>10.2f} {peak:>11}")
+        lines.append(
+            f"{r['method']:<14} {r['batch_size']:>5} {r['images']:>6} {r['seconds']:>8.2f} "
+            f"{r['images_per_s']:>9.2f} {r['speedup_vs_baseline']:>10.2f} {peak:>11}"
+        )
     f = report["vision_features"]
-    lines += ["", f"max |loglik - baseline| over the baseline's images: "
-                  f"{report['max_abs_loglik_difference_vs_baseline']:.2e}",
-              f"vision tower ({f['tower']}, {f['image_size']} px, {f['layers']} layers, batch {f['batch_size']}): "
-              f"forward {f['forward_images_per_s']:.1f} images/s, preprocessing "
-              f"{f['preprocess_images_per_s_one_process']:.1f} images/s (one process), peak GPU GB "
-              f"{f['peak_gpu_gb'] if f['peak_gpu_gb'] is not None else '-'}"]
+    lines += [
+        "",
+        f"max |loglik - baseline| over the baseline's images: {report['max_abs_loglik_difference_vs_baseline']:.2e}",
+        f"vision tower ({f['tower']}, {f['image_size']} px, {f['layers']} layers, batch {f['batch_size']}): "
+        f"forward {f['forward_images_per_s']:.1f} images/s, preprocessing "
+        f"{f['preprocess_images_per_s_one_process']:.1f} images/s (one process), peak GPU GB "
+        f"{f['peak_gpu_gb'] if f['peak_gpu_gb'] is not None else '-'}",
+    ]
     return "\n".join(lines)
 
 
@@ -268,8 +346,10 @@ def parse_args(argv=None):
         args.baseline_images = 4 if args.tiny else 16
     args.baseline_images = min(args.baseline_images, args.images)
     if not args.tiny and args.device is None and choose_device().type != "cuda":
-        parser.error("no CUDA device: run with --tiny for the CPU smoke test (or --device cpu to run the "
-                     "realistic model on CPU, slowly)")
+        parser.error(
+            "no CUDA device: run with --tiny for the CPU smoke test (or --device cpu to run the "
+            "realistic model on CPU, slowly)"
+        )
     return args
 
 

@@ -24,13 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import pyarrow as pa  # noqa: E402
-from PIL import Image  # noqa: E402
+import pyarrow as pa
+from PIL import Image
 
-from autheval.raw.ingest import ingest_isic2019  # noqa: E402
-from autheval.raw.phash import hash_images, read_image_bytes  # noqa: E402
-from autheval.raw.pipeline import run_raw_path  # noqa: E402
-from autheval.raw.synth import synth_cohort  # noqa: E402
+from autheval.raw.ingest import ingest_isic2019
+from autheval.raw.phash import hash_images, read_image_bytes
+from autheval.raw.pipeline import run_raw_path
+from autheval.raw.synth import synth_cohort
 
 KINDS = {
     "autheval": ("autheval",),
@@ -77,30 +77,41 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count(), help="processes for the parallel runs")
     parser.add_argument("--size", type=int, nargs=2, default=(1024, 768), metavar=("W", "H"))
     parser.add_argument("--repeat", type=int, default=3, help="timings per measurement; the best is kept")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="cohort folder (default: a temporary one); an existing cohort of the same n and size is reused")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="cohort folder (default: a temporary one); an existing cohort of the same n and size is reused",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         root = args.dir or Path(tmp) / "cohort"
         manifest = root / "synth_manifest.json"
-        same = manifest.is_file() and {k: v for k, v in json.loads(manifest.read_text()).items()
-                                       if k in ("n", "size")} == {"n": args.n, "size": list(args.size)}
+        same = manifest.is_file() and {
+            k: v for k, v in json.loads(manifest.read_text()).items() if k in ("n", "size")
+        } == {"n": args.n, "size": list(args.size)}
         if same:
             print(f"cohort: reusing {args.n} synthetic {args.size[0]}x{args.size[1]} JPEGs in {root}")
         else:
             started = time.perf_counter()
             synth_cohort(args.n, root, size=tuple(args.size), overwrite=True)
-            print(f"cohort: {args.n} synthetic {args.size[0]}x{args.size[1]} JPEGs written in "
-                  f"{time.perf_counter() - started:.1f} s ({root})")
+            print(
+                f"cohort: {args.n} synthetic {args.size[0]}x{args.size[1]} JPEGs written in "
+                f"{time.perf_counter() - started:.1f} s ({root})"
+            )
         images = ingest_isic2019(root, checksums=False).images.select(["image_id", "path"])
         paths = images.column("path").to_pylist()
         decode_only(paths)  # warm the page cache
         base = min(decode_only(paths) for _ in range(args.repeat))
-        print(f"cores: {os.cpu_count()}, parallel runs use {args.workers} processes (pool start-up included); "
-              f"control: a pure-CPU loop scales {cpu_scaling(args.workers):.2f}x on {args.workers} processes now")
-        print(f"baseline: full JPEG decode only, 1 process: {len(paths) / base:8.1f} images/s "
-              f"({1000 * base / len(paths):.2f} ms/image)")
+        print(
+            f"cores: {os.cpu_count()}, parallel runs use {args.workers} processes (pool start-up included); "
+            f"control: a pure-CPU loop scales {cpu_scaling(args.workers):.2f}x on {args.workers} processes now"
+        )
+        print(
+            f"baseline: full JPEG decode only, 1 process: {len(paths) / base:8.1f} images/s "
+            f"({1000 * base / len(paths):.2f} ms/image)"
+        )
         print()
         print(f"{'kind':<20} {'1 process':>12} {'all cores':>12} {'speed-up':>9} {'vs decode':>10}  (images/s)")
         for name, kinds in KINDS.items():
@@ -109,7 +120,8 @@ def main() -> int:
                 single = hash_images(images, kinds, workers=1, progress=False)
                 multi = hash_images(images, kinds, workers=args.workers, progress=False)
                 assert single.table.select(["image_id", "hash_kind", "phash"]).equals(
-                    multi.table.select(["image_id", "hash_kind", "phash"])), name
+                    multi.table.select(["image_id", "hash_kind", "phash"])
+                ), name
                 assert single.n_files_hashed == multi.n_files_hashed == len(paths)
                 best_single, best_multi = min(best_single, single.seconds), min(best_multi, multi.seconds)
             r1, rn = len(paths) / best_single, len(paths) / best_multi
@@ -118,15 +130,21 @@ def main() -> int:
 
         full = hash_images(images, ("autheval",), workers=1, progress=False).table
         draft = hash_images(images, ("autheval_draft",), workers=1, progress=False).table
-        differ = [bin(a ^ b).count("1") for a, b in zip(full.column("phash").to_pylist(), draft.column("phash").to_pylist())]
+        differ = [
+            bin(a ^ b).count("1") for a, b in zip(full.column("phash").to_pylist(), draft.column("phash").to_pylist())
+        ]
         changed = sum(d > 0 for d in differ)
-        print(f"draft vs full decode: {changed}/{len(differ)} hashes differ ({100 * changed / len(differ):.1f} %), "
-              f"max {max(differ)} bits -- a separate declared kind, never mixed")
+        print(
+            f"draft vs full decode: {changed}/{len(differ)} hashes differ ({100 * changed / len(differ):.1f} %), "
+            f"max {max(differ)} bits -- a separate declared kind, never mixed"
+        )
 
         previous = hash_images(images, ("autheval", "imagehash"), workers=args.workers, progress=False).table
         rerun = hash_images(images, ("autheval", "imagehash"), workers=args.workers, previous=previous, progress=False)
-        print(f"incremental rerun, nothing changed: {rerun.n_files_hashed} files hashed, "
-              f"{rerun.n_rows_reused} rows reused, {rerun.seconds:.2f} s")
+        print(
+            f"incremental rerun, nothing changed: {rerun.n_files_hashed} files hashed, "
+            f"{rerun.n_rows_reused} rows reused, {rerun.seconds:.2f} s"
+        )
 
         started = time.perf_counter()
         tables = run_raw_path(root, workers=args.workers, progress=False)

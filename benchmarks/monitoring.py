@@ -45,12 +45,12 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autheval.records.cluster_stats import create_cluster_stats  # noqa: E402
-from autheval.monitoring.deployment_sim import DeploymentModel, month_label, parse_drift, simulate, site_name  # noqa: E402
-from autheval.records.schema import FULL  # noqa: E402
-from autheval.vocabulary import ACTIONS, RISK_LEVELS  # noqa: E402
-from benchmarks.peer import child_rusage, machine_line  # noqa: E402
-from warehouse.sql import connect, run, to_table  # noqa: E402
+from autheval.monitoring.deployment_sim import DeploymentModel, month_label, parse_drift, simulate, site_name
+from autheval.records.cluster_stats import create_cluster_stats
+from autheval.records.schema import FULL
+from autheval.vocabulary import ACTIONS, RISK_LEVELS
+from benchmarks.peer import child_rusage, machine_line
+from warehouse.sql import connect, run, to_table
 
 SITES, MONTHS = 3, 24
 DRIFT = "site-2:proposer_quality:-0.5:from=7"
@@ -79,15 +79,25 @@ class Decisions:
 def null_model(protocol, sites: int = SITES, months: int = MONTHS, clusters: int = 30, drifts=()) -> DeploymentModel:
     """The deployment whose true gap lies exactly on the protocol's lower bound of Delta_authority."""
     [gap_rule] = [r for r in protocol.rules if r.metric == "Delta_authority"]
-    return DeploymentModel(sites=sites, months=months, clusters_per_month=clusters, gap=gap_rule.lower,
-                           drifts=tuple(parse_drift(d, sites, months) for d in drifts))
+    return DeploymentModel(
+        sites=sites,
+        months=months,
+        clusters_per_month=clusters,
+        gap=gap_rule.lower,
+        drifts=tuple(parse_drift(d, sites, months) for d in drifts),
+    )
 
 
 def _bounds(protocol) -> pa.Table:
-    return pa.table({"rule": [f"{r.metric}/{r.unit}" for r in protocol.rules],
-                     "unit": [r.unit for r in protocol.rules], "metric": [r.metric for r in protocol.rules],
-                     "lower": pa.array([r.lower for r in protocol.rules], pa.float64()),
-                     "upper": pa.array([r.upper for r in protocol.rules], pa.float64())})
+    return pa.table(
+        {
+            "rule": [f"{r.metric}/{r.unit}" for r in protocol.rules],
+            "unit": [r.unit for r in protocol.rules],
+            "metric": [r.metric for r in protocol.rules],
+            "lower": pa.array([r.lower for r in protocol.rules], pa.float64()),
+            "upper": pa.array([r.upper for r in protocol.rules], pa.float64()),
+        }
+    )
 
 
 def _outside(lo: np.ndarray, hi: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -111,11 +121,21 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
     lap("simulate")
     D, S, M, R = deployments, model.sites + 1, model.months, len(protocol.rules)
     con = connect()
-    con.register("sim_cases", pa.table({
-        "deployment": cases.deployment.astype(np.int32), "site": cases.site.astype(np.int32),
-        "month": cases.month.astype(np.int32), "cluster": cases.cluster.astype(np.int64),
-        "intervened": cases.intervened, "u_executed": cases.u_executed, "u_proposed": cases.u_proposed,
-        "u_global": cases.u_global}))
+    con.register(
+        "sim_cases",
+        pa.table(
+            {
+                "deployment": cases.deployment.astype(np.int32),
+                "site": cases.site.astype(np.int32),
+                "month": cases.month.astype(np.int32),
+                "cluster": cases.cluster.astype(np.int64),
+                "intervened": cases.intervened,
+                "u_executed": cases.u_executed,
+                "u_proposed": cases.u_proposed,
+                "u_global": cases.u_global,
+            }
+        ),
+    )
     to_table(con, "sim_cluster_months", "recurring/deployment_sim_cluster_months")
     con.unregister("sim_cases")
     to_table(con, "cluster_stats", "recurring/deployment_sim_looks", {"sites": model.sites, "months": M})
@@ -143,8 +163,9 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
     cs = place(cs_table, cs_rule, ["n_clusters", "p_value", "cs_lower", "cs_upper"])
     lap("confidence_sequences")
     naive_table = run(con, "estimates/delta_method", {"z_lower": -Z95, "z_upper": Z95})
-    keys = [f"{m}/{u}" for m, u in zip(naive_table.column("metric").to_pylist(),
-                                        naive_table.column("unit").to_pylist())]
+    keys = [
+        f"{m}/{u}" for m, u in zip(naive_table.column("metric").to_pylist(), naive_table.column("unit").to_pylist())
+    ]
     kept = np.array([k in rules for k in keys])
     naive_table = naive_table.filter(pa.array(kept))
     naive = place(naive_table, np.array([rules[k] for k, keep in zip(keys, kept) if keep]), ["ci_lower", "ci_upper"])
@@ -159,12 +180,16 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
     looks = np.arange(1, M + 1)
     for d in range(D):
         usable = decidable[d] & ~np.isnan(p[d])
-        table = pa.table({
-            "hypothesis": np.repeat(hypothesis.ravel(), M).astype(np.int64),
-            "look": np.tile(looks, S * R).astype(np.int64),
-            "period": pa.array([f"{m:03d}" for m in np.tile(looks, S * R)]),
-            "p_value": pa.array(np.where(usable, p[d], np.nan).ravel(), mask=~usable.ravel()),
-            "alpha": np.full(S * R * M, protocol.alpha), "tested": np.ones(S * R * M, bool)})
+        table = pa.table(
+            {
+                "hypothesis": np.repeat(hypothesis.ravel(), M).astype(np.int64),
+                "look": np.tile(looks, S * R).astype(np.int64),
+                "period": pa.array([f"{m:03d}" for m in np.tile(looks, S * R)]),
+                "p_value": pa.array(np.where(usable, p[d], np.nan).ravel(), mask=~usable.ravel()),
+                "alpha": np.full(S * R * M, protocol.alpha),
+                "tested": np.ones(S * R * M, bool),
+            }
+        )
         levels = adjusted_levels(con, table, protocol.multiplicity)
         h = levels.column("hypothesis").to_numpy()
         m = np.array([int(x) for x in levels.column("period").to_pylist()]) - 1
@@ -175,8 +200,10 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
             n_clusters=cs["n_clusters"],
             naive=decidable & _outside(naive["ci_lower"], naive["ci_upper"], lower, upper),
             cs=decidable & _outside(cs["cs_lower"], cs["cs_upper"], lower, upper),
-            corrected=decidable & np.nan_to_num(p < corrected_level, nan=False), level=corrected_level,
-            seconds=seconds)
+            corrected=decidable & np.nan_to_num(p < corrected_level, nan=False),
+            level=corrected_level,
+            seconds=seconds,
+        )
 
 
 def null_hypotheses(model: DeploymentModel, protocol) -> np.ndarray:
@@ -188,8 +215,9 @@ def null_hypotheses(model: DeploymentModel, protocol) -> np.ndarray:
     S, R = model.sites + 1, len(protocol.rules)
     mask = np.ones((S, R), bool)
     for i, rule in enumerate(protocol.rules):
-        key = {"Delta_authority": "Delta_authority", "intervention_rate": "intervention_rate",
-               "delta": "delta"}.get(rule.metric)
+        key = {"Delta_authority": "Delta_authority", "intervention_rate": "intervention_rate", "delta": "delta"}.get(
+            rule.metric
+        )
         if key is None:
             continue
         for s in range(S):
@@ -197,8 +225,9 @@ def null_hypotheses(model: DeploymentModel, protocol) -> np.ndarray:
             if s == model.sites:  # the pooled slice: the sites' mean per month (equal expected volume)
                 values = values.reshape(model.sites, model.months).mean(axis=0)
             tol = 1e-12
-            inside = ((rule.lower is None or np.all(values >= rule.lower - tol))
-                      and (rule.upper is None or np.all(values <= rule.upper + tol)))
+            inside = (rule.lower is None or np.all(values >= rule.lower - tol)) and (
+                rule.upper is None or np.all(values <= rule.upper + tol)
+            )
             mask[s, i] = inside
     return mask
 
@@ -206,7 +235,7 @@ def null_hypotheses(model: DeploymentModel, protocol) -> np.ndarray:
 def delays(decisions: Decisions, site: int, rule: int, start: int) -> np.ndarray:
     """Per deployment: months of drifted data at the first corrected alert of `site`'s `rule` at or
     after month `start` (1 = at the first drifted month's look), NaN when it never alerts."""
-    alerts = decisions.corrected[:, site, rule, start - 1:]
+    alerts = decisions.corrected[:, site, rule, start - 1 :]
     first = np.argmax(alerts, axis=1).astype(float) + 1
     first[~alerts.any(axis=1)] = np.nan
     return first
@@ -252,8 +281,9 @@ def look_child(mode: str, records: int, reps: int) -> None:
         con.register("landed_records", landed)
         to_table(con, "records", "recurring/deployment_sim_look_slices")
         create_cluster_stats(con)
-        rows = confidence_sequences(con, "cluster_stats", protocol.alpha, protocol.horizon_clusters,
-                                    _bounds(protocol)).num_rows
+        rows = confidence_sequences(
+            con, "cluster_stats", protocol.alpha, protocol.horizon_clusters, _bounds(protocol)
+        ).num_rows
     else:
         rows = monitor_table(landed, protocol, reps=reps).table.num_rows
     look = time.perf_counter() - started
@@ -268,17 +298,19 @@ def simulated_landed(model: DeploymentModel, deployments: int, seed: int) -> pa.
     site = (cases.deployment * model.sites + cases.site).astype(np.int64)
     names = np.array([f"{d}/{site_name(s + 1)}" for d in range(deployments) for s in range(model.sites)])
     periods = np.array([month_label(model.start, m) for m in range(model.months)])
-    return pa.table({
-        "site": pa.array(names[site]),
-        "period": pa.array(periods[cases.month]),
-        "cluster_id": pa.array(cases.cluster.astype(np.int64)).cast(pa.string()),
-        "landed_file": pa.array(periods[cases.month]),
-        "row_index": pa.array((cases.second * 2**40).astype(np.int64)),
-        "proposed_action": pa.array(np.array(ACTIONS)[cases.proposed]),
-        "intervened": pa.array(cases.intervened),
-        "record_level": pa.array([FULL] * len(cases.site)),
-        "risk_stratum": pa.array(np.array(RISK_LEVELS)[cases.stratum]),
-    })
+    return pa.table(
+        {
+            "site": pa.array(names[site]),
+            "period": pa.array(periods[cases.month]),
+            "cluster_id": pa.array(cases.cluster.astype(np.int64)).cast(pa.string()),
+            "landed_file": pa.array(periods[cases.month]),
+            "row_index": pa.array((cases.second * 2**40).astype(np.int64)),
+            "proposed_action": pa.array(np.array(ACTIONS)[cases.proposed]),
+            "intervened": pa.array(cases.intervened),
+            "record_level": pa.array([FULL] * len(cases.site)),
+            "risk_stratum": pa.array(np.array(RISK_LEVELS)[cases.stratum]),
+        }
+    )
 
 
 def case_mix_shifts(protocol, model: DeploymentModel, deployments: int, seed: int) -> tuple[dict[str, int], list]:
@@ -318,17 +350,36 @@ def print_case_mix(protocol, n: int, drift: str, clusters: int, seed: int) -> No
         seconds = time.perf_counter() - started
         found = np.array([f for f in first if f is not None], float)
         start = drifts and parse_drift(drifts[0], SITES, MONTHS).start
-        rows.append([label, f"{counts['any']}/{n}", f"{math.sqrt(protocol.alpha * (1 - protocol.alpha) / n):.3f}",
-                     ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "any") or "-",
-                     f"{len(found)}/{n}" if drifts else "-",
-                     f"{np.median(found) - start + 1:.0f}" if drifts and len(found) else "-", f"{seconds:.1f} s"])
-    print(f"\nCase mix: {n} deployments ({SITES} sites x {MONTHS} months, {clusters} lesion "
-          f"clusters a month; one observation per cluster; baseline = each site's first {protocol.baseline_periods} "
-          f"months; Bonferroni over the {SITES} x dimension tests of a deployment at alpha {protocol.alpha}; "
-          "autheval.monitoring.monitor.case_mix_tests, monitor_table's SQL, over all deployments at once)")
+        rows.append(
+            [
+                label,
+                f"{counts['any']}/{n}",
+                f"{math.sqrt(protocol.alpha * (1 - protocol.alpha) / n):.3f}",
+                ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "any") or "-",
+                f"{len(found)}/{n}" if drifts else "-",
+                f"{np.median(found) - start + 1:.0f}" if drifts and len(found) else "-",
+                f"{seconds:.1f} s",
+            ]
+        )
+    print(
+        f"\nCase mix: {n} deployments ({SITES} sites x {MONTHS} months, {clusters} lesion "
+        f"clusters a month; one observation per cluster; baseline = each site's first {protocol.baseline_periods} "
+        f"months; Bonferroni over the {SITES} x dimension tests of a deployment at alpha {protocol.alpha}; "
+        "autheval.monitoring.monitor.case_mix_tests, monitor_table's SQL, over all deployments at once)"
+    )
     print(machine_line())
-    print_table(["deployments", "any shift reported", "MC error of alpha", "per dimension",
-                 "site-1 found shifted", "median delay (months)", "time"], rows)
+    print_table(
+        [
+            "deployments",
+            "any shift reported",
+            "MC error of alpha",
+            "per dimension",
+            "site-1 found shifted",
+            "median delay (months)",
+            "time",
+        ],
+        rows,
+    )
 
 
 def print_table(header: list[str], rows: list[list]) -> None:
@@ -342,16 +393,35 @@ def main() -> None:
     parser.add_argument("--deployments", type=int, default=500)
     parser.add_argument("--clusters-per-month", type=int, default=30)
     parser.add_argument("--seed", type=int, default=20260718)
-    parser.add_argument("--look-records", type=int, default=10_000_000,
-                        help="landed records of the timed look's confidence sequences (default 10M)")
-    parser.add_argument("--monitor-records", type=int, default=100_000,
-                        help="landed records of the timed monitor_table run with the bootstrap (default 100k)")
-    parser.add_argument("--look-reps", type=int, default=200,
-                        help="bootstrap replicates of the fixed-sample interval in the timed run (default 200)")
-    parser.add_argument("--case-mix-deployments", type=int, default=500,
-                        help="deployments of the case-mix test, stationary and with --case-mix-drift (default 500)")
-    parser.add_argument("--case-mix-drift", default=CASE_MIX_DRIFT,
-                        help=f"the planted case-mix drift (a synth deployment --drift; default {CASE_MIX_DRIFT})")
+    parser.add_argument(
+        "--look-records",
+        type=int,
+        default=10_000_000,
+        help="landed records of the timed look's confidence sequences (default 10M)",
+    )
+    parser.add_argument(
+        "--monitor-records",
+        type=int,
+        default=100_000,
+        help="landed records of the timed monitor_table run with the bootstrap (default 100k)",
+    )
+    parser.add_argument(
+        "--look-reps",
+        type=int,
+        default=200,
+        help="bootstrap replicates of the fixed-sample interval in the timed run (default 200)",
+    )
+    parser.add_argument(
+        "--case-mix-deployments",
+        type=int,
+        default=500,
+        help="deployments of the case-mix test, stationary and with --case-mix-drift (default 500)",
+    )
+    parser.add_argument(
+        "--case-mix-drift",
+        default=CASE_MIX_DRIFT,
+        help=f"the planted case-mix drift (a synth deployment --drift; default {CASE_MIX_DRIFT})",
+    )
     parser.add_argument("--skip-look", action="store_true")
     parser.add_argument("--case-mix-only", action="store_true", help="only the case-mix table")
     parser.add_argument("--look-child", choices=("core", "monitor"), help=argparse.SUPPRESS)
@@ -363,18 +433,23 @@ def main() -> None:
 
     protocol = load_protocol(None)
     if args.case_mix_only:
-        return print_case_mix(protocol, args.case_mix_deployments, args.case_mix_drift, args.clusters_per_month,
-                              args.seed + 2)
+        return print_case_mix(
+            protocol, args.case_mix_deployments, args.case_mix_drift, args.clusters_per_month, args.seed + 2
+        )
     D = args.deployments
     print(machine_line())
-    print(f"protocol {protocol.version}: alpha {protocol.alpha}, horizon {protocol.horizon_clusters} clusters, "
-          f"min_clusters {protocol.min_clusters}, multiplicity {protocol.multiplicity}; rules: "
-          + "; ".join(f"{r.metric} ({r.unit}) [{r.lower}, {r.upper}]" for r in protocol.rules))
+    print(
+        f"protocol {protocol.version}: alpha {protocol.alpha}, horizon {protocol.horizon_clusters} clusters, "
+        f"min_clusters {protocol.min_clusters}, multiplicity {protocol.multiplicity}; rules: "
+        + "; ".join(f"{r.metric} ({r.unit}) [{r.lower}, {r.upper}]" for r in protocol.rules)
+    )
     model = null_model(protocol, clusters=args.clusters_per_month)
-    print(f"{D} simulated deployments: {SITES} sites x {MONTHS} monthly looks, {args.clusters_per_month} lesion "
-          f"clusters per site and month (about {2.5 * args.clusters_per_month:.0f} images), true gap "
-          f"{model.gap} (on the bound), intervention rate {model.intervention_rate}; slices: each site and all "
-          f"sites pooled; {len(protocol.rules)} rules: {(SITES + 1) * len(protocol.rules)} hypotheses per deployment")
+    print(
+        f"{D} simulated deployments: {SITES} sites x {MONTHS} monthly looks, {args.clusters_per_month} lesion "
+        f"clusters per site and month (about {2.5 * args.clusters_per_month:.0f} images), true gap "
+        f"{model.gap} (on the bound), intervention rate {model.intervention_rate}; slices: each site and all "
+        f"sites pooled; {len(protocol.rules)} rules: {(SITES + 1) * len(protocol.rules)} hypotheses per deployment"
+    )
 
     started = time.perf_counter()
     null = decide(model, protocol, D, args.seed)
@@ -389,10 +464,12 @@ def main() -> None:
         own = math.sqrt(share * (1 - share) / D)
         verdict = ("goal met" if share <= protocol.alpha + mc else "goal NOT met") if method == "corrected" else ""
         rows.append([f"({'abc'[len(rows)]}) {name}", f"{int(share * D)}/{D}", f"{share:.3f} +- {own:.3f}", verdict])
-    print(f"\nNull deployments: share with any false alert over {MONTHS} looks (goal for (c): <= alpha + its "
-          f"Monte Carlo error = {protocol.alpha} + {mc:.4f} = {protocol.alpha + mc:.4f}); {analyses:,} looks "
-          "decided in "
-          f"{null_seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in null.seconds.items()) + ")")
+    print(
+        f"\nNull deployments: share with any false alert over {MONTHS} looks (goal for (c): <= alpha + its "
+        f"Monte Carlo error = {protocol.alpha} + {mc:.4f} = {protocol.alpha + mc:.4f}); {analyses:,} looks "
+        "decided in "
+        f"{null_seconds:.1f} s (" + ", ".join(f"{k} {v:.1f} s" for k, v in null.seconds.items()) + ")"
+    )
     print(machine_line())
     print_table(["method", "deployments", "share +- s.e.", ""], rows)
 
@@ -407,39 +484,76 @@ def main() -> None:
     found = ~np.isnan(delay)
     rows = []
     for name, method in zip(METHODS, ("naive", "cs", "corrected")):
-        alerts = getattr(drifted, method)[:, site, rule, start - 1:]
+        alerts = getattr(drifted, method)[:, site, rule, start - 1 :]
         first = np.where(alerts.any(axis=1), np.argmax(alerts, axis=1) + 1.0, np.nan)
         hit = ~np.isnan(first)
-        rows.append([f"({'abc'[len(rows)]}) {name}", f"{hit.mean():.3f}",
-                     f"{np.median(first[hit]):.0f}" if hit.any() else "none",
-                     f"{drifted.any_alert(method, drift_mask).mean():.3f}"])
-    print(f"\nPlanted drift ({DRIFT}: the gap {drift_model.gap} -> {drift_model.gap - 0.5} from month {start}, "
-          f"0.5 simulator units past the bound): decided in {drift_seconds:.1f} s ("
-          + ", ".join(f"{k} {v:.1f} s" for k, v in drifted.seconds.items()) + ")")
+        rows.append(
+            [
+                f"({'abc'[len(rows)]}) {name}",
+                f"{hit.mean():.3f}",
+                f"{np.median(first[hit]):.0f}" if hit.any() else "none",
+                f"{drifted.any_alert(method, drift_mask).mean():.3f}",
+            ]
+        )
+    print(
+        f"\nPlanted drift ({DRIFT}: the gap {drift_model.gap} -> {drift_model.gap - 0.5} from month {start}, "
+        f"0.5 simulator units past the bound): decided in {drift_seconds:.1f} s ("
+        + ", ".join(f"{k} {v:.1f} s" for k, v in drifted.seconds.items())
+        + ")"
+    )
     print(machine_line())
     print_table(["method", "detected by month 24", "median delay (months)", "false alerts elsewhere"], rows)
     if found.any():
-        print(f"  (c): delay quartiles {np.nanpercentile(delay, 25):.0f} / {np.nanpercentile(delay, 50):.0f} / "
-              f"{np.nanpercentile(delay, 75):.0f} months; 1 = alerted at the look of month {start}")
+        print(
+            f"  (c): delay quartiles {np.nanpercentile(delay, 25):.0f} / {np.nanpercentile(delay, 50):.0f} / "
+            f"{np.nanpercentile(delay, 75):.0f} months; 1 = alerted at the look of month {start}"
+        )
 
     if args.case_mix_deployments:
         print_case_mix(protocol, args.case_mix_deployments, args.case_mix_drift, args.clusters_per_month, args.seed + 2)
 
     if not args.skip_look:
-        print(f"\nOne monthly look ({SITES} sites x {MONTHS} months landed; each in a child process, timed from the "
-              "landed table in memory; landing itself is not part of a look)")
+        print(
+            f"\nOne monthly look ({SITES} sites x {MONTHS} months landed; each in a child process, timed from the "
+            "landed table in memory; landing itself is not part of a look)"
+        )
         rows = []
-        for mode, records, reps in (("core", args.look_records, 0), ("monitor", args.look_records, 0),
-                                    ("monitor", args.monitor_records, args.look_reps)):
+        for mode, records, reps in (
+            ("core", args.look_records, 0),
+            ("monitor", args.look_records, 0),
+            ("monitor", args.monitor_records, args.look_reps),
+        ):
             print(machine_line())
-            _, peak, out = child_rusage([sys.executable, str(Path(__file__).resolve()), "--look-child", mode,
-                                         "--look-records", str(records), "--look-reps", str(reps)])
+            _, peak, out = child_rusage(
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--look-child",
+                    mode,
+                    "--look-records",
+                    str(records),
+                    "--look-reps",
+                    str(reps),
+                ]
+            )
             result = json.loads(out.strip().splitlines()[-1])
-            what = ("the latest look's confidence sequences (cluster sums + confidence_sequences)" if mode == "core"
-                    else f"monitor_table, every look{f', {reps} bootstrap replicates' if reps else ', no bootstrap'}")
-            rows.append([what, f"{result['records']:,}", f"{result['land']:.1f} s", f"{result['look']:.2f} s",
-                         f"{result['look'] / (1 if mode == 'core' else MONTHS):.2f} s", f"{peak:.0f} MB"])
+            what = (
+                "the latest look's confidence sequences (cluster sums + confidence_sequences)"
+                if mode == "core"
+                else f"monitor_table, every look{f', {reps} bootstrap replicates' if reps else ', no bootstrap'}"
+            )
+            rows.append(
+                [
+                    what,
+                    f"{result['records']:,}",
+                    f"{result['land']:.1f} s",
+                    f"{result['look']:.2f} s",
+                    f"{result['look'] / (1 if mode == 'core' else MONTHS):.2f} s",
+                    f"{peak:.0f} MB",
+                ]
+            )
         print_table(["computation", "landed records", "landing (apart)", "time", "per look", "child peak RSS"], rows)
+
 
 if __name__ == "__main__":
     main()

@@ -109,7 +109,11 @@ def write_log(path: Path, cases: int, clusters: int) -> None:
     from warehouse.sql import load_sql
 
     con = duckdb.connect()
-    table = con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters}).arrow().read_all()
+    table = (
+        con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters})
+        .arrow()
+        .read_all()
+    )
     from pyarrow import csv as pacsv
 
     pacsv.write_csv(table, path)
@@ -124,11 +128,26 @@ def example_log() -> Path:
 
 
 def ours(log: Path, scheme: str, reps: int, out: Path, runs: int) -> tuple[float, float, dict]:
-    command = [sys.executable, "-m", "autheval", "evaluate", "--input", str(log), "--scheme", scheme,
-               "--reps", str(reps), "--output-dir", str(out), "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "autheval",
+        "evaluate",
+        "--input",
+        str(log),
+        "--scheme",
+        scheme,
+        "--reps",
+        str(reps),
+        "--output-dir",
+        str(out),
+        "--no-progress",
+    ]
     wall, peak, _ = best_of(command, runs)
     summary = json.loads((out / "summary.json").read_text())
-    numbers = {m: (v["estimate"], v["ci_lower"], v["ci_upper"]) for m, v in summary["metrics"].items() if v["available"]}
+    numbers = {
+        m: (v["estimate"], v["ci_lower"], v["ci_upper"]) for m, v in summary["metrics"].items() if v["available"]
+    }
     return wall, peak, {"n": summary["n"], "n_clusters": summary["n_clusters"], "metrics": numbers}
 
 
@@ -191,8 +210,10 @@ def print_row(row: dict, reps: int) -> None:
     print(f"  {'numpy loop (AuthEval-style evaluator)':40s} {b_wall:7.2f} s  {b_peak:6.0f} MB")
     for scheme in SCHEMES:
         wall, peak = row[scheme]
-        print(f"  {'ours, ' + scheme + ' scheme':40s} {wall:7.2f} s  {peak:6.0f} MB   "
-              f"{b_wall / wall:5.2f}x faster, {peak / b_peak:4.2f}x the memory; {row['checks'][scheme]}")
+        print(
+            f"  {'ours, ' + scheme + ' scheme':40s} {wall:7.2f} s  {peak:6.0f} MB   "
+            f"{b_wall / wall:5.2f}x faster, {peak / b_peak:4.2f}x the memory; {row['checks'][scheme]}"
+        )
 
 
 def main() -> int:

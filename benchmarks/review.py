@@ -32,15 +32,24 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autheval.review import local_review as review  # noqa: E402
-from autheval.review.rules import load_rules  # noqa: E402
-from autheval.vocabulary import ACTIONS, RISK_LEVELS  # noqa: E402
-from benchmarks.peer import machine_line  # noqa: E402
-from warehouse.sql import connect, one  # noqa: E402
+from autheval.review import local_review as review
+from autheval.review.rules import load_rules
+from autheval.vocabulary import ACTIONS, RISK_LEVELS
+from benchmarks.peer import machine_line
+from warehouse.sql import connect, one
 
 MECHANISMS = ("ranked readout", "nearest head", "short slate")  # the last one has 2-action slates
-SITES = ["anterior torso", "head/neck", "lateral torso", "lower extremity", "oral/genital", "palms/soles",
-         "posterior torso", "upper extremity", None]
+SITES = [
+    "anterior torso",
+    "head/neck",
+    "lateral torso",
+    "lower extremity",
+    "oral/genital",
+    "palms/soles",
+    "posterior torso",
+    "upper extremity",
+    None,
+]
 INPUTS = ("images", "clusters", "s_gate", "proposals")
 
 
@@ -61,8 +70,9 @@ def make_inputs(n_images: int, seed: int = 20260706) -> dict[str, pa.Table]:
     site_index = rng.integers(0, len(SITES), n_images)
     sites = pa.array([SITES[i] for i in range(len(SITES))]).take(pa.array(site_index))
     risk = pa.array(list(RISK_LEVELS)).take(pa.array(rng.choice(4, n_images, p=[0.55, 0.15, 0.1, 0.2])))
-    images = pa.table({"image_id": ids, "age": pa.array(age, from_pandas=True), "anatomic_site": sites,
-                       "risk_stratum": risk})
+    images = pa.table(
+        {"image_id": ids, "age": pa.array(age, from_pandas=True), "anatomic_site": sites, "risk_stratum": risk}
+    )
     clusters = pa.table({"image_id": ids, "cluster_id": cluster_ids})
     s_gate = pa.table({"image_id": ids, "s_gate": rng.random(n_images)})
 
@@ -75,11 +85,21 @@ def make_inputs(n_images: int, seed: int = 20260706) -> dict[str, pa.Table]:
         values = pa.DictionaryArray.from_arrays(pa.array(chosen), actions).cast(pa.string())
         slates = pa.ListArray.from_arrays(pa.array(np.arange(0, n_images * length + 1, length, dtype=np.int32)), values)
         nulls = pa.nulls(n_images, pa.float64())
-        parts.append(pa.table({
-            "mechanism": pa.array([mechanism] * n_images), "image_id": ids, "slate": slates,
-            "a_head": actions.take(pa.array(chosen[::length])),
-            "p_very_low": nulls, "p_low": nulls, "p_moderate": nulls, "p_high": nulls,
-            "source": pa.array(["benchmark"] * n_images)}))
+        parts.append(
+            pa.table(
+                {
+                    "mechanism": pa.array([mechanism] * n_images),
+                    "image_id": ids,
+                    "slate": slates,
+                    "a_head": actions.take(pa.array(chosen[::length])),
+                    "p_very_low": nulls,
+                    "p_low": nulls,
+                    "p_moderate": nulls,
+                    "p_high": nulls,
+                    "source": pa.array(["benchmark"] * n_images),
+                }
+            )
+        )
     return {"images": images, "clusters": clusters, "s_gate": s_gate, "proposals": pa.concat_tables(parts)}
 
 
@@ -135,8 +155,12 @@ def pandas_rowwise(inputs: dict[str, pa.Table]):
     images["anatomic_site"] = images["anatomic_site"].astype(object).where(images["anatomic_site"].notna(), None)
     images["age"] = images["age"].astype(object).where(images["age"].notna(), None)
     images["profile"] = images.apply(image_profile, axis=1)
-    members = inputs["clusters"].to_pandas().merge(images[["image_id", "profile"]], on="image_id") \
+    members = (
+        inputs["clusters"]
+        .to_pandas()
+        .merge(images[["image_id", "profile"]], on="image_id")
         .merge(inputs["s_gate"].to_pandas(), on="image_id")
+    )
 
     def cluster_context(group):
         counts = group["profile"].value_counts()
@@ -146,13 +170,24 @@ def pandas_rowwise(inputs: dict[str, pa.Table]):
         t1, t2, t3 = rules.proxy_bins.thresholds
         bin_ = RISK_LEVELS[3 if s > t3 else 2 if s > t2 else 1 if s > t1 else 0]
         cid = group.name
-        pick = lambda f: getattr(factors, f).levels[h12(f"{rules.context_seed}|{getattr(factors, f).namespace}|{cid}") % len(getattr(factors, f).levels)]  # noqa: E731
+        pick = lambda f: getattr(factors, f).levels[
+            h12(f"{rules.context_seed}|{getattr(factors, f).namespace}|{cid}") % len(getattr(factors, f).levels)
+        ]
         sens, burden, aversion = pick("sens"), pick("burden"), pick("aversion")
         p = rules.profiles[profile]
         floor = min(max(rules.floor.base[bin_] + rules.floor.shift[p.floor_policy], 0), 3)
-        return pd.Series({"profile": profile, "risk_bin": bin_, "burden": burden.name, "aversion": aversion.name,
-                          "capacity": level[p.capacity], "floor": floor, "w_under": p.w_under * sens.w_under,
-                          "w_over": ((p.w_over * sens.w_over) * burden.w_over) * aversion.w_over})
+        return pd.Series(
+            {
+                "profile": profile,
+                "risk_bin": bin_,
+                "burden": burden.name,
+                "aversion": aversion.name,
+                "capacity": level[p.capacity],
+                "floor": floor,
+                "w_under": p.w_under * sens.w_under,
+                "w_over": ((p.w_over * sens.w_over) * burden.w_over) * aversion.w_over,
+            }
+        )
 
     contexts = members.groupby("cluster_id").apply(cluster_context, include_groups=False).reset_index()
 
@@ -172,8 +207,11 @@ def pandas_rowwise(inputs: dict[str, pa.Table]):
         if row["aversion"] == refusal.level and level[refusal.removes] in band:
             band.remove(level[refusal.removes])
             override = "patient_refusal"
-        if row["burden"] == burden_rule.level and level[burden_rule.removes] in band \
-                and level[burden_rule.if_band_has[row["risk_bin"]]] in band:
+        if (
+            row["burden"] == burden_rule.level
+            and level[burden_rule.removes] in band
+            and level[burden_rule.if_band_has[row["risk_bin"]]] in band
+        ):
             band.remove(level[burden_rule.removes])
             override = "patient_burden"
         if not band:
@@ -194,11 +232,16 @@ def pandas_rowwise(inputs: dict[str, pa.Table]):
             g = a - y
             return ((-w_u) * s_y) * (-g) if g < 0 else (-w_o) * g if g > 0 else 0.0
 
-        return pd.Series({
-            "a_sel": ACTIONS[sel], "change_type": change, "override": override,
-            "u_local_head": utility(head, row["w_under"], row["w_over"]),
-            "u_local_sel": utility(sel, row["w_under"], row["w_over"]),
-            "u_global_head": utility(head, rules.global_utility.w_under, rules.global_utility.w_over)})
+        return pd.Series(
+            {
+                "a_sel": ACTIONS[sel],
+                "change_type": change,
+                "override": override,
+                "u_local_head": utility(head, row["w_under"], row["w_over"]),
+                "u_local_sel": utility(sel, row["w_under"], row["w_over"]),
+                "u_global_head": utility(head, rules.global_utility.w_under, rules.global_utility.w_over),
+            }
+        )
 
     out = pd.concat([rows[["mechanism", "regime", "image_id"]], rows.apply(select, axis=1)], axis=1)
     return out
@@ -206,8 +249,9 @@ def pandas_rowwise(inputs: dict[str, pa.Table]):
 
 def compare(ours, baseline) -> int:
     """Rows where the engine and the baseline differ (any column; scores compared bit for bit)."""
-    joined = ours.merge(baseline, on=["mechanism", "regime", "image_id"], suffixes=("", "_pandas"), how="outer",
-                        indicator=True)
+    joined = ours.merge(
+        baseline, on=["mechanism", "regime", "image_id"], suffixes=("", "_pandas"), how="outer", indicator=True
+    )
     bad = joined["_merge"] != "both"
     for column in ("a_sel", "change_type", "override"):
         a, b = joined[column], joined[f"{column}_pandas"]
@@ -230,15 +274,20 @@ def sample_run(rows: int) -> None:
     selected = con.table("selections").arrow().read_all().to_pandas()
     scored = con.table("review_scores").arrow().read_all().to_pandas()
     joined = selected[["analysis", "mechanism", "regime", "image_id", "a_sel", "change_type", "override"]].merge(
-        scored[["analysis", "image_id", "u_local_head", "u_local_sel", "u_global_head"]], on=["analysis", "image_id"])
+        scored[["analysis", "image_id", "u_local_head", "u_local_sel", "u_global_head"]], on=["analysis", "image_id"]
+    )
     t0 = time.perf_counter()
     baseline = pandas_rowwise(inputs)
     pandas_s = time.perf_counter() - t0
     mismatches = compare(joined, baseline)
-    print(f"sample: {n_rows:,} rows ({n_images:,} images x {len(MECHANISMS)} mechanisms x {len(review.REGIMES)} regimes)")
+    print(
+        f"sample: {n_rows:,} rows ({n_images:,} images x {len(MECHANISMS)} mechanisms x {len(review.REGIMES)} regimes)"
+    )
     print(f"  SQL engine     {engine_s:7.2f} s  ({', '.join(f'{k} {v:.2f} s' for k, v in times.items())})")
-    print(f"  pandas rowwise {pandas_s:7.2f} s  -> {pandas_s / engine_s:.0f}x slower; "
-          f"extrapolated to 10M rows: {pandas_s * 1e7 / n_rows / 60:.0f} min")
+    print(
+        f"  pandas rowwise {pandas_s:7.2f} s  -> {pandas_s / engine_s:.0f}x slower; "
+        f"extrapolated to 10M rows: {pandas_s * 1e7 / n_rows / 60:.0f} min"
+    )
     print(f"  outputs differ on {mismatches} of {n_rows:,} rows (actions, change types, overrides, scores bit for bit)")
 
 
@@ -265,10 +314,22 @@ def scale_child(folder: Path) -> None:
     records_s = time.perf_counter() - t0
     band = one(con, "review/check_selections_band")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"total": total, "cpu": cpu, "records": records_s, "counts": counts, "sizes_mb": sizes, "peak_mb": peak_mb,
-                      "band_violations": band["violations"], "load": os.getloadavg()[0],
-                      "threads": con.execute("SELECT current_setting('threads')").fetchone()[0],
-                      "memory_limit": con.execute("SELECT current_setting('memory_limit')").fetchone()[0]}))
+    print(
+        json.dumps(
+            {
+                "total": total,
+                "cpu": cpu,
+                "records": records_s,
+                "counts": counts,
+                "sizes_mb": sizes,
+                "peak_mb": peak_mb,
+                "band_violations": band["violations"],
+                "load": os.getloadavg()[0],
+                "threads": con.execute("SELECT current_setting('threads')").fetchone()[0],
+                "memory_limit": con.execute("SELECT current_setting('memory_limit')").fetchone()[0],
+            }
+        )
+    )
 
 
 def scale_run(rows: int) -> None:
@@ -284,21 +345,31 @@ def scale_run(rows: int) -> None:
         # A private TMPDIR: warehouse.sql.connect spills to $TMPDIR/autheval-duckdb-spill, which
         # concurrent DuckDB processes on the machine would otherwise share (and clobber).
         env = {**os.environ, "TMPDIR": str(folder)}
-        done = subprocess.run([sys.executable, __file__, "--child", str(folder)], capture_output=True, text=True,
-                              env=env)
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", str(folder)], capture_output=True, text=True, env=env
+        )
         if done.returncode != 0:
             print(done.stderr)
             raise SystemExit(done.returncode)
         result = json.loads(done.stdout.strip().splitlines()[-1])
     counts = result["counts"]
-    print(f"scale: {counts['selections']:,} (image x mechanism x regime) rows, {n_images:,} images, "
-          f"{counts['contexts']:,} clusters (inputs made and written in {prep:.1f} s, not timed)")
-    print(f"  contexts, selections and scores, each written as Parquet: {result['total']:.1f} s wall, "
-          f"{result['cpu']:.1f} s CPU (load average {result['load']:.1f} at the end)")
-    print("  Parquet written: " + ", ".join(f"{k} {v:.0f} MB" for k, v in result["sizes_mb"].items())
-          + f"; then records (the AuthEval log layout, a projection of scores): {result['records']:.1f} s")
-    print(f"  peak memory (child RSS): {result['peak_mb']:.0f} MB; DuckDB threads {result['threads']}, "
-          f"memory_limit {result['memory_limit']}; empty bands: {result['band_violations']}")
+    print(
+        f"scale: {counts['selections']:,} (image x mechanism x regime) rows, {n_images:,} images, "
+        f"{counts['contexts']:,} clusters (inputs made and written in {prep:.1f} s, not timed)"
+    )
+    print(
+        f"  contexts, selections and scores, each written as Parquet: {result['total']:.1f} s wall, "
+        f"{result['cpu']:.1f} s CPU (load average {result['load']:.1f} at the end)"
+    )
+    print(
+        "  Parquet written: "
+        + ", ".join(f"{k} {v:.0f} MB" for k, v in result["sizes_mb"].items())
+        + f"; then records (the AuthEval log layout, a projection of scores): {result['records']:.1f} s"
+    )
+    print(
+        f"  peak memory (child RSS): {result['peak_mb']:.0f} MB; DuckDB threads {result['threads']}, "
+        f"memory_limit {result['memory_limit']}; empty bands: {result['band_violations']}"
+    )
     goal = result["total"] < 20 and result["peak_mb"] < 2048
     print(f"  goal (under 20 s and 2 GB on 2 cores): {'met' if goal else 'NOT met'}")
 

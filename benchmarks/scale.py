@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.engines import run_sampled, timed_estimates  # noqa: E402
-from benchmarks.peer import child_rusage, machine_line, warm_bytecode  # noqa: E402
+from benchmarks.engines import run_sampled, timed_estimates
+from benchmarks.peer import child_rusage, machine_line, warm_bytecode
 
 CLUSTER_SIZE = 10  # records per cluster
 
@@ -52,15 +52,25 @@ def write_dataset(folder: Path, records: int, rows_per_file: int) -> Path:
     con = connect(memory_limit="1GB")
     started = time.perf_counter()
     for k, first in enumerate(range(0, records, rows_per_file)):
-        to_parquet(con, "records/synthetic_log", target / f"part-{k:05d}.parquet",
-                   {"first_case": first, "n_cases": min(rows_per_file, records - first),
-                    "n_clusters": records // CLUSTER_SIZE})
+        to_parquet(
+            con,
+            "records/synthetic_log",
+            target / f"part-{k:05d}.parquet",
+            {
+                "first_case": first,
+                "n_cases": min(rows_per_file, records - first),
+                "n_clusters": records // CLUSTER_SIZE,
+            },
+        )
     con.close()
     rows = sum(pq.ParquetFile(p).metadata.num_rows for p in target.glob("part-*.parquet"))
     assert rows == records, (rows, records)
     size = sum(p.stat().st_size for p in target.glob("part-*.parquet"))
-    print(f"(generated {records:,} records in {records // CLUSTER_SIZE:,} clusters, {len(list(target.glob('part-*')))} "
-          f"files, {size / 1e9:.2f} GB, in {time.perf_counter() - started:.1f} s)", flush=True)
+    print(
+        f"(generated {records:,} records in {records // CLUSTER_SIZE:,} clusters, {len(list(target.glob('part-*')))} "
+        f"files, {size / 1e9:.2f} GB, in {time.perf_counter() - started:.1f} s)",
+        flush=True,
+    )
     done.touch()  # a marker: hidden from the dataset (a name starting with _)
     return target
 
@@ -72,13 +82,32 @@ def child(args) -> None:
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as `autheval evaluate` sets it
     found, records = timed_estimates(args.input, args.engine, args.reps, args.spark_memory)
-    print(json.dumps({**found, "files": len(records.dataset.files), "data_sha256": records.data_sha256,
-                      "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(
+        json.dumps(
+            {
+                **found,
+                "files": len(records.dataset.files),
+                "data_sha256": records.data_sha256,
+                "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 def child_command(args, folder: Path, engine: str, reps: int) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), "--child", "--input", str(folder), "--engine", engine,
-            "--reps", str(reps), "--spark-memory", args.spark_memory]
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        "--input",
+        str(folder),
+        "--engine",
+        engine,
+        "--reps",
+        str(reps),
+        "--spark-memory",
+        args.spark_memory,
+    ]
 
 
 def run_duckdb(args, folder: Path) -> dict:
@@ -99,35 +128,61 @@ def run_spark(args, folder: Path) -> dict:
 def report(label: str, r: dict, reps: int) -> None:
     per_record = r["peak_mb"] * 2**20 / r["n_cases"]
     b, d = r["bootstrap"], r["delta_method"]
-    print(f"  {label}: {r['n_cases']:,} records, {r['n_clusters']:,} clusters, {r['files']} files; poisson {reps} "
-          f"replicates + delta method")
+    print(
+        f"  {label}: {r['n_cases']:,} records, {r['n_clusters']:,} clusters, {r['files']} files; poisson {reps} "
+        f"replicates + delta method"
+    )
     start = f"engine start {r['engine_start_s']:.1f} s, " if r["engine_start_s"] > 0.5 else ""
-    print(f"    {start}read + validate {r['read_validate_s']:.1f} s, poisson {r['poisson_s']:.1f} s, delta method "
-          f"{r['delta_method_s']:.1f} s; whole process {r['wall_s']:.1f} s")
+    print(
+        f"    {start}read + validate {r['read_validate_s']:.1f} s, poisson {r['poisson_s']:.1f} s, delta method "
+        f"{r['delta_method_s']:.1f} s; whole process {r['wall_s']:.1f} s"
+    )
     memory = f"    peak memory {r['peak_mb']:.0f} MB ({per_record:.1f} bytes per record)"
     if "python_peak_mb" in r and label.startswith("Spark"):
         memory += f"; the Python driver alone {r['python_peak_mb']:.0f} MB, the JVM the rest"
     print(memory)
-    print(f"    Delta (image) {b[0]:.6f}, bootstrap [{b[1]:.6f}, {b[2]:.6f}], delta method [{d[1]:.6f}, {d[2]:.6f}]",
-          flush=True)
+    print(
+        f"    Delta (image) {b[0]:.6f}, bootstrap [{b[1]:.6f}, {b[2]:.6f}], delta method [{d[1]:.6f}, {d[2]:.6f}]",
+        flush=True,
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000_000, 100_000_000],
-                        help="records of each DuckDB run (none: only the Spark run, of --spark-size)")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="*",
+        default=[10_000_000, 100_000_000],
+        help="records of each DuckDB run (none: only the Spark run, of --spark-size)",
+    )
     parser.add_argument("--reps", type=int, default=1000)
-    parser.add_argument("--data", type=Path, default=Path("/tmp/autheval-scale"),
-                        help="where the generated datasets go (not the repository)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path("/tmp/autheval-scale"),
+        help="where the generated datasets go (not the repository)",
+    )
     parser.add_argument("--rows-per-file", type=int, default=5_000_000)
     parser.add_argument("--spark", action="store_true", help="also read a dataset with --engine spark")
-    parser.add_argument("--spark-size", type=int, default=None,
-                        help="the records of the dataset Spark reads (default: the largest of --sizes)")
-    parser.add_argument("--spark-reps", type=int, default=20,
-                        help="poisson replicates on Spark (a cross join of clusters x replicates on its cores)")
+    parser.add_argument(
+        "--spark-size",
+        type=int,
+        default=None,
+        help="the records of the dataset Spark reads (default: the largest of --sizes)",
+    )
+    parser.add_argument(
+        "--spark-reps",
+        type=int,
+        default=20,
+        help="poisson replicates on Spark (a cross join of clusters x replicates on its cores)",
+    )
     parser.add_argument("--spark-memory", default="2g", help="the local Spark JVM's heap")
-    parser.add_argument("--driver-duckdb-memory", default="1GB",
-                        help="AUTHEVAL_DUCKDB_MEMORY of the Spark run's driver (it validates the files, streaming)")
+    parser.add_argument(
+        "--driver-duckdb-memory",
+        default="1GB",
+        help="AUTHEVAL_DUCKDB_MEMORY of the Spark run's driver (it validates the files, streaming)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated datasets")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
@@ -149,8 +204,11 @@ def main() -> int:
             if size not in folders:
                 folders[size] = write_dataset(args.data, size, args.rows_per_file)
             print(machine_line(), flush=True)
-            report(f"Spark local[{os.cpu_count()}], {args.spark_memory} heap", run_spark(args, folders[size]),
-                   args.spark_reps)
+            report(
+                f"Spark local[{os.cpu_count()}], {args.spark_memory} heap",
+                run_spark(args, folders[size]),
+                args.spark_reps,
+            )
     finally:
         if not args.keep:
             for folder in folders.values():

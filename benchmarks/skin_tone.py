@@ -23,15 +23,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.csv as pacsv  # noqa: E402
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
 
-from benchmarks.peer import machine_line  # noqa: E402
-from autheval.raw.ingest import IMAGE_FOLDER  # noqa: E402
-from autheval.raw.phash import read_image_bytes  # noqa: E402
-from autheval.raw.skin_tone import CHUNK, analysis_pixels, ita_category, ita_of_images, skin_tones  # noqa: E402
-from autheval.raw.synth import TRUTH_FILE, synth_cohort  # noqa: E402
+from autheval.raw.ingest import IMAGE_FOLDER
+from autheval.raw.phash import read_image_bytes
+from autheval.raw.skin_tone import CHUNK, analysis_pixels, ita_category, ita_of_images, skin_tones
+from autheval.raw.synth import TRUTH_FILE, synth_cohort
+from benchmarks.peer import machine_line
 
 
 def best_of(repeat: int, fn):
@@ -68,10 +68,13 @@ def main() -> int:
         table = pa.table({"image_id": ids, "path": paths})
         print(machine_line())
         whole, whole_cpu, tones = best_of(args.repeat, lambda: skin_tones(table, workers=args.workers))
-        decode, decode_cpu, pixels = best_of(args.repeat, lambda: np.stack(
-            [analysis_pixels(read_image_bytes(p)) for p in paths]))
-        vectorised, vectorised_cpu, _ = best_of(args.repeat, lambda: np.concatenate(
-            [ita_of_images(pixels[s:s + CHUNK]) for s in range(0, len(pixels), CHUNK)]))
+        decode, decode_cpu, pixels = best_of(
+            args.repeat, lambda: np.stack([analysis_pixels(read_image_bytes(p)) for p in paths])
+        )
+        vectorised, vectorised_cpu, _ = best_of(
+            args.repeat,
+            lambda: np.concatenate([ita_of_images(pixels[s : s + CHUNK]) for s in range(0, len(pixels), CHUNK)]),
+        )
         looped, looped_cpu, angles = best_of(args.repeat, lambda: np.array([ita_of_images(p[None])[0] for p in pixels]))
         estimated = tones.column("ita_category").to_pylist()
         assert ita_category(angles).tolist() == estimated, "the two paths must give the same categories"
@@ -79,12 +82,16 @@ def main() -> int:
         agreement = np.mean([e == p for e, p in zip(estimated, planted)])
         error = np.median(np.abs(np.array(tones.column("ita").to_pylist()) - [r["skin_ita"] for r in truth]))
         n = len(ids)
-        print(f"{n} images, skin_tones: {whole:.2f} s wall, {whole_cpu:.2f} s CPU ({n / whole:.0f} images/s, "
-              f"{args.workers} decoding threads)")
+        print(
+            f"{n} images, skin_tones: {whole:.2f} s wall, {whole_cpu:.2f} s CPU ({n / whole:.0f} images/s, "
+            f"{args.workers} decoding threads)"
+        )
         print(f"  decoding alone (one thread): {decode:.2f} s wall, {decode_cpu:.2f} s CPU")
-        print(f"  estimate on decoded pixels: vectorised {vectorised:.2f} s ({vectorised_cpu:.2f} s CPU), one image "
-              f"at a time {looped:.2f} s ({looped_cpu:.2f} s CPU): ratio {looped / vectorised:.1f}x wall, "
-              f"{looped_cpu / max(vectorised_cpu, 1e-9):.1f}x CPU")
+        print(
+            f"  estimate on decoded pixels: vectorised {vectorised:.2f} s ({vectorised_cpu:.2f} s CPU), one image "
+            f"at a time {looped:.2f} s ({looped_cpu:.2f} s CPU): ratio {looped / vectorised:.1f}x wall, "
+            f"{looped_cpu / max(vectorised_cpu, 1e-9):.1f}x CPU"
+        )
         print(f"planted category recovered for {agreement:.1%} of images; median |ITA error| {error:.2f} degrees")
     return 0
 

@@ -25,11 +25,20 @@ import assets
 from assets.catalog import catalog_asset
 from assets.landing import landed_logs_job, landing_sensor
 from assets.monitor import monitor_alert_sensor
+from assets.resources import (
+    DeclaredRules,
+    ModelsResource,
+    ProtocolResource,
+    SourceResource,
+    default_engine,
+    default_models,
+    default_notifier,
+    default_protocol,
+    default_source,
+    lake_resource,
+)
 from assets.trend import recurring_evaluation_job, recurring_evaluation_schedule
 from autheval.review.rules import RuleFile
-from assets.resources import (DeclaredRules, ModelsResource, ProtocolResource, SourceResource, default_engine,
-                                       default_models, default_notifier, default_protocol, default_source,
-                                       lake_resource)
 from dagster_project.stages import COMMIT, JOBS
 
 # Concurrency pools and their limits: the catalog is published by one step at a time, in every run.
@@ -77,13 +86,21 @@ def study_assets() -> list:
 
 def stage_jobs() -> list:
     """One job per entry of the stage plan: its groups, then the catalog."""
-    return [define_asset_job(name, selection=AssetSelection.groups(*groups) | AssetSelection.assets(COMMIT),
-                             description=description) for name, (groups, description) in JOBS.items()]
+    return [
+        define_asset_job(
+            name, selection=AssetSelection.groups(*groups) | AssetSelection.assets(COMMIT), description=description
+        )
+        for name, (groups, description) in JOBS.items()
+    ]
 
 
-def build_definitions(lake_root: str | None = None, source: SourceResource | None = None,
-                      models: ModelsResource | None = None, rules: RuleFile | str | None = None,
-                      protocol: str | None = None) -> Definitions:
+def build_definitions(
+    lake_root: str | None = None,
+    source: SourceResource | None = None,
+    models: ModelsResource | None = None,
+    rules: RuleFile | str | None = None,
+    protocol: str | None = None,
+) -> Definitions:
     """The lake's definitions; `rules`: the declared local rules (a RuleFile or a YAML path; default:
     the study's), parsed at most once for every run of these definitions; `protocol`: the monitor's
     acceptance protocol (a YAML path; default $AUTHEVAL_PROTOCOL, else the packaged one). The schedule's
@@ -97,10 +114,15 @@ def build_definitions(lake_root: str | None = None, source: SourceResource | Non
         jobs=[*stage_jobs(), landed_logs_job, recurring_evaluation_job],  # the recurring jobs: landing; trend, monitor
         sensors=[landing_sensor, monitor_alert_sensor],
         schedules=[recurring_evaluation_schedule()],
-        resources={"lake": lake_resource(lake_root), "source": source or default_source(),
-                   "models": models or default_models(), "engine": default_engine(), "rules": DeclaredRules(rules),
-                   "protocol": ProtocolResource(path=protocol) if protocol else default_protocol(),
-                   "notifier": default_notifier()},
+        resources={
+            "lake": lake_resource(lake_root),
+            "source": source or default_source(),
+            "models": models or default_models(),
+            "engine": default_engine(),
+            "rules": DeclaredRules(rules),
+            "protocol": ProtocolResource(path=protocol) if protocol else default_protocol(),
+            "notifier": default_notifier(),
+        },
     )
 
 

@@ -10,17 +10,19 @@ from pathlib import Path
 from dagster import AssetSelection, DagsterEventType, materialize
 from dagster._core.errors import DagsterAssetCheckFailedError
 
-from dagster_project.definitions import build_definitions, project_instance, study_assets
+from assets.resources import ModelsResource, SourceResource
 from autheval import __version__
 from autheval.review.rules import RuleFile
-from assets.resources import ModelsResource, SourceResource
+from dagster_project.definitions import build_definitions, project_instance, study_assets
 from dagster_project.stages import job_stages
 from warehouse.lake import Lake
 from warehouse.snapshots import new_run_id
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures reach the caller as one line
 # each job's stages (dagster_project.stages); the raw path's stages stop before the catalog's group
-REFERENCE_STAGES, RAW_STAGES, COHORT_STAGES = (job_stages(job) for job in ("reference_study", "raw_path", "cohort_study"))
+REFERENCE_STAGES, RAW_STAGES, COHORT_STAGES = (
+    job_stages(job) for job in ("reference_study", "raw_path", "cohort_study")
+)
 # every demo lake has the recurring tables, empty before anything has landed (their columns queryable)
 RECURRING_STEP = ("recurring", AssetSelection.assets("trend", "monitor", "monitor_case_mix"))
 
@@ -40,14 +42,23 @@ class BlockingCheckFailed(ValueError):
 
     def __init__(self, stage: str, checks: CheckTally):
         failed = sorted(name for name, passed in checks.items() if not passed)
-        super().__init__(f"stage {stage} stopped: blocking asset check failed: {', '.join(failed)}; "
-                         "nothing downstream of it (report, catalog) was published")
+        super().__init__(
+            f"stage {stage} stopped: blocking asset check failed: {', '.join(failed)}; "
+            "nothing downstream of it (report, catalog) was published"
+        )
         self.checks = checks
 
 
-def run_stages(lake_root: Path, stages=REFERENCE_STAGES, out=print, source: SourceResource | None = None,
-               extra: tuple[str, ...] = (), models: ModelsResource | None = None,
-               receipt: dict | None = None, rules: RuleFile | str | None = None) -> CheckTally:
+def run_stages(
+    lake_root: Path,
+    stages=REFERENCE_STAGES,
+    out=print,
+    source: SourceResource | None = None,
+    extra: tuple[str, ...] = (),
+    models: ModelsResource | None = None,
+    receipt: dict | None = None,
+    rules: RuleFile | str | None = None,
+) -> CheckTally:
     """Materialize each group in order, the recurring tables (trend, monitor: empty until logs land),
     then the `extra` assets; returns {check name: passed} of the checks that ran (with `.skipped`, those
     that did not). Raises if a stage fails (BlockingCheckFailed when a blocking check stopped it).
@@ -79,15 +90,23 @@ def write_lake_receipt(lake: Lake, receipt: dict) -> None:
     from warehouse.atomic import atomic_write_text
 
     tables = {name: lake.read(name) for name in lake.tables()}
-    atomic_write_text(lake.publish_path(RECEIPT), receipt_text({**receipt, "outputs": table_outputs(tables, lake.root)}))
+    atomic_write_text(
+        lake.publish_path(RECEIPT), receipt_text({**receipt, "outputs": table_outputs(tables, lake.root)})
+    )
 
 
 def _run_steps(steps, assets_defs, resources, instance, checks: CheckTally, out) -> None:
     for i, (stage, selection) in enumerate(steps, 1):
         started = time.perf_counter()
         try:
-            run_id = materialize(assets_defs, selection=selection, resources=resources,
-                                 instance=instance, raise_on_error=True, run_config=QUIET).run_id
+            run_id = materialize(
+                assets_defs,
+                selection=selection,
+                resources=resources,
+                instance=instance,
+                raise_on_error=True,
+                run_config=QUIET,
+            ).run_id
         except DagsterAssetCheckFailedError:
             _tally(instance, instance.get_runs(limit=1)[0].run_id, checks)
             raise BlockingCheckFailed(stage, checks) from None
@@ -98,6 +117,7 @@ def _run_steps(steps, assets_defs, resources, instance, checks: CheckTally, out)
 def _tally(instance, run_id: str, checks: CheckTally) -> list[str]:
     """Add a run's check evaluations (and the planned checks that did not run) to `checks`; return
     the names of the assets it materialized."""
+
     def records(kind):
         return [r.event_log_entry.dagster_event for r in instance.get_records_for_run(run_id, of_type=kind).records]
 

@@ -12,13 +12,14 @@ demo's): the lake is the record, and the UI, when it runs, sees the committed ta
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from dagster import DagsterEventType, EnvVar, build_resources
 
 from assets.landing import FILE_TAG, landed_logs, landed_logs_job
 from assets.monitor import MONITOR, notify_alerts
+from assets.resources import PROTOCOL_ENV
 from assets.trend import recurring_evaluation_job
 from autheval.monitoring.landing import Tick, watch
 from autheval.monitoring.monitor import status_report
@@ -26,14 +27,14 @@ from autheval.monitoring.notify import check_notifier
 from autheval.monitoring.protocol import load_protocol
 from dagster_project.definitions import build_definitions, project_instance
 from dagster_project.demo import QUIET
-from assets.resources import PROTOCOL_ENV
 
 SETTLE_SECONDS = 2.0  # between the two looks at the landing folder: a file still being written changes
 EXIT_OK, EXIT_FAILED, EXIT_ALERT = 0, 1, 3
 
 
-def monitor_run(lake: Path, protocol: Path | None = None, out: Callable[[str], None] = print,
-                settle_seconds: float = SETTLE_SECONDS) -> int:
+def monitor_run(
+    lake: Path, protocol: Path | None = None, out: Callable[[str], None] = print, settle_seconds: float = SETTLE_SECONDS
+) -> int:
     """Land what is waiting, run the recurring job, print the status. `protocol`: the acceptance
     protocol (default $AUTHEVAL_PROTOCOL, else the packaged one). Returns 0 (nothing alerts), 3
     (something alerts) or 1 (a run failed: a file that could not land for another reason than its
@@ -60,7 +61,8 @@ def monitor_run(lake: Path, protocol: Path | None = None, out: Callable[[str], N
     for key, name, _ in tick.requests:
         failed |= not _land(defs, instance, key, name, out)
     result = defs.resolve_job_def(recurring_evaluation_job.name).execute_in_process(
-        instance=instance, run_config=QUIET, raise_on_error=False)
+        instance=instance, run_config=QUIET, raise_on_error=False
+    )
     if not result.success:
         out(f"failed    the recurring job: {_failure(instance, result.run_id)}")
         return EXIT_FAILED
@@ -90,15 +92,18 @@ def _land(defs, instance, key: str, name: str, out: Callable[[str], None]) -> bo
     failed for another reason than its content (a rejected file is set aside and reported)."""
     instance.add_dynamic_partitions(landed_logs.name, [key])
     result = defs.resolve_job_def(landed_logs_job.name).execute_in_process(
-        instance=instance, partition_key=key, tags={FILE_TAG: name}, run_config=QUIET, raise_on_error=False)
+        instance=instance, partition_key=key, tags={FILE_TAG: name}, run_config=QUIET, raise_on_error=False
+    )
     if result.success:
         metadata = _materialized(instance, result.run_id)
-        out(f"landed    {name}: partition {key}, {metadata.get('rows', '?')} rows, {metadata.get('clusters', '?')} "
-            f"clusters, periods {metadata.get('periods', '?')} ({metadata.get('record_level', '?')})")
+        out(
+            f"landed    {name}: partition {key}, {metadata.get('rows', '?')} rows, {metadata.get('clusters', '?')} "
+            f"clusters, periods {metadata.get('periods', '?')} ({metadata.get('record_level', '?')})"
+        )
         return True
     why = _failure(instance, result.run_id)
     if why.startswith(f"rejected {name}:"):
-        out(f"rejected  {why[len('rejected '):]}")
+        out(f"rejected  {why[len('rejected ') :]}")
         return True
     out(f"failed    {name}: {why}")
     return False

@@ -23,9 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -36,18 +36,38 @@ from models.scorer import ScorerConfig, load_model, model_revision
 PROMPT_ID = "benchmark_mcq_v1"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 KEY_COLUMNS = ("model", "revision", "prompt_id", "item_id", "input_sha256")
-CACHE_SCHEMA = pa.schema([
-    ("model", pa.string()), ("revision", pa.string()), ("prompt_id", pa.string()), ("item_id", pa.string()),
-    ("input_sha256", pa.string()), ("options", pa.list_(pa.string())), ("loglik", pa.list_(pa.float64())),
-    ("n_tokens", pa.list_(pa.int32())), ("method", pa.string()), ("device", pa.string()), ("dtype", pa.string()),
-    ("scored_at", pa.timestamp("us", tz="UTC")),
-])
+CACHE_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("revision", pa.string()),
+        ("prompt_id", pa.string()),
+        ("item_id", pa.string()),
+        ("input_sha256", pa.string()),
+        ("options", pa.list_(pa.string())),
+        ("loglik", pa.list_(pa.float64())),
+        ("n_tokens", pa.list_(pa.int32())),
+        ("method", pa.string()),
+        ("device", pa.string()),
+        ("dtype", pa.string()),
+        ("scored_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
 # What the benchmark tables keep of a scored item (no time stamp: same inputs, same bytes)
-SCORE_SCHEMA = pa.schema([
-    ("model", pa.string()), ("revision", pa.string()), ("prompt_id", pa.string()), ("item_id", pa.string()),
-    ("input_sha256", pa.string()), ("options", pa.list_(pa.string())), ("loglik", pa.list_(pa.float64())),
-    ("prob", pa.list_(pa.float64())), ("choice", pa.int32()), ("device", pa.string()), ("dtype", pa.string()),
-])
+SCORE_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("revision", pa.string()),
+        ("prompt_id", pa.string()),
+        ("item_id", pa.string()),
+        ("input_sha256", pa.string()),
+        ("options", pa.list_(pa.string())),
+        ("loglik", pa.list_(pa.float64())),
+        ("prob", pa.list_(pa.float64())),
+        ("choice", pa.int32()),
+        ("device", pa.string()),
+        ("dtype", pa.string()),
+    ]
+)
 ITEM_COLUMNS = ("item_id", "image_path", "question", "options")
 
 
@@ -118,11 +138,14 @@ def _prepare(processor, batch: list[dict]) -> tuple[dict, list[list[list[int]]]]
     thread's work: only it touches the tokenizer during a run)."""
     from models.scorer_batches import encode_prompts, open_rgb
 
-    encoded = encode_prompts(processor, [open_rgb(row["image_path"]) for row in batch],
-                             [row["prompt"] for row in batch])
+    encoded = encode_prompts(
+        processor, [open_rgb(row["image_path"]) for row in batch], [row["prompt"] for row in batch]
+    )
     tokenizer = processor.tokenizer
-    options = [[tokenizer(option_continuation(o), add_special_tokens=False)["input_ids"] for o in row["options"]]
-               for row in batch]
+    options = [
+        [tokenizer(option_continuation(o), add_special_tokens=False)["input_ids"] for o in row["options"]]
+        for row in batch
+    ]
     for row, ids in zip(batch, options):
         empty = [o for o, tokens in zip(row["options"], ids) if not tokens]
         if empty:
@@ -135,12 +158,19 @@ def _batches(rows: list[dict], batch_size: int) -> list[list[dict]]:
     by_count: dict[int, list[dict]] = {}
     for row in rows:
         by_count.setdefault(len(row["options"]), []).append(row)
-    return [group[i: i + batch_size] for _, group in sorted(by_count.items()) for i in range(0, len(group), batch_size)]
+    return [
+        group[i : i + batch_size] for _, group in sorted(by_count.items()) for i in range(0, len(group), batch_size)
+    ]
 
 
-def score_benchmark(items: pa.Table, config: ScorerConfig, cache_dir: str | Path, *,
-                    on_batch: Callable[[int], None] | None = None,
-                    load: Callable[[], tuple] | None = None) -> tuple[pa.Table, dict]:
+def score_benchmark(
+    items: pa.Table,
+    config: ScorerConfig,
+    cache_dir: str | Path,
+    *,
+    on_batch: Callable[[int], None] | None = None,
+    load: Callable[[], tuple] | None = None,
+) -> tuple[pa.Table, dict]:
     """Score every item of `items` (item_id, image_path, question, options) not yet in the cache with
     the same input; return one SCORE_SCHEMA row per item in input order and the run's metadata.
     `on_batch(n_done)` runs after each scored batch (progress; tests interrupt a run with it). `load()`
@@ -175,8 +205,9 @@ def score_benchmark(items: pa.Table, config: ScorerConfig, cache_dir: str | Path
     device_name = dtype_text = None
     scoring_s = load_s = 0.0
     if todo:
-        model, processor, device, dtype = load() if load is not None else \
-            load_model(config.model_dir, config.adapter_dir, config.device)
+        model, processor, device, dtype = (
+            load() if load is not None else load_model(config.model_dir, config.adapter_dir, config.device)
+        )
         device_name, dtype_text = str(device), dtype_name(dtype)
         load_s = time.perf_counter() - started
         pad = pad_token_id(processor)
@@ -184,22 +215,36 @@ def score_benchmark(items: pa.Table, config: ScorerConfig, cache_dir: str | Path
         pending: list[dict] = []
         n_done = 0
         try:
-            for batch, (encoded, options) in prefetched(_batches(todo, config.batch_size),
-                                                        lambda batch: _prepare(processor, batch)):
+            for batch, (encoded, options) in prefetched(
+                _batches(todo, config.batch_size), lambda batch: _prepare(processor, batch)
+            ):
                 with torch.inference_mode():
                     loglik = score_shared_prefix(model, encoded, [], pad, row_cont_ids=options)
                 bad = ~np.isfinite(loglik).all(axis=1)
-                if bad.any():                                  # a broken model leaves nothing to reuse
+                if bad.any():  # a broken model leaves nothing to reuse
                     k = int(np.flatnonzero(bad)[0])
-                    raise ValueError(f"model {config.model_dir} gave non-finite option log-likelihoods for "
-                                     f"benchmark item {batch[k]['item_id']!r}; none of its batch is cached")
-                now = dt.datetime.now(dt.timezone.utc)
-                pending += [{"model": model_name, "revision": revision, "prompt_id": PROMPT_ID,
-                             "item_id": row["item_id"], "input_sha256": row["input_sha256"],
-                             "options": list(row["options"]), "loglik": [float(x) for x in ll],
-                             "n_tokens": [len(t) for t in tokens], "method": "shared_prefix",
-                             "device": device_name, "dtype": dtype_text, "scored_at": now}
-                            for row, ll, tokens in zip(batch, loglik, options)]
+                    raise ValueError(
+                        f"model {config.model_dir} gave non-finite option log-likelihoods for "
+                        f"benchmark item {batch[k]['item_id']!r}; none of its batch is cached"
+                    )
+                now = dt.datetime.now(dt.UTC)
+                pending += [
+                    {
+                        "model": model_name,
+                        "revision": revision,
+                        "prompt_id": PROMPT_ID,
+                        "item_id": row["item_id"],
+                        "input_sha256": row["input_sha256"],
+                        "options": list(row["options"]),
+                        "loglik": [float(x) for x in ll],
+                        "n_tokens": [len(t) for t in tokens],
+                        "method": "shared_prefix",
+                        "device": device_name,
+                        "dtype": dtype_text,
+                        "scored_at": now,
+                    }
+                    for row, ll, tokens in zip(batch, loglik, options)
+                ]
                 n_done += len(batch)
                 if len(pending) >= config.chunk_images:
                     cache.write_part(directory, pa.Table.from_pylist(pending, schema=CACHE_SCHEMA))
@@ -207,26 +252,41 @@ def score_benchmark(items: pa.Table, config: ScorerConfig, cache_dir: str | Path
                 if on_batch is not None:
                     on_batch(n_done)
         finally:
-            if pending:                                        # finished items survive an exception
+            if pending:  # finished items survive an exception
                 cache.write_part(directory, pa.Table.from_pylist(pending, schema=CACHE_SCHEMA))
         scoring_s = time.perf_counter() - scoring_started
         _compact(directory)
 
     cached = read_scores(directory)
-    index = {key: k for k, key in enumerate(zip(cached.column("item_id").to_pylist(),
-                                                 cached.column("input_sha256").to_pylist()))}
+    index = {
+        key: k
+        for k, key in enumerate(zip(cached.column("item_id").to_pylist(), cached.column("input_sha256").to_pylist()))
+    }
     served = cached.take([index[(row["item_id"], row["input_sha256"])] for row in rows]).to_pylist()
     out = []
     for row in served:
         prob = option_probabilities(row["loglik"])
-        out.append({**{k: row[k] for k in SCORE_SCHEMA.names if k in row}, "prob": [float(p) for p in prob],
-                    "choice": int(np.argmax(row["loglik"]))})
+        out.append(
+            {
+                **{k: row[k] for k in SCORE_SCHEMA.names if k in row},
+                "prob": [float(p) for p in prob],
+                "choice": int(np.argmax(row["loglik"])),
+            }
+        )
     metadata = {
-        "model": model_name, "revision": revision, "prompt_id": PROMPT_ID, "items": len(rows),
-        "items_scored": len(todo), "items_from_cache": len(rows) - len(todo),
+        "model": model_name,
+        "revision": revision,
+        "prompt_id": PROMPT_ID,
+        "items": len(rows),
+        "items_scored": len(todo),
+        "items_from_cache": len(rows) - len(todo),
         "items_per_s": round(len(todo) / scoring_s, 3) if scoring_s > 0 else None,
-        "device": device_name, "dtype": dtype_text, "model_load_s": round(load_s, 3), "scoring_s": round(scoring_s, 3),
-        "cache_dir": str(directory), "data_sha256": table_sha256(items.select(list(ITEM_COLUMNS))),
+        "device": device_name,
+        "dtype": dtype_text,
+        "model_load_s": round(load_s, 3),
+        "scoring_s": round(scoring_s, 3),
+        "cache_dir": str(directory),
+        "data_sha256": table_sha256(items.select(list(ITEM_COLUMNS))),
         "config": json.dumps(asdict(config), sort_keys=True),
     }
     return pa.Table.from_pylist(out, schema=SCORE_SCHEMA), metadata

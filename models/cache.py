@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -53,8 +53,9 @@ def write_part(directory: Path, table: pa.Table) -> Path:
     return target
 
 
-def first_per_key(table: pa.Table, key_columns: Sequence[str],
-                  accept: Callable[[tuple], bool] | None = None) -> pa.Table:
+def first_per_key(
+    table: pa.Table, key_columns: Sequence[str], accept: Callable[[tuple], bool] | None = None
+) -> pa.Table:
     """The first row of each key (in part order), among the rows whose key `accept` takes."""
     keys = list(zip(*(table.column(c).to_pylist() for c in key_columns)))
     seen, keep = set(), []
@@ -65,8 +66,9 @@ def first_per_key(table: pa.Table, key_columns: Sequence[str],
     return table if len(keep) == len(keys) else table.take(pa.array(keep, pa.int64()))
 
 
-def read_parts(parts: Sequence[Path], schema: pa.Schema,
-               servable: Callable[[Path, pa.Table], np.ndarray] | None = None) -> tuple[pa.Table, list[pa.Table]]:
+def read_parts(
+    parts: Sequence[Path], schema: pa.Schema, servable: Callable[[Path, pa.Table], np.ndarray] | None = None
+) -> tuple[pa.Table, list[pa.Table]]:
     """(the servable rows of `parts` in part order, each part's rows as read). `servable(part, table)`
     gives a boolean mask of the rows to serve (default: all)."""
     read = [pq.read_table(part, schema=schema) for part in parts]

@@ -40,8 +40,12 @@ def describe_machine(device: torch.device | str | None = None) -> dict:
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         free, total = torch.cuda.mem_get_info(index)
-        info.update(device_name=torch.cuda.get_device_name(index), gpu_free_gb=round(free / 2**30, 1),
-                    gpu_total_gb=round(total / 2**30, 1), cuda=torch.version.cuda)
+        info.update(
+            device_name=torch.cuda.get_device_name(index),
+            gpu_free_gb=round(free / 2**30, 1),
+            gpu_total_gb=round(total / 2**30, 1),
+            cuda=torch.version.cuda,
+        )
     return info
 
 

@@ -32,7 +32,7 @@ from autheval.vocabulary import RISK_LEVELS
 from models.prompts import CONTINUATIONS, PUBLIC_COLUMNS, risk_prompt
 from models.training_runs import TrainingRun, facts
 
-TARGET_COLUMN = "ideal_action_level"   # 0..3 = very_low..high (the lake's images table)
+TARGET_COLUMN = "ideal_action_level"  # 0..3 = very_low..high (the lake's images table)
 # LoRA on the language model's attention and MLP projections; embeddings, lm_head and the vision tower
 # stay frozen (DermoGPT excludes lm_head and embed_tokens too).
 LANGUAGE_MODEL_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
@@ -41,10 +41,10 @@ LANGUAGE_MODEL_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate
 @dataclass(frozen=True)
 class FinetuneConfig:
     model_dir: str
-    adapter_dir: str                  # where the adapter is saved (a local directory)
+    adapter_dir: str  # where the adapter is saved (a local directory)
     epochs: int = 1
-    max_steps: int | None = None      # stop early (the CPU test runs 2 steps)
-    batch_size: int = 4               # per device
+    max_steps: int | None = None  # stop early (the CPU test runs 2 steps)
+    batch_size: int = 4  # per device
     lr: float = 1e-4
     weight_decay: float = 0.1
     warmup_ratio: float = 0.03
@@ -85,9 +85,9 @@ def training_batch(processor, images: list, prompts: list[str], levels: list[int
     types = torch.zeros_like(rows) if "token_type_ids" in encoded else None
     for r, (length, target) in enumerate(zip(prompt_len, targets)):
         rows[r, :length] = encoded["input_ids"][r, :length]
-        rows[r, length: length + len(target)] = torch.tensor(target)
+        rows[r, length : length + len(target)] = torch.tensor(target)
         mask[r, : length + len(target)] = 1
-        labels[r, length: length + len(target)] = torch.tensor(target)   # the model shifts labels itself
+        labels[r, length : length + len(target)] = torch.tensor(target)  # the model shifts labels itself
         if types is not None:
             types[r, :length] = encoded["token_type_ids"][r, :length]
     batch = {"input_ids": rows, "attention_mask": mask, "labels": labels}
@@ -114,23 +114,33 @@ def _examples(table: pa.Table) -> list[dict]:
 
 def _batches(examples: list[dict], size: int):
     for begin in range(0, len(examples), size):
-        yield examples[begin: begin + size]
+        yield examples[begin : begin + size]
 
 
 def _load(model, processor, examples: list[dict], device, dtype) -> dict:
     from models.scorer_batches import open_rgb
 
-    return training_batch(processor, [open_rgb(e["image_path"]) for e in examples],
-                          [risk_prompt(e.get("age"), e.get("sex"), e.get("anatomic_site")) for e in examples],
-                          [int(e[TARGET_COLUMN]) for e in examples], device, dtype)
+    return training_batch(
+        processor,
+        [open_rgb(e["image_path"]) for e in examples],
+        [risk_prompt(e.get("age"), e.get("sex"), e.get("anatomic_site")) for e in examples],
+        [int(e[TARGET_COLUMN]) for e in examples],
+        device,
+        dtype,
+    )
 
 
 def lora_model(model, config: FinetuneConfig):
     from peft import LoraConfig, get_peft_model
 
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=config.target_modules, bias="none")
-    return get_peft_model(model, lora)   # adapter weights are kept in fp32 under a bf16 base
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=config.target_modules,
+        bias="none",
+    )
+    return get_peft_model(model, lora)  # adapter weights are kept in fp32 under a bf16 base
 
 
 def _free_port() -> int:
@@ -172,16 +182,21 @@ def _deepspeed_engine(model, config: FinetuneConfig, device, total_steps: int):
         "gradient_accumulation_steps": 1,
         "zero_optimization": {"stage": config.zero_stage},
         "bf16": {"enabled": device.type == "cuda"},
-        "optimizer": {"type": "AdamW", "params": {"lr": config.lr, "weight_decay": config.weight_decay,
-                                                  "torch_adam": True}},
+        "optimizer": {
+            "type": "AdamW",
+            "params": {"lr": config.lr, "weight_decay": config.weight_decay, "torch_adam": True},
+        },
         "gradient_clipping": 1.0,
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
     trainable = [p for p in model.parameters() if p.requires_grad]
     engine, _, _, _ = deepspeed.initialize(
-        model=model, model_parameters=trainable, config=ds_config,
-        lr_scheduler=lambda optimizer: warmup_cosine(optimizer, config.warmup_ratio, total_steps))
+        model=model,
+        model_parameters=trainable,
+        config=ds_config,
+        lr_scheduler=lambda optimizer: warmup_cosine(optimizer, config.warmup_ratio, total_steps),
+    )
     return engine
 
 
@@ -242,7 +257,7 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
         raise ValueError("the fine-tune has no training images: no adapter is saved")
     device = choose_device(config.device)
     name_deepspeed_accelerator(device.type)  # before from_pretrained / save_pretrained import deepspeed
-    if device.type == "cuda" and device.index is None and "LOCAL_RANK" in os.environ:   # deepspeed launcher
+    if device.type == "cuda" and device.index is None and "LOCAL_RANK" in os.environ:  # deepspeed launcher
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)
     dtype = dtype_for(device)
@@ -250,12 +265,14 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     if use_deepspeed and config.zero_stage == 3 and world > 1:
-        raise ValueError("ZeRO-3 partitions the adapter across ranks and saving it would need a gather: "
-                         "use zero_stage 2 (the DermoGPT setting) with several processes")
+        raise ValueError(
+            "ZeRO-3 partitions the adapter across ranks and saving it would need a gather: "
+            "use zero_stage 2 (the DermoGPT setting) with several processes"
+        )
 
     processor = AutoProcessor.from_pretrained(config.model_dir, backend="pil", local_files_only=True)
     base = AutoModelForImageTextToText.from_pretrained(config.model_dir, dtype=dtype, local_files_only=True)
-    torch.manual_seed(config.seed)                   # the adapter's initial weights
+    torch.manual_seed(config.seed)  # the adapter's initial weights
     model = lora_model(base, config).to(device)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
 
@@ -263,8 +280,11 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
     total_steps = steps_per_epoch * config.epochs
     if config.max_steps is not None:
         total_steps = min(total_steps, config.max_steps)
-    engine = _deepspeed_engine(model, config, device, total_steps) if use_deepspeed else \
-        _PlainEngine(model, config, total_steps)
+    engine = (
+        _deepspeed_engine(model, config, device, total_steps)
+        if use_deepspeed
+        else _PlainEngine(model, config, total_steps)
+    )
     run_device = next(engine.module.parameters()).device
     run_dtype = next(p for p in engine.module.parameters() if not p.requires_grad).dtype
 
@@ -295,16 +315,33 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
     if rank == 0:
         engine.module.save_pretrained(adapter_dir)
         # the base's content hash: the scorer refuses this adapter on any other base (check_adapter_base)
-        (adapter_dir / "finetune_metadata.json").write_text(json.dumps(
-            {"base_model": str(config.model_dir), "base_sha256": directory_sha256(config.model_dir),
-             "config": asdict(config), "val_loss_per_epoch": val_loss}, indent=1, default=str) + "\n")
+        (adapter_dir / "finetune_metadata.json").write_text(
+            json.dumps(
+                {
+                    "base_model": str(config.model_dir),
+                    "base_sha256": directory_sha256(config.model_dir),
+                    "config": asdict(config),
+                    "val_loss_per_epoch": val_loss,
+                },
+                indent=1,
+                default=str,
+            )
+            + "\n"
+        )
     return {
-        "adapter_dir": str(adapter_dir), "base_model": str(config.model_dir),
+        "adapter_dir": str(adapter_dir),
+        "base_model": str(config.model_dir),
         "engine": f"deepspeed zero-{config.zero_stage}" if use_deepspeed else "torch+peft",
-        "device": str(run_device), "dtype": dtype_name(run_dtype), "world_size": world,
-        "steps": step, "train_images": len(train_rows), "validation_images": len(val_rows),
-        "train_loss_per_step": train_loss, "val_loss_per_epoch": val_loss,
-        "trainable_parameters": trainable, "images_per_s": round(seen / train_s, 3) if train_s > 0 else None,
+        "device": str(run_device),
+        "dtype": dtype_name(run_dtype),
+        "world_size": world,
+        "steps": step,
+        "train_images": len(train_rows),
+        "validation_images": len(val_rows),
+        "train_loss_per_step": train_loss,
+        "val_loss_per_epoch": val_loss,
+        "trainable_parameters": trainable,
+        "images_per_s": round(seen / train_s, 3) if train_s > 0 else None,
         "seconds": round(time.perf_counter() - started, 3),
         "data_sha256": table_sha256(pa.Table.from_pylist(train_rows + val_rows)),
         "config": json.dumps(asdict(config), sort_keys=True, default=str),
@@ -316,8 +353,13 @@ def finetune_training_run(run: dict) -> TrainingRun:
     and val_loss per epoch (`epoch`); chosen marks the last of each, the adapter that was saved."""
     steps = [{"train_loss": loss} for loss in run["train_loss_per_step"]]
     epochs = [{"val_loss": loss} for loss in run["val_loss_per_epoch"]]
-    return TrainingRun("finetune", run["data_sha256"], run["config"], json.loads(run["config"])["seed"],
-                       facts("step", steps, chosen=len(steps)) + facts("epoch", epochs, chosen=len(epochs)))
+    return TrainingRun(
+        "finetune",
+        run["data_sha256"],
+        run["config"],
+        json.loads(run["config"])["seed"],
+        facts("step", steps, chosen=len(steps)) + facts("epoch", epochs, chosen=len(epochs)),
+    )
 
 
 def validation_loss(model, processor, rows: list[dict], batch_size: int, device, dtype) -> float:

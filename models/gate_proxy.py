@@ -29,9 +29,15 @@ SELECTION_METRIC = "ordinal_mae_then_multiclass_brier_then_balanced_accuracy"
 PROXY_SOURCE = "train_fitted_public_metadata_model"
 MODEL_TYPE = "class_balanced_multiclass_ridge"
 # The fit's declared settings, named in every row of `gate_proxy_selection` (and so of `model_runs`).
-CONFIG = {"model_type": MODEL_TYPE, "alphas": list(ALPHAS), "temperatures": list(TEMPERATURES),
-          "selection_metric": SELECTION_METRIC, "feature_inputs": list(FEATURE_INPUTS),
-          "bin_thresholds": list(BIN_THRESHOLDS), "risk_scores": list(RISK_SCORES)}
+CONFIG = {
+    "model_type": MODEL_TYPE,
+    "alphas": list(ALPHAS),
+    "temperatures": list(TEMPERATURES),
+    "selection_metric": SELECTION_METRIC,
+    "feature_inputs": list(FEATURE_INPUTS),
+    "bin_thresholds": list(BIN_THRESHOLDS),
+    "risk_scores": list(RISK_SCORES),
+}
 RECORD_COLUMNS = ("selected", "data_sha256", "config")  # gate_proxy_selection columns that are not metrics
 
 
@@ -55,12 +61,14 @@ class FeatureSchema:
 
     @property
     def columns(self) -> list[str]:
-        return (["intercept", "age_z", "age_missing", "sex_missing", "anatomic_site_missing"]
-                + [f"sex={s}" for s in (*self.sex_levels, OTHER)]
-                + [f"anatomic_site={s}" for s in (*self.site_levels, OTHER)])
+        return (
+            ["intercept", "age_z", "age_missing", "sex_missing", "anatomic_site_missing"]
+            + [f"sex={s}" for s in (*self.sex_levels, OTHER)]
+            + [f"anatomic_site={s}" for s in (*self.site_levels, OTHER)]
+        )
 
     @classmethod
-    def from_train(cls, age: np.ndarray, sex: list[str], site: list[str]) -> "FeatureSchema":
+    def from_train(cls, age: np.ndarray, sex: list[str], site: list[str]) -> FeatureSchema:
         known = age[np.isfinite(age)]
         mean, scale = (float(known.mean()), float(known.std())) if known.size else (0.0, 1.0)
         if not math.isfinite(scale) or scale < 1e-8:
@@ -151,12 +159,14 @@ def metrics(probs: np.ndarray, truth: np.ndarray) -> dict[str, float]:
         "ece": _ece(probs, truth),
         "mean_s_gate": float(s_gate.mean()),
     }
-    out.update({
-        "argmax_ordinal_mae": float(np.abs(argmax - truth).mean()),
-        "argmax_balanced_accuracy": _balanced_accuracy(argmax, truth),
-        "argmax_accuracy": float((argmax == truth).mean()),
-        "argmax_macro_f1": _macro_f1(argmax, truth),
-    })
+    out.update(
+        {
+            "argmax_ordinal_mae": float(np.abs(argmax - truth).mean()),
+            "argmax_balanced_accuracy": _balanced_accuracy(argmax, truth),
+            "argmax_accuracy": float((argmax == truth).mean()),
+            "argmax_macro_f1": _macro_f1(argmax, truth),
+        }
+    )
     return out
 
 
@@ -175,16 +185,24 @@ class GateProxy:
 
     def metadata(self) -> dict:
         return {
-            "model_type": MODEL_TYPE, "alpha": self.alpha, "temperature": self.temperature,
-            "selection_metric": SELECTION_METRIC, "features": ", ".join(self.schema.columns),
-            "data_sha256": self.data_sha256, "test_used_for_fitting_or_selection": False, **self.fit_sizes,
+            "model_type": MODEL_TYPE,
+            "alpha": self.alpha,
+            "temperature": self.temperature,
+            "selection_metric": SELECTION_METRIC,
+            "features": ", ".join(self.schema.columns),
+            "data_sha256": self.data_sha256,
+            "test_used_for_fitting_or_selection": False,
+            **self.fit_sizes,
         }
 
 
 def _inputs(images: pa.Table) -> tuple[np.ndarray, list[str], list[str]]:
     age = np.array([np.nan if v is None else float(v) for v in images.column("age").to_pylist()], dtype=float)
-    return (age, normalise_category(images.column("sex").to_pylist()),
-            normalise_category(images.column("anatomic_site").to_pylist()))
+    return (
+        age,
+        normalise_category(images.column("sex").to_pylist()),
+        normalise_category(images.column("anatomic_site").to_pylist()),
+    )
 
 
 def data_sha256(images: pa.Table) -> str:
@@ -227,18 +245,32 @@ def fit_gate_proxy(images: pa.Table) -> GateProxy:
     _, alpha, temperature, weights = best
     digest = data_sha256(images)
     selection = pa.Table.from_pylist(rows).append_column(
-        "selected", pa.array([r["alpha"] == alpha and r["temperature"] == temperature for r in rows]))
+        "selected", pa.array([r["alpha"] == alpha and r["temperature"] == temperature for r in rows])
+    )
     selection = selection.append_column("data_sha256", pa.array([digest] * len(rows), pa.string())).append_column(
-        "config", pa.array([config_json(CONFIG)] * len(rows), pa.string()))
+        "config", pa.array([config_json(CONFIG)] * len(rows), pa.string())
+    )
     s_gate = probabilities(x, weights, temperature) @ np.asarray(RISK_SCORES)
     n = images.num_rows
-    scores = pa.table({
-        "image_id": images.column("image_id"), "split": images.column("split"),
-        "s_gate": pa.array(s_gate, pa.float64()),
-        "gate_proxy": pa.array(["metadata"] * n), "proxy_source": pa.array([PROXY_SOURCE] * n),
-    })
-    return GateProxy(schema, weights, alpha, temperature, selection, scores, digest,
-                     {"n_train": int(train.sum()), "n_val": int(val.sum()), "n_scored": n})
+    scores = pa.table(
+        {
+            "image_id": images.column("image_id"),
+            "split": images.column("split"),
+            "s_gate": pa.array(s_gate, pa.float64()),
+            "gate_proxy": pa.array(["metadata"] * n),
+            "proxy_source": pa.array([PROXY_SOURCE] * n),
+        }
+    )
+    return GateProxy(
+        schema,
+        weights,
+        alpha,
+        temperature,
+        selection,
+        scores,
+        digest,
+        {"n_train": int(train.sum()), "n_val": int(val.sum()), "n_scored": n},
+    )
 
 
 def training_run(selection: pa.Table) -> TrainingRun | None:
@@ -249,5 +281,10 @@ def training_run(selection: pa.Table) -> TrainingRun | None:
         return None
     rows = selection.to_pylist()
     chosen = next((k for k, row in enumerate(rows, 1) if row["selected"]), None)
-    return TrainingRun("gate_proxy", rows[0]["data_sha256"], rows[0]["config"], None,
-                       facts("candidate", rows, chosen=chosen, skip=RECORD_COLUMNS))
+    return TrainingRun(
+        "gate_proxy",
+        rows[0]["data_sha256"],
+        rows[0]["config"],
+        None,
+        facts("candidate", rows, chosen=chosen, skip=RECORD_COLUMNS),
+    )

@@ -40,7 +40,7 @@ PROMPT_ID = "dermogpt_morph_dx_v1"
 # ISIC 2019's eight diagnoses (the S_hier ontology's leaves) and its images' modality
 DIAGNOSIS_CODES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
 DERMOSCOPIC = "dermoscopic"
-SCHEMA = "derm7pt"   # MAVIC's schema of dermoscopic images (autheval/data/mavic/schemas.yaml)
+SCHEMA = "derm7pt"  # MAVIC's schema of dermoscopic images (autheval/data/mavic/schemas.yaml)
 PROMPT_TEMPLATE = (
     "This is a research image-assessment task, not patient-specific clinical advice. Inspect the "
     "dermoscopy image and the listed public metadata only. First describe the lesion's dermoscopic "
@@ -68,26 +68,26 @@ class GrpoConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model_dir: str                     # the policy's base: the SFT model (merge_sft_adapter), a local directory
-    adapter_dir: str                   # where the GRPO adapter is saved
-    group_size: int = Field(8, ge=2)   # K completions per image (a group of one has no advantage)
-    kl_coef: float = Field(0.1, ge=0, allow_inf_nan=False)   # beta: KL to the reference (SFT) policy
+    model_dir: str  # the policy's base: the SFT model (merge_sft_adapter), a local directory
+    adapter_dir: str  # where the GRPO adapter is saved
+    group_size: int = Field(8, ge=2)  # K completions per image (a group of one has no advantage)
+    kl_coef: float = Field(0.1, ge=0, allow_inf_nan=False)  # beta: KL to the reference (SFT) policy
     lr: float = Field(1e-6, gt=0, allow_inf_nan=False)
     lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
     lora_dropout: float = Field(0.05, ge=0, lt=1)
     target_modules: str = LANGUAGE_MODEL_TARGETS
-    images_per_step: int = Field(1, ge=1)   # prompts per optimizer step, each sampled group_size times
+    images_per_step: int = Field(1, ge=1)  # prompts per optimizer step, each sampled group_size times
     epochs: int = Field(1, ge=1)
-    max_steps: int | None = Field(None, ge=1)   # stop early (the CPU test runs 3 steps)
+    max_steps: int | None = Field(None, ge=1)  # stop early (the CPU test runs 3 steps)
     max_completion_tokens: int = Field(256, ge=1)
     temperature: float = Field(1.0, gt=0, allow_inf_nan=False)
     clip_epsilon: float = Field(0.2, gt=0, lt=1)
     loss_type: Literal["grpo", "dr_grpo", "bnpo", "dapo"] = "grpo"
     max_grad_norm: float = Field(1.0, gt=0, allow_inf_nan=False)
     seed: int = 20260710
-    device: str | None = None          # None: CUDA (bf16) when present, else CPU (fp32)
+    device: str | None = None  # None: CUDA (bf16) when present, else CPU (fp32)
 
     def __init__(self, **values):
         try:
@@ -109,8 +109,12 @@ class GrpoConfig(BaseModel):
 def grpo_prompt(age, sex, anatomic_site) -> str:
     """The morphology-grounded instruction with the image's public metadata (formatted as the risk
     prompt formats it: 55.0 stays '55.0', missing is 'nan')."""
-    return PROMPT_TEMPLATE.format(attributes=schema_text(), age=metadata_value(age), sex=metadata_value(sex),
-                                  anatomic_site=metadata_value(anatomic_site))
+    return PROMPT_TEMPLATE.format(
+        attributes=schema_text(),
+        age=metadata_value(age),
+        sex=metadata_value(sex),
+        anatomic_site=metadata_value(anatomic_site),
+    )
 
 
 def schema_text(schema: str = SCHEMA) -> str:
@@ -134,15 +138,17 @@ def grpo_examples(table: pa.Table, source: str = "GRPO input") -> list[dict]:
     rows = table.to_pylist()
     for row in rows:
         if not row["reference_diagnosis"]:
-            raise RecordError(source, "reference_diagnosis", "every training image needs a reference diagnosis",
-                              row["image_id"])
+            raise RecordError(
+                source, "reference_diagnosis", "every training image needs a reference diagnosis", row["image_id"]
+            )
         try:
             attributes = json.loads(row["reference_attributes"] or "{}")
         except (TypeError, json.JSONDecodeError):
             attributes = None
         if not isinstance(attributes, dict):
-            raise RecordError(source, "reference_attributes", "must be a JSON object of attribute -> state",
-                              row["image_id"])
+            raise RecordError(
+                source, "reference_attributes", "must be a JSON object of attribute -> state", row["image_id"]
+            )
     return rows
 
 
@@ -157,8 +163,12 @@ def merge_sft_adapter(base_dir: str | Path, adapter_dir: str | Path, out_dir: st
     from models.scorer import check_adapter_base, directory_sha256
 
     out = Path(out_dir)
-    origin = {"base_model": str(base_dir), "base_sha256": directory_sha256(base_dir),
-              "sft_adapter": str(adapter_dir), "sft_adapter_sha256": directory_sha256(adapter_dir)}
+    origin = {
+        "base_model": str(base_dir),
+        "base_sha256": directory_sha256(base_dir),
+        "sft_adapter": str(adapter_dir),
+        "sft_adapter_sha256": directory_sha256(adapter_dir),
+    }
     manifest = out / "merged_from.json"
     if manifest.exists() and json.loads(manifest.read_text()) == origin:
         return out
@@ -185,8 +195,9 @@ def merge_sft_adapter(base_dir: str | Path, adapter_dir: str | Path, out_dir: st
     return out
 
 
-def combine_adapters(base_dir: str | Path, sft_adapter: str | Path, grpo_adapter: str | Path,
-                     out_dir: str | Path) -> Path:
+def combine_adapters(
+    base_dir: str | Path, sft_adapter: str | Path, grpo_adapter: str | Path, out_dir: str | Path
+) -> Path:
     """The GRPO-trained model as one LoRA adapter on the original base: the SFT adapter and the GRPO
     adapter (trained on the merged SFT model, same module names) concatenated (peft's `cat`: rank 64 + 16,
     delta W = delta W_sft + delta W_grpo exactly), so the mechanism is `base + adapter` like the
@@ -194,19 +205,23 @@ def combine_adapters(base_dir: str | Path, sft_adapter: str | Path, grpo_adapter
     content hash (the scorer's base check). Written to a temporary folder and renamed."""
     from transformers import AutoModelForImageTextToText
 
+    from autheval.errors import RecordError
     from models.device import quiet_transformers
     from models.scorer import check_adapter_base, directory_sha256
-
-    from autheval.errors import RecordError
 
     check_adapter_base(base_dir, sft_adapter)
     grpo_meta = json.loads((Path(grpo_adapter) / "finetune_metadata.json").read_text())
     merged_from = Path(grpo_meta["base_model"]) / "merged_from.json"
     origin = json.loads(merged_from.read_text()) if merged_from.exists() else {}
-    if (origin.get("base_sha256"), origin.get("sft_adapter_sha256")) != (directory_sha256(base_dir),
-                                                                        directory_sha256(sft_adapter)):
-        raise RecordError(str(grpo_adapter), None, "this GRPO adapter was not trained on this base merged with "
-                          f"this SFT adapter ({sft_adapter})")
+    if (origin.get("base_sha256"), origin.get("sft_adapter_sha256")) != (
+        directory_sha256(base_dir),
+        directory_sha256(sft_adapter),
+    ):
+        raise RecordError(
+            str(grpo_adapter),
+            None,
+            f"this GRPO adapter was not trained on this base merged with this SFT adapter ({sft_adapter})",
+        )
     quiet_transformers()
     name_deepspeed_accelerator()
     from peft import PeftModel
@@ -222,11 +237,23 @@ def combine_adapters(base_dir: str | Path, sft_adapter: str | Path, grpo_adapter
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         model.save_pretrained(staging)
-        (staging / "finetune_metadata.json").write_text(json.dumps(
-            {"base_model": str(base_dir), "base_sha256": directory_sha256(base_dir), "trainer": "sft+grpo",
-             "sft_adapter": str(sft_adapter), "sft_adapter_sha256": directory_sha256(sft_adapter),
-             "grpo_adapter": str(grpo_adapter), "grpo_adapter_sha256": directory_sha256(grpo_adapter),
-             "grpo": grpo_meta}, indent=1, default=str) + "\n")
+        (staging / "finetune_metadata.json").write_text(
+            json.dumps(
+                {
+                    "base_model": str(base_dir),
+                    "base_sha256": directory_sha256(base_dir),
+                    "trainer": "sft+grpo",
+                    "sft_adapter": str(sft_adapter),
+                    "sft_adapter_sha256": directory_sha256(sft_adapter),
+                    "grpo_adapter": str(grpo_adapter),
+                    "grpo_adapter_sha256": directory_sha256(grpo_adapter),
+                    "grpo": grpo_meta,
+                },
+                indent=1,
+                default=str,
+            )
+            + "\n"
+        )
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
@@ -254,16 +281,24 @@ class MavicReward:
         self.weights, self.config, self.ontology = weights, config, ontology
         self.steps: list[dict] = []
 
-    def __call__(self, prompts, completions, image_id, modality, reference_diagnosis, reference_attributes,
-                 log_metric=None, **_):
+    def __call__(
+        self, prompts, completions, image_id, modality, reference_diagnosis, reference_attributes, log_metric=None, **_
+    ):
         from models.mavic import score_completions
 
         texts = [_completion_text(c) for c in completions]
         groups = np.array([str(i) for i in image_id], dtype=object)
         attributes = [json.loads(a or "{}") for a in reference_attributes]
-        scored = score_completions(texts, np.asarray(modality, dtype=object),
-                                   np.asarray(reference_diagnosis, dtype=object), attributes, groups,
-                                   weights=self.weights, config=self.config, ontology=self.ontology)
+        scored = score_completions(
+            texts,
+            np.asarray(modality, dtype=object),
+            np.asarray(reference_diagnosis, dtype=object),
+            attributes,
+            groups,
+            weights=self.weights,
+            config=self.config,
+            ontology=self.ontology,
+        )
         means = {name: float(np.mean(np.asarray(scored[name], dtype=np.float64))) for name in MAVIC_COMPONENTS}
         self.steps.append(means)
         if log_metric is not None:
@@ -280,11 +315,19 @@ def _dataset(rows: list[dict]):
     from models.scorer_batches import open_rgb
 
     message = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": ""}]}]
-    table = Dataset.from_list([{
-        "prompt_text": grpo_prompt(r.get("age"), r.get("sex"), r.get("anatomic_site")),
-        "image_path": r["image_path"], "image_id": r["image_id"], "modality": r["modality"],
-        "reference_diagnosis": r["reference_diagnosis"], "reference_attributes": r["reference_attributes"] or "{}",
-    } for r in rows])
+    table = Dataset.from_list(
+        [
+            {
+                "prompt_text": grpo_prompt(r.get("age"), r.get("sex"), r.get("anatomic_site")),
+                "image_path": r["image_path"],
+                "image_id": r["image_id"],
+                "modality": r["modality"],
+                "reference_diagnosis": r["reference_diagnosis"],
+                "reference_attributes": r["reference_attributes"] or "{}",
+            }
+            for r in rows
+        ]
+    )
 
     def with_images(batch: dict) -> dict:
         prompts = []
@@ -305,8 +348,9 @@ def _quiet_trainer(trainer) -> None:
         trainer.remove_callback(callback)
 
 
-def grpo_train(train: pa.Table, config: GrpoConfig, *, weights=None, mavic_config=None, ontology=None,
-               reward=None) -> dict:
+def grpo_train(
+    train: pa.Table, config: GrpoConfig, *, weights=None, mavic_config=None, ontology=None, reward=None
+) -> dict:
     """Train a GRPO LoRA adapter on `train` (grpo_examples' columns) with the MAVIC reward (its PMI
     `weights`, `mavic_config` and `ontology`; None: MAVIC's defaults), save it to `config.adapter_dir`
     (with the base's content hash, which the scorer checks), return the run: every step's reward
@@ -325,33 +369,63 @@ def grpo_train(train: pa.Table, config: GrpoConfig, *, weights=None, mavic_confi
     if not rows:
         raise ValueError("GRPO has no training images: no adapter is saved")
     device = choose_device(config.device)
-    name_deepspeed_accelerator(device.type)   # before TRL / accelerate import deepspeed
+    name_deepspeed_accelerator(device.type)  # before TRL / accelerate import deepspeed
     quiet_transformers()
     from trl import GRPOConfig as TrlConfig
     from trl import GRPOTrainer
 
     dtype = dtype_for(device)
-    set_seed(config.seed)   # the adapter's initial weights and the first samples
+    set_seed(config.seed)  # the adapter's initial weights and the first samples
     processor = AutoProcessor.from_pretrained(config.model_dir, backend="pil", local_files_only=True)
     model = AutoModelForImageTextToText.from_pretrained(config.model_dir, dtype=dtype, local_files_only=True)
     reward = reward if reward is not None else MavicReward(weights, mavic_config, ontology)
     components = getattr(reward, "steps", [])
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=config.target_modules, bias="none")
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=config.target_modules,
+        bias="none",
+    )
     scratch = Path(tempfile.mkdtemp(prefix="grpo-"))
     try:
         args = TrlConfig(
-            output_dir=str(scratch), num_generations=config.group_size,
-            per_device_train_batch_size=config.group_size * config.images_per_step, gradient_accumulation_steps=1,
-            num_train_epochs=config.epochs, max_steps=config.max_steps or -1,
-            learning_rate=config.lr, lr_scheduler_type=config.lr_scheduler, warmup_steps=0, weight_decay=0.0,
-            beta=config.kl_coef, epsilon=config.clip_epsilon, loss_type=config.loss_type, scale_rewards="group",
-            temperature=config.temperature, max_completion_length=config.max_completion_tokens,
-            max_grad_norm=config.max_grad_norm, seed=config.seed, data_seed=config.seed,
-            use_cpu=device.type == "cpu", bf16=device.type == "cuda", report_to="none", logging_steps=1,
-            save_strategy="no", disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False)
-        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=_dataset(rows),
-                              processing_class=processor, peft_config=lora)
+            output_dir=str(scratch),
+            num_generations=config.group_size,
+            per_device_train_batch_size=config.group_size * config.images_per_step,
+            gradient_accumulation_steps=1,
+            num_train_epochs=config.epochs,
+            max_steps=config.max_steps or -1,
+            learning_rate=config.lr,
+            lr_scheduler_type=config.lr_scheduler,
+            warmup_steps=0,
+            weight_decay=0.0,
+            beta=config.kl_coef,
+            epsilon=config.clip_epsilon,
+            loss_type=config.loss_type,
+            scale_rewards="group",
+            temperature=config.temperature,
+            max_completion_length=config.max_completion_tokens,
+            max_grad_norm=config.max_grad_norm,
+            seed=config.seed,
+            data_seed=config.seed,
+            use_cpu=device.type == "cpu",
+            bf16=device.type == "cuda",
+            report_to="none",
+            logging_steps=1,
+            save_strategy="no",
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            remove_unused_columns=False,
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=reward,
+            args=args,
+            train_dataset=_dataset(rows),
+            processing_class=processor,
+            peft_config=lora,
+        )
         _quiet_trainer(trainer)
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         train_started = time.perf_counter()
@@ -366,22 +440,44 @@ def grpo_train(train: pa.Table, config: GrpoConfig, *, weights=None, mavic_confi
     if not logs:
         raise ValueError("GRPO ran no training step: no adapter is saved")
     steps = [_step_record(entry, components[i] if i < len(components) else {}) for i, entry in enumerate(logs)]
-    (adapter_dir / "finetune_metadata.json").write_text(json.dumps(   # the scorer's base check reads this
-        {"base_model": str(config.model_dir), "base_sha256": directory_sha256(config.model_dir),
-         "trainer": "grpo", "config": config.model_dump(), "reward_form": _reward_form(reward, mavic_config),
-         "steps": len(steps)},
-        indent=1, default=str) + "\n")
-    data = pa.Table.from_pylist([{k: r.get(k) for k in (*REQUIRED_COLUMNS, "age", "sex", "anatomic_site")}
-                                 for r in rows])
+    (adapter_dir / "finetune_metadata.json").write_text(
+        json.dumps(  # the scorer's base check reads this
+            {
+                "base_model": str(config.model_dir),
+                "base_sha256": directory_sha256(config.model_dir),
+                "trainer": "grpo",
+                "config": config.model_dump(),
+                "reward_form": _reward_form(reward, mavic_config),
+                "steps": len(steps),
+            },
+            indent=1,
+            default=str,
+        )
+        + "\n"
+    )
+    data = pa.Table.from_pylist(
+        [{k: r.get(k) for k in (*REQUIRED_COLUMNS, "age", "sex", "anatomic_site")} for r in rows]
+    )
     return {
-        "adapter_dir": str(adapter_dir), "base_model": str(config.model_dir), "engine": "trl GRPOTrainer + peft",
-        "device": str(run_device), "dtype": dtype_name(dtype), "steps": len(steps), "train_images": len(rows),
-        "completions": len(steps) * config.group_size * config.images_per_step, "step_log": steps,
-        "trainable_parameters": trainable, "prompt_id": PROMPT_ID,
+        "adapter_dir": str(adapter_dir),
+        "base_model": str(config.model_dir),
+        "engine": "trl GRPOTrainer + peft",
+        "device": str(run_device),
+        "dtype": dtype_name(dtype),
+        "steps": len(steps),
+        "train_images": len(rows),
+        "completions": len(steps) * config.group_size * config.images_per_step,
+        "step_log": steps,
+        "trainable_parameters": trainable,
+        "prompt_id": PROMPT_ID,
         "reward_form": _reward_form(reward, mavic_config),
-        "seconds_training": round(train_s, 3), "seconds": round(time.perf_counter() - started, 3),
-        "data_sha256": table_sha256(data), "config": config.as_json(), "config_sha256": config.sha256(),
-        "seed": config.seed, "torch_threads": torch.get_num_threads(),
+        "seconds_training": round(train_s, 3),
+        "seconds": round(time.perf_counter() - started, 3),
+        "data_sha256": table_sha256(data),
+        "config": config.as_json(),
+        "config_sha256": config.sha256(),
+        "seed": config.seed,
+        "torch_threads": torch.get_num_threads(),
     }
 
 
@@ -397,32 +493,56 @@ def _reward_form(reward, mavic_config) -> str:
 
 def _step_record(entry: dict, mavic: dict) -> dict:
     """One step of TRL's log with the MAVIC components' means of the same step."""
+
     def number(key):
         value = entry.get(key)
         return None if value is None else float(value)
 
-    return {"step": int(entry["step"]), "reward": mavic.get("reward", number("reward")),
-            "reward_std": number("reward_std"), **{k: mavic.get(k) for k in MAVIC_COMPONENTS if k != "reward"},
-            "kl": number("kl"), "loss": number("loss"), "lr": number("learning_rate"),
-            "completion_tokens": number("completions/mean_length"),
-            "frac_zero_std_groups": number("frac_reward_zero_std")}
+    return {
+        "step": int(entry["step"]),
+        "reward": mavic.get("reward", number("reward")),
+        "reward_std": number("reward_std"),
+        **{k: mavic.get(k) for k in MAVIC_COMPONENTS if k != "reward"},
+        "kl": number("kl"),
+        "loss": number("loss"),
+        "lr": number("learning_rate"),
+        "completion_tokens": number("completions/mean_length"),
+        "frac_zero_std_groups": number("frac_reward_zero_std"),
+    }
 
 
 def steps_table(run: dict, mechanism: str, model: str | None, model_revision: str | None) -> pa.Table:
     """The lake's `grpo_steps`: one row per optimizer step, named by the run that made it."""
     from autheval import __version__
 
-    named = {"seed": int(run["seed"]), "mechanism": mechanism, "model": model, "model_revision": model_revision,
-             "config": run["config"], "config_sha256": run["config_sha256"], "reward_form": run["reward_form"],
-             "data_sha256": run["data_sha256"], "engine": run["engine"], "device": run["device"],
-             "dtype": run["dtype"], "software_version": f"autheval {__version__}"}
+    named = {
+        "seed": int(run["seed"]),
+        "mechanism": mechanism,
+        "model": model,
+        "model_revision": model_revision,
+        "config": run["config"],
+        "config_sha256": run["config_sha256"],
+        "reward_form": run["reward_form"],
+        "data_sha256": run["data_sha256"],
+        "engine": run["engine"],
+        "device": run["device"],
+        "dtype": run["dtype"],
+        "software_version": f"autheval {__version__}",
+    }
     return pa.Table.from_pylist([{**step, **named} for step in run["step_log"]], schema=STEPS_SCHEMA)
 
 
 def grpo_training_run(run: dict) -> TrainingRun:
     """`model_runs` facts of the run: each step's reward components, KL and loss (step_kind `step`);
     chosen marks the last step, the adapter that was saved."""
-    records = [{k: v for k, v in step.items() if v is not None and (not isinstance(v, float) or math.isfinite(v))}
-               for step in run["step_log"]]
-    return TrainingRun("grpo", run["data_sha256"], run["config"], run["seed"],
-                       facts("step", records, step_key="step", chosen=records[-1]["step"] if records else None))
+    records = [
+        {k: v for k, v in step.items() if v is not None and (not isinstance(v, float) or math.isfinite(v))}
+        for step in run["step_log"]
+    ]
+    return TrainingRun(
+        "grpo",
+        run["data_sha256"],
+        run["config"],
+        run["seed"],
+        facts("step", records, step_key="step", chosen=records[-1]["step"] if records else None),
+    )

@@ -17,14 +17,21 @@ def check_levels(levels, source: str, column: str = "ideal_action_level") -> np.
     values = np.asarray(levels, dtype=object)
     bad = [k for k, v in enumerate(values.tolist()) if not _is_level(v)]
     if bad:
-        raise RecordError(source, column, f"levels must be integers 0..{N_LEVELS - 1} (very_low..high)",
-                          f"row {bad[0] + 1}: {values[bad[0]]!r}; {len(bad)} row(s) in all")
+        raise RecordError(
+            source,
+            column,
+            f"levels must be integers 0..{N_LEVELS - 1} (very_low..high)",
+            f"row {bad[0] + 1}: {values[bad[0]]!r}; {len(bad)} row(s) in all",
+        )
     return values.astype(np.int64)
 
 
 def _is_level(value) -> bool:
-    return isinstance(value, (int, np.integer, float, np.floating)) and not isinstance(value, bool) and \
-        float(value) in (0.0, 1.0, 2.0, 3.0)
+    return (
+        isinstance(value, (int, np.integer, float, np.floating))
+        and not isinstance(value, bool)
+        and float(value) in (0.0, 1.0, 2.0, 3.0)
+    )
 
 
 def level_metrics(predicted: np.ndarray, truth: np.ndarray) -> dict[str, float]:
@@ -61,8 +68,7 @@ def _sklearn_level_metrics(predicted: np.ndarray, truth: np.ndarray) -> dict[str
     return {
         "mae": float(np.mean(np.abs(predicted - truth))),
         "balanced_accuracy": float(balanced_accuracy_score(truth, predicted)),
-        "macro_f1": float(f1_score(truth, predicted, labels=list(range(N_LEVELS)), average="macro",
-                                   zero_division=0)),
+        "macro_f1": float(f1_score(truth, predicted, labels=list(range(N_LEVELS)), average="macro", zero_division=0)),
         "accuracy": float(np.mean(predicted == truth)),
     }
 

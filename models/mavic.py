@@ -29,11 +29,12 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Literal, Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 import yaml
@@ -181,8 +182,11 @@ def parse_schemas(text: str, source: str = "schemas.yaml") -> Schemas:
         for attribute, states in (body.get("categorical", {}) or {}).items():
             states = tuple(normal_name(s) for s in states)
             if not states or states[0] != NEGATIVE_STATE or len(set(states)) != len(states):
-                raise RecordError(source, f"{name}.categorical.{attribute}",
-                                  f"states are distinct and the first is {NEGATIVE_STATE!r}")
+                raise RecordError(
+                    source,
+                    f"{name}.categorical.{attribute}",
+                    f"states are distinct and the first is {NEGATIVE_STATE!r}",
+                )
             attributes[normal_name(attribute)] = states
         if not attributes:
             raise RecordError(source, name, "a schema has at least one attribute")
@@ -261,7 +265,7 @@ def parse_completion(text, modality: str, config: MavicConfig, schemas: Schemas)
         if open_tag is None:
             if closing:
                 return Parsed(f"</{tag}> without <{tag}>")
-            if text[position:m.start()].strip():
+            if text[position : m.start()].strip():
                 return Parsed("text outside the tags")
             if tag in blocks:
                 return Parsed(f"<{tag}> more than once")
@@ -269,7 +273,7 @@ def parse_completion(text, modality: str, config: MavicConfig, schemas: Schemas)
         else:
             if not closing or tag != open_tag:
                 return Parsed(f"<{tag}> inside <{open_tag}>" if not closing else f"</{tag}> closes <{open_tag}>")
-            blocks[tag] = text[open_end:m.start()]
+            blocks[tag] = text[open_end : m.start()]
             order.append(tag)
             open_tag, position = None, m.end()
     if open_tag is not None:
@@ -291,12 +295,18 @@ def parse_completion(text, modality: str, config: MavicConfig, schemas: Schemas)
         return Parsed("<morph> is not JSON (or repeats a key)")
     if not isinstance(attributes, dict):
         return Parsed("<morph> is not a JSON object")
-    followed = {name: m for name, s in schemas.schemas.items()
-                if (m := match_schema(attributes, s, config.fuzzy_threshold)) is not None}
+    followed = {
+        name: m
+        for name, s in schemas.schemas.items()
+        if (m := match_schema(attributes, s, config.fuzzy_threshold)) is not None
+    }
     if len(followed) != 1:
-        return Parsed("<morph> follows no declared schema" if not followed
-                      else f"<morph> follows several schemas ({', '.join(followed)})")
-    (name, matched), = followed.items()
+        return Parsed(
+            "<morph> follows no declared schema"
+            if not followed
+            else f"<morph> follows several schemas ({', '.join(followed)})"
+        )
+    ((name, matched),) = followed.items()
     if name != config.modalities[modality]:
         return Parsed(f"<morph> follows {name}, not the {modality} schema {config.modalities[modality]}")
     return Parsed(None, diagnosis, matched)
@@ -317,8 +327,9 @@ class PmiWeights:
     sha256: str = ""
 
 
-def _reference_indicators(attributes_per_row, modality, schemas: Schemas, config: MavicConfig, source: str,
-                          column: str) -> np.ndarray:
+def _reference_indicators(
+    attributes_per_row, modality, schemas: Schemas, config: MavicConfig, source: str, column: str
+) -> np.ndarray:
     """The n x F indicator matrix of labelled attributes (exact names after normal_name: labels are
     not fuzzy). A name or state the modality's schema lacks is one RecordError line."""
     index = schemas.index()
@@ -330,12 +341,20 @@ def _reference_indicators(attributes_per_row, modality, schemas: Schemas, config
         for name, value in attributes.items():
             attribute = normal_name(name)
             if attribute not in schema.attributes:
-                raise RecordError(source, column, f"{name!r} is not an attribute of the {schema.name} schema "
-                                  f"({mod} images)", f"row {i + 1}")
+                raise RecordError(
+                    source,
+                    column,
+                    f"{name!r} is not an attribute of the {schema.name} schema ({mod} images)",
+                    f"row {i + 1}",
+                )
             state = schema.state(attribute, value)
             if state is None:
-                raise RecordError(source, column, f"{value!r} is not a state of {attribute} "
-                                  f"({', '.join(schema.attributes[attribute])})", f"row {i + 1}")
+                raise RecordError(
+                    source,
+                    column,
+                    f"{value!r} is not a state of {attribute} ({', '.join(schema.attributes[attribute])})",
+                    f"row {i + 1}",
+                )
             feature = schema.feature(attribute, state)
             if feature is not None:
                 out[i, index[feature]] = True
@@ -347,15 +366,25 @@ def check_modalities(modality: Sequence, config: MavicConfig, source: str, colum
     for i, value in enumerate(modality):
         name = normal_name(value) if isinstance(value, str) else None
         if name not in config.modalities:
-            raise RecordError(source, column, f"unknown modality; expected one of {', '.join(config.modalities)}",
-                              f"row {i + 1}, value {value!r}")
+            raise RecordError(
+                source,
+                column,
+                f"unknown modality; expected one of {', '.join(config.modalities)}",
+                f"row {i + 1}, value {value!r}",
+            )
         out.append(name)
     return out
 
 
-def pmi_weights(attributes: Sequence[Mapping], modality: Sequence[str], diagnosis: Sequence[str], *,
-                config: MavicConfig | None = None, schemas: Schemas | None = None,
-                source: str = "training table") -> PmiWeights:
+def pmi_weights(
+    attributes: Sequence[Mapping],
+    modality: Sequence[str],
+    diagnosis: Sequence[str],
+    *,
+    config: MavicConfig | None = None,
+    schemas: Schemas | None = None,
+    source: str = "training table",
+) -> PmiWeights:
     """PMI(m_f; y) = log((p(m_f = 1, y) + eps) / (p(m_f = 1) p(y) + eps)) over a training table of
     (attributes, modality, diagnosis), for every schema feature and every diagnosis in the table."""
     config = config or MavicConfig()
@@ -376,8 +405,9 @@ def pmi_weights(attributes: Sequence[Mapping], modality: Sequence[str], diagnosi
     p_y = onehot.mean(axis=0)
     eps = config.pmi_eps
     pmi = np.log((p_fy + eps) / (p_y[:, None] * p_f[None, :] + eps))
-    return PmiWeights(diagnoses=tuple(labels.tolist()), features=schemas.features, pmi=pmi,
-                      weight=np.maximum(pmi, config.pmi_floor))
+    return PmiWeights(
+        diagnoses=tuple(labels.tolist()), features=schemas.features, pmi=pmi, weight=np.maximum(pmi, config.pmi_floor)
+    )
 
 
 def weights_table(weights: PmiWeights):
@@ -385,12 +415,14 @@ def weights_table(weights: PmiWeights):
     import pyarrow as pa
 
     d, f = np.meshgrid(np.arange(len(weights.diagnoses)), np.arange(len(weights.features)), indexing="ij")
-    return pa.table({
-        "diagnosis": pa.array(np.array(weights.diagnoses, dtype=object)[d.ravel()].tolist(), pa.string()),
-        "feature": pa.array(np.array(weights.features, dtype=object)[f.ravel()].tolist(), pa.string()),
-        "pmi": pa.array(weights.pmi.ravel(), pa.float64()),
-        "weight": pa.array(weights.weight.ravel(), pa.float64()),
-    })
+    return pa.table(
+        {
+            "diagnosis": pa.array(np.array(weights.diagnoses, dtype=object)[d.ravel()].tolist(), pa.string()),
+            "feature": pa.array(np.array(weights.features, dtype=object)[f.ravel()].tolist(), pa.string()),
+            "pmi": pa.array(weights.pmi.ravel(), pa.float64()),
+            "weight": pa.array(weights.weight.ravel(), pa.float64()),
+        }
+    )
 
 
 def weights_from_table(table, source: str = "weights", schemas: Schemas | None = None) -> PmiWeights:
@@ -414,8 +446,9 @@ def weights_from_table(table, source: str = "weights", schemas: Schemas | None =
         if d is None or not str(d).strip():
             raise RecordError(source, "diagnosis", "must be a diagnosis", f"row {i + 1}")
         if f not in index:
-            raise RecordError(source, "feature", "is not a feature of the declared schemas",
-                              f"row {i + 1}, value {f!r}")
+            raise RecordError(
+                source, "feature", "is not a feature of the declared schemas", f"row {i + 1}, value {f!r}"
+            )
         if not math.isfinite(w) or w < 0:
             raise RecordError(source, "weight", "must be a finite number >= 0", f"row {i + 1}, value {w!r}")
         cell = (row[str(d).strip().upper()], index[f])
@@ -449,8 +482,9 @@ def tversky(pred: np.ndarray, ref: np.ndarray, w: np.ndarray, alpha: float, beta
 
 def group_statistics(group_id: Sequence, values: np.ndarray):
     """Per element: its group's median, mean and population standard deviation of `values`."""
-    _, inverse, counts = np.unique(np.asarray(group_id, dtype=object).astype(str), return_inverse=True,
-                                   return_counts=True)
+    _, inverse, counts = np.unique(
+        np.asarray(group_id, dtype=object).astype(str), return_inverse=True, return_counts=True
+    )
     order = np.lexsort((values, inverse))
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     ordered = values[order]
@@ -461,11 +495,20 @@ def group_statistics(group_id: Sequence, values: np.ndarray):
     return median[inverse], mean[inverse], std[inverse]
 
 
-def score_completions(completions: Sequence[str], modality: Sequence[str], reference_diagnosis: Sequence[str],
-                      reference_attributes: Sequence[Mapping[str, str]], group_id: Sequence, *,
-                      weights: PmiWeights | None = None, config: MavicConfig | None = None,
-                      ontology: Ontology | None = None, schemas: Schemas | None = None,
-                      source: str = "score_completions", with_rules: bool = False) -> dict[str, np.ndarray]:
+def score_completions(
+    completions: Sequence[str],
+    modality: Sequence[str],
+    reference_diagnosis: Sequence[str],
+    reference_attributes: Sequence[Mapping[str, str]],
+    group_id: Sequence,
+    *,
+    weights: PmiWeights | None = None,
+    config: MavicConfig | None = None,
+    ontology: Ontology | None = None,
+    schemas: Schemas | None = None,
+    source: str = "score_completions",
+    with_rules: bool = False,
+) -> dict[str, np.ndarray]:
     """MAVIC per completion: {r_fmt, r_acc, s_hier, s_morph, gate, reward, advantage} as float64
     arrays (`format_rule` too, with `with_rules`: why r_fmt is 0, None where it is 1). Bad labels (an
     unknown modality or reference diagnosis, an attribute the schema lacks) are one RecordError line
@@ -475,16 +518,21 @@ def score_completions(completions: Sequence[str], modality: Sequence[str], refer
     ontology = ontology or load_ontology(config.ontology)
     n = len(completions)
     if not (len(modality) == len(reference_diagnosis) == len(reference_attributes) == len(group_id) == n):
-        raise ValueError("completions, modality, reference_diagnosis, reference_attributes and group_id "
-                         "must have the same length")
+        raise ValueError(
+            "completions, modality, reference_diagnosis, reference_attributes and group_id must have the same length"
+        )
     for name in set(config.modalities.values()):
         if name not in schemas.schemas:
             raise RecordError(source, "modality", f"the config names schema {name!r}, which is not declared")
     modality = check_modalities(modality, config, source)
     for i, d in enumerate(reference_diagnosis):
         if ontology.resolve(d) is None:
-            raise RecordError(source, "reference_diagnosis", f"not a diagnosis of the {ontology.name} ontology",
-                              f"row {i + 1}, value {d!r}")
+            raise RecordError(
+                source,
+                "reference_diagnosis",
+                f"not a diagnosis of the {ontology.name} ontology",
+                f"row {i + 1}, value {d!r}",
+            )
     ref = _reference_indicators(reference_attributes, modality, schemas, config, source, "reference_attributes")
 
     parsed = [parse_completion(c, m, config, schemas) for c, m in zip(completions, modality)]
@@ -503,8 +551,9 @@ def score_completions(completions: Sequence[str], modality: Sequence[str], refer
     predicted_node = [ontology.resolve(p.diagnosis) if p.rule is None else None for p in parsed]
     reference_node = [ontology.resolve(d) for d in reference_diagnosis]
     r_acc = np.array([a is not None and a == b for a, b in zip(predicted_node, reference_node)], dtype=float)
-    s_hier = np.nan_to_num(ontology.similarity([p.diagnosis if p.rule is None else None for p in parsed],
-                                               reference_diagnosis), nan=0.0)
+    s_hier = np.nan_to_num(
+        ontology.similarity([p.diagnosis if p.rule is None else None for p in parsed], reference_diagnosis), nan=0.0
+    )
 
     w = np.full(ref.shape, config.default_weight)
     if weights is not None:

@@ -20,11 +20,12 @@ the root). Diagnoses are matched by code (case-insensitive) or by the spelled-ou
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import yaml
@@ -104,8 +105,9 @@ class Ontology:
             common += 1
         return 2.0 * common / (len(pa) + len(pb))
 
-    def similarity(self, predicted: Sequence[str | None], reference: Sequence[str | None],
-                   any_node: bool = False) -> np.ndarray:
+    def similarity(
+        self, predicted: Sequence[str | None], reference: Sequence[str | None], any_node: bool = False
+    ) -> np.ndarray:
         """S_hier per pair (float64); NaN where either diagnosis is not in the ontology (see `resolve`
         for `any_node`). Each distinct pair is computed once."""
         pred = [self.resolve(d, any_node) for d in predicted]
@@ -137,9 +139,12 @@ def risk_ontology() -> Ontology:
 
     paths = {code: (level, code) for code, level in RISK.items()}
     text = "\n".join(f"{code}:{level}" for code, level in sorted(RISK.items()))
-    return Ontology(name="isic2019_risk", nodes=_tree(paths),
-                    labels={code: SEPARATOR.join(p) for code, p in paths.items()},
-                    version=hashlib.sha256(text.encode()).hexdigest())
+    return Ontology(
+        name="isic2019_risk",
+        nodes=_tree(paths),
+        labels={code: SEPARATOR.join(p) for code, p in paths.items()},
+        version=hashlib.sha256(text.encode()).hexdigest(),
+    )
 
 
 def _isic_archive_nodes(source: str) -> tuple[dict[str, tuple[str, ...]], str]:
@@ -174,8 +179,12 @@ def parse_ontology(text: str, source: str = "ontology.yaml") -> Ontology:
     for code, node in declared.labels.items():
         parts = tuple(node.split(SEPARATOR)) if isinstance(node, str) else tuple(node)
         if not parts or any(not p.strip() or p != p.strip() or SEPARATOR in p for p in parts):
-            raise RecordError(source, f"labels.{code}", "a path of non-empty names without surrounding spaces "
-                              f"or '{SEPARATOR}' inside a name", repr(node))
+            raise RecordError(
+                source,
+                f"labels.{code}",
+                f"a path of non-empty names without surrounding spaces or '{SEPARATOR}' inside a name",
+                repr(node),
+            )
         if code != code.strip().upper() or not code:
             raise RecordError(source, f"labels.{code}", "a label is an upper-case code without spaces")
         paths[code] = parts
@@ -184,16 +193,24 @@ def parse_ontology(text: str, source: str = "ontology.yaml") -> Ontology:
         nodes, package_version = _isic_archive_nodes(source)
         for code, parts in paths.items():
             if SEPARATOR.join(parts) not in nodes:
-                raise RecordError(source, f"labels.{code}", "is not a node of the ISIC Archive's diagnosis taxonomy "
-                                  f"(isic-metadata {package_version})", SEPARATOR.join(parts))
+                raise RecordError(
+                    source,
+                    f"labels.{code}",
+                    f"is not a node of the ISIC Archive's diagnosis taxonomy (isic-metadata {package_version})",
+                    SEPARATOR.join(parts),
+                )
         version = f"sha256:{digest}; isic-metadata {package_version}"
     else:
         nodes, version = _tree(paths), f"sha256:{digest}"
-    return Ontology(name=declared.name, nodes=nodes,
-                    labels={code: SEPARATOR.join(parts) for code, parts in paths.items()}, version=version)
+    return Ontology(
+        name=declared.name,
+        nodes=nodes,
+        labels={code: SEPARATOR.join(parts) for code, parts in paths.items()},
+        version=version,
+    )
 
 
-@lru_cache(maxsize=None)
+@cache
 def builtin_ontology(name: str) -> Ontology:
     """A built-in ontology, built once per process (GRPO scores every step with it)."""
     if name == "isic2019_risk":

@@ -40,7 +40,9 @@ def option_probabilities(scores: pa.Table, options=RISK_LEVELS) -> tuple[list[st
     np.add.at(counts, (image_code, option_code), 1)
     if (counts != 1).any():
         row, col = np.argwhere(counts != 1)[0]
-        raise ValueError(f"image {image_ids[row]!r} has option {options[col]!r} {counts[row, col]} times; expected once")
+        raise ValueError(
+            f"image {image_ids[row]!r} has option {options[col]!r} {counts[row, col]} times; expected once"
+        )
     if not np.isfinite(loglik).all():
         raise ValueError("log-likelihoods must be finite")
     table = np.empty(counts.shape)
@@ -98,13 +100,20 @@ class OptionHead:
     def heads(self, probabilities: np.ndarray) -> np.ndarray:
         return threshold_heads(expected_risk_scores(probabilities), self.tau)
 
-    def proposals(self, scores: pa.Table, mechanism: str = "LLaVA-style option head", source: str = "model",
-                  model: str | None = None) -> pa.Table:
+    def proposals(
+        self,
+        scores: pa.Table,
+        mechanism: str = "LLaVA-style option head",
+        source: str = "model",
+        model: str | None = None,
+    ) -> pa.Table:
         image_ids, probs = option_probabilities(scores, self.options)
         return proposals_table(mechanism, image_ids, nearest_level_slates(self.heads(probs)), probs, source, model)
 
 
-def fit_option_head(validation_scores: pa.Table, validation_levels: dict, options=RISK_LEVELS) -> tuple[OptionHead, dict]:
+def fit_option_head(
+    validation_scores: pa.Table, validation_levels: dict, options=RISK_LEVELS
+) -> tuple[OptionHead, dict]:
     """Fit tau on validation scores; `validation_levels` maps image_id -> reference level. Returns the
     head and the metadata an asset records (tau, validation MAE, n, head distribution)."""
     image_ids, probs = option_probabilities(validation_scores, options)
@@ -112,18 +121,29 @@ def fit_option_head(validation_scores: pa.Table, validation_levels: dict, option
     tau, mae = fit_tau(expected_risk_scores(probs), levels)
     head = OptionHead(tau, mae, tuple(options))
     distribution = np.bincount(head.heads(probs), minlength=4)
-    return head, {"tau": tau.tolist(), "validation_mae": mae, "validation_n": len(image_ids),
-                  "validation_heads": {f"a{k}": int(c) for k, c in enumerate(distribution)},
-                  "options": list(options)}
+    return head, {
+        "tau": tau.tolist(),
+        "validation_mae": mae,
+        "validation_n": len(image_ids),
+        "validation_heads": {f"a{k}": int(c) for k, c in enumerate(distribution)},
+        "options": list(options),
+    }
 
 
-def option_scores_from_model(model, processor, images: list, image_ids: list[str], prompt: str,
-                             continuations: dict[str, str], batch_size: int = 8) -> pa.Table:
+def option_scores_from_model(
+    model,
+    processor,
+    images: list,
+    image_ids: list[str],
+    prompt: str,
+    continuations: dict[str, str],
+    batch_size: int = 8,
+) -> pa.Table:
     """Mean token log-likelihood of every option continuation after `prompt` for each image, from any
-    transformers image-text model with a processor (a LLaVA-style model: the prompt holds the image
-    token). One forward pass per option for a batch of images: the prompt is the same text for every
-image, so no row needs padding and one continuation is appended to all of them. Returns the scores table
-    `(image_id, option, loglik)` that `OptionHead` reads."""
+        transformers image-text model with a processor (a LLaVA-style model: the prompt holds the image
+        token). One forward pass per option for a batch of images: the prompt is the same text for every
+    image, so no row needs padding and one continuation is appended to all of them. Returns the scores table
+        `(image_id, option, loglik)` that `OptionHead` reads."""
     import torch
 
     tokenizer = getattr(processor, "tokenizer", processor)
@@ -132,21 +152,24 @@ image, so no row needs padding and one continuation is appended to all of them. 
     rows = []
     model.eval()
     for start in range(0, len(images), batch_size):
-        chunk = images[start:start + batch_size]
+        chunk = images[start : start + batch_size]
         prompt_inputs = processor(images=chunk, text=[prompt] * len(chunk), return_tensors="pt")
         prompt_ids = prompt_inputs["input_ids"]
         for option in options:
             cont = tokenizer(continuations[option], add_special_tokens=False, return_tensors="pt")["input_ids"][0]
             ids = torch.cat([prompt_ids, cont.unsqueeze(0).expand(prompt_ids.shape[0], -1)], dim=1)
-            mask = torch.cat([prompt_inputs["attention_mask"], torch.ones(ids.shape[0], cont.numel(), dtype=torch.long)], dim=1)
+            mask = torch.cat(
+                [prompt_inputs["attention_mask"], torch.ones(ids.shape[0], cont.numel(), dtype=torch.long)], dim=1
+            )
             extra = {k: v.to(device) for k, v in prompt_inputs.items() if k not in ("input_ids", "attention_mask")}
             with torch.inference_mode():
                 logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), **extra).logits
             # positions P-1 .. P+m-2 predict the continuation's m tokens
             p_len = prompt_ids.shape[1]
-            step = torch.log_softmax(logits[:, p_len - 1:p_len - 1 + cont.numel(), :].float(), dim=-1)
+            step = torch.log_softmax(logits[:, p_len - 1 : p_len - 1 + cont.numel(), :].float(), dim=-1)
             picked = step.gather(2, cont.to(device).view(1, -1, 1).expand(ids.shape[0], -1, 1)).squeeze(2)
-            for image_id, value in zip(image_ids[start:start + batch_size], picked.mean(dim=1).tolist()):
+            for image_id, value in zip(image_ids[start : start + batch_size], picked.mean(dim=1).tolist()):
                 rows.append({"image_id": image_id, "option": option, "loglik": float(value)})
-    return pa.Table.from_pylist(rows, schema=pa.schema([("image_id", pa.string()), ("option", pa.string()),
-                                                        ("loglik", pa.float64())]))
+    return pa.Table.from_pylist(
+        rows, schema=pa.schema([("image_id", pa.string()), ("option", pa.string()), ("loglik", pa.float64())])
+    )

@@ -18,9 +18,9 @@ features are never passed to training: they meet only the locked probe (`ProbeFi
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -35,8 +35,14 @@ from models.training_runs import TrainingRun, facts
 
 PROBE_SEED = 20260710
 N_LEVELS = 4
-FEATURE_SCHEMA = pa.schema([("model", pa.string()), ("image_id", pa.string()), ("input_sha256", pa.string()),
-                           ("feature", pa.list_(pa.float32()))])
+FEATURE_SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("image_id", pa.string()),
+        ("input_sha256", pa.string()),
+        ("feature", pa.list_(pa.float32())),
+    ]
+)
 
 
 class ProbeConfig(BaseModel):
@@ -54,6 +60,7 @@ class ProbeConfig(BaseModel):
 
 # ---------------------------------------------------------------- feature cache
 
+
 def image_sha256(path: str) -> str:
     """SHA-256 of an image file's bytes: the cache key's part that a replaced file changes."""
     from autheval.raw.phash import read_image_bytes
@@ -66,6 +73,7 @@ def cached_features(cache_dir: str | Path, model_key: str, hashes: Mapping[str, 
     per key wins. With `hashes` (image_id -> SHA-256 of its bytes now), only rows whose hash is the
     image's own are served, at most one per image; rows written before the cache was keyed by the
     bytes (no input_sha256) are never served."""
+
     def servable(_, table: pa.Table) -> np.ndarray:
         return np.asarray(pc.and_(pc.equal(table.column("model"), model_key), table.column("input_sha256").is_valid()))
 
@@ -74,9 +82,19 @@ def cached_features(cache_dir: str | Path, model_key: str, hashes: Mapping[str, 
     return cache.first_per_key(table, ("image_id", "input_sha256"), accept)
 
 
-def extract_features(tower, processor, image_ids: list[str], load_image, cache_dir: str | Path, model_key: str,
-                     batch_size: int = 64, device: str | None = None, progress=None, *,
-                     hashes: Mapping[str, str]) -> pa.Table:
+def extract_features(
+    tower,
+    processor,
+    image_ids: list[str],
+    load_image,
+    cache_dir: str | Path,
+    model_key: str,
+    batch_size: int = 64,
+    device: str | None = None,
+    progress=None,
+    *,
+    hashes: Mapping[str, str],
+) -> pa.Table:
     """Pooled features of the frozen `tower` for `image_ids`, through the resumable Parquet cache.
 
     `load_image(image_id)` returns a PIL image; `hashes[image_id]` is the SHA-256 of its bytes (the
@@ -96,7 +114,7 @@ def extract_features(tower, processor, image_ids: list[str], load_image, cache_d
     dev = choose_device(device)
     tower = tower.to(dev).eval()
     for start in range(0, len(todo), batch_size):
-        batch = todo[start:start + batch_size]
+        batch = todo[start : start + batch_size]
         pixels = processor(images=[load_image(i) for i in batch], return_tensors="pt")["pixel_values"]
         with torch.inference_mode():
             out = tower(pixel_values=pixels.to(dev, dtype=next(tower.parameters()).dtype))
@@ -107,11 +125,19 @@ def extract_features(tower, processor, image_ids: list[str], load_image, cache_d
         bad = ~np.isfinite(features).all(axis=1)
         if bad.any():
             first = batch[int(np.flatnonzero(bad)[0])]
-            raise ValueError(f"vision tower {model_key} gave non-finite features for image {first!r} "
-                             f"({int(bad.sum())} of {len(batch)} images in the batch); none of the batch is cached")
-        part = pa.table({"model": [model_key] * len(batch), "image_id": batch,
-                         "input_sha256": [hashes[i] for i in batch],
-                         "feature": pa.array(list(features), pa.list_(pa.float32()))}, schema=FEATURE_SCHEMA)
+            raise ValueError(
+                f"vision tower {model_key} gave non-finite features for image {first!r} "
+                f"({int(bad.sum())} of {len(batch)} images in the batch); none of the batch is cached"
+            )
+        part = pa.table(
+            {
+                "model": [model_key] * len(batch),
+                "image_id": batch,
+                "input_sha256": [hashes[i] for i in batch],
+                "feature": pa.array(list(features), pa.list_(pa.float32())),
+            },
+            schema=FEATURE_SCHEMA,
+        )
         cache.write_part(cache_dir, part)
         if progress:
             progress(len(batch))
@@ -129,8 +155,10 @@ def _report_changed(cache_dir: Path, model_key: str, todo: list[str]) -> None:
     if stale:
         from autheval.records.warnings import warn
 
-        warn(f"probe cache {cache_dir}: {len(stale)} image(s) changed since their features were cached "
-             "(other bytes); extracted again")
+        warn(
+            f"probe cache {cache_dir}: {len(stale)} image(s) changed since their features were cached "
+            "(other bytes); extracted again"
+        )
 
 
 def feature_matrix(features: pa.Table) -> np.ndarray:
@@ -140,6 +168,7 @@ def feature_matrix(features: pa.Table) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- training
+
 
 def _seed_everything(seed: int):
     import torch
@@ -159,9 +188,9 @@ def _probabilities(layer, x) -> np.ndarray:
 class ProbeFit:
     """A locked probe: the chosen epoch's linear layer and the validation-fitted tau."""
 
-    weight: np.ndarray     # (4, d)
-    bias: np.ndarray       # (4,)
-    tau: np.ndarray        # (3,)
+    weight: np.ndarray  # (4, d)
+    bias: np.ndarray  # (4,)
+    tau: np.ndarray  # (3,)
     chosen_epoch: int
     epoch_table: list[dict]
     validation_metrics: dict
@@ -179,8 +208,14 @@ class ProbeFit:
         """The operational head: #(tau < p . RS) (not the argmax, spec 9.4)."""
         return threshold_heads(expected_risk_scores(self.probabilities(features)), self.tau)
 
-    def proposals(self, image_ids, features: np.ndarray, mechanism: str = "CLIP probe", source: str = "model",
-                  model: str | None = None) -> pa.Table:
+    def proposals(
+        self,
+        image_ids,
+        features: np.ndarray,
+        mechanism: str = "CLIP probe",
+        source: str = "model",
+        model: str | None = None,
+    ) -> pa.Table:
         """The locked probe's proposals; `model` (the tower) is named if they break a proposals rule."""
         probs = self.probabilities(features)
         heads = threshold_heads(expected_risk_scores(probs), self.tau)
@@ -189,17 +224,30 @@ class ProbeFit:
     def training_run(self) -> TrainingRun:
         """The fit's rows of `model_runs`: the epoch table (step = epoch) and, at the chosen epoch, tau
         and the thresholded head's validation MAE (step_kind `lock`)."""
-        locked = {"epoch": self.chosen_epoch, **{f"tau_{k}": float(t) for k, t in enumerate(self.tau, 1)},
-                  "validation_head_mae": self.validation_head_mae}
-        return TrainingRun("probe", self.data_sha256, self.config.model_dump(), self.config.seed,
-                           facts("epoch", self.epoch_table, "epoch", chosen=self.chosen_epoch)
-                           + facts("lock", [locked], "epoch", chosen=True))
+        locked = {
+            "epoch": self.chosen_epoch,
+            **{f"tau_{k}": float(t) for k, t in enumerate(self.tau, 1)},
+            "validation_head_mae": self.validation_head_mae,
+        }
+        return TrainingRun(
+            "probe",
+            self.data_sha256,
+            self.config.model_dump(),
+            self.config.seed,
+            facts("epoch", self.epoch_table, "epoch", chosen=self.chosen_epoch)
+            + facts("lock", [locked], "epoch", chosen=True),
+        )
 
     def metadata(self) -> dict:
-        return {"chosen_epoch": self.chosen_epoch, "epoch_table": self.epoch_table,
-                "validation_metrics": self.validation_metrics, "tau": self.tau.tolist(),
-                "validation_head_mae": self.validation_head_mae, "data_sha256": self.data_sha256,
-                "config": self.config.model_dump()}
+        return {
+            "chosen_epoch": self.chosen_epoch,
+            "epoch_table": self.epoch_table,
+            "validation_metrics": self.validation_metrics,
+            "tau": self.tau.tolist(),
+            "validation_head_mae": self.validation_head_mae,
+            "data_sha256": self.data_sha256,
+            "config": self.config.model_dump(),
+        }
 
 
 def _hash_arrays(*arrays) -> str:
@@ -210,8 +258,9 @@ def _hash_arrays(*arrays) -> str:
     return digest.hexdigest()
 
 
-def train_probe(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray,
-                config: ProbeConfig | None = None) -> ProbeFit:
+def train_probe(
+    train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray, config: ProbeConfig | None = None
+) -> ProbeFit:
     """Train the linear probe on train, choose the epoch on validation by the spec's order, fit tau on
     validation. Deterministic for a seed on CPU."""
     import torch
@@ -234,7 +283,7 @@ def train_probe(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val
         order = torch.randperm(x.shape[0], generator=generator)
         total = 0.0
         for start in range(0, x.shape[0], config.batch_size):
-            idx = order[start:start + config.batch_size]
+            idx = order[start : start + config.batch_size]
             optimizer.zero_grad()
             loss = loss_fn(layer(x[idx].to(device)), y[idx].to(device))
             loss.backward()
@@ -243,14 +292,25 @@ def train_probe(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val
         layer.eval()
         predicted = _probabilities(layer, vx).argmax(axis=1)
         epoch_table.append({"epoch": epoch, "train_loss": total / x.shape[0], **level_metrics(predicted, val_y)})
-        states[epoch] = (layer.weight.detach().double().cpu().numpy().copy(),
-                         layer.bias.detach().double().cpu().numpy().copy())
+        states[epoch] = (
+            layer.weight.detach().double().cpu().numpy().copy(),
+            layer.bias.detach().double().cpu().numpy().copy(),
+        )
     best = best_by_spec_order(epoch_table, tie_key="epoch")
     weight, bias = states[best["epoch"]]
-    fit = ProbeFit(weight, bias, np.zeros(3), best["epoch"], epoch_table,
-                   {k: best[k] for k in ("mae", "balanced_accuracy", "macro_f1", "accuracy")}, float("nan"),
-                   _hash_arrays(np.asarray(train_x, np.float32), np.asarray(train_y, np.int64),
-                                np.asarray(val_x, np.float32), val_y), config)
+    fit = ProbeFit(
+        weight,
+        bias,
+        np.zeros(3),
+        best["epoch"],
+        epoch_table,
+        {k: best[k] for k in ("mae", "balanced_accuracy", "macro_f1", "accuracy")},
+        float("nan"),
+        _hash_arrays(
+            np.asarray(train_x, np.float32), np.asarray(train_y, np.int64), np.asarray(val_x, np.float32), val_y
+        ),
+        config,
+    )
     tau, head_mae = fit_tau(expected_risk_scores(fit.probabilities(val_x)), val_y)
     fit.tau, fit.validation_head_mae = tau, head_mae
     return fit
@@ -263,14 +323,22 @@ def train_probe_from_tables(features: pa.Table, labels: pa.Table, config: ProbeC
     split = dict(zip(labels.column("image_id").to_pylist(), labels.column("split").to_pylist()))
     ids = features.column("image_id").to_pylist()
     matrix = feature_matrix(features)
-    rows = {s: [k for k, i in enumerate(ids) if split.get(i) == s and level.get(i) is not None] for s in ("train", "val")}
+    rows = {
+        s: [k for k, i in enumerate(ids) if split.get(i) == s and level.get(i) is not None] for s in ("train", "val")
+    }
     if not rows["train"] or not rows["val"]:
         raise ValueError("the probe needs labelled train and val images")
-    return train_probe(matrix[rows["train"]], np.asarray([level[ids[k]] for k in rows["train"]]),
-                       matrix[rows["val"]], np.asarray([level[ids[k]] for k in rows["val"]]), config)
+    return train_probe(
+        matrix[rows["train"]],
+        np.asarray([level[ids[k]] for k in rows["train"]]),
+        matrix[rows["val"]],
+        np.asarray([level[ids[k]] for k in rows["val"]]),
+        config,
+    )
 
 
 # ---------------------------------------------------------------- the lake's calls
+
 
 def load_vision_tower(model_dir: str | Path):
     """(tower, image processor) of a local vision model directory (CLIPVisionModel, SigLIP vision, ...)."""
@@ -283,8 +351,9 @@ def load_vision_tower(model_dir: str | Path):
     return tower, AutoImageProcessor.from_pretrained(model_dir, local_files_only=True)
 
 
-def tower_features(images: pa.Table, model_dir: str | Path, cache_dir: str | Path, batch_size: int = 64,
-                   device: str | None = None) -> tuple[pa.Table, dict]:
+def tower_features(
+    images: pa.Table, model_dir: str | Path, cache_dir: str | Path, batch_size: int = 64, device: str | None = None
+) -> tuple[pa.Table, dict]:
     """The features asset's one call: `images` (image_id, image_path) through the frozen tower at
     `model_dir`, cached under `cache_dir/<model key>` (model name + content hash, so another tower or
     other weights never reuse these rows) and by each image's bytes (read and hashed every run, as the
@@ -310,16 +379,31 @@ def tower_features(images: pa.Table, model_dir: str | Path, cache_dir: str | Pat
         from models.device import choose_device
 
         device_name = str(choose_device(device))
-        features = extract_features(tower, processor, ids, lambda i: open_rgb(path_of[i]), folder, model_key,
-                                    batch_size=batch_size, device=device, hashes=hashes)
+        features = extract_features(
+            tower,
+            processor,
+            ids,
+            lambda i: open_rgb(path_of[i]),
+            folder,
+            model_key,
+            batch_size=batch_size,
+            device=device,
+            hashes=hashes,
+        )
     else:
         features = _in_order(cached_features(folder, model_key, hashes), ids)
     seconds = time.perf_counter() - started
     return features, {
-        "model": Path(model_dir).name, "revision": revision, "model_key": model_key, "images": len(ids),
-        "images_extracted": missing, "images_from_cache": len(ids) - missing, "device": device_name,
+        "model": Path(model_dir).name,
+        "revision": revision,
+        "model_key": model_key,
+        "images": len(ids),
+        "images_extracted": missing,
+        "images_from_cache": len(ids) - missing,
+        "device": device_name,
         "images_per_s": round(missing / seconds, 3) if missing and seconds > 0 else None,
-        "seconds": round(seconds, 3), "feature_dim": int(feature_matrix(features).shape[1]) if features.num_rows else None,
+        "seconds": round(seconds, 3),
+        "feature_dim": int(feature_matrix(features).shape[1]) if features.num_rows else None,
         "cache_dir": str(folder),
         "data_sha256": table_sha256(pa.table({"image_id": ids, "input_sha256": [hashes[i] for i in ids]})),
     }

@@ -44,27 +44,39 @@ def metadata_value(value) -> str:
 # keys the scorer's cache.
 PROMPT_VARIANTS: tuple[tuple[str, str], ...] = (
     (PROMPT_ID, PROMPT_TEMPLATE),
-    ("medgemma_isic_risk_v3_para1", (
-        "Research image assessment only; this is not clinical advice for any patient. Look at the dermoscopy "
-        "image and at the public metadata listed below, nothing else. Place the lesion in one of four ordered "
-        "visual-risk categories: very low visual risk; low visual risk; moderate visual risk; high visual "
-        "risk. Do not guess history, symptoms, change over time, patient preference, local policy or service "
-        "capacity, none of which is given. Public metadata: age={age}, sex={sex}, "
-        "anatomic_site={anatomic_site}. Selected visual-risk category:")),
-    ("medgemma_isic_risk_v3_para2", (
-        "Task for research purposes (not patient-specific medical advice): from this dermoscopy image and the "
-        "public metadata only, rank the lesion's visual risk on a four-level ordinal scale. Categories: very "
-        "low visual risk; low visual risk; moderate visual risk; high visual risk. Information that is not "
-        "provided (history, symptoms, evolution, patient preference, local policy, service capacity) must not "
-        "be inferred. Public metadata: age={age}, sex={sex}, anatomic_site={anatomic_site}. "
-        "Selected visual-risk category:")),
-    ("medgemma_isic_risk_v3_para3", (
-        "You are assisting a research study that assesses images; you are not advising a patient. Using only "
-        "the dermoscopy image and the public metadata given here, choose which of four ordinal visual-risk "
-        "categories fits the lesion: very low visual risk, low visual risk, moderate visual risk or high "
-        "visual risk. Leave out anything not shown, such as history, symptoms, evolution, patient "
-        "preference, local policy or service capacity. Public metadata: age={age}, sex={sex}, "
-        "anatomic_site={anatomic_site}. Selected visual-risk category:")),
+    (
+        "medgemma_isic_risk_v3_para1",
+        (
+            "Research image assessment only; this is not clinical advice for any patient. Look at the dermoscopy "
+            "image and at the public metadata listed below, nothing else. Place the lesion in one of four ordered "
+            "visual-risk categories: very low visual risk; low visual risk; moderate visual risk; high visual "
+            "risk. Do not guess history, symptoms, change over time, patient preference, local policy or service "
+            "capacity, none of which is given. Public metadata: age={age}, sex={sex}, "
+            "anatomic_site={anatomic_site}. Selected visual-risk category:"
+        ),
+    ),
+    (
+        "medgemma_isic_risk_v3_para2",
+        (
+            "Task for research purposes (not patient-specific medical advice): from this dermoscopy image and the "
+            "public metadata only, rank the lesion's visual risk on a four-level ordinal scale. Categories: very "
+            "low visual risk; low visual risk; moderate visual risk; high visual risk. Information that is not "
+            "provided (history, symptoms, evolution, patient preference, local policy, service capacity) must not "
+            "be inferred. Public metadata: age={age}, sex={sex}, anatomic_site={anatomic_site}. "
+            "Selected visual-risk category:"
+        ),
+    ),
+    (
+        "medgemma_isic_risk_v3_para3",
+        (
+            "You are assisting a research study that assesses images; you are not advising a patient. Using only "
+            "the dermoscopy image and the public metadata given here, choose which of four ordinal visual-risk "
+            "categories fits the lesion: very low visual risk, low visual risk, moderate visual risk or high "
+            "visual risk. Leave out anything not shown, such as history, symptoms, evolution, patient "
+            "preference, local policy or service capacity. Public metadata: age={age}, sex={sex}, "
+            "anatomic_site={anatomic_site}. Selected visual-risk category:"
+        ),
+    ),
 )
 PROMPT_TEMPLATES = dict(PROMPT_VARIANTS)
 
@@ -80,8 +92,9 @@ def risk_prompt(age, sex, anatomic_site, prompt_id: str = PROMPT_ID) -> str:
     """The risk prompt of a declared variant (default: the spec prompt) with the image's public metadata."""
     if prompt_id not in PROMPT_TEMPLATES:
         raise ValueError(f"unknown prompt id {prompt_id!r}; declared: {', '.join(PROMPT_TEMPLATES)}")
-    return PROMPT_TEMPLATES[prompt_id].format(age=metadata_value(age), sex=metadata_value(sex),
-                                              anatomic_site=metadata_value(anatomic_site))
+    return PROMPT_TEMPLATES[prompt_id].format(
+        age=metadata_value(age), sex=metadata_value(sex), anatomic_site=metadata_value(anatomic_site)
+    )
 
 
 def chat_messages(image, text: str) -> list[dict]:

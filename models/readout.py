@@ -55,9 +55,12 @@ def readout_features(probabilities: np.ndarray, source: str = "probabilities") -
     bad |= np.abs(p.sum(axis=1) - 1.0) > SUM_TOLERANCE
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise RecordError(source, ", ".join(PROBABILITY_COLUMNS),
-                          "probabilities must be finite, non-negative and sum to 1 within 1e-5",
-                          f"row {row}: {p[row].tolist()}")
+        raise RecordError(
+            source,
+            ", ".join(PROBABILITY_COLUMNS),
+            "probabilities must be finite, non-negative and sum to 1 within 1e-5",
+            f"row {row}: {p[row].tolist()}",
+        )
     return np.log(np.clip(p, CLIP_MIN, 1.0))
 
 
@@ -65,8 +68,8 @@ def readout_features(probabilities: np.ndarray, source: str = "probabilities") -
 class ReadoutLock:
     """A locked readout: class scores z = x W^T + b over the four levels."""
 
-    coef: np.ndarray        # (4 classes, 4 features)
-    intercept: np.ndarray   # (4,)
+    coef: np.ndarray  # (4 classes, 4 features)
+    intercept: np.ndarray  # (4,)
     C: float | None = None
     seed: int = READOUT_SEED
 
@@ -88,8 +91,12 @@ class ReadoutLock:
 def published_lock() -> ReadoutLock:
     """The study's locked readout (spec 5.2 table; C = 0.01)."""
     data = json.loads(files("autheval").joinpath(LOCK_FILE).read_text(encoding="utf-8"))
-    return ReadoutLock(np.array(data["coef"], dtype=np.float64), np.array(data["intercept"], dtype=np.float64),
-                       C=data["C"], seed=data["seed"])
+    return ReadoutLock(
+        np.array(data["coef"], dtype=np.float64),
+        np.array(data["intercept"], dtype=np.float64),
+        C=data["C"],
+        seed=data["seed"],
+    )
 
 
 def published_lock_record() -> dict:
@@ -97,8 +104,15 @@ def published_lock_record() -> dict:
     return json.loads(files("autheval").joinpath(LOCK_FILE).read_text(encoding="utf-8"))
 
 
-def readout_proposals(image_ids, probabilities: np.ndarray, lock: ReadoutLock | None = None, bias: float = 0.0,
-                      mechanism: str = "MedGemma readout", source: str = "model", model: str | None = None) -> pa.Table:
+def readout_proposals(
+    image_ids,
+    probabilities: np.ndarray,
+    lock: ReadoutLock | None = None,
+    bias: float = 0.0,
+    mechanism: str = "MedGemma readout",
+    source: str = "model",
+    model: str | None = None,
+) -> pa.Table:
     """The readout as a proposal mechanism: full ranked slates under one bias policy, in the
     `proposals` contract (p_* are the scorer's probabilities)."""
     lock = lock or published_lock()
@@ -106,11 +120,12 @@ def readout_proposals(image_ids, probabilities: np.ndarray, lock: ReadoutLock | 
 
 
 def partition_order_key(cluster_id: str, seed: int = READOUT_SEED) -> str:
-    return hashlib.sha256(f"{seed}|validation_partition|{cluster_id}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{seed}|validation_partition|{cluster_id}".encode()).hexdigest()
 
 
-def validation_partition(cluster_ids, image_ids=None, *, seed: int = READOUT_SEED, design_fraction: float = 0.62,
-                         pilot_image_ids=()) -> np.ndarray:
+def validation_partition(
+    cluster_ids, image_ids=None, *, seed: int = READOUT_SEED, design_fraction: float = 0.62, pilot_image_ids=()
+) -> np.ndarray:
     """Boolean mask of the design rows: whole clusters, ordered by the SHA-256 hex of
     "{seed}|validation_partition|{cluster_id}" (then the id); the clusters of pilot images are forced
     into design and the rest of the target max(#forced, round(#clusters * fraction)) is filled in order."""
@@ -134,17 +149,20 @@ def validation_partition(cluster_ids, image_ids=None, *, seed: int = READOUT_SEE
 def _logistic(C: float, config: ReadoutConfig):
     from sklearn.linear_model import LogisticRegression
 
-    return LogisticRegression(C=C, solver="lbfgs", class_weight="balanced", max_iter=config.max_iter,
-                              random_state=config.seed)
+    return LogisticRegression(
+        C=C, solver="lbfgs", class_weight="balanced", max_iter=config.max_iter, random_state=config.seed
+    )
 
 
-def cross_validate_c(features: np.ndarray, labels: np.ndarray, groups: np.ndarray,
-                     config: ReadoutConfig) -> list[dict]:
+def cross_validate_c(features: np.ndarray, labels: np.ndarray, groups: np.ndarray, config: ReadoutConfig) -> list[dict]:
     """Out-of-fold metrics for every C of the grid (StratifiedGroupKFold, shuffled, seeded)."""
     from sklearn.model_selection import StratifiedGroupKFold
 
-    folds = list(StratifiedGroupKFold(n_splits=config.n_splits, shuffle=True, random_state=config.seed)
-                 .split(features, labels, groups))
+    folds = list(
+        StratifiedGroupKFold(n_splits=config.n_splits, shuffle=True, random_state=config.seed).split(
+            features, labels, groups
+        )
+    )
     rows = []
     for C in config.c_grid:
         predicted = np.empty_like(labels)
@@ -203,8 +221,9 @@ def data_sha256(*arrays) -> str:
     return digest.hexdigest()
 
 
-def train_readout(probabilities: np.ndarray, labels: np.ndarray, cluster_ids, image_ids=None,
-                  config: ReadoutConfig | None = None) -> ReadoutFit:
+def train_readout(
+    probabilities: np.ndarray, labels: np.ndarray, cluster_ids, image_ids=None, config: ReadoutConfig | None = None
+) -> ReadoutFit:
     """Fit and lock a readout on validation rows: design/lock partition, grouped stratified CV over the
     C grid, the spec's selection order, refit on design, competence metrics on lock. Test rows must not
     be passed here; they meet only the returned lock."""
@@ -212,8 +231,13 @@ def train_readout(probabilities: np.ndarray, labels: np.ndarray, cluster_ids, im
     features = readout_features(probabilities)
     labels = check_levels(labels, "readout training rows")
     groups = np.asarray([str(c) for c in cluster_ids], dtype=object)
-    design = validation_partition(groups, image_ids, seed=config.seed, design_fraction=config.design_fraction,
-                                  pilot_image_ids=config.pilot_image_ids)
+    design = validation_partition(
+        groups,
+        image_ids,
+        seed=config.seed,
+        design_fraction=config.design_fraction,
+        pilot_image_ids=config.pilot_image_ids,
+    )
     missing = sorted(set(range(4)) - set(labels[design].tolist()))
     if missing:
         raise ValueError(f"the design partition lacks level(s) {missing}; all four must occur")
@@ -222,36 +246,54 @@ def train_readout(probabilities: np.ndarray, labels: np.ndarray, cluster_ids, im
     model = _logistic(chosen, config).fit(features[design], labels[design])
     lock = ReadoutLock(model.coef_.astype(np.float64), model.intercept_.astype(np.float64), C=chosen, seed=config.seed)
     lock_rows = ~design
-    lock_metrics = competence_metrics(lock.heads(np.asarray(probabilities)[lock_rows]), labels[lock_rows]) \
-        if lock_rows.any() else {}
+    lock_metrics = (
+        competence_metrics(lock.heads(np.asarray(probabilities)[lock_rows]), labels[lock_rows])
+        if lock_rows.any()
+        else {}
+    )
     return ReadoutFit(
-        lock=lock, cv_table=cv_table, chosen_c=chosen, lock_metrics=lock_metrics,
-        n_design=int(design.sum()), n_lock=int(lock_rows.sum()),
+        lock=lock,
+        cv_table=cv_table,
+        chosen_c=chosen,
+        lock_metrics=lock_metrics,
+        n_design=int(design.sum()),
+        n_lock=int(lock_rows.sum()),
         data_sha256=data_sha256(np.asarray(probabilities, dtype=np.float64), labels, groups),
-        config=config, policy_ids=[policy_id(b) for b in config.biases],
+        config=config,
+        policy_ids=[policy_id(b) for b in config.biases],
     )
 
 
 def _probability_matrix(scores: pa.Table) -> np.ndarray:
-    return np.column_stack([np.asarray(scores.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
-                            for c in PROBABILITY_COLUMNS])
+    return np.column_stack(
+        [np.asarray(scores.column(c).to_numpy(zero_copy_only=False), dtype=np.float64) for c in PROBABILITY_COLUMNS]
+    )
 
 
 def train_readout_table(validation_scores: pa.Table, config: ReadoutConfig | None = None) -> ReadoutFit:
     """The training asset's one call: validation rows with `image_id, cluster_id, ideal_action_level`
     and the scorer's `p_very_low ... p_high`. Returns the fit; `fit.metadata()` is the asset metadata."""
-    return train_readout(_probability_matrix(validation_scores),
-                         validation_scores.column("ideal_action_level").to_pylist(),
-                         validation_scores.column("cluster_id").to_pylist(),
-                         validation_scores.column("image_id").to_pylist(), config)
+    return train_readout(
+        _probability_matrix(validation_scores),
+        validation_scores.column("ideal_action_level").to_pylist(),
+        validation_scores.column("cluster_id").to_pylist(),
+        validation_scores.column("image_id").to_pylist(),
+        config,
+    )
 
 
-def readout_proposals_table(scores: pa.Table, lock: ReadoutLock | None = None, bias: float = 0.0,
-                            mechanism: str = "MedGemma readout", source: str = "model",
-                            model: str | None = None) -> pa.Table:
+def readout_proposals_table(
+    scores: pa.Table,
+    lock: ReadoutLock | None = None,
+    bias: float = 0.0,
+    mechanism: str = "MedGemma readout",
+    source: str = "model",
+    model: str | None = None,
+) -> pa.Table:
     """The proposals asset's one call: `image_id, p_very_low ... p_high` (a scorer cache) -> proposals."""
-    return readout_proposals(scores.column("image_id").to_pylist(), _probability_matrix(scores), lock, bias,
-                             mechanism, source, model)
+    return readout_proposals(
+        scores.column("image_id").to_pylist(), _probability_matrix(scores), lock, bias, mechanism, source, model
+    )
 
 
 def readout_training_run(meta: dict) -> TrainingRun:
@@ -263,14 +305,29 @@ def readout_training_run(meta: dict) -> TrainingRun:
         record = published_lock_record()
         published = {"C": record.get("C"), "cv_metrics": record.get("cv_metrics") or {}}
         config = {"trained": False, "reason": meta.get("reason"), "lock_source": LOCK_FILE}
-        return TrainingRun("readout", meta.get("data_sha256"), config, record.get("seed"),
-                           facts("published_lock", [published], chosen=True))
+        return TrainingRun(
+            "readout",
+            meta.get("data_sha256"),
+            config,
+            record.get("seed"),
+            facts("published_lock", [published], chosen=True),
+        )
     cv_table = meta["cv_table"]
     chosen = next(k for k, row in enumerate(cv_table, 1) if row["C"] == meta["chosen_C"])
-    locked = {"step": chosen, "C": meta["chosen_C"], "n_design": meta["n_design"], "n_lock": meta["n_lock"],
-              **meta["lock_metrics"]}
-    return TrainingRun("readout", meta["data_sha256"], meta["config"], meta["config"]["seed"],
-                       facts("cv", cv_table, chosen=chosen) + facts("lock", [locked], "step", chosen=True))
+    locked = {
+        "step": chosen,
+        "C": meta["chosen_C"],
+        "n_design": meta["n_design"],
+        "n_lock": meta["n_lock"],
+        **meta["lock_metrics"],
+    }
+    return TrainingRun(
+        "readout",
+        meta["data_sha256"],
+        meta["config"],
+        meta["config"]["seed"],
+        facts("cv", cv_table, chosen=chosen) + facts("lock", [locked], "step", chosen=True),
+    )
 
 
 def cohort_readout(validation_scores: pa.Table, config: ReadoutConfig | None = None) -> tuple[ReadoutLock, dict]:
@@ -278,8 +335,9 @@ def cohort_readout(validation_scores: pa.Table, config: ReadoutConfig | None = N
     or, where they cannot support the fit (fewer than two clusters, or a level absent from the design
     partition, as in a small synthetic cohort), the published lock, applied as shipped. The metadata
     says which (`trained`, and the `reason` when it is the published lock)."""
-    levels = check_levels(validation_scores.column("ideal_action_level").to_pylist(),
-                          "readout training rows")  # no fallback
+    levels = check_levels(
+        validation_scores.column("ideal_action_level").to_pylist(), "readout training rows"
+    )  # no fallback
     n_clusters = len(set(validation_scores.column("cluster_id").to_pylist()))
     try:
         if n_clusters < 2:
@@ -289,7 +347,13 @@ def cohort_readout(validation_scores: pa.Table, config: ReadoutConfig | None = N
         record = published_lock_record()
         groups = np.asarray([str(c) for c in validation_scores.column("cluster_id").to_pylist()], dtype=object)
         offered = data_sha256(_probability_matrix(validation_scores), levels, groups)  # the rows it fell back on
-        return published_lock(), {"trained": False, "reason": str(err), "validation_images": validation_scores.num_rows,
-                                  "chosen_C": record.get("C"), "lock": published_lock().as_dict(),
-                                  "lock_source": LOCK_FILE, "data_sha256": offered}
+        return published_lock(), {
+            "trained": False,
+            "reason": str(err),
+            "validation_images": validation_scores.num_rows,
+            "chosen_C": record.get("C"),
+            "lock": published_lock().as_dict(),
+            "lock_source": LOCK_FILE,
+            "data_sha256": offered,
+        }
     return fit.lock, {"trained": True, "validation_images": validation_scores.num_rows, **fit.metadata()}

@@ -32,9 +32,9 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -47,13 +47,24 @@ from models.scorer_batches import METHODS, continuation_token_ids, score_rows
 
 KEY_COLUMNS = ("model", "revision", "prompt_id", "image_id", "input_sha256")
 CACHE_SCHEMA = pa.schema(
-    [("model", pa.string()), ("revision", pa.string()), ("prompt_id", pa.string()), ("image_id", pa.string()),
-     ("input_sha256", pa.string())]
+    [
+        ("model", pa.string()),
+        ("revision", pa.string()),
+        ("prompt_id", pa.string()),
+        ("image_id", pa.string()),
+        ("input_sha256", pa.string()),
+    ]
     + [(f"ll_{level}", pa.float64()) for level in RISK_LEVELS]
     + [(f"n_tokens_{level}", pa.int32()) for level in RISK_LEVELS]
     + [(f"p_{level}", pa.float64()) for level in RISK_LEVELS]
-    + [("s_assistant", pa.float64()), ("backend", pa.string()), ("method", pa.string()),
-       ("device", pa.string()), ("dtype", pa.string()), ("scored_at", pa.timestamp("us", tz="UTC"))]
+    + [
+        ("s_assistant", pa.float64()),
+        ("backend", pa.string()),
+        ("method", pa.string()),
+        ("device", pa.string()),
+        ("dtype", pa.string()),
+        ("scored_at", pa.timestamp("us", tz="UTC")),
+    ]
 )
 
 
@@ -64,13 +75,13 @@ class ScorerConfig:
 
     model_dir: str
     adapter_dir: str | None = None
-    model_name: str | None = None   # default: the directory name (+ "+" adapter directory name)
-    revision: str | None = None     # default: sha256 of the model (and adapter) files
+    model_name: str | None = None  # default: the directory name (+ "+" adapter directory name)
+    revision: str | None = None  # default: sha256 of the model (and adapter) files
     batch_size: int = 8
-    chunk_images: int = 64          # images per cache part file (a crash loses at most one unflushed chunk)
+    chunk_images: int = 64  # images per cache part file (a crash loses at most one unflushed chunk)
     method: str = "shared_prefix"
-    device: str | None = None       # default: cuda when present, else cpu
-    prompt_id: str = PROMPT_ID      # a declared prompt variant (models/prompts.py); the default is the spec's
+    device: str | None = None  # default: cuda when present, else cpu
+    prompt_id: str = PROMPT_ID  # a declared prompt variant (models/prompts.py); the default is the spec's
 
     def name(self) -> str:
         if self.model_name:
@@ -91,8 +102,10 @@ def directory_sha256(path: str | Path) -> str:
     the revision, the adapter's base check and each prompt variant ask for it)."""
     root = Path(path)
     files = sorted(p for p in root.rglob("*") if p.is_file())
-    signature = (str(root.resolve()), tuple((f.relative_to(root).as_posix(), f.stat().st_size, f.stat().st_mtime_ns)
-                                            for f in files))
+    signature = (
+        str(root.resolve()),
+        tuple((f.relative_to(root).as_posix(), f.stat().st_size, f.stat().st_mtime_ns) for f in files),
+    )
     if signature in _DIRECTORY_HASHES:
         return _DIRECTORY_HASHES[signature]
     digest = hashlib.sha256()
@@ -126,24 +139,31 @@ def check_adapter_base(model_dir: str | Path, adapter_dir: str | Path) -> None:
     recorded = json.loads(metadata.read_text()).get("base_sha256") if metadata.exists() else None
     if recorded:
         if recorded != directory_sha256(model_dir):
-            raise RecordError(str(adapter), None, f"this LoRA adapter was trained on another base model (content "
-                              f"hash {recorded[:16]}), not on {model_dir}")
+            raise RecordError(
+                str(adapter),
+                None,
+                f"this LoRA adapter was trained on another base model (content "
+                f"hash {recorded[:16]}), not on {model_dir}",
+            )
         return
     config_file = adapter / "adapter_config.json"
     named = json.loads(config_file.read_text()).get("base_model_name_or_path") if config_file.exists() else None
     if not named:
         return
-    same = Path(named).resolve() == Path(model_dir).resolve() if Path(named).is_dir() else \
-        Path(named).name == Path(model_dir).resolve().name
+    same = (
+        Path(named).resolve() == Path(model_dir).resolve()
+        if Path(named).is_dir()
+        else Path(named).name == Path(model_dir).resolve().name
+    )
     if not same:
-        raise RecordError(str(config_file), "base_model_name_or_path", f"the adapter names base model {named!r}, "
-                          f"not {model_dir}")
+        raise RecordError(
+            str(config_file), "base_model_name_or_path", f"the adapter names base model {named!r}, not {model_dir}"
+        )
 
 
 def load_model(model_dir: str, adapter_dir: str | None = None, device=None):
     """(model, processor, device, dtype) from local directories only; a LoRA adapter is merged in, once
     its base is checked to be this model."""
-    import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from models.device import choose_device, dtype_for, quiet_transformers
@@ -185,8 +205,11 @@ def check_inputs(images: pa.Table) -> None:
 
     forbidden = [c for c in images.column_names if c not in PUBLIC_COLUMNS]
     if forbidden:
-        raise RecordError("scorer input", forbidden[0], "only public fields reach the proposer "
-                          f"({', '.join(PUBLIC_COLUMNS)}); select them with public_inputs()")
+        raise RecordError(
+            "scorer input",
+            forbidden[0],
+            f"only public fields reach the proposer ({', '.join(PUBLIC_COLUMNS)}); select them with public_inputs()",
+        )
     for column in ("image_id", "image_path"):
         if column not in images.column_names:
             raise RecordError("scorer input", column, "required column is missing")
@@ -240,15 +263,20 @@ def _report_skipped(where: Path, foreign: int, unhashed: int) -> None:
     from autheval.records.warnings import warn
 
     if foreign:
-        warn(f"scorer cache {where}: skipped {foreign} row(s) of another model, revision or prompt id than "
-             "their folder's key; they are not served as this key's scores")
+        warn(
+            f"scorer cache {where}: skipped {foreign} row(s) of another model, revision or prompt id than "
+            "their folder's key; they are not served as this key's scores"
+        )
     if unhashed:
-        warn(f"scorer cache {where}: skipped {unhashed} row(s) written without an input hash (before the "
-             "prompt text and image bytes keyed the cache); those images are scored again")
+        warn(
+            f"scorer cache {where}: skipped {unhashed} row(s) written without an input hash (before the "
+            "prompt text and image bytes keyed the cache); those images are scored again"
+        )
 
 
-def read_cache(cache_dir: str | Path, model: str | None = None, revision: str | None = None,
-               prompt_id: str | None = None) -> pa.Table:
+def read_cache(
+    cache_dir: str | Path, model: str | None = None, revision: str | None = None, prompt_id: str | None = None
+) -> pa.Table:
     """Every servable row under `cache_dir` (or of one key), one row per key (first part wins). Rows
     whose key is not their folder's, or without an input hash, are skipped with a warning."""
     root = Path(cache_dir)
@@ -287,9 +315,15 @@ def compact(directory: Path) -> int:
 # ---------------------------------------------------------------- the run
 
 
-def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, *, progress: bool = True,
-                 on_batch: Callable[[int], None] | None = None,
-                 load: Callable[[], tuple] | None = None) -> tuple[pa.Table, dict]:
+def score_images(
+    images: pa.Table,
+    config: ScorerConfig,
+    cache_dir: str | Path,
+    *,
+    progress: bool = True,
+    on_batch: Callable[[int], None] | None = None,
+    load: Callable[[], tuple] | None = None,
+) -> tuple[pa.Table, dict]:
     """Score every image of `images` (public columns only) not yet in the cache with the same input
     (prompt text and image bytes, `input_sha256`); return the cache rows of these images in input order
     and the run's metadata (images/s, device, data hash, config).
@@ -303,13 +337,14 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
     check_inputs(images)
     if config.method not in METHODS:
         raise ValueError(f"unknown scoring method {config.method!r}; expected one of {METHODS}")
-    risk_prompt(None, None, None, config.prompt_id)   # an undeclared prompt id fails before the model loads
+    risk_prompt(None, None, None, config.prompt_id)  # an undeclared prompt id fails before the model loads
     model_name, revision = config.name(), model_revision(config)
     directory = key_directory(cache_dir, model_name, revision, config.prompt_id)
     rows = [{**row, "prompt_id": config.prompt_id} for row in images.to_pylist()]
     for row in rows:
-        row["input_sha256"] = input_sha256(risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site"),
-                                                       config.prompt_id), row["image_path"])
+        row["input_sha256"] = input_sha256(
+            risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site"), config.prompt_id), row["image_path"]
+        )
     cached, foreign, unhashed = _read_parts(cache.part_paths(directory))
     _report_skipped(directory, foreign, unhashed)
     done = set(zip(cached.column("image_id").to_pylist(), cached.column("input_sha256").to_pylist()))
@@ -321,8 +356,9 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
     if todo:
         from models.device import dtype_name
 
-        model, processor, device, dtype = load() if load is not None else \
-            load_model(config.model_dir, config.adapter_dir, config.device)
+        model, processor, device, dtype = (
+            load() if load is not None else load_model(config.model_dir, config.adapter_dir, config.device)
+        )
         device_name, dtype_name_ = str(device), dtype_name(dtype)
         load_s = time.perf_counter() - started
         n_tokens = [len(ids) for ids in continuation_token_ids(processor)]
@@ -332,8 +368,9 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
         try:
             done_now = 0
             for batch, loglik in score_rows(model, processor, todo, config.batch_size, config.method):
-                pending.extend(_cache_rows(batch, loglik, n_tokens, model_name, revision, config, device_name,
-                                           dtype_name_))
+                pending.extend(
+                    _cache_rows(batch, loglik, n_tokens, model_name, revision, config, device_name, dtype_name_)
+                )
                 done_now += len(batch)
                 bar.advance(len(batch))
                 if len(pending) >= config.chunk_images:
@@ -343,7 +380,7 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
                 if on_batch is not None:
                     on_batch(done_now)
         finally:
-            if pending:                                     # finished rows survive an exception
+            if pending:  # finished rows survive an exception
                 write_part(directory, pending)
                 parts += 1
             bar.close()
@@ -351,40 +388,71 @@ def score_images(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, 
         compact(directory)
 
     cached = _read_parts(cache.part_paths(directory))[0]
-    index = {key: k for k, key in enumerate(zip(cached.column("image_id").to_pylist(),
-                                                 cached.column("input_sha256").to_pylist()))}
+    index = {
+        key: k
+        for k, key in enumerate(zip(cached.column("image_id").to_pylist(), cached.column("input_sha256").to_pylist()))
+    }
     result = cached.take([index[(row["image_id"], row["input_sha256"])] for row in rows])
     metadata = {
-        "model": model_name, "revision": revision, "prompt_id": config.prompt_id,
-        "images": images.num_rows, "images_scored": len(todo), "images_from_cache": images.num_rows - len(todo),
-        "images_changed": changed, "cache_rows_skipped": foreign + unhashed,
+        "model": model_name,
+        "revision": revision,
+        "prompt_id": config.prompt_id,
+        "images": images.num_rows,
+        "images_scored": len(todo),
+        "images_from_cache": images.num_rows - len(todo),
+        "images_changed": changed,
+        "cache_rows_skipped": foreign + unhashed,
         "images_per_s": round(len(todo) / scoring_s, 3) if scoring_s > 0 else None,
-        "device": device_name, "dtype": dtype_name_, "model_load_s": round(load_s, 3),
-        "scoring_s": round(scoring_s, 3), "parts_written": parts, "cache_dir": str(directory),
-        "data_sha256": table_sha256(images), "config": json.dumps(asdict(config), sort_keys=True),
+        "device": device_name,
+        "dtype": dtype_name_,
+        "model_load_s": round(load_s, 3),
+        "scoring_s": round(scoring_s, 3),
+        "parts_written": parts,
+        "cache_dir": str(directory),
+        "data_sha256": table_sha256(images),
+        "config": json.dumps(asdict(config), sort_keys=True),
     }
     return result, metadata
 
 
-def _cache_rows(batch: list[dict], loglik: np.ndarray, n_tokens: list[int], model: str, revision: str,
-                config: ScorerConfig, device: str, dtype: str) -> list[dict]:
+def _cache_rows(
+    batch: list[dict],
+    loglik: np.ndarray,
+    n_tokens: list[int],
+    model: str,
+    revision: str,
+    config: ScorerConfig,
+    device: str,
+    dtype: str,
+) -> list[dict]:
     import datetime as dt
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     bad = ~np.isfinite(loglik).all(axis=1)
-    if bad.any():                                          # a broken model must not leave rows to reuse
+    if bad.any():  # a broken model must not leave rows to reuse
         k = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"model {config.model_dir} gave non-finite log-likelihoods for image "
-                         f"{batch[k]['image_id']!r} ({np.asarray(loglik[k]).tolist()}); {int(bad.sum())} of "
-                         f"{len(batch)} images in the batch, none of the batch is cached")
+        raise ValueError(
+            f"model {config.model_dir} gave non-finite log-likelihoods for image "
+            f"{batch[k]['image_id']!r} ({np.asarray(loglik[k]).tolist()}); {int(bad.sum())} of "
+            f"{len(batch)} images in the batch, none of the batch is cached"
+        )
     probs = probabilities(loglik)
     rows = []
     for row, ll, p in zip(batch, loglik, probs):
-        p_rounded = [round(float(x), 8) for x in p]        # the reference cache keeps 8 decimals
-        record = {"model": model, "revision": revision, "prompt_id": config.prompt_id, "image_id": row["image_id"],
-                  "input_sha256": row["input_sha256"],
-                  "s_assistant": round(float(np.dot(p, RISK_SCORES)), 8), "backend": BACKEND,
-                  "method": config.method, "device": device, "dtype": dtype, "scored_at": now}
+        p_rounded = [round(float(x), 8) for x in p]  # the reference cache keeps 8 decimals
+        record = {
+            "model": model,
+            "revision": revision,
+            "prompt_id": config.prompt_id,
+            "image_id": row["image_id"],
+            "input_sha256": row["input_sha256"],
+            "s_assistant": round(float(np.dot(p, RISK_SCORES)), 8),
+            "backend": BACKEND,
+            "method": config.method,
+            "device": device,
+            "dtype": dtype,
+            "scored_at": now,
+        }
         for k, level in enumerate(RISK_LEVELS):
             record[f"ll_{level}"] = float(ll[k])
             record[f"n_tokens_{level}"] = n_tokens[k]
@@ -402,8 +470,14 @@ class _Progress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("images"), TimeRemainingColumn(), console=Console(file=sys.stderr))
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("images"),
+                TimeRemainingColumn(),
+                console=Console(file=sys.stderr),
+            )
             self._bar.start()
             self._task = self._bar.add_task(label, total=total)
 
@@ -420,8 +494,15 @@ def _progress(total: int, label: str, enabled: bool) -> _Progress:
     return _Progress(total, label, enabled)
 
 
-def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str | Path, variants: int = 4,
-                          variant_image_ids=None, *, progress: bool = True) -> tuple[pa.Table, dict]:
+def score_prompt_variants(
+    images: pa.Table,
+    config: ScorerConfig,
+    cache_dir: str | Path,
+    variants: int = 4,
+    variant_image_ids=None,
+    *,
+    progress: bool = True,
+) -> tuple[pa.Table, dict]:
     """The scorer over K declared prompt variants (CCT, models/prompts.py PROMPT_VARIANTS): variant 0
     (the spec prompt) on every image of `images`, variants 1..K-1 on the images in `variant_image_ids`
     (default: every image). One model load for all variants, and only if something is left to score;
@@ -443,30 +524,43 @@ def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str
             loaded.append(load_model(config.model_dir, config.adapter_dir, config.device))
         return loaded[0]
 
-    others = images if variant_image_ids is None else \
-        images.filter(pc.is_in(images.column("image_id"), pa.array([str(i) for i in variant_image_ids], pa.string())))
+    others = (
+        images
+        if variant_image_ids is None
+        else images.filter(
+            pc.is_in(images.column("image_id"), pa.array([str(i) for i in variant_image_ids], pa.string()))
+        )
+    )
     parts, runs = [], []
     for variant, prompt_id in enumerate(variant_prompt_ids(variants)):
         subset = images if variant == 0 else others
-        scores, meta = score_images(subset, dataclasses.replace(config, prompt_id=prompt_id), cache_dir,
-                                    progress=progress, load=load)
+        scores, meta = score_images(
+            subset, dataclasses.replace(config, prompt_id=prompt_id), cache_dir, progress=progress, load=load
+        )
         parts.append(scores.append_column("variant", pa.array([variant] * scores.num_rows, pa.int32())))
         runs.append(meta)
     scored = sum(m["images_scored"] for m in runs)
     scoring_s = sum(m["scoring_s"] for m in runs)
     device = next((m["device"] for m in runs if m["device"]), None)
     metadata = {
-        "model": runs[0]["model"], "revision": runs[0]["revision"], "variants": variants,
+        "model": runs[0]["model"],
+        "revision": runs[0]["revision"],
+        "variants": variants,
         "prompt_ids": [m["prompt_id"] for m in runs],
-        "images": images.num_rows, "images_all_variants": others.num_rows,
-        "scorings": sum(m["images"] for m in runs), "images_scored": scored,
+        "images": images.num_rows,
+        "images_all_variants": others.num_rows,
+        "scorings": sum(m["images"] for m in runs),
+        "images_scored": scored,
         "images_from_cache": sum(m["images_from_cache"] for m in runs),
         "images_changed": sum(m["images_changed"] for m in runs),
         "cache_rows_skipped": sum(m["cache_rows_skipped"] for m in runs),
         "images_per_s": round(scored / scoring_s, 3) if scoring_s > 0 else None,
-        "device": device, "dtype": next((m["dtype"] for m in runs if m["dtype"]), None),
-        "model_load_s": sum(m["model_load_s"] for m in runs), "scoring_s": round(scoring_s, 3),
-        "cache_dir": str(cache_dir), "data_sha256": table_sha256(images),
+        "device": device,
+        "dtype": next((m["dtype"] for m in runs if m["dtype"]), None),
+        "model_load_s": sum(m["model_load_s"] for m in runs),
+        "scoring_s": round(scoring_s, 3),
+        "cache_dir": str(cache_dir),
+        "data_sha256": table_sha256(images),
         "config": json.dumps({**asdict(config), "prompt_id": None, "variants": variants}, sort_keys=True),
     }
     return pa.concat_tables(parts), metadata
@@ -475,22 +569,31 @@ def score_prompt_variants(images: pa.Table, config: ScorerConfig, cache_dir: str
 # ---------------------------------------------------------------- proposals
 
 
-def proposals_from_scores(scores: pa.Table, mechanism: str, source: str = "model", model: str | None = None) -> pa.Table:
+def proposals_from_scores(
+    scores: pa.Table, mechanism: str, source: str = "model", model: str | None = None
+) -> pa.Table:
     """The `proposals` contract from scorer rows, the slate ranking the four actions by probability
     (ties to the lower action; autheval/proposals/slates.py). The MedGemma readout instead ranks by its locked class
     scores (models/readout.py). `model` is named if they break a proposals rule."""
-    p = np.column_stack([scores.column(f"p_{level}").to_numpy() for level in RISK_LEVELS]) if scores.num_rows else \
-        np.zeros((0, len(RISK_LEVELS)))
+    p = (
+        np.column_stack([scores.column(f"p_{level}").to_numpy() for level in RISK_LEVELS])
+        if scores.num_rows
+        else np.zeros((0, len(RISK_LEVELS)))
+    )
     return proposals_table(mechanism, scores.column("image_id").to_pylist(), ranked_slates(p), p, source, model)
 
 
 def continuation_loglik(scores: pa.Table) -> pa.Table:
     """Scorer rows in long form: one row per (image, continuation) with its mean token log-likelihood."""
     n = scores.num_rows
-    return pa.table({
-        "model": [m for m in scores.column("model").to_pylist() for _ in RISK_LEVELS],
-        "image_id": [i for i in scores.column("image_id").to_pylist() for _ in RISK_LEVELS],
-        "level": list(RISK_LEVELS) * n,
-        "continuation": [CONTINUATIONS[level].lstrip(" ") for level in RISK_LEVELS] * n,
-        "loglik_mean": [x for row in zip(*(scores.column(f"ll_{lv}").to_pylist() for lv in RISK_LEVELS)) for x in row],
-    })
+    return pa.table(
+        {
+            "model": [m for m in scores.column("model").to_pylist() for _ in RISK_LEVELS],
+            "image_id": [i for i in scores.column("image_id").to_pylist() for _ in RISK_LEVELS],
+            "level": list(RISK_LEVELS) * n,
+            "continuation": [CONTINUATIONS[level].lstrip(" ") for level in RISK_LEVELS] * n,
+            "loglik_mean": [
+                x for row in zip(*(scores.column(f"ll_{lv}").to_pylist() for lv in RISK_LEVELS)) for x in row
+            ],
+        }
+    )

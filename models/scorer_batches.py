@@ -31,9 +31,14 @@ def encode_prompts(processor, images: list, prompts: list[str]) -> dict:
     """Chat template + processor for a batch, right-padded (real prompt tokens first in every row)."""
     processor.tokenizer.padding_side = "right"
     conversations = [chat_messages(image, text) for image, text in zip(images, prompts)]
-    return processor.apply_chat_template(conversations, add_generation_prompt=True, tokenize=True,
-                                         return_dict=True, return_tensors="pt",
-                                         processor_kwargs={"padding": True})
+    return processor.apply_chat_template(
+        conversations,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        return_tensors="pt",
+        processor_kwargs={"padding": True},
+    )
 
 
 # ---------------------------------------------------------------- scoring a batch
@@ -44,8 +49,9 @@ def score_batch(model, processor, images: list, prompts: list[str], method: str 
     return score_encoded(model, processor, encode_prompts(processor, images, prompts), method)
 
 
-def score_encoded(model, processor, encoded: dict, method: str = "shared_prefix",
-                  tokens: tuple[list[list[int]], int] | None = None) -> np.ndarray:
+def score_encoded(
+    model, processor, encoded: dict, method: str = "shared_prefix", tokens: tuple[list[list[int]], int] | None = None
+) -> np.ndarray:
     """score_batch after the processor: the part that runs on the accelerator. `tokens` = (continuation
     ids, pad id) when the caller has them (then the tokenizer is not touched here)."""
     import torch
@@ -64,8 +70,10 @@ def prepare_batch(processor, rows: list[dict]) -> dict:
     `image_path` (or an in-memory `image`), the public metadata and optionally the `prompt_id` of a
     declared prompt variant (default: the spec prompt)."""
     pictures = [row["image"] if "image" in row else open_rgb(row["image_path"]) for row in rows]
-    prompts = [risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site"), row.get("prompt_id", PROMPT_ID))
-               for row in rows]
+    prompts = [
+        risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site"), row.get("prompt_id", PROMPT_ID))
+        for row in rows
+    ]
     return encode_prompts(processor, pictures, prompts)
 
 
@@ -73,7 +81,7 @@ def score_rows(model, processor, rows: list[dict], batch_size: int, method: str 
     """Yield (batch rows, (B, 4) log-likelihoods) batch by batch. The next batch is decoded and
     preprocessed in a background thread while the current one runs on the model, so image decoding
     and resizing (about 10 ms per image at 896 px) do not leave the GPU idle."""
-    batches = [rows[begin: begin + batch_size] for begin in range(0, len(rows), batch_size)]
+    batches = [rows[begin : begin + batch_size] for begin in range(0, len(rows), batch_size)]
     if not batches:
         return
     # read here, once, so that only the prefetch thread uses the (not thread-safe) fast tokenizer
@@ -114,7 +122,7 @@ def naive_continuation_loglik(model, processor, image, prompt: str) -> np.ndarra
         if "pixel_values" in encoded:
             forward["pixel_values"] = encoded["pixel_values"]
         with torch.inference_mode():
-            logits = model(**forward, use_cache=False).logits[0, length - 1: length - 1 + len(ids)].double()
+            logits = model(**forward, use_cache=False).logits[0, length - 1 : length - 1 + len(ids)].double()
         out.append(float(torch.log_softmax(logits, dim=-1)[torch.arange(len(ids)), cont[0]].mean()))
     return np.array(out)
 
@@ -133,6 +141,10 @@ def open_rgb(path: str):
             gray = (np.asarray(image).astype(np.uint16) >> 8).astype(np.uint8)
             return Image.fromarray(gray).convert("RGB")
         if image.mode in ("I", "F"):
-            raise RecordError(str(path), None, f"32-bit pixels (mode {image.mode}) have no declared range; "
-                              "save the image with 8 or 16 bits per channel")
+            raise RecordError(
+                str(path),
+                None,
+                f"32-bit pixels (mode {image.mode}) have no declared range; "
+                "save the image with 8 or 16 bits per channel",
+            )
         return image.convert("RGB")

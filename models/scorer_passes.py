@@ -16,8 +16,9 @@ def model_inputs(model, encoded: dict) -> dict:
     return inputs
 
 
-def score_shared_prefix(model, encoded: dict, cont_ids: list[list[int]], pad_id: int,
-                        row_cont_ids: list[list[list[int]]] | None = None) -> np.ndarray:
+def score_shared_prefix(
+    model, encoded: dict, cont_ids: list[list[int]], pad_id: int, row_cont_ids: list[list[list[int]]] | None = None
+) -> np.ndarray:
     """The prompt pass runs left-padded (every prompt ends at the last position, positions counted from
     each row's first real token), so a row's distance from any key is its real distance: a sliding-window
     layer (Gemma3) then masks and keeps the right keys for every row. Right-padded, a row shorter than
@@ -33,27 +34,28 @@ def score_shared_prefix(model, encoded: dict, cont_ids: list[list[int]], pad_id:
     rows = row_cont_ids if row_cont_ids is not None else [cont_ids] * batch
     n_cont = len(rows[0])
     if len(rows) != batch or any(len(row) != n_cont for row in rows):
-        raise ValueError(f"every row of a batch needs the same number of continuations ({n_cont}) and every "
-                         f"row its own ({len(rows)} lists for {batch} rows)")
+        raise ValueError(
+            f"every row of a batch needs the same number of continuations ({n_cont}) and every "
+            f"row its own ({len(rows)} lists for {batch} rows)"
+        )
     prompt_len = mask.sum(dim=1)
     prompt_positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     prefix = model(**inputs, position_ids=prompt_positions, use_cache=True, logits_to_keep=1)
-    first_logits = prefix.logits[:, -1]                             # (B, V): every prompt ends at the last position
+    first_logits = prefix.logits[:, -1]  # (B, V): every prompt ends at the last position
     cache = prefix.cache
-    cache.batch_repeat_interleave(n_cont)                           # row b*n+j continues image b
+    cache.batch_repeat_interleave(n_cont)  # row b*n+j continues image b
 
-    flat = [ids for row in rows for ids in row]                     # (nB, M), row b*n+j = row b's continuation j
+    flat = [ids for row in rows for ids in row]  # (nB, M), row b*n+j = row b's continuation j
     width = max(len(ids) for ids in flat)
     cont = torch.tensor([ids + [pad_id] * (width - len(ids)) for ids in flat], dtype=torch.long, device=mask.device)
-    cont_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in flat], dtype=mask.dtype,
-                             device=mask.device)
+    cont_mask = torch.tensor(
+        [[1] * len(ids) + [0] * (width - len(ids)) for ids in flat], dtype=mask.dtype, device=mask.device
+    )
     attention = torch.cat([mask.repeat_interleave(n_cont, dim=0), cont_mask], dim=1)
     positions = prompt_len.repeat_interleave(n_cont).unsqueeze(1) + torch.arange(width, device=mask.device)
-    logits = model(input_ids=cont, attention_mask=attention, position_ids=positions, cache=cache,
-                   use_cache=True).logits
+    logits = model(input_ids=cont, attention_mask=attention, position_ids=positions, cache=cache, use_cache=True).logits
     # token 0 is predicted by the last prompt position, token t >= 1 by continuation position t-1
-    step_logits = torch.cat([first_logits.repeat_interleave(n_cont, dim=0).unsqueeze(1), logits[:, : width - 1]],
-                            dim=1)
+    step_logits = torch.cat([first_logits.repeat_interleave(n_cont, dim=0).unsqueeze(1), logits[:, : width - 1]], dim=1)
     logprobs = _token_logprobs(step_logits, cont)
     return _masked_mean(logprobs, cont_mask).view(batch, n_cont).cpu().numpy()
 
@@ -66,12 +68,15 @@ def _left_padded(inputs: dict) -> dict:
     width = mask.shape[1]
     shift = width - mask.sum(dim=1, keepdim=True)
     index = (torch.arange(width, device=mask.device).unsqueeze(0) - shift) % width
-    return {k: torch.gather(v, 1, index) if k in ("input_ids", "attention_mask", "token_type_ids") else v
-            for k, v in inputs.items()}
+    return {
+        k: torch.gather(v, 1, index) if k in ("input_ids", "attention_mask", "token_type_ids") else v
+        for k, v in inputs.items()
+    }
 
 
-def score_padded_rows(model, encoded: dict, cont_ids: list[list[int]], pad_id: int,
-                       all_logits: bool = False) -> np.ndarray:
+def score_padded_rows(
+    model, encoded: dict, cont_ids: list[list[int]], pad_id: int, all_logits: bool = False
+) -> np.ndarray:
     """The reference's rows (prompt_b + continuation_j, right-padded), all images of the batch at once.
     Only the positions that predict a continuation token are projected onto the vocabulary, unless
     `all_logits` (the reference computes every position's logits: the benchmark's baseline does too)."""
@@ -93,13 +98,13 @@ def score_padded_rows(model, encoded: dict, cont_ids: list[list[int]], pad_id: i
         for j, ids in enumerate(cont_ids):
             r = b * n_cont + j
             rows[r, :length] = inputs["input_ids"][b, :length]
-            rows[r, length: length + len(ids)] = torch.tensor(ids, device=mask.device)
+            rows[r, length : length + len(ids)] = torch.tensor(ids, device=mask.device)
             row_mask[r, : length + len(ids)] = 1
             if types is not None:
                 types[r, :length] = inputs["token_type_ids"][b, :length]
             # logits at P-1 .. P-2+m predict the continuation tokens
-            targets[r, length - 1: length - 1 + len(ids)] = torch.tensor(ids, device=mask.device)
-            target_mask[r, length - 1: length - 1 + len(ids)] = 1
+            targets[r, length - 1 : length - 1 + len(ids)] = torch.tensor(ids, device=mask.device)
+            target_mask[r, length - 1 : length - 1 + len(ids)] = 1
     forward = {"input_ids": rows, "attention_mask": row_mask}
     if types is not None:
         forward["token_type_ids"] = types
@@ -107,8 +112,8 @@ def score_padded_rows(model, encoded: dict, cont_ids: list[list[int]], pad_id: i
         forward["pixel_values"] = inputs["pixel_values"].repeat_interleave(n_cont, dim=0)
     keep = width if all_logits else width - (min(prompt_len) - 1)
     logits = model(**forward, use_cache=False, logits_to_keep=keep).logits
-    logprobs = _token_logprobs(logits, targets[:, width - keep:])
-    return _masked_mean(logprobs, target_mask[:, width - keep:]).view(batch, n_cont).cpu().numpy()
+    logprobs = _token_logprobs(logits, targets[:, width - keep :])
+    return _masked_mean(logprobs, target_mask[:, width - keep :]).view(batch, n_cont).cpu().numpy()
 
 
 def _token_logprobs(logits, tokens):

@@ -17,8 +17,7 @@ import torch
 from models.prompts import CONTINUATIONS, PROMPT_TEMPLATE
 
 GEMMA3_SPECIALS = {"pad_token": "<pad>", "eos_token": "<eos>", "bos_token": "<bos>", "unk_token": "<unk>"}
-GEMMA3_EXTRA = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
-                "image_token": "<image_soft_token>"}
+GEMMA3_EXTRA = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
 TURN_TOKENS = ["<start_of_turn>", "<end_of_turn>"]
 
 # Gemma3's chat template reduced to what the study sends: optional system turn, [image, text] user turns.
@@ -50,9 +49,9 @@ LLAVA_CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ 'ASSISTANT:' }}{%- endif -%}"
 )
 
-IMAGE_SIZE = 32   # pixels; patch 8 -> 16 patches
+IMAGE_SIZE = 32  # pixels; patch 8 -> 16 patches
 PATCH_SIZE = 8
-MM_TOKENS = 4     # Gemma3 pools the 4x4 patches to 2x2 soft tokens
+MM_TOKENS = 4  # Gemma3 pools the 4x4 patches to 2x2 soft tokens
 # Wider than the usual 0.02, so random logits are far from uniform and the four continuations get
 # clearly different likelihoods (a scoring bug then shows as a large difference, not one in the 7th digit).
 INIT_RANGE = 0.5
@@ -60,13 +59,17 @@ INIT_RANGE = 0.5
 
 def tokenizer_corpus() -> list[str]:
     """Text the tiny BPE learns its merges from: the prompt, continuations and typical metadata."""
-    metadata = ["age=55.0, sex=female, anatomic_site=anterior torso", "age=nan, sex=male, anatomic_site=nan",
-                "lower extremity upper extremity head/neck palms/soles oral/genital lateral torso posterior"]
+    metadata = [
+        "age=55.0, sex=female, anatomic_site=anterior torso",
+        "age=nan, sex=male, anatomic_site=nan",
+        "lower extremity upper extremity head/neck palms/soles oral/genital lateral torso posterior",
+    ]
     return [PROMPT_TEMPLATE, *CONTINUATIONS.values(), *metadata, "user model USER: ASSISTANT:"]
 
 
-def build_tokenizer(special_tokens: dict, extra_tokens: dict | None = None, plain_extra: list | None = None,
-                    vocab_size: int = 1024):
+def build_tokenizer(
+    special_tokens: dict, extra_tokens: dict | None = None, plain_extra: list | None = None, vocab_size: int = 1024
+):
     """A byte-level BPE tokenizer trained on `tokenizer_corpus()`, with the given special tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -75,11 +78,16 @@ def build_tokenizer(special_tokens: dict, extra_tokens: dict | None = None, plai
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     bpe.train_from_iterator(tokenizer_corpus(), trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, extra_special_tokens=extra_tokens or {},
-                                   model_max_length=4096, **special_tokens)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe, extra_special_tokens=extra_tokens or {}, model_max_length=4096, **special_tokens
+    )
 
 
 def _seeded(seed: int):
@@ -88,37 +96,71 @@ def _seeded(seed: int):
 
 
 def _write_manifest(out: Path, kind: str, model_class: str, seed: int) -> None:
-    (out / "tiny_model.json").write_text(json.dumps(
-        {"kind": kind, "model_class": model_class, "seed": seed, "random_weights": True}, indent=1) + "\n")
+    (out / "tiny_model.json").write_text(
+        json.dumps({"kind": kind, "model_class": model_class, "seed": seed, "random_weights": True}, indent=1) + "\n"
+    )
 
 
 def build_tiny_gemma3(out_dir: str | Path, seed: int = 0) -> Path:
     """Gemma3ForConditionalGeneration (SigLIP vision + Gemma3 text), 2+2 layers, hidden 32, with
     Gemma3Processor (PIL image processor, 32x32 images, 4 soft tokens per image)."""
-    from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor,
-                              Gemma3TextConfig, SiglipVisionConfig)
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3Processor,
+        Gemma3TextConfig,
+        SiglipVisionConfig,
+    )
     from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 
     out = Path(out_dir)
     tokenizer = build_tokenizer(GEMMA3_SPECIALS, GEMMA3_EXTRA, TURN_TOKENS)
     ids = tokenizer.convert_tokens_to_ids
     text = Gemma3TextConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16,
-        sliding_window=512, layer_types=["sliding_attention", "full_attention"], max_position_embeddings=1024,
-        pad_token_id=ids("<pad>"), eos_token_id=ids("<eos>"), bos_token_id=ids("<bos>"),
-        initializer_range=INIT_RANGE)
-    vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                image_size=IMAGE_SIZE, patch_size=PATCH_SIZE)
-    config = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=MM_TOKENS,
-                          boi_token_index=ids("<start_of_image>"), eoi_token_index=ids("<end_of_image>"),
-                          image_token_index=ids("<image_soft_token>"), initializer_range=INIT_RANGE)
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        query_pre_attn_scalar=16,
+        sliding_window=512,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=1024,
+        pad_token_id=ids("<pad>"),
+        eos_token_id=ids("<eos>"),
+        bos_token_id=ids("<bos>"),
+        initializer_range=INIT_RANGE,
+    )
+    vision = SiglipVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH_SIZE,
+    )
+    config = Gemma3Config(
+        text_config=text,
+        vision_config=vision,
+        mm_tokens_per_image=MM_TOKENS,
+        boi_token_index=ids("<start_of_image>"),
+        eoi_token_index=ids("<end_of_image>"),
+        image_token_index=ids("<image_soft_token>"),
+        initializer_range=INIT_RANGE,
+    )
     _seeded(seed)
     model = Gemma3ForConditionalGeneration(config).eval()
-    image_processor = Gemma3ImageProcessorPil(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
-                                              image_mean=[0.5] * 3, image_std=[0.5] * 3)
-    processor = Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer,
-                                chat_template=GEMMA3_CHAT_TEMPLATE, image_seq_length=MM_TOKENS)
+    image_processor = Gemma3ImageProcessorPil(
+        size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}, image_mean=[0.5] * 3, image_std=[0.5] * 3
+    )
+    processor = Gemma3Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        chat_template=GEMMA3_CHAT_TEMPLATE,
+        image_seq_length=MM_TOKENS,
+    )
     model.save_pretrained(out)
     processor.save_pretrained(out)
     _write_manifest(out, "tiny-gemma3", "Gemma3ForConditionalGeneration", seed)
@@ -127,31 +169,58 @@ def build_tiny_gemma3(out_dir: str | Path, seed: int = 0) -> Path:
 
 def build_tiny_llava(out_dir: str | Path, seed: int = 0) -> Path:
     """LlavaForConditionalGeneration (CLIP vision + Llama text), 2+2 layers, with LlavaProcessor."""
-    from transformers import (CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration,
-                              LlavaProcessor)
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
     out = Path(out_dir)
     specials = {"pad_token": "<pad>", "eos_token": "</s>", "bos_token": "<s>", "unk_token": "<unk>"}
     tokenizer = build_tokenizer(specials, {"image_token": "<image>"})
     ids = tokenizer.convert_tokens_to_ids
-    text = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=1024,
-                       pad_token_id=ids("<pad>"), eos_token_id=ids("</s>"), bos_token_id=ids("<s>"),
-                       initializer_range=INIT_RANGE)
-    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                              image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, projection_dim=32)
+    text = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        pad_token_id=ids("<pad>"),
+        eos_token_id=ids("</s>"),
+        bos_token_id=ids("<s>"),
+        initializer_range=INIT_RANGE,
+    )
+    vision = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH_SIZE,
+        projection_dim=32,
+    )
     n_patches = (IMAGE_SIZE // PATCH_SIZE) ** 2
-    config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=ids("<image>"),
-                         image_seq_length=n_patches, vision_feature_layer=-1,
-                         vision_feature_select_strategy="default")
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=ids("<image>"),
+        image_seq_length=n_patches,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
     _seeded(seed)
     model = LlavaForConditionalGeneration(config).eval()
-    image_processor = CLIPImageProcessorPil(size={"shortest_edge": IMAGE_SIZE},
-                                            crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
-    processor = LlavaProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=PATCH_SIZE,
-                               vision_feature_select_strategy="default", chat_template=LLAVA_CHAT_TEMPLATE,
-                               image_token="<image>", num_additional_image_tokens=1)
+    image_processor = CLIPImageProcessorPil(
+        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
+    )
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        vision_feature_select_strategy="default",
+        chat_template=LLAVA_CHAT_TEMPLATE,
+        image_token="<image>",
+        num_additional_image_tokens=1,
+    )
     model.save_pretrained(out)
     processor.save_pretrained(out)
     _write_manifest(out, "tiny-llava", "LlavaForConditionalGeneration", seed)
@@ -164,19 +233,30 @@ def build_tiny_clip_vision(out_dir: str | Path, seed: int = 0) -> Path:
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
     out = Path(out_dir)
-    config = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                              image_size=IMAGE_SIZE, patch_size=PATCH_SIZE, projection_dim=32)
+    config = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH_SIZE,
+        projection_dim=32,
+    )
     _seeded(seed)
     model = CLIPVisionModel(config).eval()
     model.save_pretrained(out)
-    CLIPImageProcessorPil(size={"shortest_edge": IMAGE_SIZE},
-                          crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}).save_pretrained(out)
+    CLIPImageProcessorPil(
+        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
+    ).save_pretrained(out)
     _write_manifest(out, "tiny-clip-vision", "CLIPVisionModel", seed)
     return out
 
 
-BUILDERS = {"tiny-gemma3": build_tiny_gemma3, "tiny-llava": build_tiny_llava,
-            "tiny-clip-vision": build_tiny_clip_vision}
+BUILDERS = {
+    "tiny-gemma3": build_tiny_gemma3,
+    "tiny-llava": build_tiny_llava,
+    "tiny-clip-vision": build_tiny_clip_vision,
+}
 
 
 def ensure_tiny_model(kind: str, root: str | Path, seed: int = 0) -> Path:

@@ -50,8 +50,9 @@ def config_json(config) -> str:
     return config if isinstance(config, str) else json.dumps(config, sort_keys=True, default=str)
 
 
-def facts(step_kind: str, records: list[dict], step_key: str | None = None, chosen=None,
-          skip: tuple[str, ...] = ()) -> list[dict]:
+def facts(
+    step_kind: str, records: list[dict], step_key: str | None = None, chosen=None, skip: tuple[str, ...] = ()
+) -> list[dict]:
     """Each numeric field of each record (but `step_key` and `skip`) as one fact at step
     `record[step_key]`, or at its 1-based position; nested dicts become `outer.inner`. `chosen` is the
     chosen step (True: every record's)."""
@@ -59,8 +60,15 @@ def facts(step_kind: str, records: list[dict], step_key: str | None = None, chos
     for position, record in enumerate(records, 1):
         step = int(record[step_key]) if step_key else position
         for metric, value in _numbers(record, (*skip, step_key)):
-            out.append({"step_kind": step_kind, "step": step, "metric": metric, "value": value,
-                        "chosen": chosen is True or step == chosen})
+            out.append(
+                {
+                    "step_kind": step_kind,
+                    "step": step,
+                    "metric": metric,
+                    "value": value,
+                    "chosen": chosen is True or step == chosen,
+                }
+            )
     return out
 
 
@@ -90,17 +98,28 @@ class TrainingRun:
     seed: int | None
     facts: list[dict] = field(default_factory=list)
 
-    def table(self, mechanism: str | None = None, model: str | None = None,
-              model_revision: str | None = None, software_version: str | None = None) -> pa.Table:
+    def table(
+        self,
+        mechanism: str | None = None,
+        model: str | None = None,
+        model_revision: str | None = None,
+        software_version: str | None = None,
+    ) -> pa.Table:
         """The run's rows of `model_runs`; `model` is the directory name, `model_revision` its content hash."""
         if self.trainer not in TRAINERS:
             raise ValueError(f"unknown trainer {self.trainer!r}; expected one of {TRAINERS}")
         if software_version is None:
             from autheval import __version__ as software_version
-        named = {"trainer": self.trainer, "mechanism": mechanism, "model": model, "model_revision": model_revision,
-                 "data_sha256": self.data_sha256, "config": config_json(self.config),
-                 "seed": None if self.seed is None else int(self.seed),
-                 "software_version": f"autheval {software_version}"}
+        named = {
+            "trainer": self.trainer,
+            "mechanism": mechanism,
+            "model": model,
+            "model_revision": model_revision,
+            "data_sha256": self.data_sha256,
+            "config": config_json(self.config),
+            "seed": None if self.seed is None else int(self.seed),
+            "software_version": f"autheval {software_version}",
+        }
         return pa.Table.from_pylist([{**named, **fact} for fact in self.facts], schema=SCHEMA)
 
 

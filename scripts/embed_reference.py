@@ -16,9 +16,9 @@ import duckdb
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from autheval.reference_data import DATA_DIR, FILES  # noqa: E402
-from autheval.io import file_sha256  # noqa: E402
-from warehouse.atomic import atomic_path, atomic_write_text  # noqa: E402
+from autheval.io import file_sha256
+from autheval.reference_data import DATA_DIR, FILES
+from warehouse.atomic import atomic_path, atomic_write_text
 
 
 def main() -> int:

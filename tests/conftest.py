@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "reference"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from autheval.reference_data import FILES, reference_path  # noqa: E402
+from autheval.reference_data import FILES, reference_path
 
 
 def reference_file(name: str) -> Path:
@@ -42,9 +42,7 @@ def read_csv_rows(path: Path) -> list[dict]:
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "autheval", *args], cwd=cwd or ROOT, capture_output=True, text=True
-    )
+    return subprocess.run([sys.executable, "-m", "autheval", *args], cwd=cwd or ROOT, capture_output=True, text=True)
 
 
 @pytest.fixture

@@ -38,7 +38,8 @@ def _type_checking_block(node: ast.AST) -> bool:
     test = getattr(node, "test", None)
     return isinstance(node, ast.If) and (
         (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
 
 
 def _imported_names(tree: ast.AST, module: str, is_package: bool):
@@ -55,7 +56,7 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool):
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".")
-                base = base[:len(base) - node.level + (1 if is_package else 0)]
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -68,8 +69,9 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         edges = set()
-        for target, submodule in _imported_names(ast.parse(path.read_text(encoding="utf-8")), name,
-                                                 path.name == "__init__.py"):
+        for target, submodule in _imported_names(
+            ast.parse(path.read_text(encoding="utf-8")), name, path.name == "__init__.py"
+        ):
             if submodule in modules:
                 edges.add(submodule)
             elif target in modules:
@@ -84,8 +86,9 @@ def external_imports(modules: dict[str, Path]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        found[name] = {target.split(".")[0] for target, _ in _imported_names(tree, name, path.name == "__init__.py")
-                       if target}
+        found[name] = {
+            target.split(".")[0] for target, _ in _imported_names(tree, name, path.name == "__init__.py") if target
+        }
     return found
 
 
@@ -159,8 +162,12 @@ def floor_of(module: str) -> int:
 
 def upward_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     """Every import of a module on a higher floor than the importer's."""
-    return sorted((source, target) for source, targets in graph.items() for target in targets
-                  if floor_of(target) > floor_of(source))
+    return sorted(
+        (source, target)
+        for source, targets in graph.items()
+        for target in targets
+        if floor_of(target) > floor_of(source)
+    )
 
 
 def code_lines(path: Path) -> int:

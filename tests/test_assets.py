@@ -7,7 +7,6 @@ pool limit lives in the definitions."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -15,6 +14,7 @@ import yaml
 from dagster import DagsterInstance, EnvVar, build_resources, materialize
 from PIL import Image
 
+from assets.resources import LAKE_ENV, SOURCE_ENV, SourceResource
 from dagster_project.definitions import (
     CATALOG_POOL,
     INSTANCE_SETTINGS,
@@ -25,7 +25,6 @@ from dagster_project.definitions import (
     study_assets,
 )
 from dagster_project.demo import QUIET, RAW_STAGES, run_stages
-from assets.resources import LAKE_ENV, SOURCE_ENV, SourceResource
 from tests.conftest import ROOT
 from warehouse.catalog import query
 from warehouse.lake import DEFAULT_LAKE, Lake
@@ -85,7 +84,9 @@ def test_the_lake_reports_what_the_library_reports(spoiled_cohort, raw_lake):
     formats = {(r["image_id"], r["format"]) for r in lake.read("image_hashes").to_pylist()}
     assert (png, "PNG") in formats and {f for _, f in formats} == {"JPEG", "PNG"}
     # the report reuses the duplicates found once; it equals a second search with the splits
-    again = find_duplicates(library["image_hashes"], AUTHEVAL_RULES, splits=library["clusters"].select(["image_id", "split"]))
+    again = find_duplicates(
+        library["image_hashes"], AUTHEVAL_RULES, splits=library["clusters"].select(["image_id", "split"])
+    )
     assert plain(lake.read("duplicate_report")).equals(again)
 
 
@@ -97,8 +98,13 @@ def test_duplicate_report_does_not_search_again(raw_lake, monkeypatch):
         raise AssertionError("duplicate_report searched for near duplicates again")
 
     monkeypatch.setattr("autheval.raw.duplicates.near_pairs", no_search)
-    result = materialize(study_assets(), selection=["duplicate_report"], resources=build_definitions(str(root), source).resources,
-                         instance=DagsterInstance.ephemeral(), run_config=QUIET)
+    result = materialize(
+        study_assets(),
+        selection=["duplicate_report"],
+        resources=build_definitions(str(root), source).resources,
+        instance=DagsterInstance.ephemeral(),
+        run_config=QUIET,
+    )
     assert result.success
     assert Lake(root).read("duplicate_report").equals(before)
 
@@ -113,10 +119,16 @@ def test_skipped_checks_are_not_counted_as_passed(raw_lake):
 def test_every_table_carries_row_count_and_column_schema(raw_lake):
     root, source, _ = raw_lake
     ingest = ["input_files", "image_hashes", "hash_failures", "images", "ingest_report"]  # one step, all or none
-    result = materialize(study_assets(), selection=[*ingest, "duplicates", "duplicate_removals"],
-                         resources=build_definitions(str(root), source).resources,
-                         instance=DagsterInstance.ephemeral(), run_config=QUIET)
-    events = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
+    result = materialize(
+        study_assets(),
+        selection=[*ingest, "duplicates", "duplicate_removals"],
+        resources=build_definitions(str(root), source).resources,
+        instance=DagsterInstance.ephemeral(),
+        run_config=QUIET,
+    )
+    events = {
+        e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()
+    }
     assert set(events) == {"input_files", "image_hashes", "hash_failures", "images", "ingest_report", "duplicates",
                            "duplicate_removals"}  # fmt: skip
     lake = Lake(root)
@@ -130,7 +142,9 @@ def test_every_table_carries_row_count_and_column_schema(raw_lake):
 
 def test_side_tables_are_assets_with_lineage():
     graph = build_definitions("/nonexistent-lake").resolve_asset_graph()
-    parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
+    parents = {
+        k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()
+    }
     assert parents["input_files"] == set()
     assert {"input_files"} <= parents["hash_failures"]
     assert {"input_files", "hash_failures"} <= parents["images"]
@@ -142,6 +156,7 @@ def test_side_tables_are_assets_with_lineage():
 
 # -- blocking checks: a small two-mechanism study written straight into a lake as `records` -----------
 
+
 def mechanism_records() -> pa.Table:
     rows = []
     for arm, shift in (("LLaVA-Med head", 0), ("CLIP probe", 1)):
@@ -149,10 +164,22 @@ def mechanism_records() -> pa.Table:
             head, sel = f"a{(i + shift) % 4}", f"a{(i + shift) % 4 if i % 3 else (i + shift + 1) % 4}"
             u_sel = -0.25 * ((i * 7 + shift) % 5)
             u_head = u_sel if head == sel else u_sel - 0.5 - 0.1 * (i % 4)
-            rows.append(dict(analysis=arm, study="mechanisms", mechanism=arm, regime="capacity_ceiling",
-                             case_id=f"img{i:03d}", cluster_id=f"c{i // 2:02d}", proposed_action=head,
-                             executed_action=sel, utility_executed_local=u_sel, utility_proposed_local=u_head,
-                             utility_proposed_global=-1.0 * (i % 3), record_level="full_counterfactual"))
+            rows.append(
+                dict(
+                    analysis=arm,
+                    study="mechanisms",
+                    mechanism=arm,
+                    regime="capacity_ceiling",
+                    case_id=f"img{i:03d}",
+                    cluster_id=f"c{i // 2:02d}",
+                    proposed_action=head,
+                    executed_action=sel,
+                    utility_executed_local=u_sel,
+                    utility_proposed_local=u_head,
+                    utility_proposed_global=-1.0 * (i % 3),
+                    record_level="full_counterfactual",
+                )
+            )
     return pa.Table.from_pylist(rows)
 
 
@@ -167,8 +194,14 @@ PUBLISH = ["estimates", "contrasts", "intervals", "study_summary", "report", "ca
 
 
 def publish(lake: Lake):
-    return materialize(study_assets(), selection=PUBLISH, resources=build_definitions(str(lake.root)).resources,
-                       instance=DagsterInstance.ephemeral(), run_config=QUIET, raise_on_error=False)
+    return materialize(
+        study_assets(),
+        selection=PUBLISH,
+        resources=build_definitions(str(lake.root)).resources,
+        instance=DagsterInstance.ephemeral(),
+        run_config=QUIET,
+        raise_on_error=False,
+    )
 
 
 def test_published_numbers_are_reported_when_the_checks_pass(records_lake):
@@ -181,8 +214,13 @@ def test_published_numbers_are_reported_when_the_checks_pass(records_lake):
     # no reference analysis here: the published-summary check did not run and is not reported as passed
 
 
-@pytest.mark.parametrize("check_sql, broken", [("estimates/check_estimates_identity", {"max_residual": 0.5}),
-                                               ("estimates/check_estimates_supported", {"violations": 3})])
+@pytest.mark.parametrize(
+    "check_sql, broken",
+    [
+        ("estimates/check_estimates_identity", {"max_residual": 0.5}),
+        ("estimates/check_estimates_supported", {"violations": 3}),
+    ],
+)
 def test_a_failed_blocking_check_stops_report_and_catalog(records_lake, monkeypatch, check_sql, broken):
     import assets.estimates
 
@@ -211,14 +249,25 @@ def test_the_demo_stops_at_a_failed_blocking_check_and_tallies_skipped_checks(re
 
     checks = run_stages(records_lake.root, stages=("estimates", "reports"), out=lambda line: None)
     served = records_lake.snapshot()
-    assert checks == {"estimates_gap_identity": True, "estimates_supported_by_record_level": True,
-                      "monitor_has_no_alerts": True}  # the recurring step: nothing landed, nothing alerts
+    assert checks == {
+        "estimates_gap_identity": True,
+        "estimates_supported_by_record_level": True,
+        "monitor_has_no_alerts": True,
+    }  # the recurring step: nothing landed, nothing alerts
     assert checks.skipped == ["estimates_match_published_summary"]  # no reference analysis: not run, not passed
     (records_lake.root / "reports" / "report.md").unlink()
     real = assets.estimates.check_row
-    monkeypatch.setattr(assets.estimates, "check_row", lambda lake, name, *a, **k: {
-        **real(lake, name, *a, **k), **({"max_residual": 0.5} if name == "estimates/check_estimates_identity" else {})})
-    with pytest.raises(BlockingCheckFailed, match="stage estimates stopped: blocking asset check failed: estimates_gap_identity"):
+    monkeypatch.setattr(
+        assets.estimates,
+        "check_row",
+        lambda lake, name, *a, **k: {
+            **real(lake, name, *a, **k),
+            **({"max_residual": 0.5} if name == "estimates/check_estimates_identity" else {}),
+        },
+    )
+    with pytest.raises(
+        BlockingCheckFailed, match="stage estimates stopped: blocking asset check failed: estimates_gap_identity"
+    ):
         run_stages(records_lake.root, stages=("estimates", "reports"), out=lambda line: None)
     assert not (records_lake.root / "reports" / "report.md").exists()
     assert records_lake.snapshot() == served  # the stopped demo committed nothing
@@ -230,14 +279,18 @@ def test_estimates_and_trend_share_one_grouping_function():
 
     con = connect()
     con.register("records", mechanism_records())
-    sets = recordsets_by(con, "records", "records/records_of_analysis", [(a, {"analysis": a}) for a in ("CLIP probe", "LLaVA-Med head")])
+    sets = recordsets_by(
+        con, "records", "records/records_of_analysis", [(a, {"analysis": a}) for a in ("CLIP probe", "LLaVA-Med head")]
+    )
     assert [(s.analysis, s.source, s.n_cases, s.level) for s in sets] == [
         ("CLIP probe", "lake:records/CLIP probe", 24, "full_counterfactual"),
-        ("LLaVA-Med head", "lake:records/LLaVA-Med head", 24, "full_counterfactual")]
+        ("LLaVA-Med head", "lake:records/LLaVA-Med head", 24, "full_counterfactual"),
+    ]
     assert sets[0].data_sha256 != sets[1].data_sha256
 
 
 # -- resources and instance settings ------------------------------------------------------------------
+
 
 def test_resources_follow_the_environment_through_envvar(tmp_path, monkeypatch):
     monkeypatch.setenv(LAKE_ENV, str(tmp_path / "first"))
@@ -256,7 +309,9 @@ def test_resources_follow_the_environment_through_envvar(tmp_path, monkeypatch):
 
 
 def test_the_catalog_pool_limit_lives_in_the_definitions():
-    catalog = next(a for a in study_assets() if getattr(a, "keys", None) and "catalog" in {k.to_user_string() for k in a.keys})
+    catalog = next(
+        a for a in study_assets() if getattr(a, "keys", None) and "catalog" in {k.to_user_string() for k in a.keys}
+    )
     assert catalog.op.pool == CATALOG_POOL
     assert POOL_LIMITS == {CATALOG_POOL: 1}
     instance = project_instance()

@@ -13,14 +13,28 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from autheval.estimation.benchmark import (RESULTS_SCHEMA, accuracy_table, benchmark_items, fairness_table, read_benchmark)
 from autheval.errors import RecordError
+from autheval.estimation.benchmark import (
+    RESULTS_SCHEMA,
+    accuracy_table,
+    benchmark_items,
+    fairness_table,
+    read_benchmark,
+)
 from autheval.estimation.provenance import PROVENANCE
 from tests.conftest import run_cli
 
 HEADER = ("item_id", "image_id", "question", "options", "answer", "axis", "task", "group")
-GOOD = {"item_id": "q1", "image_id": "ISIC_1", "question": "Which?", "options": '["melanoma", "nevus"]',
-        "answer": "nevus", "axis": "Diagnosis", "task": "dx", "group": "tone=light"}
+GOOD = {
+    "item_id": "q1",
+    "image_id": "ISIC_1",
+    "question": "Which?",
+    "options": '["melanoma", "nevus"]',
+    "answer": "nevus",
+    "axis": "Diagnosis",
+    "task": "dx",
+    "group": "tone=light",
+}
 
 
 def write_rows(path, rows, header=HEADER):
@@ -35,8 +49,11 @@ def write_rows(path, rows, header=HEADER):
 
 
 def test_a_good_file_reads_with_options_and_answer_index(tmp_path):
-    rows = [GOOD, {**GOOD, "item_id": "q2", "options": "a | b | c", "answer": "C", "group": ""},
-            {**GOOD, "item_id": "q3", "options": "[\"A\", \"B\"]", "answer": "B"}]
+    rows = [
+        GOOD,
+        {**GOOD, "item_id": "q2", "options": "a | b | c", "answer": "C", "group": ""},
+        {**GOOD, "item_id": "q3", "options": '["A", "B"]', "answer": "B"},
+    ]
     table = read_benchmark(write_rows(tmp_path / "b.csv", rows))
     assert table.column("options").to_pylist() == [["melanoma", "nevus"], ["a", "b", "c"], ["A", "B"]]
     assert table.column("answer_index").to_pylist() == [1, 2, 1]  # text first, then a letter; "B" is option B's text
@@ -47,8 +64,15 @@ def test_a_parquet_file_with_a_list_of_options_reads_the_same(tmp_path):
     import pyarrow.parquet as pq
 
     path = tmp_path / "b.parquet"
-    pq.write_table(pa.table({**{k: [v] for k, v in GOOD.items() if k != "options"},
-                             "options": pa.array([["melanoma", "nevus"]], pa.list_(pa.string()))}), path)
+    pq.write_table(
+        pa.table(
+            {
+                **{k: [v] for k, v in GOOD.items() if k != "options"},
+                "options": pa.array([["melanoma", "nevus"]], pa.list_(pa.string())),
+            }
+        ),
+        path,
+    )
     table = read_benchmark(path)
     assert table.column("options").to_pylist() == [["melanoma", "nevus"]]
     assert table.column("answer_index").to_pylist() == [1]
@@ -93,8 +117,13 @@ def test_file_level_rules(tmp_path):
     with pytest.raises(RecordError, match="column 'image_id': required column is missing"):
         read_benchmark(write_rows(tmp_path / "no_image.csv", [GOOD], [h for h in HEADER if h != "image_id"]))
     with pytest.raises(RecordError, match="unknown column; did you mean 'question'"):
-        read_benchmark(write_rows(tmp_path / "typo.csv", [{**GOOD, "questoin": "x"}],
-                                  [*[h for h in HEADER if h != "question"], "questoin"]))
+        read_benchmark(
+            write_rows(
+                tmp_path / "typo.csv",
+                [{**GOOD, "questoin": "x"}],
+                [*[h for h in HEADER if h != "question"], "questoin"],
+            )
+        )
     with pytest.raises(RecordError, match="no benchmark items"):
         read_benchmark(write_rows(tmp_path / "empty.csv", []))
     rows = [{**GOOD, "image_id": "", "image_path": "missing.jpg"}]
@@ -110,7 +139,8 @@ def test_an_image_id_the_lake_does_not_know_is_refused(tmp_path):
         benchmark_items(items, images, clusters, "b.csv")
     placed = benchmark_items(items.slice(0, 1), images, clusters, "b.csv")
     assert placed.select(["image_path", "cluster_id", "cluster_source", "lake_group"]).to_pylist() == [
-        {"image_path": "/x/ISIC_1.jpg", "cluster_id": "cluster:a", "cluster_source": "lake", "lake_group": None}]
+        {"image_path": "/x/ISIC_1.jpg", "cluster_id": "cluster:a", "cluster_source": "lake", "lake_group": None}
+    ]
     images = images.append_column("sex", pa.array(["female"])).append_column("ita_category", pa.array(["tan"]))
     placed = benchmark_items(items.slice(0, 1), images, clusters, "b.csv")  # the lake's groupings, where recorded
     assert placed.column("lake_group").to_pylist() == ["images.sex=female;images.ita_category=tan"]
@@ -118,8 +148,9 @@ def test_an_image_id_the_lake_does_not_know_is_refused(tmp_path):
 
 def test_demo_refuses_a_bad_benchmark_before_anything_runs(tmp_path):
     path = write_rows(tmp_path / "b.csv", [{**GOOD, "answer": "nope"}])
-    result = run_cli("demo", "--source", "synthetic", "--benchmark", str(path), "--lake", str(tmp_path / "lake"),
-                     "--no-models")
+    result = run_cli(
+        "demo", "--source", "synthetic", "--benchmark", str(path), "--lake", str(tmp_path / "lake"), "--no-models"
+    )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "column 'answer'" in lines[0] and "row 1" in lines[0], result.stderr
@@ -141,13 +172,26 @@ def hand_results() -> pa.Table:
         for c, size in enumerate(sizes):
             for _ in range(size):
                 task = "rare" if c in (4, 8) else ("t1" if item % 2 else "t2")
-                rows.append({"mechanism": mechanism, "model": f"model-{mechanism}", "model_revision": "r",
-                             "item_id": f"i{item}", "cluster_id": f"cluster:{c:02d}",
-                             "axis": "A" if task == "t1" else "B", "task": task,
-                             "group": f"tone={'xy'[c % 2]}", "lake_group": f"images.sex={'fm'[item % 2]}",
-                             "input_sha256": "h",
-                             "options": ["a", "b"], "loglik": [0.0, 0.0], "prob": [0.5, 0.5], "choice": 0,
-                             "answer_index": 0, "correct": bool(rng.random() < (0.7 if mechanism == "m1" else 0.4))})
+                rows.append(
+                    {
+                        "mechanism": mechanism,
+                        "model": f"model-{mechanism}",
+                        "model_revision": "r",
+                        "item_id": f"i{item}",
+                        "cluster_id": f"cluster:{c:02d}",
+                        "axis": "A" if task == "t1" else "B",
+                        "task": task,
+                        "group": f"tone={'xy'[c % 2]}",
+                        "lake_group": f"images.sex={'fm'[item % 2]}",
+                        "input_sha256": "h",
+                        "options": ["a", "b"],
+                        "loglik": [0.0, 0.0],
+                        "prob": [0.5, 0.5],
+                        "choice": 0,
+                        "answer_index": 0,
+                        "correct": bool(rng.random() < (0.7 if mechanism == "m1" else 0.4)),
+                    }
+                )
                 item += 1
     return pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA)
 
@@ -180,15 +224,21 @@ def test_accuracy_and_interval_equal_a_plain_numpy_bootstrap():
     table = accuracy_table(results, reps, seed).to_pylist()
     scopes = {(r["mechanism"], r["scope"], r["axis"], r["task"]): r for r in table}
     assert len(scopes) == 2 * (1 + 2 + 3)
-    cases = [("all", None, None, lambda r: True), ("axis", "B", None, lambda r: r["axis"] == "B"),
-             ("task", "B", "rare", lambda r: r["task"] == "rare"), ("task", "A", "t1", lambda r: r["task"] == "t1")]
+    cases = [
+        ("all", None, None, lambda r: True),
+        ("axis", "B", None, lambda r: r["axis"] == "B"),
+        ("task", "B", "rare", lambda r: r["task"] == "rare"),
+        ("task", "A", "t1", lambda r: r["task"] == "t1"),
+    ]
     undefined = 0
     for mechanism in ("m1", "m2"):
         for scope, axis, task, keep in cases:
             row = scopes[(mechanism, scope, axis, task)]
             accuracy, lower, upper, n_undefined = numpy_bootstrap(results, mechanism, keep, seed, reps)
             assert row["accuracy"] == pytest.approx(accuracy, abs=1e-12)
-            assert row["ci_lower"] == pytest.approx(lower, abs=1e-12) and row["ci_upper"] == pytest.approx(upper, abs=1e-12)
+            assert row["ci_lower"] == pytest.approx(lower, abs=1e-12) and row["ci_upper"] == pytest.approx(
+                upper, abs=1e-12
+            )
             assert row["reps_undefined"] == n_undefined and row["reps"] == reps
             undefined += n_undefined
     assert undefined > 0  # the rare task's undefined replicates were met and dropped
@@ -229,10 +279,18 @@ def test_synthetic_benchmark_same_bytes_for_the_same_seed(tmp_path):
     assert data == (second.root / "benchmark.csv").read_bytes()
     assert data != (other.root / "benchmark.csv").read_bytes()
     items = read_benchmark(first.root / "benchmark.csv")  # the user's format: it passes every rule
-    assert set(items.column("task").to_pylist()) == {"diagnosis_4way_mcq", "diagnosis_8way_mcq", "risk_level_mcq",
-                                                    "border_mcq", "shape_mcq", "hair_mcq"}
-    sizes = {t: {len(o) for o, tt in zip(items.column("options").to_pylist(), items.column("task").to_pylist()) if tt == t}
-             for t in ("diagnosis_4way_mcq", "diagnosis_8way_mcq", "risk_level_mcq")}
+    assert set(items.column("task").to_pylist()) == {
+        "diagnosis_4way_mcq",
+        "diagnosis_8way_mcq",
+        "risk_level_mcq",
+        "border_mcq",
+        "shape_mcq",
+        "hair_mcq",
+    }
+    sizes = {
+        t: {len(o) for o, tt in zip(items.column("options").to_pylist(), items.column("task").to_pylist()) if tt == t}
+        for t in ("diagnosis_4way_mcq", "diagnosis_8way_mcq", "risk_level_mcq")
+    }
     assert sizes == {"diagnosis_4way_mcq": {4}, "diagnosis_8way_mcq": {8}, "risk_level_mcq": {4}}
     labels = {r["image"]: r for r in csv.DictReader(open(first.labels))}
     for row in items.to_pylist():  # the diagnosis items' answers are the planted diagnoses
@@ -246,8 +304,18 @@ def test_synthetic_benchmark_same_bytes_for_the_same_seed(tmp_path):
 def test_synthetic_benchmark_takes_whole_lesions_and_planted_attributes():
     from autheval.raw.synth_benchmark import benchmark_items as synth_items
 
-    images = [{"image": f"I{k}", "lesion": k // 3, "diagnosis": "MEL", "border": 0.3 if k % 2 else 0.1,
-               "ratio": 0.6, "skin_tone": "tan", "hairs": k % 2} for k in range(30)]
+    images = [
+        {
+            "image": f"I{k}",
+            "lesion": k // 3,
+            "diagnosis": "MEL",
+            "border": 0.3 if k % 2 else 0.1,
+            "ratio": 0.6,
+            "skin_tone": "tan",
+            "hairs": k % 2,
+        }
+        for k in range(30)
+    ]
     rows = synth_items(images, seed=1, at_least=7)
     chosen = {r["image_id"] for r in rows}
     lesions = {int(i[1:]) // 3 for i in chosen}
@@ -280,14 +348,26 @@ def tiny_items(tmp_path_factory):
         path = root / f"img{k}.png"
         Image.fromarray(rng.integers(0, 255, (40, 40, 3), dtype=np.uint8)).save(path)
         paths.append(str(path))
-    items = pa.table({
-        "item_id": ["a", "b", "c", "d", "e"],
-        "image_path": [paths[0], paths[1], paths[2], paths[0], paths[1]],
-        "question": ["Which diagnosis fits best?", "Is the border regular or irregular?", "What is the risk level?",
-                     "Is the lesion round or elongated? Answer with one word only, please.", "Are hairs visible?"],
-        "options": [["melanoma", "nevus", "basal cell carcinoma", "benign keratosis"], ["regular", "irregular"],
-                    ["very low", "low", "moderate", "high"], ["round", "elongated"], ["no", "yes"]],
-    })
+    items = pa.table(
+        {
+            "item_id": ["a", "b", "c", "d", "e"],
+            "image_path": [paths[0], paths[1], paths[2], paths[0], paths[1]],
+            "question": [
+                "Which diagnosis fits best?",
+                "Is the border regular or irregular?",
+                "What is the risk level?",
+                "Is the lesion round or elongated? Answer with one word only, please.",
+                "Are hairs visible?",
+            ],
+            "options": [
+                ["melanoma", "nevus", "basal cell carcinoma", "benign keratosis"],
+                ["regular", "irregular"],
+                ["very low", "low", "moderate", "high"],
+                ["round", "elongated"],
+                ["no", "yes"],
+            ],
+        }
+    )
     return model_dir, items, root
 
 
@@ -311,7 +391,7 @@ def naive_option_loglik(model, processor, image_path, prompt, options):
             forward["token_type_ids"] = torch.cat([encoded["token_type_ids"], torch.zeros_like(cont)], dim=1)
         forward["pixel_values"] = encoded["pixel_values"]
         with torch.inference_mode():
-            logits = model(**forward, use_cache=False).logits[0, length - 1: length - 1 + len(ids)].double()
+            logits = model(**forward, use_cache=False).logits[0, length - 1 : length - 1 + len(ids)].double()
         out.append(float(torch.log_softmax(logits, dim=-1)[torch.arange(len(ids)), cont[0]].mean()))
     return out
 
@@ -334,8 +414,9 @@ def test_option_likelihoods_equal_one_pass_per_option_and_the_cache_resumes(tiny
     assert meta["items_from_cache"] == calls[0] == 2 and meta["items_scored"] == 3  # the first batch was kept
     model, processor, _, _ = load_model(str(model_dir), device="cpu")
     for row, item in zip(scores.to_pylist(), items.to_pylist()):
-        expected = naive_option_loglik(model, processor, item["image_path"],
-                                       benchmark_prompt(item["question"], item["options"]), item["options"])
+        expected = naive_option_loglik(
+            model, processor, item["image_path"], benchmark_prompt(item["question"], item["options"]), item["options"]
+        )
         assert row["item_id"] == item["item_id"] and row["options"] == item["options"]
         assert np.allclose(row["loglik"], expected, atol=1e-5), (row["loglik"], expected)
         assert row["choice"] == int(np.argmax(row["loglik"])) and abs(sum(row["prob"]) - 1) < 1e-12
@@ -354,9 +435,9 @@ def test_option_likelihoods_equal_one_pass_per_option_and_the_cache_resumes(tiny
 @pytest.fixture(scope="module")
 def benchmark_lake(tmp_path_factory):
     pytest.importorskip("transformers")
+    from assets.resources import ModelsResource, SourceResource
     from autheval.raw.synth import synth_cohort
     from dagster_project.demo import COHORT_STAGES, run_stages
-    from assets.resources import ModelsResource, SourceResource
     from warehouse.lake import Lake
 
     root = tmp_path_factory.mktemp("benchmark-lake")
@@ -392,10 +473,17 @@ def test_benchmark_and_transfer_tables_on_the_synthetic_cohort(benchmark_lake):
     groupings = {r["grouping"] for r in lake.read("benchmark_fairness").to_pylist()}
     assert {"ita_category", "images.ita_category", "images.sex"} <= groupings  # planted beside estimated
     # transfer: one query answers it, per mechanism and regime
-    transfer = query(lake, "select analysis, mechanism, benchmark_accuracy, \"J\", \"J_auth\", intervention_rate, "
-                           "\"Delta_authority\", gap_excludes_zero from transfer").to_pylist()
-    estimates = {(r["analysis"], r["metric"]): r["estimate"] for r in query(
-        lake, "select analysis, metric, estimate from estimates where unit = 'image_weighted'").to_pylist()}
+    transfer = query(
+        lake,
+        'select analysis, mechanism, benchmark_accuracy, "J", "J_auth", intervention_rate, '
+        '"Delta_authority", gap_excludes_zero from transfer',
+    ).to_pylist()
+    estimates = {
+        (r["analysis"], r["metric"]): r["estimate"]
+        for r in query(
+            lake, "select analysis, metric, estimate from estimates where unit = 'image_weighted'"
+        ).to_pylist()
+    }
     assert len(transfer) == len({a for a, _ in estimates}) == 7 * 3
     for row in transfer:
         assert row["J"] == estimates[(row["analysis"], "J")] and row["J_auth"] == estimates[(row["analysis"], "J_auth")]
@@ -413,9 +501,9 @@ def test_benchmark_and_transfer_tables_on_the_synthetic_cohort(benchmark_lake):
 def test_a_benchmark_naming_an_image_the_lake_lacks_fails_its_asset_in_one_line(benchmark_lake, tmp_path):
     from dagster import AssetSelection, materialize
 
+    from assets.resources import ModelsResource, SourceResource
     from dagster_project.definitions import build_definitions, project_instance, study_assets
     from dagster_project.demo import QUIET
-    from assets.resources import ModelsResource, SourceResource
     from warehouse.lake import Lake
 
     lake, cohort, _ = benchmark_lake
@@ -423,9 +511,14 @@ def test_a_benchmark_naming_an_image_the_lake_lacks_fails_its_asset_in_one_line(
     before = lake.read("benchmark")
     source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1, reps=200, benchmark=str(bad))
     defs = build_definitions(str(lake.root), source, ModelsResource(enabled=True, batch_size=16, device="cpu"))
-    result = materialize(study_assets(), selection=AssetSelection.assets("benchmark_scores", "benchmark",
-                                                                         "benchmark_fairness"),
-                         resources=defs.resources, instance=project_instance(), raise_on_error=False, run_config=QUIET)
+    result = materialize(
+        study_assets(),
+        selection=AssetSelection.assets("benchmark_scores", "benchmark", "benchmark_fairness"),
+        resources=defs.resources,
+        instance=project_instance(),
+        raise_on_error=False,
+        run_config=QUIET,
+    )
     assert not result.success
     errors = [e.event_specific_data.error.to_string() for e in result.all_events if e.is_step_failure]
     assert any(f"{bad}: column 'image_id': unknown image id" in text and "'ISIC_nowhere'" in text for text in errors)
@@ -441,9 +534,13 @@ def test_each_model_mechanism_is_answered_by_the_model_it_proposes_with(tmp_path
     def table(mechanisms, metadata=None):
         return pa.table({"mechanism": mechanisms}).replace_schema_metadata(metadata)
 
-    tables = {"readout": table(["VLM readout"]), "probe": table(["CLIP probe"]),
-              "cct_arms": table(["CCT single", "CCT cc"]), "finetune": table([]),
-              "grpo": table(["VLM GRPO (MAVIC)"], {"adapter_dir": str(tmp_path / "sft-grpo")})}
+    tables = {
+        "readout": table(["VLM readout"]),
+        "probe": table(["CLIP probe"]),
+        "cct_arms": table(["CCT single", "CCT cc"]),
+        "finetune": table([]),
+        "grpo": table(["VLM GRPO (MAVIC)"], {"adapter_dir": str(tmp_path / "sft-grpo")}),
+    }
 
     class Store:
         root = tmp_path
@@ -457,6 +554,9 @@ def test_each_model_mechanism_is_answered_by_the_model_it_proposes_with(tmp_path
     found = mechanism_models(Store(), ModelsResource(enabled=True, scorer_dir=str(tmp_path / "vlm"), batch_size=4))
     assert set(found) == {"VLM readout", "CCT single", "CCT cc", "VLM GRPO (MAVIC)"}
     assert {(c.model_dir, c.adapter_dir) for m, c in found.items() if m != "VLM GRPO (MAVIC)"} == {
-        (str(tmp_path / "vlm"), None)}
+        (str(tmp_path / "vlm"), None)
+    }
     assert (found["VLM GRPO (MAVIC)"].model_dir, found["VLM GRPO (MAVIC)"].adapter_dir) == (
-        str(tmp_path / "vlm"), str(tmp_path / "sft-grpo"))
+        str(tmp_path / "vlm"),
+        str(tmp_path / "sft-grpo"),
+    )

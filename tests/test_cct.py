@@ -12,16 +12,20 @@ import pyarrow.parquet as pq
 import pytest
 
 from autheval.cli.main import main
-from autheval.proposals.cct import aggregate, aggregate_table, cct_proposals, variant_probabilities
 from autheval.errors import RecordError
+from autheval.proposals.cct import aggregate, aggregate_table, cct_proposals, variant_probabilities
 from tests.conftest import read_csv_rows, run_cli
 
 OPTIONS = ("a0", "a1", "a2", "a3")
 
 
 def long_table(cases: dict[str, list[list[float]]]) -> pa.Table:
-    rows = [(case, variant, OPTIONS[o], p)
-            for case, variants in cases.items() for variant, vector in enumerate(variants) for o, p in enumerate(vector)]
+    rows = [
+        (case, variant, OPTIONS[o], p)
+        for case, variants in cases.items()
+        for variant, vector in enumerate(variants)
+        for o, p in enumerate(vector)
+    ]
     case, variant, option, prob = zip(*rows)
     return pa.table({"case_id": list(case), "variant": list(variant), "option": list(option), "prob": list(prob)})
 
@@ -39,8 +43,10 @@ B = [[0.7, 0.1, 0.1, 0.1], [0.7, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.7]]
 
 
 def test_single_uses_variant_zero_and_ties_go_to_the_lower_option():
-    table = aggregate_table(long_table({"x": [[0.1, 0.4, 0.1, 0.4], [0.0, 0.0, 0.0, 1.0]],
-                                        "y": [[0.25] * 4, [1.0, 0.0, 0.0, 0.0]]}), "single")
+    table = aggregate_table(
+        long_table({"x": [[0.1, 0.4, 0.1, 0.4], [0.0, 0.0, 0.0, 1.0]], "y": [[0.25] * 4, [1.0, 0.0, 0.0, 0.0]]}),
+        "single",
+    )
     assert ranked(table, "x") == (["a1", "a3", "a0", "a2"], [0.4, 0.4, 0.1, 0.1])
     assert ranked(table, "y")[0] == ["a0", "a1", "a2", "a3"]
 
@@ -127,8 +133,17 @@ def test_many_cases_at_once_equal_one_case_at_a_time():
 
 def test_each_aggregator_is_a_proposal_mechanism():
     proposals, meta = cct_proposals(long_table({"img1": A + [[0.25] * 4], "img2": B}), "cc", lam=1.0, beta=1.0)
-    assert proposals.column_names == ["mechanism", "image_id", "slate", "a_head", "p_very_low", "p_low",
-                                      "p_moderate", "p_high", "source"]
+    assert proposals.column_names == [
+        "mechanism",
+        "image_id",
+        "slate",
+        "a_head",
+        "p_very_low",
+        "p_low",
+        "p_moderate",
+        "p_high",
+        "source",
+    ]
     rows = proposals.to_pylist()
     assert [r["mechanism"] for r in rows] == ["CCT cc"] * 2 and rows[0]["source"] == "model"
     assert all(r["a_head"] == r["slate"][0] and sorted(r["slate"]) == list(OPTIONS) for r in rows)
@@ -138,14 +153,18 @@ def test_each_aggregator_is_a_proposal_mechanism():
 
 # ---------------------------------------------------------------- the command
 
+
 def write_csv(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
 
 
 GOOD = "case_id,variant,option,prob\n" + "".join(
-    f"{case},{v},{OPTIONS[o]},{p}\n" for case, vs in (("A", A), ("B", B[:2])) for v, vec in enumerate(vs)
-    for o, p in enumerate(vec))
+    f"{case},{v},{OPTIONS[o]},{p}\n"
+    for case, vs in (("A", A), ("B", B[:2]))
+    for v, vec in enumerate(vs)
+    for o, p in enumerate(vec)
+)
 
 
 def test_aggregate_command_writes_csv_and_parquet(tmp_path):
@@ -155,11 +174,19 @@ def test_aggregate_command_writes_csv_and_parquet(tmp_path):
     rows = read_csv_rows(tmp_path / "out.csv")
     assert list(rows[0]) == ["case_id", "option", "prob", "rank"]
     assert [(r["case_id"], r["option"], float(r["prob"]), int(r["rank"])) for r in rows[:4]] == [
-        ("A", "a0", 0.5, 0), ("A", "a3", 0.5, 1), ("A", "a1", 0.0, 2), ("A", "a2", 0.0, 3)]
+        ("A", "a0", 0.5, 0),
+        ("A", "a3", 0.5, 1),
+        ("A", "a1", 0.0, 2),
+        ("A", "a2", 0.0, 3),
+    ]
     parquet_in = tmp_path / "probs.parquet"
     pq.write_table(long_table({"A": A}), parquet_in)
-    assert main(["aggregate", "--input", str(parquet_in), "--method", "meanprob",
-                 "--output", str(tmp_path / "out.parquet")]) == 0
+    assert (
+        main(
+            ["aggregate", "--input", str(parquet_in), "--method", "meanprob", "--output", str(tmp_path / "out.parquet")]
+        )
+        == 0
+    )
     table = pq.read_table(tmp_path / "out.parquet")
     assert table.column("option").to_pylist() == ["a0", "a1", "a2", "a3"]
     assert table.column("rank").to_pylist() == [0, 1, 2, 3]
@@ -167,8 +194,20 @@ def test_aggregate_command_writes_csv_and_parquet(tmp_path):
 
 def test_sums_within_tolerance_pass(tmp_path):
     text = "case_id,variant,option,prob\nA,0,a0,0.5000005\nA,0,a1,0.5\nA,0,a2,0\nA,0,a3,0\n"
-    assert main(["aggregate", "--input", str(write_csv(tmp_path / "p.csv", text)), "--method", "single",
-                 "--output", str(tmp_path / "o.csv")]) == 0
+    assert (
+        main(
+            [
+                "aggregate",
+                "--input",
+                str(write_csv(tmp_path / "p.csv", text)),
+                "--method",
+                "single",
+                "--output",
+                str(tmp_path / "o.csv"),
+            ]
+        )
+        == 0
+    )
 
 
 BAD = {
@@ -211,9 +250,10 @@ def test_a_failed_write_leaves_no_output(tmp_path, monkeypatch):
 
     monkeypatch.setattr(csv, "write_csv", crash_midway)
     out = tmp_path / "out.csv"
-    try:   # the command line may report the OSError in one line (exit non-zero) or let it propagate
-        code = main(["aggregate", "--input", str(write_csv(tmp_path / "p.csv", GOOD)), "--method", "cc",
-                     "--output", str(out)])
+    try:  # the command line may report the OSError in one line (exit non-zero) or let it propagate
+        code = main(
+            ["aggregate", "--input", str(write_csv(tmp_path / "p.csv", GOOD)), "--method", "cc", "--output", str(out)]
+        )
     except OSError:
         code = None
     assert code != 0
@@ -222,13 +262,55 @@ def test_a_failed_write_leaves_no_output(tmp_path, monkeypatch):
 
 def test_flags_the_method_does_not_use_are_refused(tmp_path, capsys):
     source = write_csv(tmp_path / "probs.csv", GOOD)
-    assert main(["aggregate", "--input", str(source), "--method", "meanprob", "--lam", "2",
-                 "--output", str(tmp_path / "o.csv")]) == 2
+    assert (
+        main(
+            [
+                "aggregate",
+                "--input",
+                str(source),
+                "--method",
+                "meanprob",
+                "--lam",
+                "2",
+                "--output",
+                str(tmp_path / "o.csv"),
+            ]
+        )
+        == 2
+    )
     assert "--lam" in capsys.readouterr().err
-    assert main(["aggregate", "--input", str(source), "--method", "consonly", "--lam", "2",
-                 "--output", str(tmp_path / "o.csv")]) == 2
-    assert main(["aggregate", "--input", str(source), "--method", "confonly", "--beta", "2",
-                 "--output", str(tmp_path / "o.csv")]) == 2
+    assert (
+        main(
+            [
+                "aggregate",
+                "--input",
+                str(source),
+                "--method",
+                "consonly",
+                "--lam",
+                "2",
+                "--output",
+                str(tmp_path / "o.csv"),
+            ]
+        )
+        == 2
+    )
+    assert (
+        main(
+            [
+                "aggregate",
+                "--input",
+                str(source),
+                "--method",
+                "confonly",
+                "--beta",
+                "2",
+                "--output",
+                str(tmp_path / "o.csv"),
+            ]
+        )
+        == 2
+    )
     assert not (tmp_path / "o.csv").exists()
     with pytest.raises(RecordError):
         variant_probabilities(pa.table({"case_id": ["A"], "variant": [0], "option": ["a0"], "prob": [0.5]}), "t")
@@ -237,12 +319,24 @@ def test_flags_the_method_does_not_use_are_refused(tmp_path, capsys):
 def test_scorer_rows_become_the_long_table():
     from autheval.proposals.cct import variant_table_from_scores
 
-    wide = pa.table({"image_id": ["i1", "i1"], "variant": [0, 1], "p_very_low": [0.5, 0.1], "p_low": [0.3, 0.2],
-                     "p_moderate": [0.2, 0.3], "p_high": [0.0, 0.4]})
+    wide = pa.table(
+        {
+            "image_id": ["i1", "i1"],
+            "variant": [0, 1],
+            "p_very_low": [0.5, 0.1],
+            "p_low": [0.3, 0.2],
+            "p_moderate": [0.2, 0.3],
+            "p_high": [0.0, 0.4],
+        }
+    )
     long = variant_table_from_scores(wide)
-    assert long.to_pylist()[:2] == [{"case_id": "i1", "variant": 0, "option": "a0", "prob": 0.5},
-                                    {"case_id": "i1", "variant": 0, "option": "a1", "prob": 0.3}]
-    assert aggregate_table(long, "meanprob").to_pylist() == aggregate_table(long_table({"i1": A}), "meanprob").to_pylist()
+    assert long.to_pylist()[:2] == [
+        {"case_id": "i1", "variant": 0, "option": "a0", "prob": 0.5},
+        {"case_id": "i1", "variant": 0, "option": "a1", "prob": 0.3},
+    ]
+    assert (
+        aggregate_table(long, "meanprob").to_pylist() == aggregate_table(long_table({"i1": A}), "meanprob").to_pylist()
+    )
 
 
 @pytest.mark.parametrize("lam, beta", [(float("nan"), 1.0), (1.0, float("inf")), (float("-inf"), 1.0)])

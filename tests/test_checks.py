@@ -49,8 +49,14 @@ def clusters(*triples) -> pa.Table:
 def test_cluster_in_two_splits_fails():
     good = clusters(("i1", "k1", "train"), ("i2", "k1", "train"), ("i3", "k2", "test"))
     assert run_check("duplicates/check_cluster_splits", clusters=good)["violations"] == 0
-    bad = clusters(("i1", "k1", "train"), ("i2", "k1", "test"), ("i3", "k2", "test"), ("i4", "k3", "val"),
-                   ("i5", "k3", "train"), ("i6", "k3", "test"))
+    bad = clusters(
+        ("i1", "k1", "train"),
+        ("i2", "k1", "test"),
+        ("i3", "k2", "test"),
+        ("i4", "k3", "val"),
+        ("i5", "k3", "train"),
+        ("i6", "k3", "test"),
+    )
     row = run_check("duplicates/check_cluster_splits", clusters=bad)
     assert row["violations"] == 2 and row["example"] == "k1"
 
@@ -120,8 +126,17 @@ def test_identity_check_covers_every_scheme_and_unit(scheme, unit):
 
 
 def supported_row(**overrides) -> dict:
-    row = {"analysis": "a", "unit": "image_weighted", "metric": "J", "estimate": -1.0, "ci_lower": -1.5,
-           "ci_upper": -0.5, "available": True, "reason": None, "record_level": "full_counterfactual"}
+    row = {
+        "analysis": "a",
+        "unit": "image_weighted",
+        "metric": "J",
+        "estimate": -1.0,
+        "ci_lower": -1.5,
+        "ci_upper": -0.5,
+        "available": True,
+        "reason": None,
+        "record_level": "full_counterfactual",
+    }
     row.update(overrides)
     return row
 
@@ -130,12 +145,26 @@ SUPPORTED_GOOD = [
     supported_row(),
     supported_row(metric="J_auth"),
     supported_row(metric="delta", estimate=None, ci_lower=None, ci_upper=None),  # undefined in a unit
-    supported_row(metric="J_auth", record_level="role_separated", available=False, estimate=None,
-                  ci_lower=None, ci_upper=None, reason="utility_proposed_local not supplied"),
+    supported_row(
+        metric="J_auth",
+        record_level="role_separated",
+        available=False,
+        estimate=None,
+        ci_lower=None,
+        ci_upper=None,
+        reason="utility_proposed_local not supplied",
+    ),
     supported_row(metric="Delta_authority", record_level="role_separated", estimate=0.0, ci_lower=0.0, ci_upper=0.0),
     supported_row(metric="J_std", record_level="proposal_only"),
-    supported_row(metric="J", record_level="proposal_only", available=False, estimate=None, ci_lower=None,
-                  ci_upper=None, reason="executed_action not supplied (proposal-only record)"),
+    supported_row(
+        metric="J",
+        record_level="proposal_only",
+        available=False,
+        estimate=None,
+        ci_lower=None,
+        ci_upper=None,
+        reason="executed_action not supplied (proposal-only record)",
+    ),
 ]
 
 SUPPORTED_BAD = {
@@ -153,9 +182,19 @@ SUPPORTED_BAD = {
 
 
 def supported(estimates: list[dict]) -> dict:
-    schema = pa.schema([("analysis", pa.string()), ("unit", pa.string()), ("metric", pa.string()),
-                        ("estimate", pa.float64()), ("ci_lower", pa.float64()), ("ci_upper", pa.float64()),
-                        ("available", pa.bool_()), ("reason", pa.string()), ("record_level", pa.string())])
+    schema = pa.schema(
+        [
+            ("analysis", pa.string()),
+            ("unit", pa.string()),
+            ("metric", pa.string()),
+            ("estimate", pa.float64()),
+            ("ci_lower", pa.float64()),
+            ("ci_upper", pa.float64()),
+            ("available", pa.bool_()),
+            ("reason", pa.string()),
+            ("record_level", pa.string()),
+        ]
+    )
     return run_check("estimates/check_estimates_supported", estimates=pa.Table.from_pylist(estimates, schema=schema))
 
 
@@ -176,12 +215,22 @@ FROZEN = rows(image_id=["i1", "i2"], llava_med_head=["A", "B"], clip_probe_head=
 
 
 def proposals(*triples) -> pa.Table:
-    return pa.table({"mechanism": [t[0] for t in triples], "image_id": [t[1] for t in triples],
-                     "a_head": pa.array([t[2] for t in triples], pa.string())})
+    return pa.table(
+        {
+            "mechanism": [t[0] for t in triples],
+            "image_id": [t[1] for t in triples],
+            "a_head": pa.array([t[2] for t in triples], pa.string()),
+        }
+    )
 
 
-GOOD_HEADS = [("LLaVA-Med head", "i1", "A"), ("LLaVA-Med head", "i2", "B"), ("CLIP probe", "i1", "C"),
-              ("CLIP probe", "i2", "D"), ("MedGemma readout", "i1", "Z")]
+GOOD_HEADS = [
+    ("LLaVA-Med head", "i1", "A"),
+    ("LLaVA-Med head", "i2", "B"),
+    ("CLIP probe", "i1", "C"),
+    ("CLIP probe", "i2", "D"),
+    ("MedGemma readout", "i1", "Z"),
+]
 
 
 def frozen_heads(table: pa.Table) -> dict:
@@ -208,11 +257,22 @@ def test_frozen_heads_fail(label, heads, example):
 def same_action(*cases) -> dict:
     """cases: (a_head, a_sel, u_local_head, u_local_sel)"""
     ids = [f"i{i}" for i in range(len(cases))]
-    selections = pa.table({"analysis": ["x"] * len(cases), "image_id": ids,
-                           "a_head": [c[0] for c in cases], "a_sel": [c[1] for c in cases]})
-    scores = pa.table({"analysis": ["x"] * len(cases), "image_id": ids,
-                       "u_local_head": pa.array([c[2] for c in cases], pa.float64()),
-                       "u_local_sel": pa.array([c[3] for c in cases], pa.float64())})
+    selections = pa.table(
+        {
+            "analysis": ["x"] * len(cases),
+            "image_id": ids,
+            "a_head": [c[0] for c in cases],
+            "a_sel": [c[1] for c in cases],
+        }
+    )
+    scores = pa.table(
+        {
+            "analysis": ["x"] * len(cases),
+            "image_id": ids,
+            "u_local_head": pa.array([c[2] for c in cases], pa.float64()),
+            "u_local_sel": pa.array([c[3] for c in cases], pa.float64()),
+        }
+    )
     return run_check("scoring/check_same_action_same_score", selections=selections, scores=scores)
 
 
@@ -231,12 +291,30 @@ def published_estimates(published: pa.Table) -> list[dict]:
     cluster = {r["estimand"]: r for r in published.to_pylist()}["cluster_equal_sensitivity"]
     out = []
     for metric in ("J_auth", "J", "intervention_rate", "delta", "Delta_authority"):
-        out.append({"analysis": "mixed", "scheme": "reference", "reps": 5000, "unit": "image_weighted",
-                    "metric": metric, "estimate": image[metric], "ci_lower": image[f"{metric}_ci_lower"],
-                    "ci_upper": image[f"{metric}_ci_upper"]})
-    out.append({"analysis": "mixed", "scheme": "reference", "reps": 5000, "unit": "cluster_equal",
-                "metric": "Delta_authority", "estimate": cluster["Delta_authority"],
-                "ci_lower": cluster["Delta_authority_ci_lower"], "ci_upper": cluster["Delta_authority_ci_upper"]})
+        out.append(
+            {
+                "analysis": "mixed",
+                "scheme": "reference",
+                "reps": 5000,
+                "unit": "image_weighted",
+                "metric": metric,
+                "estimate": image[metric],
+                "ci_lower": image[f"{metric}_ci_lower"],
+                "ci_upper": image[f"{metric}_ci_upper"],
+            }
+        )
+    out.append(
+        {
+            "analysis": "mixed",
+            "scheme": "reference",
+            "reps": 5000,
+            "unit": "cluster_equal",
+            "metric": "Delta_authority",
+            "estimate": cluster["Delta_authority"],
+            "ci_lower": cluster["Delta_authority_ci_lower"],
+            "ci_upper": cluster["Delta_authority_ci_upper"],
+        }
+    )
     return out
 
 

@@ -34,7 +34,8 @@ def test_scheme_reps_seed_are_declared(tmp_out):
     rows = read_csv_rows(tmp_out / "estimates.csv")
     assert len(rows) == 16
     assert {(r["scheme"], r["interval_method"], r["reps"], r["seed"]) for r in rows} == {
-        ("poisson", "bootstrap_poisson", "300", "7")}
+        ("poisson", "bootstrap_poisson", "300", "7")
+    }
     assert {r["unit"] for r in rows} == {"image_weighted", "cluster_equal"}
     assert all(len(r["data_sha256"]) == 64 for r in rows)
 
@@ -46,7 +47,10 @@ def test_compare_default_contrast_is_each_arm_minus_the_first(tmp_out):
     result = run_cli(*args)
     assert result.returncode == 0, result.stderr
     rows = read_csv_rows(tmp_out / "paired_contrast.csv")
-    assert [(r["contrast"], r["unit"]) for r in rows] == [("high minus low", "image_weighted"), ("high minus low", "cluster_equal")]
+    assert [(r["contrast"], r["unit"]) for r in rows] == [
+        ("high minus low", "image_weighted"),
+        ("high minus low", "cluster_equal"),
+    ]
 
 
 def test_compare_rejects_arms_on_different_clusters(tmp_path):
@@ -110,8 +114,13 @@ def test_demo_reps_reach_the_estimates_and_progress_goes_to_stderr(tmp_path):
 
 def test_synth_shows_a_progress_bar_on_stderr(tmp_path):
     env = {**os.environ, "TTY_COMPATIBLE": "1"}  # rich draws its bar only on a terminal
-    result = subprocess.run([sys.executable, "-m", "autheval", "synth", "--n", "12", "--out", str(tmp_path / "c"),
-                             "--size", "64", "48"], cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "autheval", "synth", "--n", "12", "--out", str(tmp_path / "c"), "--size", "64", "48"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "writing images" in result.stderr and "12/12" in result.stderr
     assert result.stdout.startswith("wrote 12 images") and "writing images" not in result.stdout
@@ -121,8 +130,16 @@ def test_synth_shows_a_progress_bar_on_stderr(tmp_path):
 
 
 def _evaluate(*args, out):
-    return run_cli("evaluate", "--input", str(reference_file("authority_log_example")), "--reps", "1000",
-                   "--output-dir", str(out), *args)
+    return run_cli(
+        "evaluate",
+        "--input",
+        str(reference_file("authority_log_example")),
+        "--reps",
+        "1000",
+        "--output-dir",
+        str(out),
+        *args,
+    )
 
 
 def test_output_dir_that_is_a_file_or_under_a_file(tmp_path):
@@ -166,15 +183,29 @@ def test_a_write_that_fails_midway_leaves_no_partial_set(tmp_path, monkeypatch, 
         return real_write(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", write_bytes)
-    code = main(["evaluate", "--input", str(reference_file("authority_log_example")), "--reps", "1000",
-                 "--output-dir", str(out)])
+    code = main(
+        [
+            "evaluate",
+            "--input",
+            str(reference_file("authority_log_example")),
+            "--reps",
+            "1000",
+            "--output-dir",
+            str(out),
+        ]
+    )
     assert code == 2 and "No space left on device" in capsys.readouterr().err
     assert not out.exists() or list(out.iterdir()) == []
 
 
 def test_one_seed_range_for_every_scheme(tmp_path):
-    for scheme, seed in (("poisson", 2**64), ("poisson", 2**62), ("poisson", -1), ("reference", 2**64),
-                         ("evaluator", 2**64)):
+    for scheme, seed in (
+        ("poisson", 2**64),
+        ("poisson", 2**62),
+        ("poisson", -1),
+        ("reference", 2**64),
+        ("evaluator", 2**64),
+    ):
         _one_line_error(_evaluate("--scheme", scheme, "--seed", str(seed), out=tmp_path / "o"), "--seed", "2^62")
     assert not (tmp_path / "o").exists()
     assert _evaluate("--scheme", "poisson", "--seed", str(2**62 - 1), out=tmp_path / "o").returncode == 0
@@ -190,22 +221,44 @@ def test_demo_lake_that_is_a_file(tmp_path):
 def test_demo_checks_its_input_before_materializing(tmp_path):
     missing = tmp_path / "no-such-cohort"
     lake = tmp_path / "lake"
-    _one_line_error(run_cli("demo", "--source", "isic2019", "--input", str(missing), "--lake", str(lake)),
-                    "--input", str(missing), "no such folder")
+    _one_line_error(
+        run_cli("demo", "--source", "isic2019", "--input", str(missing), "--lake", str(lake)),
+        "--input",
+        str(missing),
+        "no such folder",
+    )
     _one_line_error(run_cli("demo", "--source", "isic2019", "--lake", str(lake)), "--input")
-    _one_line_error(run_cli("demo", "--source", "isic2019", "--input", str(tmp_path), "--freeze",
-                            str(tmp_path / "freeze.csv"), "--lake", str(lake)), "--freeze", "no such file")
+    _one_line_error(
+        run_cli(
+            "demo",
+            "--source",
+            "isic2019",
+            "--input",
+            str(tmp_path),
+            "--freeze",
+            str(tmp_path / "freeze.csv"),
+            "--lake",
+            str(lake),
+        ),
+        "--freeze",
+        "no such file",
+    )
     _one_line_error(run_cli("demo", "--reps", "0", "--lake", str(lake)), "--reps")
     assert not lake.exists()  # nothing was materialized
 
 
 def test_warnings_are_one_plain_line_each_on_stderr(tmp_path):
     log = tmp_path / "one.csv"
-    log.write_text("case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local\n"
-                   "a,c1,a1,a2,-1,-2\nb,c2,a1,a1,0,0\n")
+    log.write_text(
+        "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local\n"
+        "a,c1,a1,a2,-1,-2\nb,c2,a1,a1,0,0\n"
+    )
     result = run_cli("compare", "--arm", f"A={log}", "--reps", "100", "--output-dir", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     lines = result.stderr.strip().splitlines()
-    assert "autheval: warning: compare was given one arm (A): no paired contrast was asked; give a second --arm (or use evaluate)" in lines
+    assert (
+        "autheval: warning: compare was given one arm (A): no paired contrast was asked; give a second --arm (or use evaluate)"
+        in lines
+    )
     assert all(line.startswith("autheval: warning: ") for line in lines), lines
     assert "AuthEvalWarning" not in result.stderr

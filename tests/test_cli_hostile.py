@@ -70,8 +70,12 @@ def _as_csv(parquet: Path) -> bytes:
 def test_evaluate_refuses_an_output_dir_holding_its_input(tmp_path):
     log = log_copy(tmp_path / "d", "estimates.csv")
     before = listing(tmp_path / "d")
-    one_line_error(run_cli("evaluate", "--input", str(log), "--output-dir", str(tmp_path / "d"), "--reps", "100"),
-                   "--output-dir", "estimates.csv", "would replace the input")
+    one_line_error(
+        run_cli("evaluate", "--input", str(log), "--output-dir", str(tmp_path / "d"), "--reps", "100"),
+        "--output-dir",
+        "estimates.csv",
+        "would replace the input",
+    )
     assert listing(tmp_path / "d") == before
 
 
@@ -81,12 +85,21 @@ def test_evaluate_refuses_an_output_that_is_its_input_through_a_link(tmp_path):
     out.mkdir()
     os.symlink(out / "summary.md", tmp_path / "data" / "via-link.csv")  # the input is a link to an output
     (out / "summary.md").write_bytes(real.read_bytes())
-    one_line_error(run_cli("evaluate", "--input", str(tmp_path / "data" / "via-link.csv"), "--output-dir", str(out),
-                           "--reps", "100"), "--output-dir", "summary.md")
+    one_line_error(
+        run_cli(
+            "evaluate", "--input", str(tmp_path / "data" / "via-link.csv"), "--output-dir", str(out), "--reps", "100"
+        ),
+        "--output-dir",
+        "summary.md",
+    )
     os.link(real, out / "authority_summary.csv")  # an output name that is a hard link of the input
     (tmp_path / "data" / "via-link.csv").unlink()
-    one_line_error(run_cli("evaluate", "--input", str(real), "--output-dir", str(out), "--reps", "100"),
-                   "--output-dir", "authority_summary.csv", "--input")
+    one_line_error(
+        run_cli("evaluate", "--input", str(real), "--output-dir", str(out), "--reps", "100"),
+        "--output-dir",
+        "authority_summary.csv",
+        "--input",
+    )
     assert sorted(p.name for p in out.iterdir()) == ["authority_summary.csv", "summary.md"]
     assert (out / "authority_summary.csv").read_bytes() == real.read_bytes()
 
@@ -95,8 +108,12 @@ def test_compare_refuses_an_output_dir_holding_an_arm(tmp_path):
     a = log_copy(tmp_path, "paired_contrast.csv")
     b = log_copy(tmp_path / "b", "b.csv")
     before = listing(tmp_path)
-    one_line_error(run_cli("compare", "--arm", f"A={a}", "--arm", f"B={b}", "--output-dir", str(tmp_path),
-                           "--reps", "100"), "--output-dir", "paired_contrast.csv", "--arm A")
+    one_line_error(
+        run_cli("compare", "--arm", f"A={a}", "--arm", f"B={b}", "--output-dir", str(tmp_path), "--reps", "100"),
+        "--output-dir",
+        "paired_contrast.csv",
+        "--arm A",
+    )
     assert listing(tmp_path) == before
 
 
@@ -104,14 +121,24 @@ def test_aggregate_refuses_an_output_that_is_its_input(tmp_path):
     probs = tmp_path / "probs.csv"
     probs.write_text("case_id,variant,option,prob\nc1,0,a0,0.1\nc1,0,a1,0.2\nc1,0,a2,0.3\nc1,0,a3,0.4\n")
     before = probs.read_bytes()
-    one_line_error(run_cli("aggregate", "--input", str(probs), "--method", "single", "--output", str(probs)),
-                   "--output", "would replace the input")
+    one_line_error(
+        run_cli("aggregate", "--input", str(probs), "--method", "single", "--output", str(probs)),
+        "--output",
+        "would replace the input",
+    )
     os.symlink(probs, tmp_path / "out.csv")
-    one_line_error(run_cli("aggregate", "--input", str(probs), "--method", "single", "--output",
-                           str(tmp_path / "out.csv")), "--output", "out.csv")
+    one_line_error(
+        run_cli("aggregate", "--input", str(probs), "--method", "single", "--output", str(tmp_path / "out.csv")),
+        "--output",
+        "out.csv",
+    )
     assert probs.read_bytes() == before
-    assert run_cli("aggregate", "--input", str(probs), "--method", "single", "--output",
-                   str(tmp_path / "slates.csv")).returncode == 0
+    assert (
+        run_cli(
+            "aggregate", "--input", str(probs), "--method", "single", "--output", str(tmp_path / "slates.csv")
+        ).returncode
+        == 0
+    )
 
 
 def test_demo_refuses_an_input_inside_its_lake(tmp_path):
@@ -120,8 +147,12 @@ def test_demo_refuses_an_input_inside_its_lake(tmp_path):
     proposals.parent.mkdir(parents=True)
     proposals.write_text("mechanism,image_id,a_head\nm,ISIC_0000000,a1\n")
     before = listing(lake)
-    one_line_error(run_cli("demo", "--source", "synthetic", "--proposals", str(proposals), "--lake", str(lake)),
-                   "--lake", "--proposals", "outside the lake")
+    one_line_error(
+        run_cli("demo", "--source", "synthetic", "--proposals", str(proposals), "--lake", str(lake)),
+        "--lake",
+        "--proposals",
+        "outside the lake",
+    )
     assert listing(lake) == before
 
 
@@ -133,24 +164,36 @@ def test_demo_refuses_too_many_replicates_before_writing(tmp_path):
     assert not (tmp_path / "lake").exists()
 
 
-@pytest.mark.parametrize("args", [("demo", "--lake", ""), ("evaluate", "--input", str(LOG), "--output-dir", ""),
-                                  ("synth", "--n", "10", "--out", ""), ("ui", "--lake", "")],
-                         ids=["demo-lake", "evaluate-output-dir", "synth-out", "ui-lake"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("demo", "--lake", ""),
+        ("evaluate", "--input", str(LOG), "--output-dir", ""),
+        ("synth", "--n", "10", "--out", ""),
+        ("ui", "--lake", ""),
+    ],
+    ids=["demo-lake", "evaluate-output-dir", "synth-out", "ui-lake"],
+)
 def test_an_empty_path_flag_is_refused(tmp_path, args):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's code, started in an empty folder
-    result = subprocess.run([sys.executable, "-m", "autheval", *args], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "autheval", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     one_line_error(result, f"argument {args[-2]}", "must not be empty")
     assert list(tmp_path.iterdir()) == []  # nothing written where the command was started
 
 
-@pytest.mark.parametrize("args,flag", [
-    (("--n", "10", "--size", "0", "0"), "--size"),
-    (("--n", "10", "--size", "40000", "40000"), "--size"),
-    (("--n", "10", "--seed", "-1"), "--seed"),
-    (("--n", "0"), "--n"),
-    (("--n", "10000000"), "--n"),
-], ids=["size-0", "size-40000", "seed-negative", "n-0", "n-ten-million"])
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (("--n", "10", "--size", "0", "0"), "--size"),
+        (("--n", "10", "--size", "40000", "40000"), "--size"),
+        (("--n", "10", "--seed", "-1"), "--seed"),
+        (("--n", "0"), "--n"),
+        (("--n", "10000000"), "--n"),
+    ],
+    ids=["size-0", "size-40000", "seed-negative", "n-0", "n-ten-million"],
+)
 def test_synth_refuses_a_bad_flag_before_writing(tmp_path, args, flag):
     out = tmp_path / "cohort"
     one_line_error(run_cli("synth", *args, "--out", str(out)), flag)
@@ -158,8 +201,8 @@ def test_synth_refuses_a_bad_flag_before_writing(tmp_path, args, flag):
 
 
 def test_synth_says_what_a_cohort_costs_and_asks_for_yes_above_the_limit(tmp_path, monkeypatch):
-    from autheval.errors import RecordError
     from autheval.cli import synth as synth_cli
+    from autheval.errors import RecordError
 
     ten_million = run_cli("synth", "--n", "10000000", "--out", str(tmp_path / "c"))
     assert "about 1.4 TB on disk" in ten_million.stderr and "days to write" in ten_million.stderr
@@ -186,15 +229,22 @@ def test_ui_refuses_a_port_in_use_in_one_line(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        ui = subprocess.run([sys.executable, "-m", "autheval", "ui", "--port", str(port), "--lake", str(tmp_path / "lake")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)  # a server that started fails here
+        ui = subprocess.run(
+            [sys.executable, "-m", "autheval", "ui", "--port", str(port), "--lake", str(tmp_path / "lake")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )  # a server that started fails here
         one_line_error(ui, "--port", str(port), "not free")
     one_line_error(run_cli("ui", "--port", "70000", "--lake", str(tmp_path / "lake")), "--port", "65535")
     assert not (tmp_path / "lake").exists()
 
 
 def test_argparse_refusals_are_one_line_too():
-    one_line_error(run_cli("evaluate", "--input", str(LOG), "--reps", "many"), "--reps", "invalid int", "autheval evaluate --help")
+    one_line_error(
+        run_cli("evaluate", "--input", str(LOG), "--reps", "many"), "--reps", "invalid int", "autheval evaluate --help"
+    )
     one_line_error(run_cli("synth", "--n", "10", "--out", "x", "--bogus"), "--bogus")
 
 
@@ -214,8 +264,9 @@ def test_demo_on_a_full_disk_ends_in_one_line(tmp_path):
 
 def test_synth_onto_a_read_only_folder_is_one_line(tmp_path):
     with mounted_tmpfs(tmp_path / "ro", "ro,size=1m") as ro:
-        one_line_error(run_cli("synth", "--n", "10", "--size", "64", "48", "--out", str(ro / "cohort")),
-                       "--out", "not writable")
+        one_line_error(
+            run_cli("synth", "--n", "10", "--size", "64", "48", "--out", str(ro / "cohort")), "--out", "not writable"
+        )
 
 
 @pytest.mark.parametrize("command", ["synth", "aggregate", "demo"])
@@ -227,9 +278,11 @@ def test_an_os_error_in_any_command_is_one_line(tmp_path, monkeypatch, capsys, c
 
     parser = cli.build_parser
     monkeypatch.setattr(cli, "build_parser", lambda word=None: _with_func(parser(word), command, refuse))
-    args = {"synth": ["synth", "--n", "1", "--out", str(tmp_path)],
-            "aggregate": ["aggregate", "--input", "a.csv", "--method", "single", "--output", "b.csv"],
-            "demo": ["demo", "--lake", str(tmp_path)]}[command]
+    args = {
+        "synth": ["synth", "--n", "1", "--out", str(tmp_path)],
+        "aggregate": ["aggregate", "--input", "a.csv", "--method", "single", "--output", "b.csv"],
+        "demo": ["demo", "--lake", str(tmp_path)],
+    }[command]
     assert cli.main(args) == 1
     assert capsys.readouterr().err == f"autheval: error: {tmp_path / 'x.parquet'}: Read-only file system\n"
 
@@ -276,12 +329,29 @@ def test_ctrl_c_during_evaluate_is_one_line_and_exit_130(tmp_path):
     for i in range(50_000):
         a = rng.randrange(4)
         b = a if rng.random() < 0.7 else rng.randrange(4)
-        rows.append(f"c{i},k{i // 3},a{a},a{b},{-abs(a - b) * 0.5},{-abs(a - 2) * 1.0 if a != b else -abs(a - b) * 0.5}")
+        rows.append(
+            f"c{i},k{i // 3},a{a},a{b},{-abs(a - b) * 0.5},{-abs(a - 2) * 1.0 if a != b else -abs(a - b) * 0.5}"
+        )
     log.write_text("\n".join(rows) + "\n")
-    process = subprocess.Popen([sys.executable, "-m", "autheval", "evaluate", "--input", str(log), "--reps", "200000",
-                                "--output-dir", str(tmp_path / "o")], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,  # SIGINT as a terminal gives it (an in-process
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Dagster run may ignore it)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "autheval",
+            "evaluate",
+            "--input",
+            str(log),
+            "--reps",
+            "200000",
+            "--output-dir",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,  # SIGINT as a terminal gives it (an in-process
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # Dagster run may ignore it)
     lines = []
     try:
         for line in process.stderr:  # Ctrl-C once the bootstrap runs (about a minute's work is left)

@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from autheval.records import cluster_stats
 from autheval.estimation.analytic import delta_method_rows
 from autheval.estimation.estimators import estimate
 from autheval.io import table_sha256
+from autheval.records import cluster_stats
 from autheval.records.read import records_from_table
 
 
@@ -27,15 +27,17 @@ def noisy_log(clusters: int, rows: int, seed: int = 3) -> pa.Table:
     changed = rng.random(rows) < 0.35
     executed = np.where(changed, (proposed + 1) % 4, proposed)
     u_exec = -rng.random(rows) * 5
-    return pa.table({
-        "case_id": [f"c{k:07d}" for k in range(rows)],
-        "cluster_id": [f"k{k:06d}" for k in rng.integers(0, clusters, rows)],
-        "proposed_action": [f"a{a}" for a in proposed],
-        "executed_action": [f"a{a}" for a in executed],
-        "utility_executed_local": u_exec,
-        "utility_proposed_local": np.where(changed, -rng.random(rows) * 6, u_exec),
-        "utility_proposed_global": -rng.random(rows) * 4,
-    })
+    return pa.table(
+        {
+            "case_id": [f"c{k:07d}" for k in range(rows)],
+            "cluster_id": [f"k{k:06d}" for k in rng.integers(0, clusters, rows)],
+            "proposed_action": [f"a{a}" for a in proposed],
+            "executed_action": [f"a{a}" for a in executed],
+            "utility_executed_local": u_exec,
+            "utility_proposed_local": np.where(changed, -rng.random(rows) * 6, u_exec),
+            "utility_proposed_global": -rng.random(rows) * 4,
+        }
+    )
 
 
 def read(table: pa.Table, analysis: str = "noisy"):
@@ -118,10 +120,12 @@ def test_the_folder_of_a_killed_process_is_removed_by_the_next(tmp_path, monkeyp
     import sys
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    code = ("import os, signal; from autheval.io import table_sha256; "
-            "from autheval.records.read import records_from_table; "
-            "from tests.test_cluster_stats import noisy_log; t = noisy_log(20, 100); "
-            "r = records_from_table(t, 'x.csv', 'x', table_sha256(t)); os.kill(os.getpid(), signal.SIGKILL)")
+    code = (
+        "import os, signal; from autheval.io import table_sha256; "
+        "from autheval.records.read import records_from_table; "
+        "from tests.test_cluster_stats import noisy_log; t = noisy_log(20, 100); "
+        "r = records_from_table(t, 'x.csv', 'x', table_sha256(t)); os.kill(os.getpid(), signal.SIGKILL)"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=str(cluster_stats.Path(__file__).resolve().parent.parent))
     left = list(tmp_path.glob(cluster_stats.FOLDER_PREFIX + "*"))
     assert len(left) == 1 and list(left[0].iterdir())  # killed: its statistics stayed behind

@@ -15,15 +15,34 @@ def test_a_synthetic_demo_with_models_writes_only_results_to_stdout(tmp_path):
     logs a warning to stdout. The demo names the accelerator first, so stdout starts with the results."""
     env = {k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"}  # as a user's shell has it
     env["HF_HUB_OFFLINE"] = "1"
-    result = subprocess.run([sys.executable, "-m", "autheval", "demo", "--source", "synthetic", "--n", "40",
-                             "--reps", "200", "--lake", str(tmp_path / "lake")],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autheval",
+            "demo",
+            "--source",
+            "synthetic",
+            "--n",
+            "40",
+            "--reps",
+            "200",
+            "--lake",
+            str(tmp_path / "lake"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Model mechanisms on" in result.stderr  # the model path ran (and imported deepspeed)
     lines = result.stdout.splitlines()
     assert lines[0].startswith("asset checks: "), lines[:3]
-    assert not any("WARNING" in line or "DeepSpeed" in line or "accelerator" in line for line in lines), \
-        [line for line in lines if "WARNING" in line]
+    assert not any("WARNING" in line or "DeepSpeed" in line or "accelerator" in line for line in lines), [
+        line for line in lines if "WARNING" in line
+    ]
 
 
 def test_the_fine_tune_names_the_accelerator_and_moves_deepspeed_logs_to_stderr():
@@ -41,8 +60,9 @@ def test_the_fine_tune_names_the_accelerator_and_moves_deepspeed_logs_to_stderr(
         "print(os.environ['DS_ACCELERATOR'])\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"}
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == "cpu\n"
     assert "a deepspeed warning" in result.stderr
@@ -66,8 +86,12 @@ def test_the_default_synthetic_cohort_gives_the_evaluated_split_enough_clusters(
     test = {r["cluster_id"] for r in clusters if r["split"] == "test"}
     assert len(test) >= 300, len(test)
     sex = {r["image_id"]: r["sex"] for r in tables["images"].to_pylist()}
-    by_sex = collections.Counter(s for s, _ in {(sex[r["image_id"]], r["cluster_id"]) for r in clusters
-                                                if r["split"] == "test" and sex[r["image_id"]]})
+    by_sex = collections.Counter(
+        s
+        for s, _ in {
+            (sex[r["image_id"]], r["cluster_id"]) for r in clusters if r["split"] == "test" and sex[r["image_id"]]
+        }
+    )
     assert min(by_sex.values()) >= args.min_group_clusters and len(by_sex) == 2, by_sex
 
     truth = {r["image"]: r for r in cohort.truth.to_pylist()}
@@ -80,8 +104,9 @@ def test_the_default_synthetic_cohort_gives_the_evaluated_split_enough_clusters(
     for r in clusters:
         if r["duplicate_group"]:
             groups[r["duplicate_group"]].add(lesion(r["image_id"]))
-    assert groups and all(len(lesions) == 1 for lesions in groups.values()), \
-        [sorted(v) for v in groups.values() if len(v) > 1]
+    assert groups and all(len(lesions) == 1 for lesions in groups.values()), [
+        sorted(v) for v in groups.values() if len(v) > 1
+    ]
 
 
 def test_the_demo_checks_its_image_size_before_anything_is_written(tmp_path):

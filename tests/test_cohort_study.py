@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dagster_project.demo import COHORT_STAGES, run_stages
 from assets.resources import SourceResource
+from dagster_project.demo import COHORT_STAGES, run_stages
 from tests.conftest import run_cli
 from warehouse.catalog import query
 from warehouse.lake import Lake
@@ -22,8 +22,9 @@ def cohort_lake(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("cohort")
     cohort = synth_cohort(150, root / "cohort", seed=7, size=(320, 240))
-    source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1, reps=300,
-                            evaluate_split="all", min_group_clusters=8)
+    source = SourceResource(
+        kind="synthetic", input_dir=str(cohort.root), workers=1, reps=300, evaluate_split="all", min_group_clusters=8
+    )
     checks = run_stages(root / "lake", COHORT_STAGES, out=lambda line: None, source=source)
     return Lake(root / "lake"), cohort, checks
 
@@ -43,7 +44,9 @@ def test_every_check_passes_and_every_mechanism_meets_every_regime(cohort_lake):
 def test_rows_name_the_rule_file_and_records_carry_no_private_context(cohort_lake):
     lake, _, _ = cohort_lake
     for table in ("contexts", "selections", "scores", "records"):
-        row = query(lake, f"select count(distinct rule_version) as v, min(rule_version) as name from {table}").to_pylist()[0]  # noqa: S608
+        row = query(
+            lake, f"select count(distinct rule_version) as v, min(rule_version) as name from {table}"
+        ).to_pylist()[0]
         assert row == {"v": 1, "name": "autheval-reference-1"}, table
     private = {"profile", "sens", "burden", "aversion", "capacity", "floor", "s_gate", "risk_bin"}
     assert not private & set(pq.read_schema(lake.table_path("records")).names)
@@ -56,8 +59,9 @@ def test_the_review_runs_on_the_declared_split_only(tmp_path):
     source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1, reps=200, evaluate_split="test")
     run_stages(tmp_path / "lake", COHORT_STAGES, out=lambda line: None, source=source)
     lake = Lake(tmp_path / "lake")
-    outside = query(lake, "select count(*) as n from records r join clusters c on c.image_id = r.case_id "
-                          "where c.split <> 'test'").to_pylist()
+    outside = query(
+        lake, "select count(*) as n from records r join clusters c on c.image_id = r.case_id where c.split <> 'test'"
+    ).to_pylist()
     assert outside == [{"n": 0}]
     assert query(lake, "select count(*) > 0 as any from records").to_pylist() == [{"any": True}]
 
@@ -76,21 +80,36 @@ def test_a_bad_proposals_file_is_one_line_and_the_lake_keeps_what_it_had(cohort_
     assert before and served.snapshot > 0
     bad = tmp_path / "bad.csv"
     bad.write_text("mechanism,image_id,p_very_low,p_low,p_moderate,p_high\nm,x,0.5,0.5,0.5,0.5\n")
-    result = run_cli("demo", "--source", "synthetic", "--input", str(cohort.root), "--proposals", str(bad),
-                     "--lake", str(lake.root))
+    result = run_cli(
+        "demo", "--source", "synthetic", "--input", str(cohort.root), "--proposals", str(bad), "--lake", str(lake.root)
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        f"autheval: error: {bad}: column 'p_very_low': probabilities must sum to 1 within 1e-6 (row 1, image 'x', value '2.0')")
+        f"autheval: error: {bad}: column 'p_very_low': probabilities must sum to 1 within 1e-6 (row 1, image 'x', value '2.0')"
+    )
     assert {p: p.read_bytes() for p in lake.root.rglob("*.parquet")} == before
     assert lake.snapshot() == served
 
 
-@pytest.mark.parametrize("table, check, spoil", [
-    ("contexts", "contexts_complete", lambda t: t.set_column(t.schema.get_field_index("profile"), "profile",
-                                                              pa.nulls(t.num_rows, pa.string()))),
-    ("selections", "selections_band_not_empty", lambda t: t.set_column(
-        t.schema.get_field_index("band_mask"), "band_mask", pa.array([0] * t.num_rows, t.schema.field("band_mask").type))),
-])
+@pytest.mark.parametrize(
+    "table, check, spoil",
+    [
+        (
+            "contexts",
+            "contexts_complete",
+            lambda t: t.set_column(t.schema.get_field_index("profile"), "profile", pa.nulls(t.num_rows, pa.string())),
+        ),
+        (
+            "selections",
+            "selections_band_not_empty",
+            lambda t: t.set_column(
+                t.schema.get_field_index("band_mask"),
+                "band_mask",
+                pa.array([0] * t.num_rows, t.schema.field("band_mask").type),
+            ),
+        ),
+    ],
+)
 def test_the_review_checks_fail_on_a_bad_table(cohort_lake, tmp_path, table, check, spoil):
     import shutil
 
@@ -104,8 +123,13 @@ def test_the_review_checks_fail_on_a_bad_table(cohort_lake, tmp_path, table, che
     shutil.copytree(lake.root, copy.root)
     copy.write(table, spoil(copy.read(table)))
     source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1)
-    result = materialize(study_assets(), selection=AssetSelection.checks(AssetCheckKey(AssetKey(table), check)),
-                         resources=build_definitions(str(copy.root), source).resources,
-                         instance=DagsterInstance.ephemeral(), run_config=QUIET, raise_on_error=False)
+    result = materialize(
+        study_assets(),
+        selection=AssetSelection.checks(AssetCheckKey(AssetKey(table), check)),
+        resources=build_definitions(str(copy.root), source).resources,
+        instance=DagsterInstance.ephemeral(),
+        run_config=QUIET,
+        raise_on_error=False,
+    )
     [evaluation] = result.get_asset_check_evaluations()
     assert evaluation.passed is False and int(evaluation.metadata["violations"].value) > 0

@@ -63,13 +63,18 @@ def _log(n_cases: int, n_clusters: int):
     rng = np.random.default_rng(n_cases)
     changed = rng.random(n_cases) < 0.3
     execd = np.round(rng.normal(-2, 1.5, n_cases), 1)
-    table = pa.table({
-        "case_id": [f"c{i:07d}" for i in range(n_cases)],
-        "cluster_id": [f"k{i % n_clusters:06d}" for i in range(n_cases)],
-        "proposed_action": np.where(changed, "a1", "a0").tolist(), "executed_action": ["a0"] * n_cases,
-        "utility_executed_local": execd.astype(str).tolist(),
-        "utility_proposed_local": np.where(changed, execd - np.round(rng.random(n_cases), 1), execd).astype(str).tolist(),
-    })
+    table = pa.table(
+        {
+            "case_id": [f"c{i:07d}" for i in range(n_cases)],
+            "cluster_id": [f"k{i % n_clusters:06d}" for i in range(n_cases)],
+            "proposed_action": np.where(changed, "a1", "a0").tolist(),
+            "executed_action": ["a0"] * n_cases,
+            "utility_executed_local": execd.astype(str).tolist(),
+            "utility_proposed_local": np.where(changed, execd - np.round(rng.random(n_cases), 1), execd)
+            .astype(str)
+            .tolist(),
+        }
+    )
     return records_from_table(table, "log", "log", "0" * 64)
 
 

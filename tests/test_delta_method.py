@@ -28,8 +28,9 @@ Z = NormalDist().inv_cdf(0.975)
 def numpy_delta_method(records) -> dict:
     """(unit, metric) -> (estimate, std_error): ratios of cluster sums, linearised over clusters."""
     t = records.table
-    _, cluster = np.unique(np.asarray(t.column("cluster_id").to_pylist(), dtype=object).astype(str),
-                           return_inverse=True)
+    _, cluster = np.unique(
+        np.asarray(t.column("cluster_id").to_pylist(), dtype=object).astype(str), return_inverse=True
+    )
     g = cluster.max() + 1
 
     def sums(values):
@@ -40,9 +41,20 @@ def numpy_delta_method(records) -> dict:
 
     n = sums(np.ones(len(cluster)))
     changed = sums(column("intervened"))
-    exe, prop, glob = column("utility_executed_local"), column("utility_proposed_local"), column("utility_proposed_global")
-    values = {"J": sums(exe), "intervention_rate": changed, "J_auth": sums(prop), "Delta_authority": sums(prop - exe),
-              "J_std": sums(glob), "Delta_total": sums(glob - exe), "Delta_utility": sums(glob - prop)}
+    exe, prop, glob = (
+        column("utility_executed_local"),
+        column("utility_proposed_local"),
+        column("utility_proposed_global"),
+    )
+    values = {
+        "J": sums(exe),
+        "intervention_rate": changed,
+        "J_auth": sums(prop),
+        "Delta_authority": sums(prop - exe),
+        "J_std": sums(glob),
+        "Delta_total": sums(glob - exe),
+        "Delta_utility": sums(glob - prop),
+    }
     out = {}
     for unit in UNITS:
         for metric in METRICS:
@@ -96,7 +108,11 @@ def test_other_levels_use_their_normal_quantiles(llava):
         delta_method_rows([llava], quantiles=(0.0, 0.975))  # no finite normal quantile
 
 
-def write_log(path, rows, header="case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local"):
+def write_log(
+    path,
+    rows,
+    header="case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local",
+):
     path.write_text(header + "\n" + "\n".join(rows) + "\n")
     return path
 
@@ -104,8 +120,11 @@ def write_log(path, rows, header="case_id,cluster_id,proposed_action,executed_ac
 def test_unsupported_numbers_stay_unreported(tmp_path):
     """A role-separated log (no proposal score): p and J only, the rest not recoverable, as in the
     bootstrap; J_std is not supplied."""
-    log = write_log(tmp_path / "role.csv", ["a,c1,x,y,1.0", "b,c1,x,x,2.0", "c,c2,x,x,0.5", "d,c3,y,x,1.5"],
-                    header="case_id,cluster_id,proposed_action,executed_action,utility_executed_local")
+    log = write_log(
+        tmp_path / "role.csv",
+        ["a,c1,x,y,1.0", "b,c1,x,x,2.0", "c,c2,x,x,0.5", "d,c3,y,x,1.5"],
+        header="case_id,cluster_id,proposed_action,executed_action,utility_executed_local",
+    )
     records = read_records(log)
     rows = {(r["unit"], r["metric"]): r for r in delta_method_rows([records])}
     for unit in UNITS:
@@ -142,7 +161,9 @@ def test_every_row_names_its_interval_method(llava):
     methods = table.column("interval_method").to_pylist()
     assert set(methods) == {"bootstrap_poisson", DELTA_METHOD}
     assert methods.count(DELTA_METHOD) == methods.count("bootstrap_poisson") == len(UNITS) * len(METRICS)
-    assert set(INTERVAL_METHODS) == {bootstrap_method(s) for s in ("reference", "evaluator", "poisson")} | {DELTA_METHOD}
+    assert set(INTERVAL_METHODS) == {bootstrap_method(s) for s in ("reference", "evaluator", "poisson")} | {
+        DELTA_METHOD
+    }
     with pytest.raises(ValueError):
         bootstrap_method("jackknife")
 

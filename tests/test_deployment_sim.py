@@ -5,13 +5,12 @@ with the model's truth (null and planted drift); a bad --drift is one line, exit
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from autheval.cli import main as cli
-from autheval.monitoring.deployment_sim import (DeploymentModel, parse_drift, simulate, site_name, truth)
+from autheval.monitoring.deployment_sim import DeploymentModel, parse_drift, simulate, site_name, truth
 
 
 def synth(capsys, *args: str) -> tuple[int, str, str]:
@@ -24,8 +23,19 @@ def test_one_landable_log_per_site_and_month_with_the_deployment_columns(tmp_pat
     from autheval.monitoring.landing import read_landed
 
     out = tmp_path / "deployment"
-    code, text, err = synth(capsys, "--sites", "2", "--months", "3", "--out", str(out), "--clusters-per-month", "30",
-                            "--drift", "site-2:proposer_quality:-0.5:from=2:version=model-2")
+    code, text, err = synth(
+        capsys,
+        "--sites",
+        "2",
+        "--months",
+        "3",
+        "--out",
+        str(out),
+        "--clusters-per-month",
+        "30",
+        "--drift",
+        "site-2:proposer_quality:-0.5:from=2:version=model-2",
+    )
     assert code == 0, err
     assert "wrote 6 monthly logs (2 sites x 3 months)" in text and "planted: site-2:proposer_quality" in text
     logs = sorted(p.name for p in out.glob("*.csv"))
@@ -60,8 +70,21 @@ def test_one_landable_log_per_site_and_month_with_the_deployment_columns(tmp_pat
 def test_the_same_seed_gives_the_same_bytes_and_another_seed_other_bytes(tmp_path, capsys):
     def write(folder: str, seed: str, fmt: str = "csv") -> dict[str, bytes]:
         out = tmp_path / folder
-        code, _, err = synth(capsys, "--sites", "2", "--months", "2", "--out", str(out), "--seed", seed,
-                             "--format", fmt, "--drift", "all:case_mix:0.3:from=2")
+        code, _, err = synth(
+            capsys,
+            "--sites",
+            "2",
+            "--months",
+            "2",
+            "--out",
+            str(out),
+            "--seed",
+            seed,
+            "--format",
+            fmt,
+            "--drift",
+            "all:case_mix:0.3:from=2",
+        )
         assert code == 0, err
         return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
 
@@ -77,8 +100,14 @@ def test_the_simulated_data_agree_with_the_declared_truth():
     """Each site-month's intervention rate and gap are the model's (with a planted proposer drop, a
     review change and a case-mix shift): every standardised difference below 4.5 and their mean
     within 4 standard errors of zero (a gap 10% off fails)."""
-    drifts = tuple(parse_drift(spec, 3, 6) for spec in (
-        "site-2:proposer_quality:-0.5:from=4", "site-1:review_capacity:-0.15:from=3", "site-3:case_mix:0.6:from=2"))
+    drifts = tuple(
+        parse_drift(spec, 3, 6)
+        for spec in (
+            "site-2:proposer_quality:-0.5:from=4",
+            "site-1:review_capacity:-0.15:from=3",
+            "site-3:case_mix:0.6:from=2",
+        )
+    )
     model = DeploymentModel(sites=3, months=6, clusters_per_month=4000, drifts=drifts)
     cases = simulate(model, seed=11)
     expected = {(r["site"], r["month"]): r for r in truth(model)}
@@ -95,8 +124,10 @@ def test_the_simulated_data_agree_with_the_declared_truth():
             sizes = np.bincount(cases.cluster[rows])
             used = sizes > 0
             truth_row = expected[(site_name(s + 1), m + 1)]
-            for values, target, out in ((gap, truth_row["Delta_authority"], z_gap),
-                                        (cases.intervened.astype(float), truth_row["intervention_rate"], z_rate)):
+            for values, target, out in (
+                (gap, truth_row["Delta_authority"], z_gap),
+                (cases.intervened.astype(float), truth_row["intervention_rate"], z_rate),
+            ):
                 sums = np.bincount(cases.cluster[rows], weights=values[rows])[used]
                 estimate = sums.sum() / sizes[used].sum()  # a ratio over clusters, its delta-method error
                 se = np.sqrt(np.sum((sums - estimate * sizes[used]) ** 2)) / sizes[used].sum()
@@ -112,28 +143,32 @@ def test_deployments_drawn_together_are_independent_and_of_one_model():
     per = [np.sum(cases.deployment == d) for d in range(4)]
     assert len(set(per)) > 1  # each deployment draws its own clusters and images
     lesions = [set(cases.cluster[cases.deployment == d].tolist()) for d in range(4)]
-    assert all(a.isdisjoint(b) for i, a in enumerate(lesions) for b in lesions[i + 1:])
+    assert all(a.isdisjoint(b) for i, a in enumerate(lesions) for b in lesions[i + 1 :])
 
 
-@pytest.mark.parametrize("spec,words", [
-    ("site-2:proposer_quality:-0.5", "at least four"),
-    ("site-9:proposer_quality:-0.5:from=7", "site-9 is not one of the 3 sites"),
-    ("hospital:proposer_quality:-0.5:from=7", "site-1 ... site-N"),
-    ("site-2:quality:-0.5:from=7", "proposer_quality, review_capacity, case_mix"),
-    ("site-2:proposer_quality:lots:from=7", "'lots' is not a number"),
-    ("site-2:proposer_quality:nan:from=7", "finite"),
-    ("site-2:proposer_quality:-0.5:from=13", "from= must be a month from 1 to 12"),
-    ("site-2:proposer_quality:-0.5:from=0", "from= must be a month from 1 to 12"),
-    ("site-2:proposer_quality:-0.5:since=7", "'since=7' is not one of"),
-    ("site-2:proposer_quality:-0.5:to=high", "from=MONTH is required"),
-    ("site-2:proposer_quality:-0.5:from=3:from=4", "from= is given twice"),
-    ("site-2:case_mix:1.5:from=3", "share of the mix moved, from 0 to 1"),
-    ("site-2:case_mix:0.5:from=3:to=extreme", "to= must be a risk stratum"),
-    ("site-2:review_capacity:0.1:from=3:to=high", "to= is for case_mix drifts only"),
-    ("site-2:review_capacity:-0.5:from=3", "intervention rate of site-2 in month 3 would be -0.200"),
-    ("site-2:review_capacity:0.1:from=3:version=v2", "version=NAME is for proposer_quality"),
-    ("site-2:proposer_quality:-0.5:from=3:version=a b", "letters, digits"),
-], ids=lambda v: v if ":" in v else "")
+@pytest.mark.parametrize(
+    "spec,words",
+    [
+        ("site-2:proposer_quality:-0.5", "at least four"),
+        ("site-9:proposer_quality:-0.5:from=7", "site-9 is not one of the 3 sites"),
+        ("hospital:proposer_quality:-0.5:from=7", "site-1 ... site-N"),
+        ("site-2:quality:-0.5:from=7", "proposer_quality, review_capacity, case_mix"),
+        ("site-2:proposer_quality:lots:from=7", "'lots' is not a number"),
+        ("site-2:proposer_quality:nan:from=7", "finite"),
+        ("site-2:proposer_quality:-0.5:from=13", "from= must be a month from 1 to 12"),
+        ("site-2:proposer_quality:-0.5:from=0", "from= must be a month from 1 to 12"),
+        ("site-2:proposer_quality:-0.5:since=7", "'since=7' is not one of"),
+        ("site-2:proposer_quality:-0.5:to=high", "from=MONTH is required"),
+        ("site-2:proposer_quality:-0.5:from=3:from=4", "from= is given twice"),
+        ("site-2:case_mix:1.5:from=3", "share of the mix moved, from 0 to 1"),
+        ("site-2:case_mix:0.5:from=3:to=extreme", "to= must be a risk stratum"),
+        ("site-2:review_capacity:0.1:from=3:to=high", "to= is for case_mix drifts only"),
+        ("site-2:review_capacity:-0.5:from=3", "intervention rate of site-2 in month 3 would be -0.200"),
+        ("site-2:review_capacity:0.1:from=3:version=v2", "version=NAME is for proposer_quality"),
+        ("site-2:proposer_quality:-0.5:from=3:version=a b", "letters, digits"),
+    ],
+    ids=lambda v: v if ":" in v else "",
+)
 def test_a_bad_drift_is_one_line_and_nothing_is_written(tmp_path, capsys, spec, words):
     out = tmp_path / "deployment"
     code, text, err = synth(capsys, "--sites", "3", "--months", "12", "--out", str(out), "--drift", spec)
@@ -144,13 +179,16 @@ def test_a_bad_drift_is_one_line_and_nothing_is_written(tmp_path, capsys, spec, 
     assert not out.exists()
 
 
-@pytest.mark.parametrize("args,words", [
-    (("--sites", "0", "--months", "3"), "--sites: must be from 1 to 1000"),
-    (("--sites", "2", "--months", "0"), "--months: must be from 1 to 600"),
-    (("--sites", "2", "--months", "3", "--clusters-per-month", "0"), "--clusters-per-month: must be at least 1"),
-    (("--sites", "2", "--months", "3", "--start", "2026-13"), "--start: must be a month YYYY-MM"),
-    (("--sites", "2", "--months", "3", "--seed", "-4"), "--seed: must be an integer"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (("--sites", "0", "--months", "3"), "--sites: must be from 1 to 1000"),
+        (("--sites", "2", "--months", "0"), "--months: must be from 1 to 600"),
+        (("--sites", "2", "--months", "3", "--clusters-per-month", "0"), "--clusters-per-month: must be at least 1"),
+        (("--sites", "2", "--months", "3", "--start", "2026-13"), "--start: must be a month YYYY-MM"),
+        (("--sites", "2", "--months", "3", "--seed", "-4"), "--seed: must be an integer"),
+    ],
+)
 def test_a_bad_size_is_one_line_and_nothing_is_written(tmp_path, capsys, args, words):
     out = tmp_path / "deployment"
     code, _, err = synth(capsys, *args, "--out", str(out))
@@ -174,8 +212,9 @@ def test_synth_of_a_cohort_still_needs_n_and_out(capsys):
         with pytest.raises(SystemExit) as stop:
             cli.main(args)
         assert stop.value.code == 2
-        assert capsys.readouterr().err == (f"autheval: error: the following arguments are required: {missing}; "
-                                           "see `autheval synth --help`\n")
+        assert capsys.readouterr().err == (
+            f"autheval: error: the following arguments are required: {missing}; see `autheval synth --help`\n"
+        )
 
 
 # --- the benchmark's false-alert logic, on a small case (benchmarks/monitoring.py runs 500) --------------

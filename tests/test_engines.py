@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from decimal import Decimal
 import os
 import re
 import socket
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -28,14 +28,14 @@ import pyarrow as pa
 import pytest
 
 from autheval.estimation.bootstrap import replicate_products
-from autheval.records.cluster_stats import create_cluster_stats
 from autheval.estimation.engine_estimates import point_weights, reference_weight_blocks, replicate_id_blocks
 from autheval.estimation.estimators import estimate
+from autheval.records.cluster_stats import create_cluster_stats
 from autheval.records.read import read_records
 from tests.conftest import ROOT, published_summary, read_csv_rows, reference_file
+from tests.sql import engine_read, sql_text
 from tests.test_poisson import expected_weight, grid_index
 from warehouse.engine import EngineConfig, EngineError, bind_parameters, connect_engine, engine_config
-from tests.sql import engine_read, sql_text
 
 SEED = 20260711
 MATRIX_REPS = 300  # replicates of the per-file matrix (the end-to-end cases use the published 5000)
@@ -57,10 +57,18 @@ MATRIX = {
     "estimates/paired_contrast": ("portable_paired_contrast", ("contrast", "unit")),
     "estimates/delta_method": ("estimates/delta_method", ("analysis", "unit", "metric")),
     "estimates/evaluator_clusters": ("estimates/portable_evaluator_clusters", ("analysis", "metric", "cluster_rank")),
-    "estimates/multiplicity": ("estimates/multiplicity", ("row_id",)),  # autheval/estimation/multiplicity.py: Holm and BH over families
+    "estimates/multiplicity": (
+        "estimates/multiplicity",
+        ("row_id",),
+    ),  # autheval/estimation/multiplicity.py: Holm and BH over families
 }  # portable_evaluator_weighted: against the in-process products (test_evaluator_weighted_...)
 # Runs on the in-process DuckDB whatever the engine (on one row per replicate, analysis and metric).
-DUCKDB_ONLY = {"estimates/evaluator_metrics", "estimates/evaluator_stream_runs", "records/cluster_matrix_runs", "warehouse/duckdb_memory_limit"}
+DUCKDB_ONLY = {
+    "estimates/evaluator_metrics",
+    "estimates/evaluator_stream_runs",
+    "records/cluster_matrix_runs",
+    "warehouse/duckdb_memory_limit",
+}
 
 
 def spark_missing() -> str | None:
@@ -89,13 +97,20 @@ def inputs(recordsets) -> dict[str, pa.Table]:
     create_cluster_stats(con)  # the default engine's sums (one partition) and ranks
     params = {"first_rep": 0, "reps": MATRIX_REPS, "seed": SEED}
     point = _arrow(con.execute(sql_text("estimates/replicates_point")).arrow())
-    sums = pa.concat_tables([point, _arrow(con.execute(sql_text("replicates_poisson"), params).arrow()).cast(point.schema)])
+    sums = pa.concat_tables(
+        [point, _arrow(con.execute(sql_text("replicates_poisson"), params).arrow()).cast(point.schema)]
+    )
     con.register("replicate_sums", sums)
     con.sql(sql_text("estimates/replicate_metrics")).create("replicate_metrics")
     con.sql(sql_text("estimates/evaluator_clusters")).create("evaluator_clusters")
     # the published contrast, and one whose second arm is missing (paired_clusters_mismatch finds it)
-    pairs = pa.table({"contrast": [CONTRAST[0], "mixed minus nobody"], "arm_a": [CONTRAST[1], "mixed"],
-                      "arm_b": [CONTRAST[2], "nobody"]})
+    pairs = pa.table(
+        {
+            "contrast": [CONTRAST[0], "mixed minus nobody"],
+            "arm_a": [CONTRAST[1], "mixed"],
+            "arm_b": [CONTRAST[2], "nobody"],
+        }
+    )
     return {
         "records": _arrow(con.table("records").arrow()),
         "cluster_sums": _arrow(con.table("cluster_sums").arrow()),
@@ -106,8 +121,13 @@ def inputs(recordsets) -> dict[str, pa.Table]:
         "replicate_metrics": _arrow(con.table("replicate_metrics").arrow()),
         "contrast_pairs": pairs,
         "evaluator_clusters": _arrow(con.table("evaluator_clusters").arrow()),
-        "tested": pa.table({"row_id": np.arange(9, dtype=np.int64), "family": list("aaaabbbbb"),
-                            "p_value": [0.01, 0.04, 0.03, 0.005, 0.2, None, 0.2, 0.001, 0.9]}),
+        "tested": pa.table(
+            {
+                "row_id": np.arange(9, dtype=np.int64),
+                "family": list("aaaabbbbb"),
+                "p_value": [0.01, 0.04, 0.03, 0.005, 0.2, None, 0.2, 0.001, 0.9],
+            }
+        ),
     }
 
 
@@ -235,8 +255,10 @@ def evaluator_products(inputs, reps: int) -> list[dict]:
         own = sorted((r for r in clusters if (r["analysis"], r["metric"]) == key), key=lambda r: r["cluster_rank"])
         matrix = np.array([[r[c] for c in EVALUATOR_COLUMNS] for r in own])
         sums = replicate_products(SEED + own[0]["seed_offset"], reps, matrix)
-        rows += [{"analysis": key[0], "metric": key[1], "rep": rep, **dict(zip(EVALUATOR_COLUMNS.values(), map(float, row)))}
-                 for rep, row in enumerate(sums)]
+        rows += [
+            {"analysis": key[0], "metric": key[1], "rep": rep, **dict(zip(EVALUATOR_COLUMNS.values(), map(float, row)))}
+            for rep, row in enumerate(sums)
+        ]
     return rows
 
 
@@ -248,8 +270,10 @@ def engine_evaluator_sums(engine, inputs, reps: int) -> list[dict]:
     for stream in engine.read("estimates/portable_evaluator_streams").to_pylist():
         offset, g = int(stream["seed_offset"]), int(stream["n_clusters"])
         for weights in reference_weight_blocks(SEED + offset, g, reps):
-            engine.register("replicate_weights", weights.append_column(
-                "seed_offset", pa.array(np.full(weights.num_rows, offset, np.int32))))
+            engine.register(
+                "replicate_weights",
+                weights.append_column("seed_offset", pa.array(np.full(weights.num_rows, offset, np.int32))),
+            )
             rows += engine.read("estimates/portable_evaluator_weighted").to_pylist()
     return rows
 
@@ -320,7 +344,9 @@ def test_poisson_weights_identical_on_both_engines(inputs, duck, spark):
     weights = engine_read(duck, "portable_poisson_weights", {"seed": SEED})
     duck.register("replicate_weights", weights)
     duck.register("cluster_stats", inputs["cluster_stats"])
-    joined = duck.read("estimates/portable_replicates_weighted").filter(pa.compute.greater_equal(pa.compute.field("rep"), 0))
+    joined = duck.read("estimates/portable_replicates_weighted").filter(
+        pa.compute.greater_equal(pa.compute.field("rep"), 0)
+    )
     expected = [r for r in duckdb_rows(inputs, "replicates_poisson") if r["rep"] < reps]
     assert max_relative_difference(expected, joined.to_pylist(), ("analysis", "rep")) <= 1e-12
 
@@ -407,7 +433,9 @@ def test_the_engine_path_equals_the_default_engine(recordsets, duck_engine_path,
     default = estimate(recordsets, scheme=scheme, reps=300)
     on_engine = estimate(recordsets, scheme=scheme, reps=300, engine=duck_engine_path)
     assert max_estimate_difference(default, on_engine) <= 1e-12
-    assert [(c["analysis"], c["unit"]) for c in default.checks] == [(c["analysis"], c["unit"]) for c in on_engine.checks]
+    assert [(c["analysis"], c["unit"]) for c in default.checks] == [
+        (c["analysis"], c["unit"]) for c in on_engine.checks
+    ]
     assert all(c["point_residual"] <= 1e-12 for c in on_engine.checks)
 
 
@@ -435,8 +463,14 @@ def test_spark_session_is_local_and_bound_to_loopback(spark):
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autheval", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "autheval", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
 
 
 def one_error_line(proc: subprocess.CompletedProcess, *words: str) -> str:
@@ -456,14 +490,22 @@ def closed_port() -> int:
 
 
 def test_unknown_engine_is_one_line(tmp_path):
-    proc = run_cli("evaluate", "--input", str(reference_file("trace_mixed")), "--engine", "flink",
-                   "--output-dir", str(tmp_path))
+    proc = run_cli(
+        "evaluate", "--input", str(reference_file("trace_mixed")), "--engine", "flink", "--output-dir", str(tmp_path)
+    )
     one_error_line(proc, "--engine", "flink", "duckdb, spark")
 
 
 def test_spark_master_needs_spark(tmp_path):
-    proc = run_cli("evaluate", "--input", str(reference_file("trace_mixed")), "--spark-master",
-                   "spark://127.0.0.1:7077", "--output-dir", str(tmp_path))
+    proc = run_cli(
+        "evaluate",
+        "--input",
+        str(reference_file("trace_mixed")),
+        "--spark-master",
+        "spark://127.0.0.1:7077",
+        "--output-dir",
+        str(tmp_path),
+    )
     one_error_line(proc, "--spark-master")
 
 
@@ -477,8 +519,16 @@ def test_spark_extra_missing_is_one_line(monkeypatch):
 def test_java_missing_is_one_line(tmp_path):
     if importlib.util.find_spec("pyspark") is None:
         pytest.skip("the spark extra is not installed: the extra's check comes first")
-    proc = run_cli("evaluate", "--input", str(reference_file("trace_mixed")), "--engine", "spark",
-                   "--output-dir", str(tmp_path), env={"PATH": "/nonexistent", "JAVA_HOME": ""})
+    proc = run_cli(
+        "evaluate",
+        "--input",
+        str(reference_file("trace_mixed")),
+        "--engine",
+        "spark",
+        "--output-dir",
+        str(tmp_path),
+        env={"PATH": "/nonexistent", "JAVA_HOME": ""},
+    )
     one_error_line(proc, "Java is missing")
 
 
@@ -486,8 +536,17 @@ def test_unreachable_master_is_one_line(tmp_path):
     if spark_missing():
         pytest.skip(spark_missing())
     port = closed_port()
-    proc = run_cli("compare", "--arm", f"a={reference_file('trace_mixed')}", "--engine", "spark",
-                   "--spark-master", f"spark://127.0.0.1:{port}", "--output-dir", str(tmp_path))
+    proc = run_cli(
+        "compare",
+        "--arm",
+        f"a={reference_file('trace_mixed')}",
+        "--engine",
+        "spark",
+        "--spark-master",
+        f"spark://127.0.0.1:{port}",
+        "--output-dir",
+        str(tmp_path),
+    )
     one_error_line(proc, "--spark-master", "cannot reach", str(port))
     assert not (tmp_path / "estimates.csv").exists()
 
@@ -534,12 +593,25 @@ def test_evaluate_with_spark_writes_the_same_summary(tmp_path):
     trace = str(reference_file("trace_mixed"))
     default = run_cli("evaluate", "--input", trace, "--scheme", "reference", "--output-dir", str(tmp_path / "duckdb"))
     assert default.returncode == 0, default.stderr
-    spark = run_cli("evaluate", "--engine", "spark", "--input", trace, "--scheme", "reference",
-                    "--output-dir", str(tmp_path / "spark"))
+    spark = run_cli(
+        "evaluate",
+        "--engine",
+        "spark",
+        "--input",
+        trace,
+        "--scheme",
+        "reference",
+        "--output-dir",
+        str(tmp_path / "spark"),
+    )
     assert spark.returncode == 0, spark.stderr
     a = read_csv_rows(tmp_path / "duckdb" / "authority_summary.csv")
     b = read_csv_rows(tmp_path / "spark" / "authority_summary.csv")
-    assert [r["estimand"] for r in a] == [r["estimand"] for r in b] == ["image_weighted_primary", "cluster_equal_sensitivity"]
+    assert (
+        [r["estimand"] for r in a]
+        == [r["estimand"] for r in b]
+        == ["image_weighted_primary", "cluster_equal_sensitivity"]
+    )
     worst = 0.0
     for x, y in zip(a, b):
         for column, value in x.items():
@@ -586,15 +658,22 @@ def test_zzz_the_estimate_assets_on_spark_pass_the_published_summary_check(tmp_p
     from warehouse.lake import Lake
 
     monkeypatch.setenv("AUTHEVAL_ENGINE", "spark")
-    checks = run_stages(tmp_path / "spark", stages=("ingest", "duplicates", "proposals", "review", "scoring", "estimates"),
-                        out=lambda line: None)
+    checks = run_stages(
+        tmp_path / "spark",
+        stages=("ingest", "duplicates", "proposals", "review", "scoring", "estimates"),
+        out=lambda line: None,
+    )
     assert checks["estimates_match_published_summary"] is True
     assert checks["estimates_gap_identity"] is True
     monkeypatch.setenv("AUTHEVAL_ENGINE", "duckdb")
-    run_stages(tmp_path / "duckdb", stages=("ingest", "duplicates", "proposals", "review", "scoring", "estimates"),
-               out=lambda line: None)
+    run_stages(
+        tmp_path / "duckdb",
+        stages=("ingest", "duplicates", "proposals", "review", "scoring", "estimates"),
+        out=lambda line: None,
+    )
     keys = ("study", "analysis", "unit", "metric")
     columns = keys + ("estimate", "ci_lower", "ci_upper", "available", "status", "scheme", "reps", "seed")
-    on_spark, on_duckdb = (Lake(tmp_path / name).read("estimates").select(list(columns)).to_pylist()
-                           for name in ("spark", "duckdb"))
+    on_spark, on_duckdb = (
+        Lake(tmp_path / name).read("estimates").select(list(columns)).to_pylist() for name in ("spark", "duckdb")
+    )
     assert max_relative_difference(on_duckdb, on_spark, keys) <= 1e-12

@@ -66,8 +66,9 @@ def case_values(t: dict[str, np.ndarray]) -> dict[str, tuple]:
     }
 
 
-def loop(values: np.ndarray, clusters: np.ndarray, sizes=None, cluster_point=None, *, seed: int, reps: int
-         ) -> dict[str, tuple[float, float, float]]:
+def loop(
+    values: np.ndarray, clusters: np.ndarray, sizes=None, cluster_point=None, *, seed: int, reps: int
+) -> dict[str, tuple[float, float, float]]:
     """One metric of the generic evaluator, replicate by replicate; both units. With `sizes` (delta):
     the cluster unit is the drawn clusters' sum of values / n_c over their sum of changed / n_c."""
     names = sorted(set(clusters.tolist()))  # ascending cluster id
@@ -98,7 +99,9 @@ def loop(values: np.ndarray, clusters: np.ndarray, sizes=None, cluster_point=Non
 @pytest.fixture(scope="module")
 def clip_probe():
     path = reference_file("trace_clip_probe")
-    expected = {metric: loop(*v, seed=SEED + OFFSETS[metric], reps=REPS) for metric, v in case_values(read_trace(path)).items()}
+    expected = {
+        metric: loop(*v, seed=SEED + OFFSETS[metric], reps=REPS) for metric, v in case_values(read_trace(path)).items()
+    }
     result = estimate([read_records(path, analysis="clip")], scheme="evaluator", reps=REPS)
     return expected, result
 
@@ -138,7 +141,10 @@ def test_small_blocks_give_the_same_numbers(monkeypatch, scheme):
     for x, y in zip(whole.estimates + whole.contrasts, blocked.estimates + blocked.contrasts):
         for key in ("estimate", "difference", "ci_lower", "ci_upper"):
             if key in x:
-                assert (x[key] is None and y[key] is None) or abs(x[key] - y[key]) <= TOL * max(1.0, abs(x[key])), (x, y)
+                assert (x[key] is None and y[key] is None) or abs(x[key] - y[key]) <= TOL * max(1.0, abs(x[key])), (
+                    x,
+                    y,
+                )
 
 
 def test_lockstep_blocks_bound_memory_and_keep_the_stream():

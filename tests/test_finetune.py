@@ -17,9 +17,9 @@ import pytest
 
 pytest.importorskip("peft")
 
-from models import scorer  # noqa: E402
-from models.finetune import FinetuneConfig, finetune_proposer, lora_model  # noqa: E402
-from models.tiny import ensure_tiny_model  # noqa: E402
+from models import scorer
+from models.finetune import FinetuneConfig, finetune_proposer, lora_model
+from models.tiny import ensure_tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,8 +38,16 @@ def labelled_images(folder: Path, n: int) -> pa.Table:
     for i in range(n):
         path = folder / f"img{i}.png"
         Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(path)
-        rows.append({"image_id": f"img{i}", "image_path": str(path), "age": 40.0 + i, "sex": "female",
-                     "anatomic_site": "back", "ideal_action_level": i % 4})
+        rows.append(
+            {
+                "image_id": f"img{i}",
+                "image_path": str(path),
+                "age": 40.0 + i,
+                "sex": "female",
+                "anatomic_site": "back",
+                "ideal_action_level": i % 4,
+            }
+        )
     return pa.Table.from_pylist(rows)
 
 
@@ -60,8 +68,16 @@ def initial_adapter(config: FinetuneConfig) -> dict:
 
 
 def tiny_config(model_dir, adapter_dir, **overrides) -> FinetuneConfig:
-    settings = dict(model_dir=str(model_dir), adapter_dir=str(adapter_dir), max_steps=2, batch_size=2, lr=1e-2,
-                    lora_r=4, lora_alpha=8, device="cpu")
+    settings = dict(
+        model_dir=str(model_dir),
+        adapter_dir=str(adapter_dir),
+        max_steps=2,
+        batch_size=2,
+        lr=1e-2,
+        lora_r=4,
+        lora_alpha=8,
+        device="cpu",
+    )
     return FinetuneConfig(**{**settings, **overrides})
 
 
@@ -79,19 +95,22 @@ def test_two_lora_steps_change_the_adapter_and_the_scorer_reads_it(tiny_gemma3, 
     trained = adapter_tensors(meta["adapter_dir"])
     before = initial_adapter(config)
     assert trained and len(trained) == len(before)
-    changed = {k for k in trained
-               if not np.allclose(trained[k].numpy(), before[k.replace(".weight", ".default.weight")].numpy())}
-    assert {k for k in trained if "lora_B" in k} <= changed          # B starts at zero, so it moved
+    changed = {
+        k
+        for k in trained
+        if not np.allclose(trained[k].numpy(), before[k.replace(".weight", ".default.weight")].numpy())
+    }
+    assert {k for k in trained if "lora_B" in k} <= changed  # B starts at zero, so it moved
     assert any("lora_A" in k for k in changed)
 
     images = table.slice(4).select(["image_id", "image_path", "age", "sex", "anatomic_site"])
-    base_rows, _ = scorer.score_images(images, scorer.ScorerConfig(model_dir=str(tiny_gemma3), device="cpu"),
-                                       tmp_path / "cache", progress=False)
+    base_rows, _ = scorer.score_images(
+        images, scorer.ScorerConfig(model_dir=str(tiny_gemma3), device="cpu"), tmp_path / "cache", progress=False
+    )
     tuned_config = scorer.ScorerConfig(model_dir=str(tiny_gemma3), adapter_dir=meta["adapter_dir"], device="cpu")
     tuned_rows, tuned_meta = scorer.score_images(images, tuned_config, tmp_path / "cache", progress=False)
     assert tuned_meta["model"] == "tiny-gemma3+adapter" and tuned_meta["images_scored"] == 2
-    assert not np.allclose(base_rows.column("ll_high").to_numpy(), tuned_rows.column("ll_high").to_numpy(),
-                           atol=1e-6)
+    assert not np.allclose(base_rows.column("ll_high").to_numpy(), tuned_rows.column("ll_high").to_numpy(), atol=1e-6)
 
 
 def assert_the_training_run_is_the_losses(meta: dict, config: FinetuneConfig):
@@ -103,7 +122,8 @@ def assert_the_training_run_is_the_losses(meta: dict, config: FinetuneConfig):
     assert [(r["step_kind"], r["step"], r["metric"], r["value"], r["chosen"]) for r in rows] == [
         ("step", 1, "train_loss", meta["train_loss_per_step"][0], False),
         ("step", 2, "train_loss", meta["train_loss_per_step"][1], True),
-        ("epoch", 1, "val_loss", meta["val_loss_per_epoch"][0], True)]
+        ("epoch", 1, "val_loss", meta["val_loss_per_epoch"][0], True),
+    ]
     assert {r["data_sha256"] for r in rows} == {meta["data_sha256"]} and {r["seed"] for r in rows} == {config.seed}
     assert json.loads(rows[0]["config"])["max_steps"] == 2 and rows[0]["config"] == meta["config"]
     assert SCHEMA.names == list(rows[0])
@@ -142,8 +162,14 @@ def test_deepspeed_zero2_on_cpu(tiny_gemma3, tmp_path):
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
-    done = subprocess.run([sys.executable, "-c", DEEPSPEED_RUN, str(tmp_path / "images.parquet"),
-                           json.dumps(config)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", DEEPSPEED_RUN, str(tmp_path / "images.parquet"), json.dumps(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     meta = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("METADATA "))[9:])
     assert meta["engine"] == "deepspeed zero-2" and meta["steps"] == 2
@@ -154,8 +180,10 @@ def test_deepspeed_zero2_on_cpu(tiny_gemma3, tmp_path):
 
 # ---------------------------------------------------------------- issue 21: refused in one line
 
-@pytest.mark.parametrize("field, value", [("epochs", 0), ("max_steps", 0), ("batch_size", 0), ("epochs", 1.5),
-                                          ("lr", float("nan"))])
+
+@pytest.mark.parametrize(
+    "field, value", [("epochs", 0), ("max_steps", 0), ("batch_size", 0), ("epochs", 1.5), ("lr", float("nan"))]
+)
 def test_a_config_that_would_save_an_untrained_adapter_is_refused(tmp_path, field, value):
     with pytest.raises(ValueError, match=f"FinetuneConfig.{field} must be a positive"):
         tiny_config(tmp_path / "base", tmp_path / "adapter", **{field: value})
@@ -185,15 +213,17 @@ def test_an_adapter_of_another_base_model_is_refused(tiny_gemma3, tmp_path):
     table = labelled_images(tmp_path / "images", 2)
     meta = finetune_proposer(table, table, tiny_config(tiny_gemma3, tmp_path / "adapter", max_steps=1))
     adapter = Path(meta["adapter_dir"])
-    scorer.check_adapter_base(tiny_gemma3, adapter)                         # its own base: accepted
-    other = ensure_tiny_model("tiny-gemma3", tmp_path / "other", seed=1)   # same name and shape, other weights
+    scorer.check_adapter_base(tiny_gemma3, adapter)  # its own base: accepted
+    other = ensure_tiny_model("tiny-gemma3", tmp_path / "other", seed=1)  # same name and shape, other weights
     with pytest.raises(RecordError, match="trained on another base model") as err:
         scorer.load_model(str(other), str(adapter), device="cpu")
     assert str(adapter) in str(err.value) and "\n" not in str(err.value)
 
-    (adapter / "finetune_metadata.json").unlink()                         # an adapter made elsewhere
+    (adapter / "finetune_metadata.json").unlink()  # an adapter made elsewhere
     config = json.loads((adapter / "adapter_config.json").read_text())
-    scorer.check_adapter_base(tiny_gemma3, adapter)                         # names this directory
-    (adapter / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": "google/medgemma-4b-it"}))
+    scorer.check_adapter_base(tiny_gemma3, adapter)  # names this directory
+    (adapter / "adapter_config.json").write_text(
+        json.dumps({**config, "base_model_name_or_path": "google/medgemma-4b-it"})
+    )
     with pytest.raises(RecordError, match="names base model 'google/medgemma-4b-it'"):
         scorer.load_model(str(tiny_gemma3), str(adapter), device="cpu")

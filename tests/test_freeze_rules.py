@@ -14,9 +14,13 @@ GOOD = [("i1", "k1", "train"), ("i2", "k1", "train"), ("i3", "k2", "test"), ("i4
 
 
 def freeze(rows) -> pa.Table:
-    return pa.table({"image_id": pa.array([r[0] for r in rows], pa.string()),
-                     "cluster_id": pa.array([r[1] for r in rows], pa.string()),
-                     "split": pa.array([r[2] for r in rows], pa.string())})
+    return pa.table(
+        {
+            "image_id": pa.array([r[0] for r in rows], pa.string()),
+            "cluster_id": pa.array([r[1] for r in rows], pa.string()),
+            "split": pa.array([r[2] for r in rows], pa.string()),
+        }
+    )
 
 
 def test_a_good_freeze_is_returned():

@@ -21,16 +21,33 @@ from models.gate_proxy import (
 
 def test_categories_are_normalised_as_the_spec_says():
     assert normalise_category([None, "", " NaN ", "None", " Male", "anterior torso"]) == [
-        MISSING, MISSING, MISSING, MISSING, "male", "anterior torso"]
+        MISSING,
+        MISSING,
+        MISSING,
+        MISSING,
+        "male",
+        "anterior torso",
+    ]
 
 
 def test_design_matrix_columns_and_values():
-    schema = FeatureSchema.from_train(np.array([20.0, 40.0, np.nan]), ["male", "female", MISSING],
-                                      ["head", MISSING, "back"])
+    schema = FeatureSchema.from_train(
+        np.array([20.0, 40.0, np.nan]), ["male", "female", MISSING], ["head", MISSING, "back"]
+    )
     assert (schema.age_mean, schema.age_scale) == (30.0, 10.0)
-    assert schema.columns == ["intercept", "age_z", "age_missing", "sex_missing", "anatomic_site_missing",
-                              "sex=female", "sex=male", "sex=__other__",
-                              "anatomic_site=back", "anatomic_site=head", "anatomic_site=__other__"]
+    assert schema.columns == [
+        "intercept",
+        "age_z",
+        "age_missing",
+        "sex_missing",
+        "anatomic_site_missing",
+        "sex=female",
+        "sex=male",
+        "sex=__other__",
+        "anatomic_site=back",
+        "anatomic_site=head",
+        "anatomic_site=__other__",
+    ]
     x = schema.design(np.array([50.0, np.nan]), ["unknown", MISSING], ["head", "palms"])
     assert x[0].tolist() == [1, 2.0, 0, 0, 0, 0, 0, 1, 0, 1, 0]
     assert x[1].tolist() == [1, 0.0, 1, 1, 0, 0, 0, 0, 0, 0, 1]
@@ -77,20 +94,29 @@ def _cohort(n: int = 400, seed: int = 11) -> pa.Table:
     age[rng.random(n) < 0.1] = np.nan
     site = rng.choice(["head/neck", "back", "lower extremity", "palms/soles", None], n)
     sex = rng.choice(["male", "female", None], n)
-    risk = np.clip(np.nan_to_num((age - 20) / 20, nan=1).astype(int) + (site == "head/neck") + rng.integers(0, 2, n) - 1, 0, 3)
+    risk = np.clip(
+        np.nan_to_num((age - 20) / 20, nan=1).astype(int) + (site == "head/neck") + rng.integers(0, 2, n) - 1, 0, 3
+    )
     split = rng.choice(["train", "val", "test"], n, p=[0.6, 0.2, 0.2])
-    return pa.table({
-        "image_id": [f"ISIC_{i:07d}" for i in range(n)], "split": split.tolist(),
-        "age": [None if np.isnan(a) else float(a) for a in age], "sex": sex.tolist(), "anatomic_site": site.tolist(),
-        "ideal_action_level": risk.tolist(),
-    })
+    return pa.table(
+        {
+            "image_id": [f"ISIC_{i:07d}" for i in range(n)],
+            "split": split.tolist(),
+            "age": [None if np.isnan(a) else float(a) for a in age],
+            "sex": sex.tolist(),
+            "anatomic_site": site.tolist(),
+            "ideal_action_level": risk.tolist(),
+        }
+    )
 
 
 def test_selection_is_the_lexicographic_minimum_on_validation():
     proxy = fit_gate_proxy(_cohort())
     rows = proxy.selection.to_pylist()
     assert len(rows) == 48
-    best = min(rows, key=lambda r: (r["ordinal_mae"], r["brier"], -r["balanced_accuracy"], r["alpha"], r["temperature"]))
+    best = min(
+        rows, key=lambda r: (r["ordinal_mae"], r["brier"], -r["balanced_accuracy"], r["alpha"], r["temperature"])
+    )
     assert [r for r in rows if r["selected"]] == [best]
     assert (proxy.alpha, proxy.temperature) == (best["alpha"], best["temperature"])
     s = proxy.scores.column("s_gate").to_numpy()
@@ -102,7 +128,9 @@ def test_test_labels_never_reach_the_fit_or_the_selection():
     cohort = _cohort()
     base = fit_gate_proxy(cohort)
     split = cohort.column("split").to_pylist()
-    scrambled = [None if s == "test" else level for s, level in zip(split, cohort.column("ideal_action_level").to_pylist())]
+    scrambled = [
+        None if s == "test" else level for s, level in zip(split, cohort.column("ideal_action_level").to_pylist())
+    ]
     changed = fit_gate_proxy(cohort.set_column(5, "ideal_action_level", pa.array(scrambled, pa.int64())))
     assert changed.scores.column("s_gate").equals(base.scores.column("s_gate"))
     assert (changed.alpha, changed.temperature) == (base.alpha, base.temperature)
@@ -142,4 +170,4 @@ def test_the_selection_names_its_data_and_config_and_is_the_gate_proxys_run():
     assert chosen == {(k, v) for k, v in selected.items() if k not in ("selected", "data_sha256", "config")}
     assert {r["data_sha256"] for r in rows} == {proxy.data_sha256} and {r["seed"] for r in rows} == {None}
     given = pa.table({"gate_proxy": ["given by the source"], "path": ["/scores.csv"]})
-    assert training_run(given) is None                   # scores given by a source: nothing was fitted
+    assert training_run(given) is None  # scores given by a source: nothing was fitted

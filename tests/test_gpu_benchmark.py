@@ -14,9 +14,28 @@ def test_gpu_benchmark_smoke_on_cpu(tmp_path, capsys):
     from benchmarks import gpu_scoring
 
     out = tmp_path / "report.json"
-    assert gpu_scoring.main(["--tiny", "--tiny-dir", str(tmp_path / "models"), "--images", "2",
-                             "--baseline-images", "2", "--batch-sizes", "1", "2", "32", "--feature-batch", "2",
-                             "--out", str(out)]) == 0
+    assert (
+        gpu_scoring.main(
+            [
+                "--tiny",
+                "--tiny-dir",
+                str(tmp_path / "models"),
+                "--images",
+                "2",
+                "--baseline-images",
+                "2",
+                "--batch-sizes",
+                "1",
+                "2",
+                "32",
+                "--feature-batch",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     rows = {(r["method"], r["batch_size"]): r for r in report["scorer"]}
     assert set(rows) == {("reference", 1), ("shared_prefix", 1), ("shared_prefix", 2), ("padded_rows", 2)}

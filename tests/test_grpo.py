@@ -17,9 +17,19 @@ import pytest
 
 pytest.importorskip("trl")
 
-from models.grpo import (MAVIC_COMPONENTS, STEPS_SCHEMA, GrpoConfig, MavicReward, grpo_examples,  # noqa: E402
-                         grpo_prompt, grpo_train, grpo_training_run, merge_sft_adapter, steps_table)
-from models.tiny import ensure_tiny_model  # noqa: E402
+from models.grpo import (
+    MAVIC_COMPONENTS,
+    STEPS_SCHEMA,
+    GrpoConfig,
+    MavicReward,
+    grpo_examples,
+    grpo_prompt,
+    grpo_train,
+    grpo_training_run,
+    merge_sft_adapter,
+    steps_table,
+)
+from models.tiny import ensure_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -37,20 +47,36 @@ def training_items(folder: Path, n: int, diagnoses=("MEL", "NV", "BCC", "BKL")) 
     for i in range(n):
         path = folder / f"img{i}.png"
         Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(path)
-        rows.append({"image_id": f"img{i}", "image_path": str(path), "age": 50.0 + i, "sex": "male",
-                     "anatomic_site": "back", "reference_diagnosis": diagnoses[i % len(diagnoses)],
-                     "reference_attributes": json.dumps({"streaks": "irregular"} if i % 2 else {}),
-                     "modality": "dermoscopic", "ideal_action_level": i % 4})
+        rows.append(
+            {
+                "image_id": f"img{i}",
+                "image_path": str(path),
+                "age": 50.0 + i,
+                "sex": "male",
+                "anatomic_site": "back",
+                "reference_diagnosis": diagnoses[i % len(diagnoses)],
+                "reference_attributes": json.dumps({"streaks": "irregular"} if i % 2 else {}),
+                "modality": "dermoscopic",
+                "ideal_action_level": i % 4,
+            }
+        )
     return pa.Table.from_pylist(rows)
 
 
 def tiny_config(model_dir, adapter_dir, **overrides) -> GrpoConfig:
-    settings = dict(model_dir=str(model_dir), adapter_dir=str(adapter_dir), group_size=4, max_steps=3,
-                    max_completion_tokens=12, device="cpu")
+    settings = dict(
+        model_dir=str(model_dir),
+        adapter_dir=str(adapter_dir),
+        group_size=4,
+        max_steps=3,
+        max_completion_tokens=12,
+        device="cpu",
+    )
     return GrpoConfig(**{**settings, **overrides})
 
 
 # --- the declared config -------------------------------------------------------------------------------
+
 
 def test_the_config_defaults_are_the_papers_grpo_stage():
     config = GrpoConfig(model_dir="m", adapter_dir="a")
@@ -59,11 +85,21 @@ def test_the_config_defaults_are_the_papers_grpo_stage():
     assert config.sha256() != GrpoConfig(model_dir="m", adapter_dir="a", kl_coef=0.2).sha256()
 
 
-@pytest.mark.parametrize("field, value", [
-    ("group_size", 1), ("kl_coef", -0.1), ("lr", 0.0), ("lr", float("nan")), ("lora_r", 0),
-    ("clip_epsilon", 1.5), ("max_steps", 0), ("loss_type", "ppo"), ("temperature", float("inf")),
-    ("batch_size", 4),   # not a field: a misspelt setting is refused, not ignored
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("group_size", 1),
+        ("kl_coef", -0.1),
+        ("lr", 0.0),
+        ("lr", float("nan")),
+        ("lora_r", 0),
+        ("clip_epsilon", 1.5),
+        ("max_steps", 0),
+        ("loss_type", "ppo"),
+        ("temperature", float("inf")),
+        ("batch_size", 4),  # not a field: a misspelt setting is refused, not ignored
+    ],
+)
 def test_a_bad_config_value_is_one_line_naming_the_field(field, value):
     with pytest.raises(ValueError) as caught:
         GrpoConfig(model_dir="m", adapter_dir="a", **{field: value})
@@ -84,23 +120,34 @@ def test_training_items_with_bad_labels_are_refused(tmp_path):
 
 # --- MAVIC as the reward -------------------------------------------------------------------------------
 
+
 def test_mavic_scores_trl_completions_and_logs_its_components():
     from models.mavic import score_completions
 
-    right = '<morph>{"streaks": "irregular", "pigment_network": "atypical"}</morph><final_diagnosis>MEL</final_diagnosis>'
+    right = (
+        '<morph>{"streaks": "irregular", "pigment_network": "atypical"}</morph><final_diagnosis>MEL</final_diagnosis>'
+    )
     same_risk = '<morph>{"streaks": "irregular"}</morph><final_diagnosis>BCC</final_diagnosis>'
     texts = [right, same_risk, "MEL, I think", right.replace("</morph>", "")]
     completions = [[{"role": "assistant", "content": t}] for t in texts]
     logged = {}
     reward = MavicReward()
-    rewards = reward(prompts=[None] * 4, completions=completions, image_id=["a"] * 4,
-                     modality=["dermoscopic"] * 4, reference_diagnosis=["MEL"] * 4,
-                     reference_attributes=['{"streaks": "irregular"}'] * 4, log_metric=logged.__setitem__)
+    rewards = reward(
+        prompts=[None] * 4,
+        completions=completions,
+        image_id=["a"] * 4,
+        modality=["dermoscopic"] * 4,
+        reference_diagnosis=["MEL"] * 4,
+        reference_attributes=['{"streaks": "irregular"}'] * 4,
+        log_metric=logged.__setitem__,
+    )
     expected = score_completions(texts, ["dermoscopic"] * 4, ["MEL"] * 4, [{"streaks": "irregular"}] * 4, ["a"] * 4)
     assert rewards == pytest.approx(expected["reward"].tolist())
-    assert rewards[0] > rewards[1] > 0 and rewards[2] == rewards[3] == 0   # invalid formats score 0
+    assert rewards[0] > rewards[1] > 0 and rewards[2] == rewards[3] == 0  # invalid formats score 0
     assert set(logged) == {f"mavic/{k}" for k in MAVIC_COMPONENTS}
-    assert logged["mavic/r_fmt"] == pytest.approx(0.5) and reward.steps == [{k: logged[f"mavic/{k}"] for k in MAVIC_COMPONENTS}]
+    assert logged["mavic/r_fmt"] == pytest.approx(0.5) and reward.steps == [
+        {k: logged[f"mavic/{k}"] for k in MAVIC_COMPONENTS}
+    ]
 
 
 def test_the_prompt_lists_the_schema_mavic_accepts():
@@ -114,6 +161,7 @@ def test_the_prompt_lists_the_schema_mavic_accepts():
 
 # --- a run on the tiny models ----------------------------------------------------------------------------
 
+
 def _finite(values) -> bool:
     return all(v is not None and math.isfinite(v) for v in values)
 
@@ -125,18 +173,26 @@ def test_grpo_on_the_merged_sft_model_logs_finite_rewards_and_its_adapter_scores
     base = tiny_models["tiny-gemma3"]
     items = training_items(tmp_path / "images", 4)
     sft = tmp_path / "sft-adapter"
-    finetune_proposer(items, items.slice(0, 1), FinetuneConfig(model_dir=str(base), adapter_dir=str(sft),
-                                                               max_steps=1, batch_size=2, lr=1e-2, device="cpu"))
+    finetune_proposer(
+        items,
+        items.slice(0, 1),
+        FinetuneConfig(model_dir=str(base), adapter_dir=str(sft), max_steps=1, batch_size=2, lr=1e-2, device="cpu"),
+    )
     merged = merge_sft_adapter(base, sft, tmp_path / "merged")
     inputs = public_inputs(items.select(["image_id", "image_path", "age", "sex", "anatomic_site"]))
     # the merged model is the fine-tuned one: the same scores as base + SFT adapter
-    with_adapter, _ = score_images(inputs, ScorerConfig(model_dir=str(base), adapter_dir=str(sft), device="cpu"),
-                                   tmp_path / "cache", progress=False)
-    as_merged, _ = score_images(inputs, ScorerConfig(model_dir=str(merged), device="cpu"), tmp_path / "cache",
-                                progress=False)
+    with_adapter, _ = score_images(
+        inputs,
+        ScorerConfig(model_dir=str(base), adapter_dir=str(sft), device="cpu"),
+        tmp_path / "cache",
+        progress=False,
+    )
+    as_merged, _ = score_images(
+        inputs, ScorerConfig(model_dir=str(merged), device="cpu"), tmp_path / "cache", progress=False
+    )
     for level in ("ll_very_low", "ll_high"):
         assert np.allclose(with_adapter.column(level).to_numpy(), as_merged.column(level).to_numpy(), atol=1e-5)
-    assert merge_sft_adapter(base, sft, tmp_path / "merged") == merged   # the same inputs: reused
+    assert merge_sft_adapter(base, sft, tmp_path / "merged") == merged  # the same inputs: reused
 
     config = tiny_config(merged, tmp_path / "grpo-adapter")
     run = grpo_train(items, config)
@@ -150,8 +206,12 @@ def test_grpo_on_the_merged_sft_model_logs_finite_rewards_and_its_adapter_scores
     facts = grpo_training_run(run).table("VLM GRPO (MAVIC)")
     assert {"kl", "r_fmt", "s_morph", "reward"} <= set(facts.column("metric").to_pylist())
 
-    scored, meta = score_images(inputs, ScorerConfig(model_dir=str(merged), adapter_dir=run["adapter_dir"],
-                                                     device="cpu"), tmp_path / "cache", progress=False)
+    scored, meta = score_images(
+        inputs,
+        ScorerConfig(model_dir=str(merged), adapter_dir=run["adapter_dir"], device="cpu"),
+        tmp_path / "cache",
+        progress=False,
+    )
     assert meta["model"].endswith("merged+grpo-adapter")
     proposals = proposals_from_scores(scored, "VLM GRPO (MAVIC)")
     assert proposals.num_rows == 4 and set(proposals.column("mechanism").to_pylist()) == {"VLM GRPO (MAVIC)"}
@@ -159,8 +219,12 @@ def test_grpo_on_the_merged_sft_model_logs_finite_rewards_and_its_adapter_scores
     from autheval.errors import RecordError
 
     with pytest.raises(RecordError, match="another base model"):
-        score_images(inputs, ScorerConfig(model_dir=str(base), adapter_dir=run["adapter_dir"], device="cpu"),
-                     tmp_path / "cache", progress=False)
+        score_images(
+            inputs,
+            ScorerConfig(model_dir=str(base), adapter_dir=run["adapter_dir"], device="cpu"),
+            tmp_path / "cache",
+            progress=False,
+        )
 
 
 def vowel_share(prompts, completions, **_):
@@ -173,8 +237,11 @@ def sft_merged(base, items, folder: Path) -> tuple[Path, Path]:
     from models.finetune import FinetuneConfig, finetune_proposer
 
     sft = folder / "sft-adapter"
-    finetune_proposer(items, items.slice(0, 1), FinetuneConfig(model_dir=str(base), adapter_dir=str(sft),
-                                                               max_steps=1, batch_size=2, lr=1e-2, device="cpu"))
+    finetune_proposer(
+        items,
+        items.slice(0, 1),
+        FinetuneConfig(model_dir=str(base), adapter_dir=str(sft), max_steps=1, batch_size=2, lr=1e-2, device="cpu"),
+    )
     return sft, merge_sft_adapter(base, sft, folder / "merged")
 
 
@@ -184,7 +251,7 @@ def test_the_same_seed_gives_the_same_log_and_the_update_moves_the_policy(tiny_m
     from models.grpo import combine_adapters
     from models.scorer import ScorerConfig, public_inputs, score_images
 
-    base = tiny_models["tiny-llava"]   # its completions differ within a group (the tiny Gemma3's rarely do)
+    base = tiny_models["tiny-llava"]  # its completions differ within a group (the tiny Gemma3's rarely do)
     items = training_items(tmp_path / "images", 3)
     sft, model = sft_merged(base, items, tmp_path)
 
@@ -198,26 +265,35 @@ def test_the_same_seed_gives_the_same_log_and_the_update_moves_the_policy(tiny_m
     assert first == again
     assert first != other
     assert len({r for r, *_ in first}) > 1 and all(std > 0 for _, std, _, _ in first)
-    assert first[0][2] == 0.0 and first[-1][2] > 0   # KL to the reference: none at the start, then the policy moved
+    assert first[0][2] == 0.0 and first[-1][2] > 0  # KL to the reference: none at the start, then the policy moved
     assert run["reward_form"] == "custom: vowel_share" and all(s["r_fmt"] is None for s in run["step_log"])
     trained = load_file(str(Path(run["adapter_dir"]) / "adapter_model.safetensors"))
-    assert any(float(v.abs().max()) > 0 for k, v in trained.items() if "lora_B" in k)   # B starts at zero
+    assert any(float(v.abs().max()) > 0 for k, v in trained.items() if "lora_B" in k)  # B starts at zero
 
     # one adapter on the original base: the SFT and GRPO adapters concatenated score as merged + GRPO
     combined = combine_adapters(base, sft, run["adapter_dir"], tmp_path / "combined")
     inputs = public_inputs(items.select(["image_id", "image_path", "age", "sex", "anatomic_site"]))
-    on_base, _ = score_images(inputs, ScorerConfig(model_dir=str(base), adapter_dir=str(combined), device="cpu"),
-                              tmp_path / "cache", progress=False)
-    on_merged, _ = score_images(inputs, ScorerConfig(model_dir=str(model), adapter_dir=run["adapter_dir"],
-                                                     device="cpu"), tmp_path / "cache", progress=False)
-    only_sft, _ = score_images(inputs, ScorerConfig(model_dir=str(model), device="cpu"), tmp_path / "cache",
-                               progress=False)
+    on_base, _ = score_images(
+        inputs,
+        ScorerConfig(model_dir=str(base), adapter_dir=str(combined), device="cpu"),
+        tmp_path / "cache",
+        progress=False,
+    )
+    on_merged, _ = score_images(
+        inputs,
+        ScorerConfig(model_dir=str(model), adapter_dir=run["adapter_dir"], device="cpu"),
+        tmp_path / "cache",
+        progress=False,
+    )
+    only_sft, _ = score_images(
+        inputs, ScorerConfig(model_dir=str(model), device="cpu"), tmp_path / "cache", progress=False
+    )
     for level in ("ll_very_low", "ll_low", "ll_moderate", "ll_high"):
         assert np.allclose(on_base.column(level).to_numpy(), on_merged.column(level).to_numpy(), atol=1e-5)
         assert not np.allclose(on_merged.column(level).to_numpy(), only_sft.column(level).to_numpy(), atol=1e-5)
     from autheval.errors import RecordError
 
-    other = tmp_path / "other-sft"   # another SFT adapter of the same base (here: one file changed)
+    other = tmp_path / "other-sft"  # another SFT adapter of the same base (here: one file changed)
     shutil.copytree(sft, other)
     (other / "README.md").write_text("another adapter\n")
     with pytest.raises(RecordError, match="not trained on this base merged with this SFT adapter"):
@@ -226,18 +302,20 @@ def test_the_same_seed_gives_the_same_log_and_the_update_moves_the_policy(tiny_m
 
 # --- the asset in a lake ---------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def grpo_lake(tmp_path_factory):
+    from assets.resources import ModelsResource, SourceResource
     from autheval.raw.synth import synth_cohort
     from dagster_project.demo import COHORT_STAGES, run_stages
-    from assets.resources import ModelsResource, SourceResource
     from warehouse.lake import Lake
 
     root = tmp_path_factory.mktemp("grpo-lake")
     cohort = synth_cohort(90, root / "cohort", seed=11, size=(160, 120))
     source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1, reps=200, min_group_clusters=8)
-    models = ModelsResource(enabled=True, batch_size=16, device="cpu", finetune=True, finetune_max_steps=2,
-                            grpo=True, grpo_max_steps=2)
+    models = ModelsResource(
+        enabled=True, batch_size=16, device="cpu", finetune=True, finetune_max_steps=2, grpo=True, grpo_max_steps=2
+    )
     checks = run_stages(root / "lake", COHORT_STAGES, out=lambda line: None, source=source, models=models)
     return Lake(root / "lake"), checks
 
@@ -252,8 +330,11 @@ def test_the_grpo_mechanism_is_contrasted_with_the_fine_tune_on_identical_cluste
     contrasts = {r["contrast"] for r in query(lake, "select contrast from contrasts").to_pylist()}
     for regime in ("capacity_ceiling", "mixed", "safety_floor"):
         assert f"VLM GRPO (MAVIC) / {regime} minus VLM LoRA fine-tuned / {regime}" in contrasts
-    same = query(lake, "select count(*) as n from (select image_id from proposals where mechanism = 'VLM GRPO (MAVIC)' "
-                       "except select image_id from proposals where mechanism = 'VLM LoRA fine-tuned')").to_pylist()
+    same = query(
+        lake,
+        "select count(*) as n from (select image_id from proposals where mechanism = 'VLM GRPO (MAVIC)' "
+        "except select image_id from proposals where mechanism = 'VLM LoRA fine-tuned')",
+    ).to_pylist()
     assert same == [{"n": 0}]
     producer = query(lake, "select distinct producer from proposals where mechanism = 'VLM GRPO (MAVIC)'").to_pylist()
     assert producer[0]["producer"].endswith("tiny-gemma3+tiny-gemma3-sft-grpo")
@@ -270,44 +351,60 @@ def test_the_grpo_steps_are_a_lake_table_named_by_their_run(grpo_lake):
         assert step["mechanism"] == "VLM GRPO (MAVIC)" and len(step["config_sha256"]) == 64
         assert json.loads(step["config"])["group_size"] == 8 and step["seed"] == 20260710
         assert len(step["data_sha256"]) == 64 and step["software_version"].startswith("autheval ")
-    runs = query(lake, "select count(*) as n, max(step) as last from model_runs where trainer = 'grpo' "
-                       "and metric = 'kl' and mechanism = 'VLM GRPO (MAVIC)'").to_pylist()
+    runs = query(
+        lake,
+        "select count(*) as n, max(step) as last from model_runs where trainer = 'grpo' "
+        "and metric = 'kl' and mechanism = 'VLM GRPO (MAVIC)'",
+    ).to_pylist()
     assert runs == [{"n": 2, "last": 2}]
 
 
-@pytest.mark.parametrize("flags, flag", [
-    (["--no-models", "--grpo"], "--no-models"),
-    (["--grpo", "--grpo-steps", "-1"], "--grpo-steps"),
-    (["--source", "reference", "--grpo"], "--grpo"),
-])
+@pytest.mark.parametrize(
+    "flags, flag",
+    [
+        (["--no-models", "--grpo"], "--no-models"),
+        (["--grpo", "--grpo-steps", "-1"], "--grpo-steps"),
+        (["--source", "reference", "--grpo"], "--grpo"),
+    ],
+)
 def test_demo_grpo_flags_are_checked_before_anything_runs(tmp_path, flags, flag):
     from tests.conftest import run_cli
 
-    result = run_cli("demo", *([] if "--source" in flags else ["--source", "synthetic"]),
-                     "--lake", str(tmp_path / "lake"), *flags)
+    result = run_cli(
+        "demo", *([] if "--source" in flags else ["--source", "synthetic"]), "--lake", str(tmp_path / "lake"), *flags
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(f"autheval: error: {flag}")
     assert not (tmp_path / "lake").exists()
 
 
-@pytest.mark.parametrize("models, why", [
-    ({"enabled": False}, "model mechanisms are disabled"),
-    ({"enabled": True, "finetune": True}, "GRPO is not configured"),
-    ({"enabled": True, "grpo": True}, "GRPO is not configured"),   # it trains on the fine-tune's adapter
-])
+@pytest.mark.parametrize(
+    "models, why",
+    [
+        ({"enabled": False}, "model mechanisms are disabled"),
+        ({"enabled": True, "finetune": True}, "GRPO is not configured"),
+        ({"enabled": True, "grpo": True}, "GRPO is not configured"),  # it trains on the fine-tune's adapter
+    ],
+)
 def test_unconfigured_grpo_writes_empty_tables_and_says_why(tmp_path, models, why):
     from dagster import materialize
 
+    from assets.resources import ModelsResource, SourceResource
     from dagster_project.definitions import build_definitions, project_instance, study_assets
     from dagster_project.demo import QUIET
-    from assets.resources import ModelsResource, SourceResource
     from warehouse.lake import Lake
 
     lake = Lake(tmp_path / "lake")
-    defs = build_definitions(str(lake.root), SourceResource(kind="synthetic", input_dir=str(tmp_path)),
-                             ModelsResource(**models))
-    result = materialize(study_assets(), selection=["grpo", "grpo_steps"], resources=defs.resources, instance=project_instance(),
-                         run_config=QUIET)
+    defs = build_definitions(
+        str(lake.root), SourceResource(kind="synthetic", input_dir=str(tmp_path)), ModelsResource(**models)
+    )
+    result = materialize(
+        study_assets(),
+        selection=["grpo", "grpo_steps"],
+        resources=defs.resources,
+        instance=project_instance(),
+        run_config=QUIET,
+    )
     for name, schema in (("grpo", None), ("grpo_steps", STEPS_SCHEMA)):
         meta = result.asset_materializations_for_node("grpo")
         status = {m.asset_key.to_user_string(): m.metadata["status"].value for m in meta}

@@ -13,13 +13,25 @@ from warehouse.sql import connect, load_sql
 def test_similarity_by_depth_of_the_lowest_common_ancestor():
     con = connect()
     ids = ["i1", "i2", "i3", "i4", "i5"]
-    con.register("review_scores", pa.table({"analysis": ["m / mixed"] * 5, "image_id": ids,
-                                            "u_local_head": [-1.0, -2.0, -3.0, -4.0, -5.0]}))
+    con.register(
+        "review_scores",
+        pa.table({"analysis": ["m / mixed"] * 5, "image_id": ids, "u_local_head": [-1.0, -2.0, -3.0, -4.0, -5.0]}),
+    )
     con.register("selections", pa.table({"analysis": ["m / mixed"] * 5, "mechanism": ["m"] * 5, "image_id": ids}))
-    con.register("proposals", pa.table({"mechanism": ["m"] * 5, "image_id": ["i1", "i2", "i3", "i4", "i5"],
-                                        "diagnosis": ["MEL", "SCC", "NV", None, "BKL"]}))
-    con.register("images", pa.table({"image_id": ["i1", "i2", "i3", "i4", "i5"],
-                                     "diagnosis": ["MEL", "MEL", "MEL", "MEL", None]}))
+    con.register(
+        "proposals",
+        pa.table(
+            {
+                "mechanism": ["m"] * 5,
+                "image_id": ["i1", "i2", "i3", "i4", "i5"],
+                "diagnosis": ["MEL", "SCC", "NV", None, "BKL"],
+            }
+        ),
+    )
+    con.register(
+        "images",
+        pa.table({"image_id": ["i1", "i2", "i3", "i4", "i5"], "diagnosis": ["MEL", "MEL", "MEL", "MEL", None]}),
+    )
     con.register("diagnosis_risk", pa.table({"diagnosis": list(RISK), "risk_stratum": list(RISK.values())}))
     rows = con.execute(load_sql("scoring/scores_hierarchical")).arrow().read_all().to_pylist()
     s_hier = [r["s_hier"] for r in rows]

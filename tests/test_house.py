@@ -47,7 +47,8 @@ def test_the_jobs_and_the_demo_follow_the_stage_plan():
         assert set(selected) == expected, name
         assert list(stages) == [s for s in STAGES if s in stages], name  # in run order
     assert (demo.REFERENCE_STAGES, demo.RAW_STAGES, demo.COHORT_STAGES) == tuple(
-        JOBS[j][0] for j in ("reference_study", "raw_path", "cohort_study"))
+        JOBS[j][0] for j in ("reference_study", "raw_path", "cohort_study")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +63,9 @@ def test_a_cohort_run_parses_the_declared_rules_once(small_cohort, tmp_path, mon
     """Every asset that applies or names the rules (contexts, selections, scores, estimates, subgroups)
     takes them from the one `rules` resource; the command line's checked RuleFile is not parsed again."""
     import autheval.review.rules
+    from assets.resources import SourceResource
     from autheval.review.rules import default_rules_text, load_rules
     from dagster_project.demo import COHORT_STAGES, run_stages
-    from assets.resources import SourceResource
     from warehouse.catalog import query
     from warehouse.lake import Lake
 
@@ -74,8 +75,14 @@ def test_a_cohort_run_parses_the_declared_rules_once(small_cohort, tmp_path, mon
     parses = []
     real = autheval.review.rules.parse_rules
     monkeypatch.setattr(autheval.review.rules, "parse_rules", lambda *a, **k: parses.append(a) or real(*a, **k))
-    source = SourceResource(kind="synthetic", input_dir=str(small_cohort.root), workers=1, reps=50,
-                            evaluate_split="all", min_group_clusters=8)
+    source = SourceResource(
+        kind="synthetic",
+        input_dir=str(small_cohort.root),
+        workers=1,
+        reps=50,
+        evaluate_split="all",
+        min_group_clusters=8,
+    )
     checks = run_stages(tmp_path / "lake", COHORT_STAGES, out=lambda line: None, source=source, rules=rules)
     assert checks and all(checks.values()), checks
     assert len(parses) == (0 if given == "parsed" else 1)
@@ -88,4 +95,13 @@ def test_a_cohort_run_parses_the_declared_rules_once(small_cohort, tmp_path, mon
 def test_the_declared_rules_are_an_input_of_the_graph():
     graph = build_definitions("/nonexistent-lake").resolve_asset_graph()
     children = {k.to_user_string() for k in graph.get(AssetKey("declared_rules")).child_keys}
-    assert {"contexts", "selections", "scores", "estimates", "contrasts", "intervals", "subgroups", "fairness"} <= children
+    assert {
+        "contexts",
+        "selections",
+        "scores",
+        "estimates",
+        "contrasts",
+        "intervals",
+        "subgroups",
+        "fairness",
+    } <= children

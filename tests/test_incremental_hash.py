@@ -14,7 +14,7 @@ import pytest
 
 Image = pytest.importorskip("PIL.Image")
 
-from autheval.raw.phash import hash_images  # noqa: E402
+from autheval.raw.phash import hash_images
 
 
 def jpeg_bytes(seed: int) -> bytes:

@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image
 
+from autheval.estimation.subgroups import subgroup_tables
 from autheval.raw.ingest import ingest
 from autheval.raw.isic_metadata import fitzpatrick_type, isic_columns, validate_rows
-from autheval.estimation.subgroups import subgroup_tables
 
 
 def _archive_cohort(root: Path, rows: list[dict]) -> Path:
@@ -27,22 +27,30 @@ def _archive_cohort(root: Path, rows: list[dict]) -> Path:
 
 
 def _row(i: int, **values) -> dict:
-    row = {"isic_id": f"ISIC_{i:07d}", "diagnosis": "nevus", "age_approx": "55", "sex": "female",
-           "anatom_site_general": "anterior torso", "fitzpatrick_skin_type": "II", "image_type": "dermoscopic",
-           "dermoscopic_type": "contact polarized", "anatom_site_special": ""}
+    row = {
+        "isic_id": f"ISIC_{i:07d}",
+        "diagnosis": "nevus",
+        "age_approx": "55",
+        "sex": "female",
+        "anatom_site_general": "anterior torso",
+        "fitzpatrick_skin_type": "II",
+        "image_type": "dermoscopic",
+        "dermoscopic_type": "contact polarized",
+        "anatom_site_special": "",
+    }
     row.update(values)
     return row
 
 
 def test_invalid_values_are_reported_with_field_and_value_and_the_image_is_kept(tmp_path):
     rows = [
-        _row(0),                                          # valid
-        _row(1, age_approx="85+"),                        # the Archive's 85+: valid, read as 85
-        _row(2, sex="unknown"),                           # not male/female
-        _row(3, fitzpatrick_skin_type="VII"),             # no such type
-        _row(4, anatom_site_general="torso"),             # not a general site
-        _row(5, age_approx="-5"),                         # below 0
-        _row(6, image_type="clinical: overview"),         # a dermoscopic type on a clinical image
+        _row(0),  # valid
+        _row(1, age_approx="85+"),  # the Archive's 85+: valid, read as 85
+        _row(2, sex="unknown"),  # not male/female
+        _row(3, fitzpatrick_skin_type="VII"),  # no such type
+        _row(4, anatom_site_general="torso"),  # not a general site
+        _row(5, age_approx="-5"),  # below 0
+        _row(6, image_type="clinical: overview"),  # a dermoscopic type on a clinical image
         _row(7, anatom_site_special="toenail", anatom_site_general="head/neck"),  # site does not fit
     ]
     result = ingest(_archive_cohort(tmp_path / "a", rows))
@@ -67,7 +75,9 @@ def test_invalid_values_are_reported_with_field_and_value_and_the_image_is_kept(
 
 def test_fields_the_source_lacks_are_absent_and_non_archive_columns_unchecked():
     assert isic_columns(["image", "age_approx", "Sex", "localization", "lesion_id", "dx"]) == {
-        "age_approx": "age", "Sex": "sex"}
+        "age_approx": "age",
+        "Sex": "sex",
+    }
     assert isic_columns(["age_approx", "age"]) == {"age": "age"}  # the field's own name first, as ingestion
     problems, types = validate_rows({"image": ["a", "b"], "localization": ["back", "nowhere"], "age": ["40", "50"]})
     assert problems == [] and types == [None, None]
@@ -80,9 +90,15 @@ def test_hierarchical_sites_are_checked_joined():
 
 
 def test_the_official_isic_2019_columns_pass_the_archive_schema():
-    problems, types = validate_rows({
-        "image": ["ISIC_0000000", "ISIC_0000001"], "age_approx": ["55.0", ""], "anatom_site_general":
-        ["anterior torso", "palms/soles"], "lesion_id": ["", "BCN_1"], "sex": ["female", "male"]})
+    problems, types = validate_rows(
+        {
+            "image": ["ISIC_0000000", "ISIC_0000001"],
+            "age_approx": ["55.0", ""],
+            "anatom_site_general": ["anterior torso", "palms/soles"],
+            "lesion_id": ["", "BCN_1"],
+            "sex": ["female", "male"],
+        }
+    )
     assert problems == [] and types == [None, None]
 
 
@@ -95,22 +111,46 @@ def _records(n_clusters: int = 120):
         cluster, image = f"c{c:03d}", f"img{c:03d}"
         level, fitz = int(rng.integers(0, 4)), types[c % 4]
         contexts.append({"cluster_id": cluster, "profile": "HAM_like"})
-        images.append({"image_id": image, "sex": "male", "age": 40.0, "anatomic_site": "torso", "source": "s",
-                       "fitzpatrick_skin_type": fitz, "ita_category": tones[c % 3], "ideal_action_level": level})
+        images.append(
+            {
+                "image_id": image,
+                "sex": "male",
+                "age": 40.0,
+                "anatomic_site": "torso",
+                "source": "s",
+                "fitzpatrick_skin_type": fitz,
+                "ita_category": tones[c % 3],
+                "ideal_action_level": level,
+            }
+        )
         right = rng.random() < (0.9 if fitz in ("I", "II") else 0.5)
         head = level if right else (level + 1) % 4
-        records.append({"analysis": "m x capacity", "case_id": image, "cluster_id": cluster,
-                        "proposed_action": f"a{head}", "executed_action": f"a{head}",
-                        "utility_executed_local": -abs(head - level) * 1.0,
-                        "utility_proposed_local": -abs(head - level) * 1.0,
-                        "utility_proposed_global": -abs(head - level) * 1.0})
+        records.append(
+            {
+                "analysis": "m x capacity",
+                "case_id": image,
+                "cluster_id": cluster,
+                "proposed_action": f"a{head}",
+                "executed_action": f"a{head}",
+                "utility_executed_local": -abs(head - level) * 1.0,
+                "utility_proposed_local": -abs(head - level) * 1.0,
+                "utility_proposed_global": -abs(head - level) * 1.0,
+            }
+        )
     return pa.Table.from_pylist(records), pa.Table.from_pylist(images), pa.Table.from_pylist(contexts)
 
 
 def test_fitzpatrick_type_and_ita_category_are_groupings_in_subgroups_and_fairness():
     records, images, contexts = _records()
-    out = subgroup_tables(records, images, contexts, groupings=("fitzpatrick_skin_type", "ita_category"),
-                          min_clusters=20, min_images=20, reps=100)
+    out = subgroup_tables(
+        records,
+        images,
+        contexts,
+        groupings=("fitzpatrick_skin_type", "ita_category"),
+        min_clusters=20,
+        min_images=20,
+        reps=100,
+    )
     groups = {(g["grouping"], g["group_value"]): g for g in out.groups.to_pylist()}
     assert {v for g, v in groups if g == "fitzpatrick_skin_type"} == {"I", "II", "III", "IV"}
     assert {v for g, v in groups if g == "ita_category"} == {"light", "tan", "brown"}
@@ -118,8 +158,11 @@ def test_fitzpatrick_type_and_ita_category_are_groupings_in_subgroups_and_fairne
     fitz = {r["image_id"]: r["fitzpatrick_skin_type"] for r in images.to_pylist()}
     accuracy = {}
     for value in ("I", "II", "III", "IV"):
-        hits = [int(r["proposed_action"][1:]) == level[r["case_id"]] for r in records.to_pylist()
-                if fitz[r["case_id"]] == value]
+        hits = [
+            int(r["proposed_action"][1:]) == level[r["case_id"]]
+            for r in records.to_pylist()
+            if fitz[r["case_id"]] == value
+        ]
         accuracy[value] = np.mean(hits)
         assert groups[("fitzpatrick_skin_type", value)]["accuracy_proposal"] == accuracy[value]
     fairness = {r["grouping"]: r for r in out.fairness.to_pylist()}

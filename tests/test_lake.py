@@ -51,24 +51,35 @@ def test_all_asset_checks_pass(study_lake):
 
 def test_reference_state_is_recovered_for_every_test_image(study_lake):
     root, _ = study_lake
-    rows = query(Lake(root), "select risk_stratum, count(*) as n from images where risk_stratum is not null group by 1 order by 1")
-    assert {r["risk_stratum"]: r["n"] for r in rows.to_pylist()} == {"high": 871, "low": 392, "moderate": 652, "very_low": 2052}
+    rows = query(
+        Lake(root),
+        "select risk_stratum, count(*) as n from images where risk_stratum is not null group by 1 order by 1",
+    )
+    assert {r["risk_stratum"]: r["n"] for r in rows.to_pylist()} == {
+        "high": 871,
+        "low": 392,
+        "moderate": 652,
+        "very_low": 2052,
+    }
 
 
 def test_reference_clusters_rederive_every_frozen_id(study_lake):
     root, _ = study_lake
     lake = Lake(root)
-    row = query(lake, "select count(*) as n, count(distinct cluster_id) as g, count(*) filter (where split = 'test') as t,"
-                      " count(distinct split_source) as s from clusters").to_pylist()[0]
+    row = query(
+        lake,
+        "select count(*) as n, count(distinct cluster_id) as g, count(*) filter (where split = 'test') as t,"
+        " count(distinct split_source) as s from clusters",
+    ).to_pylist()[0]
     assert row == {"n": 25331, "g": 13920, "t": 3967, "s": 1}
     exact = query(lake, "select count(distinct component_id) as g, count(*) as n from duplicates where threshold = 0")
     assert exact.to_pylist() == [{"g": 95, "n": 191}]
 
 
 def test_synthetic_cohort_through_the_raw_path(tmp_path):
+    from assets.resources import SourceResource
     from autheval.raw.synth import synth_cohort
     from dagster_project.demo import RAW_STAGES
-    from assets.resources import SourceResource
 
     cohort = synth_cohort(60, tmp_path / "cohort", seed=7, size=(320, 240))
     source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1)
@@ -76,22 +87,47 @@ def test_synthetic_cohort_through_the_raw_path(tmp_path):
     assert checks and all(checks.values()), checks
     lake = Lake(tmp_path / "lake")
     assert query(lake, "select count(*) as n from images").to_pylist() == [{"n": 60}]
-    assert query(lake, "select count(*) as n from ingest_report where reason = 'checksum_mismatch'").to_pylist() == [{"n": 0}]
-    crossing = query(lake, "select count(*) as n from (select cluster_id from clusters group by 1 having count(distinct split) > 1)")
+    assert query(lake, "select count(*) as n from ingest_report where reason = 'checksum_mismatch'").to_pylist() == [
+        {"n": 0}
+    ]
+    crossing = query(
+        lake, "select count(*) as n from (select cluster_id from clusters group by 1 having count(distinct split) > 1)"
+    )
     assert crossing.to_pylist() == [{"n": 0}]
     planted = query(lake, "select count(*) as n from duplicates where threshold = 0").to_pylist()[0]["n"]
     assert planted >= 2  # the cohort's planted exact duplicates were found
     # the cohort's own proposals file is validated into the proposals contract
-    materialize(study_assets(), selection=["proposals"], resources=build_definitions(str(tmp_path / "lake"), source).resources,
-                instance=DagsterInstance.ephemeral(), run_config=QUIET)
+    materialize(
+        study_assets(),
+        selection=["proposals"],
+        resources=build_definitions(str(tmp_path / "lake"), source).resources,
+        instance=DagsterInstance.ephemeral(),
+        run_config=QUIET,
+    )
     assert pq.read_schema(lake.table_path("proposals")).names == [
-        "mechanism", "image_id", "slate", "a_head", "p_very_low", "p_low", "p_moderate", "p_high", "diagnosis", "source",
-        "producer", "producer_sha256"]
+        "mechanism",
+        "image_id",
+        "slate",
+        "a_head",
+        "p_very_low",
+        "p_low",
+        "p_moderate",
+        "p_high",
+        "diagnosis",
+        "source",
+        "producer",
+        "producer_sha256",
+    ]
     # a cohort without a proposals file (the official ISIC files) stops there with the reason
     (cohort.root / "proposals.csv").unlink()
     with pytest.raises(Exception, match="no proposals for this cohort"):
-        materialize(study_assets(), selection=["proposals"], resources=build_definitions(str(tmp_path / "lake"), source).resources,
-                    instance=DagsterInstance.ephemeral(), run_config=QUIET)
+        materialize(
+            study_assets(),
+            selection=["proposals"],
+            resources=build_definitions(str(tmp_path / "lake"), source).resources,
+            instance=DagsterInstance.ephemeral(),
+            run_config=QUIET,
+        )
 
 
 def test_query_cli_answers_from_the_catalog(study_lake):
@@ -133,8 +169,13 @@ def test_a_crash_mid_write_keeps_the_previous_table_readable(study_lake, monkeyp
 
     monkeypatch.setattr(pq, "write_table", crash)
     with pytest.raises(Exception, match="simulated crash"):
-        materialize(study_assets(), selection=["estimates", "contrasts", "intervals"], resources=build_definitions(str(root)).resources,
-                    instance=DagsterInstance.ephemeral(), run_config=QUIET)
+        materialize(
+            study_assets(),
+            selection=["estimates", "contrasts", "intervals"],
+            resources=build_definitions(str(root)).resources,
+            instance=DagsterInstance.ephemeral(),
+            run_config=QUIET,
+        )
     monkeypatch.undo()
     assert lake.read("contrasts").equals(before)
     assert query(lake, "select count(*) as n from contrasts").to_pylist() == [{"n": 2}]
@@ -166,8 +207,16 @@ def test_two_writers_and_a_reader_at_once(study_lake):
     polling throughout sees whole snapshots only."""
     root, _ = study_lake
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(root)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     reader = subprocess.run([sys.executable, "-c", READER, str(root), "15"], env=env, capture_output=True, text=True)
     outs = [w.communicate(timeout=300) for w in writers]
     codes = sorted(w.returncode for w in writers)
@@ -183,8 +232,16 @@ def test_a_second_writer_waits_when_told(study_lake):
     root, _ = study_lake
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTHEVAL_LAKE_WAIT": "300"}
     before = Lake(root).snapshot().snapshot
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(root)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [w.communicate(timeout=600) for w in writers]
     assert all(w.returncode == 0 for w in writers), [o[1][-2000:] for o in outs]
     assert Lake(root).snapshot().snapshot == before + 4  # two runs of two demos each, one after the other
@@ -194,8 +251,8 @@ def test_the_declared_rules_check_fails_when_the_rules_differ_from_the_study(stu
     """The reference check is run by the rule engine, not read from the traces: other rules fail it."""
     from dagster import AssetCheckKey, AssetKey, AssetSelection
 
-    from autheval.review.rules import default_rules_text
     from assets.resources import SourceResource
+    from autheval.review.rules import default_rules_text
 
     root, checks = study_lake
     assert checks["scores_reproduced_by_declared_rules"] is True
@@ -203,8 +260,14 @@ def test_the_declared_rules_check_fails_when_the_rules_differ_from_the_study(stu
     other.write_text(default_rules_text().replace("high: 4.0}", "high: 5.0}", 1))
     source = SourceResource(kind="reference")
     selection = AssetSelection.checks(AssetCheckKey(AssetKey("scores"), "scores_reproduced_by_declared_rules"))
-    result = materialize(study_assets(), selection=selection, resources=build_definitions(str(root), source, rules=str(other)).resources,
-                         instance=DagsterInstance.ephemeral(), run_config=QUIET, raise_on_error=False)
+    result = materialize(
+        study_assets(),
+        selection=selection,
+        resources=build_definitions(str(root), source, rules=str(other)).resources,
+        instance=DagsterInstance.ephemeral(),
+        run_config=QUIET,
+        raise_on_error=False,
+    )
     [evaluation] = result.get_asset_check_evaluations()
     assert evaluation.passed is False
     assert evaluation.metadata["uz_rows_reproduced"].value < 16020
@@ -212,12 +275,18 @@ def test_the_declared_rules_check_fails_when_the_rules_differ_from_the_study(stu
 
 def test_bootstrap_and_delta_method_intervals_side_by_side(study_lake):
     root, _ = study_lake
-    rows = query(Lake(root), "select interval_method, count(*) as n, count(ci_lower) as with_interval from intervals "
-                             "where analysis = 'mixed' group by 1 order by 1").to_pylist()
+    rows = query(
+        Lake(root),
+        "select interval_method, count(*) as n, count(ci_lower) as with_interval from intervals "
+        "where analysis = 'mixed' group by 1 order by 1",
+    ).to_pylist()
     assert [r["interval_method"] for r in rows] == ["bootstrap_reference", "delta_method"]
     assert rows[0]["n"] == rows[1]["n"] and rows[1]["with_interval"] > 0
-    same = query(Lake(root), "select count(*) as n from intervals i join estimates e using (analysis, unit, metric) "
-                             "where i.interval_method = 'bootstrap_reference' and i.ci_lower is distinct from e.ci_lower")
+    same = query(
+        Lake(root),
+        "select count(*) as n from intervals i join estimates e using (analysis, unit, metric) "
+        "where i.interval_method = 'bootstrap_reference' and i.ci_lower is distinct from e.ci_lower",
+    )
     assert same.to_pylist() == [{"n": 0}]  # the bootstrap rows are the estimates' own intervals
     methods = query(Lake(root), "select distinct interval_method from estimates").to_pylist()
     assert methods == [{"interval_method": "bootstrap_reference"}]  # named in every estimates row too

@@ -15,8 +15,14 @@ ESTIMATE_TABLES = ["estimates", "contrasts", "intervals"]
 
 
 def run_estimates(lake: Lake):
-    return materialize(study_assets(), selection=ESTIMATE_TABLES, resources=build_definitions(str(lake.root)).resources,
-                       instance=DagsterInstance.ephemeral(), run_config=QUIET, raise_on_error=False)
+    return materialize(
+        study_assets(),
+        selection=ESTIMATE_TABLES,
+        resources=build_definitions(str(lake.root)).resources,
+        instance=DagsterInstance.ephemeral(),
+        run_config=QUIET,
+        raise_on_error=False,
+    )
 
 
 def test_the_estimate_assets_never_read_the_records_table_whole(tmp_path, monkeypatch):
@@ -60,8 +66,17 @@ def test_an_analysis_scanned_where_it_lies_is_the_analysis_held(tmp_path):
         [held] = recordsets_by(held_con, "records", "records/records_of_analysis", [(analysis, {"analysis": analysis})])
         scanned = lake_analysis_records(scanned_con, files, analysis, f"lake:records/{analysis}")
         assert scanned.rows is None and scanned.dataset.files == tuple(files)
-        fields = ("source", "level", "has_local", "has_global", "n_cases", "n_clusters", "n_changed", "n_local",
-                  "data_sha256")
+        fields = (
+            "source",
+            "level",
+            "has_local",
+            "has_global",
+            "n_cases",
+            "n_clusters",
+            "n_changed",
+            "n_local",
+            "data_sha256",
+        )
         assert [getattr(scanned, f) for f in fields] == [getattr(held, f) for f in fields]
         rows, held_rows = scanned.table, held.table  # the canonical rows, row numbers (case_id order) included
         assert rows.column("analysis").to_pylist() == held_rows.column("analysis").to_pylist()

@@ -7,7 +7,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, build_sensor_context, materialize
 
@@ -52,9 +51,16 @@ class Lakeside:
         return result.run_requests or []
 
     def land(self, request) -> bool:
-        return materialize(study_assets(), selection=["landed_records"], partition_key=request.partition_key,
-                           resources=self.defs.resources, instance=self.instance, run_config=QUIET,
-                           tags=request.tags, raise_on_error=False).success
+        return materialize(
+            study_assets(),
+            selection=["landed_records"],
+            partition_key=request.partition_key,
+            resources=self.defs.resources,
+            instance=self.instance,
+            run_config=QUIET,
+            tags=request.tags,
+            raise_on_error=False,
+        ).success
 
     def settle(self) -> list[tuple[str, bool]]:
         """Tick until nothing is waiting (two looks), landing every request: [(key, success)]."""
@@ -95,14 +101,25 @@ def test_landed_logs_become_partitions_and_a_trend(lake):
     assert not (lake.landing / "broken.csv").exists()
     assert [n.split("__", 1)[1] for n in lake.folder("processed")] == ["2026-01.csv", "2026-02.csv"]
     assert lake.tick() == []  # nothing new; the rejected file is not retried
-    assert materialize(study_assets(), selection=["trend", "catalog"], resources=lake.defs.resources,
-                       instance=lake.instance, run_config=QUIET).success
+    assert materialize(
+        study_assets(),
+        selection=["trend", "catalog"],
+        resources=lake.defs.resources,
+        instance=lake.instance,
+        run_config=QUIET,
+    ).success
     store = Lake(lake.root)
-    rows = query(store, "select period, pool, estimate, n from trend where metric = 'intervention_rate' "
-                        "and unit = 'image_weighted' and site = 'all' and model_version = 'all' "
-                        "order by period").to_pylist()
+    rows = query(
+        store,
+        "select period, pool, estimate, n from trend where metric = 'intervention_rate' "
+        "and unit = 'image_weighted' and site = 'all' and model_version = 'all' "
+        "order by period",
+    ).to_pylist()
     assert [(r["period"], r["pool"], r["n"]) for r in rows] == [
-        ("2026-01", "full_counterfactual", 4), ("2026-02", "full_counterfactual", 3), ("all", "full_counterfactual", 7)]
+        ("2026-01", "full_counterfactual", 4),
+        ("2026-02", "full_counterfactual", 3),
+        ("all", "full_counterfactual", 7),
+    ]
     assert rows[2]["estimate"] == pytest.approx(4 / 7)
     landed = query(store, "select landed_file, count(*) as n from landed_records group by 1 order by 1").to_pylist()
     assert landed == [{"landed_file": "2026-01.csv", "n": 4}, {"landed_file": "2026-02.csv", "n": 3}]
@@ -163,10 +180,12 @@ def test_same_name_new_content_lands_separately_and_overwrites_nothing(tmp_path,
     assert (lake.landing / "processed" / processed).read_bytes() == processed_bytes
     assert len(lake.folder("processed")) == 2
     assert sorted({(r["landed_key"], r["landed_file"]) for r in lake.landed()}) == sorted(
-        [(first, "jan.csv"), (second, "jan.csv")])
+        [(first, "jan.csv"), (second, "jan.csv")]
+    )
     assert len(lake.landed()) == 7  # both files' cases, ids qualified by content key in the trend
-    assert materialize(study_assets(), selection=["trend"], resources=lake.defs.resources, instance=lake.instance,
-                       run_config=QUIET).success
+    assert materialize(
+        study_assets(), selection=["trend"], resources=lake.defs.resources, instance=lake.instance, run_config=QUIET
+    ).success
 
 
 def test_names_that_sanitize_alike_all_land(lake):
@@ -190,7 +209,10 @@ def test_an_identical_file_dropped_twice_lands_once(lake):
     assert lake.settle() == []
     assert not (lake.landing / "jan.csv").exists() and not (lake.landing / "copy of jan.csv").exists()
     duplicates = lake.folder("duplicates")
-    assert sorted(n for n in duplicates if not n.endswith(".reason.txt")) == [f"{key}__copy of jan.csv", f"{key}__jan.csv"]
+    assert sorted(n for n in duplicates if not n.endswith(".reason.txt")) == [
+        f"{key}__copy of jan.csv",
+        f"{key}__jan.csv",
+    ]
     assert "already landed" in (lake.landing / "duplicates" / f"{key}__jan.csv.reason.txt").read_text()
     assert len(lake.folder("processed")) == 1
     assert len(lake.landed()) == 4
@@ -232,23 +254,44 @@ def test_a_growing_file_lands_only_once_complete(lake):
 
 def test_full_and_role_separated_logs_give_a_trend_and_the_catalog_publishes(lake):
     write_log(lake.landing, "full.csv", "timestamp", JAN)
-    write_log(lake.landing, "role.csv", "timestamp",
-              ["r1,k1,a2,a1,-1.0,2026-02-01", "r2,k8,a0,a0,0.0,2026-02-02", "r3,k9,a3,a3,-0.5,2026-02-05"],
-              header=ROLE_LOG)
+    write_log(
+        lake.landing,
+        "role.csv",
+        "timestamp",
+        ["r1,k1,a2,a1,-1.0,2026-02-01", "r2,k8,a0,a0,0.0,2026-02-02", "r3,k9,a3,a3,-0.5,2026-02-05"],
+        header=ROLE_LOG,
+    )
     assert sorted(ok for _, ok in lake.settle()) == [True, True]
-    result = materialize(study_assets(), selection=["trend", "catalog"], resources=lake.defs.resources,
-                         instance=lake.instance, run_config=QUIET)
+    result = materialize(
+        study_assets(),
+        selection=["trend", "catalog"],
+        resources=lake.defs.resources,
+        instance=lake.instance,
+        run_config=QUIET,
+    )
     assert result.success
     store = Lake(lake.root)
-    rows = query(store, "select pool, period, metric, estimate, available, status, n from trend "
-                        "where unit = 'image_weighted' and metric in ('intervention_rate', 'Delta_authority') "
-                        "and site = 'all' and model_version = 'all' order by pool, period, metric").to_pylist()
+    rows = query(
+        store,
+        "select pool, period, metric, estimate, available, status, n from trend "
+        "where unit = 'image_weighted' and metric in ('intervention_rate', 'Delta_authority') "
+        "and site = 'all' and model_version = 'all' order by pool, period, metric",
+    ).to_pylist()
     got = {(r["pool"], r["period"], r["metric"]): r for r in rows}
-    assert set(got) == {(pool, period, metric) for pool, period in [
-        ("full_counterfactual", "2026-01"), ("full_counterfactual", "all"), ("role_separated", "2026-02"),
-        ("role_separated", "all")] for metric in ("intervention_rate", "Delta_authority")}
+    assert set(got) == {
+        (pool, period, metric)
+        for pool, period in [
+            ("full_counterfactual", "2026-01"),
+            ("full_counterfactual", "all"),
+            ("role_separated", "2026-02"),
+            ("role_separated", "all"),
+        ]
+        for metric in ("intervention_rate", "Delta_authority")
+    }
     assert got[("full_counterfactual", "all", "Delta_authority")]["available"]
-    assert got[("full_counterfactual", "all", "Delta_authority")]["estimate"] == pytest.approx((-2.0 - 4.0 + 1.0 + 0.5) / 4)
+    assert got[("full_counterfactual", "all", "Delta_authority")]["estimate"] == pytest.approx(
+        (-2.0 - 4.0 + 1.0 + 0.5) / 4
+    )
     assert got[("role_separated", "all", "intervention_rate")]["estimate"] == pytest.approx(1 / 3)
     role_gap = got[("role_separated", "all", "Delta_authority")]
     assert not role_gap["available"] and role_gap["status"] == "not_recoverable"
@@ -262,8 +305,13 @@ def test_logs_pool_by_record_level_and_global_score(tmp_path):
 
     full = write_log(tmp_path, "full.csv", "timestamp", JAN)
     role = write_log(tmp_path, "role.csv", "batch", ["r1,k1,a2,a1,-1.0,w1", "r2,k2,a0,a0,0.0,w2"], header=ROLE_LOG)
-    role_global = write_log(tmp_path, "role_g.csv", "batch", ["g1,k1,a2,a1,-1.0,-0.5,w1", "g2,k3,a1,a1,0.0,-0.2,w1"],
-                            header=ROLE_LOG.replace("{col}", "utility_proposed_global,{col}"))
+    role_global = write_log(
+        tmp_path,
+        "role_g.csv",
+        "batch",
+        ["g1,k1,a2,a1,-1.0,-0.5,w1", "g2,k3,a1,a1,0.0,-0.2,w1"],
+        header=ROLE_LOG.replace("{col}", "utility_proposed_global,{col}"),
+    )
     landed = pa.concat_tables([read_landed(p)[1] for p in (full, role, role_global)])
     trend = trend_table(landed, reps=50)
     assert trend.failed == []
@@ -281,13 +329,24 @@ def test_a_pool_that_cannot_be_evaluated_is_reported_not_raised():
     from autheval.monitoring.landing import trend_table
 
     # two landed files of one pool whose pooled rows break a rule (an unchangeable cluster has no id)
-    table = pa.table({
-        "analysis": ["k1", "k2"], "row_index": [0, 0], "case_id": ["a", "b"], "cluster_id": ["c", None],
-        "proposed_action": ["a1", "a1"], "executed_action": ["a1", "a1"], "intervened": [False, False],
-        "utility_executed_local": [0.0, 0.0], "utility_proposed_local": [None, None],
-        "utility_proposed_global": pa.nulls(2, pa.float64()), "period": ["2026-01", "2026-02"],
-        "landed_file": ["a.csv", "b.csv"], "landed_key": ["k1", "k2"], "record_level": ["role_separated"] * 2,
-    })
+    table = pa.table(
+        {
+            "analysis": ["k1", "k2"],
+            "row_index": [0, 0],
+            "case_id": ["a", "b"],
+            "cluster_id": ["c", None],
+            "proposed_action": ["a1", "a1"],
+            "executed_action": ["a1", "a1"],
+            "intervened": [False, False],
+            "utility_executed_local": [0.0, 0.0],
+            "utility_proposed_local": [None, None],
+            "utility_proposed_global": pa.nulls(2, pa.float64()),
+            "period": ["2026-01", "2026-02"],
+            "landed_file": ["a.csv", "b.csv"],
+            "landed_key": ["k1", "k2"],
+            "record_level": ["role_separated"] * 2,
+        }
+    )
     trend = trend_table(table, reps=50)
     assert len(trend.failed) == 1 and "cluster_id" in trend.failed[0]
     # three slices (every site and version, the one site, the site x version) x (all, two periods)
@@ -296,8 +355,13 @@ def test_a_pool_that_cannot_be_evaluated_is_reported_not_raised():
 
 
 def test_no_landed_data_gives_an_empty_trend(lake):
-    result = materialize(study_assets(), selection=["trend", "catalog"], resources=lake.defs.resources,
-                         instance=lake.instance, run_config=QUIET)
+    result = materialize(
+        study_assets(),
+        selection=["trend", "catalog"],
+        resources=lake.defs.resources,
+        instance=lake.instance,
+        run_config=QUIET,
+    )
     assert result.success
     trend = Lake(lake.root).read("trend")
     assert trend.num_rows == 0
@@ -322,14 +386,19 @@ def test_identical_bytes_of_a_rejected_file_dropped_again_are_duplicates(lake):
     assert lake.settle() == []  # no run: the bytes were judged before
     assert lake.folder("rejected") == rejected
     assert sorted(n for n in lake.folder("duplicates") if not n.endswith(".reason.txt")) == [
-        f"{key}__again.csv", f"{key}__broken.csv"]
+        f"{key}__again.csv",
+        f"{key}__broken.csv",
+    ]
     reason = (lake.landing / "duplicates" / f"{key}__again.csv.reason.txt").read_text()
     assert f"already rejected: rejected/{key}__broken.csv" in reason
     assert not Lake(lake.root).partition_path("landed_records", key).exists()
 
 
-FEB_REUSED = ["a1,k1,a2,a2,-1.0,-1.0,2026-02-01", "a2,k5,a1,a0,-0.5,0.0,2026-02-11",
-              "a3,k6,a3,a1,-2.0,-1.5,2026-02-20"]  # FEB's rows under JAN's case ids a1..a3
+FEB_REUSED = [
+    "a1,k1,a2,a2,-1.0,-1.0,2026-02-01",
+    "a2,k5,a1,a0,-0.5,0.0,2026-02-11",
+    "a3,k6,a3,a1,-2.0,-1.5,2026-02-20",
+]  # FEB's rows under JAN's case ids a1..a3
 
 
 def test_two_landed_logs_reusing_case_ids_are_separate_records(lake):
@@ -340,16 +409,24 @@ def test_two_landed_logs_reusing_case_ids_are_separate_records(lake):
     landed = lake.landed()
     assert sorted(r["case_id"] for r in landed) == ["a1", "a1", "a2", "a2", "a3", "a3", "a4"]  # kept as given
     assert len({r["landed_key"] for r in landed}) == 2
-    assert materialize(study_assets(), selection=["trend"], resources=lake.defs.resources,
-                       instance=lake.instance, run_config=QUIET).success
-    rows = {(r["period"], r["metric"]): r for r in Lake(lake.root).read("trend").to_pylist()
-            if r["unit"] == "image_weighted" and r["site"] == r["model_version"] == "all"}
+    assert materialize(
+        study_assets(), selection=["trend"], resources=lake.defs.resources, instance=lake.instance, run_config=QUIET
+    ).success
+    rows = {
+        (r["period"], r["metric"]): r
+        for r in Lake(lake.root).read("trend").to_pylist()
+        if r["unit"] == "image_weighted" and r["site"] == r["model_version"] == "all"
+    }
     assert [(p, rows[(p, "intervention_rate")]["n"]) for p in ("2026-01", "2026-02", "all")] == [
-        ("2026-01", 4), ("2026-02", 3), ("all", 7)]
+        ("2026-01", 4),
+        ("2026-02", 3),
+        ("all", 7),
+    ]
     assert all(rows[(p, m)]["available"] for p in ("2026-01", "2026-02", "all") for m in ("J", "Delta_authority"))
     assert rows[("all", "intervention_rate")]["estimate"] == pytest.approx(4 / 7)  # 2 + 2 changed of 7
     assert rows[("all", "Delta_authority")]["estimate"] == pytest.approx(
-        ((-2.0 - 4.0 + 1.0 + 0.5) + (-1.0 + 0.0 - 1.5 + 1.0 + 0.5 + 2.0)) / 7)
+        ((-2.0 - 4.0 + 1.0 + 0.5) + (-1.0 + 0.0 - 1.5 + 1.0 + 0.5 + 2.0)) / 7
+    )
 
 
 def test_a_symbolic_link_is_rejected_and_never_followed(lake, tmp_path):
@@ -433,7 +510,9 @@ def test_an_unreadable_file_is_rejected_and_the_others_land(lake, monkeypatch):
     write_log(lake.landing, "feb.csv", "timestamp", FEB)
     assert [ok for _, ok in lake.settle()] == [True]
     [reason] = [n for n in lake.folder("rejected") if n.endswith(".reason.txt")]
-    assert (lake.landing / "rejected" / reason).read_text() == "locked.csv: not landed: it cannot be read: Permission denied\n"
+    assert (
+        lake.landing / "rejected" / reason
+    ).read_text() == "locked.csv: not landed: it cannot be read: Permission denied\n"
     assert {r["landed_file"] for r in lake.landed()} == {"feb.csv"}
 
 
@@ -450,14 +529,17 @@ def test_a_file_that_cannot_be_moved_is_reported_and_the_sensor_goes_on(lake, mo
     write_log(lake.landing, "jan.csv", "timestamp", JAN)
     assert [ok for _, ok in lake.settle()] == [True]
     monkeypatch.setattr(landing, "_move_no_clobber", move)
-    shutil.copy(lake.landing / "processed" / lake.folder("processed")[0], lake.landing / "stuck copy.csv")  # a duplicate
+    shutil.copy(
+        lake.landing / "processed" / lake.folder("processed")[0], lake.landing / "stuck copy.csv"
+    )  # a duplicate
     os.symlink(lake.root / "nowhere.csv", lake.landing / "stuck link.csv")  # a link, for rejected/
     write_log(lake.landing, "feb.csv", "timestamp", FEB)
     lake.tick()
     tick = landing.watch(lake.landing, Lake(lake.root), lake.cursor)
     assert tick.failed == [
         "stuck copy.csv: not handled this time: Read-only file system",
-        f"stuck link.csv: not landed: {landing.LINK_REASON}; and it cannot be moved to rejected/: Read-only file system"]
+        f"stuck link.csv: not landed: {landing.LINK_REASON}; and it cannot be moved to rejected/: Read-only file system",
+    ]
     assert [name for _, name, _ in tick.requests] == ["feb.csv"]
     assert [ok for _, ok in lake.settle()] == [True]  # the sensor itself never raised
     assert (lake.landing / "stuck link.csv").is_symlink() and (lake.landing / "stuck copy.csv").is_file()

@@ -8,8 +8,16 @@ import textwrap
 
 import pytest
 
-from tests.import_graph import (FLOORS, cycles, external_imports, folder_graph, folder_shares, import_graph,
-                                source_modules, upward_arrows)
+from tests.import_graph import (
+    FLOORS,
+    cycles,
+    external_imports,
+    folder_graph,
+    folder_shares,
+    import_graph,
+    source_modules,
+    upward_arrows,
+)
 
 MAX_FOLDER_SHARE = 0.30
 DAGSTER_FLOORS = ("assets", "dagster_project", "autheval.cli")
@@ -41,7 +49,8 @@ def test_only_the_assets_the_project_and_the_command_line_import_dagster(project
     modules, _ = project
     users = {m for m, names in external_imports(modules).items() if {"dagster", "dagster_webserver"} & names}
     assert users and all(m.startswith(DAGSTER_FLOORS) for m in users), sorted(
-        m for m in users if not m.startswith(DAGSTER_FLOORS))
+        m for m in users if not m.startswith(DAGSTER_FLOORS)
+    )
 
 
 def test_no_folder_holds_more_than_30_percent_of_the_code():
@@ -61,14 +70,17 @@ def _tree(root, files: dict[str, str]) -> None:
 
 
 def test_the_graph_finds_a_lazy_circle_and_an_arrow_up(tmp_path):
-    _tree(tmp_path, {
-        "warehouse/__init__.py": "",
-        "warehouse/store.py": "def f():\n    from autheval.core import g\n",  # lazy, and up a floor
-        "autheval/__init__.py": "",
-        "autheval/core.py": "from warehouse.store import f\n",
-        "autheval/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from autheval.cli import x\n",
-        "autheval/cli/__init__.py": "from autheval import core\n",
-    })
+    _tree(
+        tmp_path,
+        {
+            "warehouse/__init__.py": "",
+            "warehouse/store.py": "def f():\n    from autheval.core import g\n",  # lazy, and up a floor
+            "autheval/__init__.py": "",
+            "autheval/core.py": "from warehouse.store import f\n",
+            "autheval/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from autheval.cli import x\n",
+            "autheval/cli/__init__.py": "from autheval import core\n",
+        },
+    )
     modules = source_modules(tmp_path, ("warehouse", "autheval"))
     graph = import_graph(modules)
     assert graph["autheval.cli"] == {"autheval.core"}  # `from package import module` is the module

@@ -14,8 +14,17 @@ import pytest
 from pyarrow import csv
 
 from autheval.errors import RecordError
-from models.mavic import (MavicConfig, PmiWeights, default_schemas, parse_completion, parse_schemas, pmi_weights,
-                          score_completions, weights_from_table, weights_table)
+from models.mavic import (
+    MavicConfig,
+    PmiWeights,
+    default_schemas,
+    parse_completion,
+    parse_schemas,
+    pmi_weights,
+    score_completions,
+    weights_from_table,
+    weights_table,
+)
 from models.ontology import load_ontology
 from tests.conftest import run_cli
 
@@ -30,8 +39,15 @@ def completion(attributes, diagnosis="MEL", think=None) -> str:
 
 def score(completions, reference=REF, diagnosis="MEL", modality="dermoscopic", groups=None, **kw):
     n = len(completions)
-    return score_completions(completions, [modality] * n, [diagnosis] * n, [reference] * n,
-                             groups if groups is not None else [0] * n, with_rules=True, **kw)
+    return score_completions(
+        completions,
+        [modality] * n,
+        [diagnosis] * n,
+        [reference] * n,
+        groups if groups is not None else [0] * n,
+        with_rules=True,
+        **kw,
+    )
 
 
 def test_a_valid_completion_scores_every_term():
@@ -44,28 +60,34 @@ def test_a_valid_completion_scores_every_term():
     assert out["advantage"][0] == 0.0
 
 
-@pytest.mark.parametrize("text, rule", [
-    ("<final_diagnosis>MEL</final_diagnosis><morph>{\"streaks\": \"irregular\"}</morph>", "out of order"),
-    ("<morph>{\"streaks\": \"irregular\"}</morph>", "<final_diagnosis> missing"),
-    ("<final_diagnosis>MEL</final_diagnosis>", "<morph> missing"),
-    ("I think: " + completion(REF), "text outside the tags"),
-    (completion(REF) + " done", "text outside the tags"),
-    (completion("{streaks: irregular}"), "not JSON"),
-    (completion('{"streaks": "irregular", "streaks": "regular"}'), "repeats a key"),
-    (completion('["streaks"]'), "not a JSON object"),
-    (completion({}), "follows no declared schema"),
-    (completion({"streaks": "wavy"}), "follows no declared schema"),  # not a state of streaks
-    (completion({"streaks": "irregular", "papule": "present"}), "follows no declared schema"),  # two schemas mixed
-    (completion({"streaks": "irregular", "streak": "regular"}), "follows no declared schema"),  # one attribute twice
-    (completion({"papule": True, "erythema": "present"}), "follows skincon, not the dermoscopic schema"),
-    (completion(REF, diagnosis="  "), "empty <final_diagnosis>"),
-    (completion(REF).replace("</morph>", ""), "inside <morph>"),
-    ("<morph>{}</morph>" + completion(REF), "more than once"),
-    (completion(REF, think="x").replace("</think>", ""), "inside <think>"),
-    ("<morph>{\"streaks\": \"irregular\"}</morph><final_diagnosis>MEL", "not closed"),
-    ("</morph>" + completion(REF), "without <morph>"),
-    (None, "not text"),
-])
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        ('<final_diagnosis>MEL</final_diagnosis><morph>{"streaks": "irregular"}</morph>', "out of order"),
+        ('<morph>{"streaks": "irregular"}</morph>', "<final_diagnosis> missing"),
+        ("<final_diagnosis>MEL</final_diagnosis>", "<morph> missing"),
+        ("I think: " + completion(REF), "text outside the tags"),
+        (completion(REF) + " done", "text outside the tags"),
+        (completion("{streaks: irregular}"), "not JSON"),
+        (completion('{"streaks": "irregular", "streaks": "regular"}'), "repeats a key"),
+        (completion('["streaks"]'), "not a JSON object"),
+        (completion({}), "follows no declared schema"),
+        (completion({"streaks": "wavy"}), "follows no declared schema"),  # not a state of streaks
+        (completion({"streaks": "irregular", "papule": "present"}), "follows no declared schema"),  # two schemas mixed
+        (
+            completion({"streaks": "irregular", "streak": "regular"}),
+            "follows no declared schema",
+        ),  # one attribute twice
+        (completion({"papule": True, "erythema": "present"}), "follows skincon, not the dermoscopic schema"),
+        (completion(REF, diagnosis="  "), "empty <final_diagnosis>"),
+        (completion(REF).replace("</morph>", ""), "inside <morph>"),
+        ("<morph>{}</morph>" + completion(REF), "more than once"),
+        (completion(REF, think="x").replace("</think>", ""), "inside <think>"),
+        ('<morph>{"streaks": "irregular"}</morph><final_diagnosis>MEL', "not closed"),
+        ("</morph>" + completion(REF), "without <morph>"),
+        (None, "not text"),
+    ],
+)
 def test_an_invalid_format_scores_zero_on_every_term(text, rule):
     out = score([text, completion(REF)])
     assert rule in out["format_rule"][0]
@@ -80,18 +102,26 @@ def test_an_invalid_completion_earns_no_morphology_even_where_nothing_is_present
 
 
 def test_a_json_that_follows_two_schemas_is_invalid():
-    schemas = parse_schemas("a:\n  modality: dermoscopic\n  categorical:\n    streaks: [absent, regular]\n"
-                            "b:\n  modality: clinical\n  categorical:\n    streak: [absent, regular]\n")
+    schemas = parse_schemas(
+        "a:\n  modality: dermoscopic\n  categorical:\n    streaks: [absent, regular]\n"
+        "b:\n  modality: clinical\n  categorical:\n    streak: [absent, regular]\n"
+    )
     config = MavicConfig(modalities={"dermoscopic": "a", "clinical": "b"})
     both = parse_completion(completion({"streaks": "regular"}), "dermoscopic", config, schemas)
     assert both.rule == "<morph> follows several schemas (a, b)"
-    assert parse_completion(completion({"streaks": "regular"}), "dermoscopic", MavicConfig(),
-                            default_schemas()).rule is None
+    assert (
+        parse_completion(completion({"streaks": "regular"}), "dermoscopic", MavicConfig(), default_schemas()).rule
+        is None
+    )
 
 
 def test_a_clinical_image_takes_the_skincon_schema():
-    out = score([completion({"Papule": "present", "erythema": True, "scale": False}, "BCC")],
-                reference={"papule": "present", "erythema": "present"}, diagnosis="BCC", modality="Clinical")
+    out = score(
+        [completion({"Papule": "present", "erythema": True, "scale": False}, "BCC")],
+        reference={"papule": "present", "erythema": "present"},
+        diagnosis="BCC",
+        modality="Clinical",
+    )
     assert out["r_fmt"][0] == 1.0 and out["s_morph"][0] == 1.0
     out = score([completion(REF, "BCC")], reference={"papule": "present"}, diagnosis="BCC", modality="clinical")
     assert out["r_fmt"][0] == 0.0 and "not the clinical schema skincon" in out["format_rule"][0]
@@ -112,8 +142,15 @@ def test_attribute_names_match_fuzzily_at_the_threshold():
 
 
 def test_right_and_wrong_diagnosis_at_the_same_risk_level():
-    out = score([completion(REF, "MEL"), completion(REF, "SCC"), completion(REF, "NV"), completion(REF, "melanoma"),
-                 completion(REF, "not a diagnosis")])
+    out = score(
+        [
+            completion(REF, "MEL"),
+            completion(REF, "SCC"),
+            completion(REF, "NV"),
+            completion(REF, "melanoma"),
+            completion(REF, "not a diagnosis"),
+        ]
+    )
     assert out["r_acc"].tolist() == [1.0, 0.0, 0.0, 1.0, 0.0]
     assert out["s_hier"] == pytest.approx([1.0, 2 / 3, 1 / 3, 1.0, 0.0])  # SCC: high risk like MEL
     assert out["r_fmt"].tolist() == [1.0] * 5  # an unknown diagnosis is well formed, it just earns nothing
@@ -130,8 +167,12 @@ def test_a_partial_attribute_match_is_the_weighted_tversky_index():
     schemas = default_schemas()
     w = np.full((1, len(schemas.features)), np.nan)
     index = schemas.index()
-    for feature, value in {"pigment_network_atypical": 2.0, "streaks_regular": 0.5, "vascular_structures_dotted": 0.0,
-                           "streaks_irregular": 3.0}.items():
+    for feature, value in {
+        "pigment_network_atypical": 2.0,
+        "streaks_regular": 0.5,
+        "vascular_structures_dotted": 0.0,
+        "streaks_irregular": 3.0,
+    }.items():
         w[0, index[feature]] = value  # blue_whitish_veil not given: it weighs default_weight (1)
     weights = PmiWeights(("MEL",), schemas.features, np.full_like(w, np.nan), w)
     out = score([completion(pred)], weights=weights)
@@ -150,8 +191,13 @@ def test_nothing_present_in_either_agrees_fully():
 
 
 def test_the_gate_is_one_half_at_the_group_median():
-    texts = [completion(REF, "MEL"), completion(REF, "SCC"), completion(REF, "NV"),
-             completion(REF, "MEL"), completion(REF, "NV")]
+    texts = [
+        completion(REF, "MEL"),
+        completion(REF, "SCC"),
+        completion(REF, "NV"),
+        completion(REF, "MEL"),
+        completion(REF, "NV"),
+    ]
     out = score(texts, groups=["a", "a", "a", "b", "b"])
     assert out["s_hier"] == pytest.approx([1.0, 2 / 3, 1 / 3, 1.0, 1 / 3])
     sigmoid = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
@@ -199,13 +245,16 @@ def test_advantages_are_group_normalised_and_sum_to_zero_per_group():
     assert constant["advantage"].tolist() == [0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("kwargs, column", [
-    ({"modality": "ultrasound"}, "modality"),
-    ({"diagnosis": "XYZ"}, "reference_diagnosis"),
-    ({"reference": {"spots": "present"}}, "reference_attributes"),
-    ({"reference": {"streaks": "wavy"}}, "reference_attributes"),
-    ({"reference": {"papule": "present"}}, "reference_attributes"),  # a clinical attribute on a dermoscopic image
-])
+@pytest.mark.parametrize(
+    "kwargs, column",
+    [
+        ({"modality": "ultrasound"}, "modality"),
+        ({"diagnosis": "XYZ"}, "reference_diagnosis"),
+        ({"reference": {"spots": "present"}}, "reference_attributes"),
+        ({"reference": {"streaks": "wavy"}}, "reference_attributes"),
+        ({"reference": {"papule": "present"}}, "reference_attributes"),  # a clinical attribute on a dermoscopic image
+    ],
+)
 def test_bad_labels_are_one_line_naming_the_column_and_row(kwargs, column):
     with pytest.raises(RecordError) as err:
         score([completion(REF), completion(REF)], source="labels.csv", **kwargs)
@@ -213,8 +262,12 @@ def test_bad_labels_are_one_line_naming_the_column_and_row(kwargs, column):
 
 
 def test_pmi_weights_from_a_small_training_table():
-    attributes = [{"streaks": "irregular"}, {"streaks": "irregular", "blue_whitish_veil": "present"},
-                  {"streaks": "regular"}, {"papule": "present"}]
+    attributes = [
+        {"streaks": "irregular"},
+        {"streaks": "irregular", "blue_whitish_veil": "present"},
+        {"streaks": "regular"},
+        {"papule": "present"},
+    ]
     weights = pmi_weights(attributes, ["dermoscopic"] * 3 + ["clinical"], ["MEL", "MEL", "NV", "BCC"])
     assert weights.diagnoses == ("BCC", "MEL", "NV")
     index = default_schemas().index()
@@ -248,10 +301,15 @@ def test_a_bad_weights_table_is_one_line():
 
 
 def write_completions(path, rows):
-    table = pa.table({
-        "group_id": [r[0] for r in rows], "completion": [r[1] for r in rows], "modality": [r[2] for r in rows],
-        "reference_diagnosis": [r[3] for r in rows],
-        "reference_attributes": [r[4] if isinstance(r[4], str) else json.dumps(r[4]) for r in rows]})
+    table = pa.table(
+        {
+            "group_id": [r[0] for r in rows],
+            "completion": [r[1] for r in rows],
+            "modality": [r[2] for r in rows],
+            "reference_diagnosis": [r[3] for r in rows],
+            "reference_attributes": [r[4] if isinstance(r[4], str) else json.dumps(r[4]) for r in rows],
+        }
+    )
     if path.suffix == ".csv":
         csv.write_csv(table, path)
     else:
@@ -272,8 +330,16 @@ GOOD_ROWS = [
 def test_score_command_writes_the_terms_beside_the_input(tmp_path, suffix):
     source = write_completions(tmp_path / f"completions{suffix}", GOOD_ROWS)
     training = tmp_path / "train.csv"
-    csv.write_csv(pa.table({"attributes": [json.dumps(r[4]) for r in GOOD_ROWS], "modality": [r[2] for r in GOOD_ROWS],
-                            "diagnosis": [r[3] for r in GOOD_ROWS]}), training)
+    csv.write_csv(
+        pa.table(
+            {
+                "attributes": [json.dumps(r[4]) for r in GOOD_ROWS],
+                "modality": [r[2] for r in GOOD_ROWS],
+                "diagnosis": [r[3] for r in GOOD_ROWS],
+            }
+        ),
+        training,
+    )
     weights = tmp_path / "pmi.parquet"
     done = run_cli("mavic", "weights", "--input", str(training), "--output", str(weights))
     assert done.returncode == 0, done.stderr
@@ -286,19 +352,31 @@ def test_score_command_writes_the_terms_beside_the_input(tmp_path, suffix):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out)
     table = csv.read_csv(out) if suffix == ".csv" else pq.read_table(out)
-    expected = score_completions([r[1] for r in GOOD_ROWS], [r[2] for r in GOOD_ROWS], [r[3] for r in GOOD_ROWS],
-                                 [r[4] for r in GOOD_ROWS], [r[0] for r in GOOD_ROWS],
-                                 weights=weights_from_table(pq.read_table(weights)))
+    expected = score_completions(
+        [r[1] for r in GOOD_ROWS],
+        [r[2] for r in GOOD_ROWS],
+        [r[3] for r in GOOD_ROWS],
+        [r[4] for r in GOOD_ROWS],
+        [r[0] for r in GOOD_ROWS],
+        weights=weights_from_table(pq.read_table(weights)),
+    )
     for key, values in expected.items():
         assert table.column(key).to_pylist() == pytest.approx(values.tolist(), abs=1e-15), key
     assert table.column("r_fmt").to_pylist() == [1.0, 1.0, 0.0, 1.0, 1.0]
     assert table.column("format_rule").to_pylist()[2] == "text outside the tags"
     assert set(table.column("composite").to_pylist()) == {MavicConfig().formula()}
-    assert table.column_names[:5] == ["group_id", "completion", "modality", "reference_diagnosis",
-                                      "reference_attributes"]
+    assert table.column_names[:5] == [
+        "group_id",
+        "completion",
+        "modality",
+        "reference_diagnosis",
+        "reference_attributes",
+    ]
     again = tmp_path / f"again{suffix}"
-    assert run_cli("mavic", "score", "--input", str(source), "--output", str(again), "--weights",
-                   str(weights)).returncode == 0
+    assert (
+        run_cli("mavic", "score", "--input", str(source), "--output", str(again), "--weights", str(weights)).returncode
+        == 0
+    )
     assert again.read_bytes() == out.read_bytes()  # same inputs, same bytes
 
 
@@ -310,14 +388,17 @@ def _refused(done, *words):
         assert word in line, line
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda rows: [r[:4] + ("{not json",) for r in rows], ["reference_attributes", "row 1", "JSON object"]),
-    (lambda rows: [r[:4] + ("[1, 2]",) for r in rows], ["reference_attributes", "row 1", "JSON object", "[1, 2]"]),
-    (lambda rows: rows[:1] + [rows[1][:2] + ("xray",) + rows[1][3:]], ["'modality'", "row 2", "unknown modality"]),
-    (lambda rows: rows[:1] + [rows[1][:3] + ("ZZZ",) + rows[1][4:]], ["'reference_diagnosis'", "row 2"]),
-    (lambda rows: [("",) + rows[0][1:]], ["'group_id'", "row 1", "must not be empty"]),
-    (lambda rows: rows[:1] + [rows[1][:4] + ({"streaks": "wavy"},)], ["'reference_attributes'", "row 2", "wavy"]),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda rows: [r[:4] + ("{not json",) for r in rows], ["reference_attributes", "row 1", "JSON object"]),
+        (lambda rows: [r[:4] + ("[1, 2]",) for r in rows], ["reference_attributes", "row 1", "JSON object", "[1, 2]"]),
+        (lambda rows: rows[:1] + [rows[1][:2] + ("xray",) + rows[1][3:]], ["'modality'", "row 2", "unknown modality"]),
+        (lambda rows: rows[:1] + [rows[1][:3] + ("ZZZ",) + rows[1][4:]], ["'reference_diagnosis'", "row 2"]),
+        (lambda rows: [("",) + rows[0][1:]], ["'group_id'", "row 1", "must not be empty"]),
+        (lambda rows: rows[:1] + [rows[1][:4] + ({"streaks": "wavy"},)], ["'reference_attributes'", "row 2", "wavy"]),
+    ],
+)
 def test_score_command_refuses_a_bad_row_in_one_line(tmp_path, change, words):
     source = write_completions(tmp_path / "completions.csv", change(GOOD_ROWS[:2]))
     out = tmp_path / "scores.csv"
@@ -327,22 +408,37 @@ def test_score_command_refuses_a_bad_row_in_one_line(tmp_path, change, words):
 
 def test_score_command_refuses_a_missing_column_a_bad_config_and_an_output_that_is_an_input(tmp_path):
     source = tmp_path / "completions.csv"
-    csv.write_csv(pa.table({"group_id": ["g"], "completion": ["x"], "modality": ["clinical"],
-                            "reference_diagnosis": ["MEL"]}), source)
+    csv.write_csv(
+        pa.table({"group_id": ["g"], "completion": ["x"], "modality": ["clinical"], "reference_diagnosis": ["MEL"]}),
+        source,
+    )
     out = tmp_path / "scores.csv"
-    _refused(run_cli("mavic", "score", "--input", str(source), "--output", str(out)),
-             str(source), "'reference_attributes'", "missing column")
+    _refused(
+        run_cli("mavic", "score", "--input", str(source), "--output", str(out)),
+        str(source),
+        "'reference_attributes'",
+        "missing column",
+    )
     good = write_completions(tmp_path / "good.csv", GOOD_ROWS)
     config = tmp_path / "mavic.yaml"
     config.write_text("gate_k: -1\n")
-    _refused(run_cli("mavic", "score", "--input", str(good), "--output", str(out), "--config", str(config)),
-             str(config), "gate_k")
+    _refused(
+        run_cli("mavic", "score", "--input", str(good), "--output", str(out), "--config", str(config)),
+        str(config),
+        "gate_k",
+    )
     config.write_text("gate: 3\n")
-    _refused(run_cli("mavic", "score", "--input", str(good), "--output", str(out), "--config", str(config)),
-             str(config), "gate")
+    _refused(
+        run_cli("mavic", "score", "--input", str(good), "--output", str(out), "--config", str(config)),
+        str(config),
+        "gate",
+    )
     _refused(run_cli("mavic", "score", "--input", str(good), "--output", str(good)), "--output", "replace the input")
-    _refused(run_cli("mavic", "score", "--input", str(good), "--output", str(tmp_path / "scores.json")),
-             "--output", "unknown file type")
+    _refused(
+        run_cli("mavic", "score", "--input", str(good), "--output", str(tmp_path / "scores.json")),
+        "--output",
+        "unknown file type",
+    )
     assert not out.exists()
     config.write_text("ontology: isic_archive\ncomposite: ungated\n")
     done = run_cli("mavic", "score", "--input", str(good), "--output", str(out), "--config", str(config))
@@ -355,10 +451,27 @@ def test_score_command_refuses_a_missing_column_a_bad_config_and_an_output_that_
 def test_weights_command_refuses_a_bad_training_table(tmp_path):
     training = tmp_path / "train.csv"
     csv.write_csv(pa.table({"attributes": ['{"streaks": "irregular"}'], "modality": ["dermoscopic"]}), training)
-    _refused(run_cli("mavic", "weights", "--input", str(training), "--output", str(tmp_path / "w.csv")),
-             str(training), "'diagnosis'", "missing column")
-    csv.write_csv(pa.table({"attributes": ['{"streaks": "irregular"}', '{"stripes": "present"}'],
-                            "modality": ["dermoscopic", "dermoscopic"], "diagnosis": ["MEL", "NV"]}), training)
-    _refused(run_cli("mavic", "weights", "--input", str(training), "--output", str(tmp_path / "w.csv")),
-             str(training), "'attributes'", "row 2", "stripes")
+    _refused(
+        run_cli("mavic", "weights", "--input", str(training), "--output", str(tmp_path / "w.csv")),
+        str(training),
+        "'diagnosis'",
+        "missing column",
+    )
+    csv.write_csv(
+        pa.table(
+            {
+                "attributes": ['{"streaks": "irregular"}', '{"stripes": "present"}'],
+                "modality": ["dermoscopic", "dermoscopic"],
+                "diagnosis": ["MEL", "NV"],
+            }
+        ),
+        training,
+    )
+    _refused(
+        run_cli("mavic", "weights", "--input", str(training), "--output", str(tmp_path / "w.csv")),
+        str(training),
+        "'attributes'",
+        "row 2",
+        "stripes",
+    )
     assert not (tmp_path / "w.csv").exists()

@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from dagster import materialize  # noqa: E402
+from dagster import materialize
 
-from dagster_project.definitions import build_definitions, project_instance, study_assets  # noqa: E402
-from dagster_project.demo import COHORT_STAGES, QUIET, run_stages  # noqa: E402
-from assets.resources import ModelsResource, SourceResource  # noqa: E402
-from models.prompts import PROMPT_ID, PROMPT_TEMPLATE, PROMPT_VARIANTS, risk_prompt, variant_prompt_ids  # noqa: E402
-from warehouse.catalog import query  # noqa: E402
-from warehouse.lake import Lake  # noqa: E402
+from assets.resources import ModelsResource, SourceResource
+from dagster_project.definitions import build_definitions, project_instance, study_assets
+from dagster_project.demo import COHORT_STAGES, QUIET, run_stages
+from models.prompts import PROMPT_ID, PROMPT_TEMPLATE, PROMPT_VARIANTS, risk_prompt, variant_prompt_ids
+from warehouse.catalog import query
+from warehouse.lake import Lake
 
 REGIMES = ("capacity_ceiling", "mixed", "safety_floor")
 FILE_MECHANISMS = ("sharp_calibrated", "escalating", "diffuse")
@@ -57,15 +57,21 @@ def test_contrasts_include_cc_minus_single(model_lake):
     for regime in REGIMES:
         assert f"CCT cc / {regime} minus CCT single / {regime}" in contrasts
     assert "CLIP probe / mixed minus VLM readout / mixed" in contrasts
-    assert "CCT cc / capacity_ceiling minus CCT single / capacity_ceiling" in (lake.root / "reports" / "report.md").read_text()
+    assert (
+        "CCT cc / capacity_ceiling minus CCT single / capacity_ceiling"
+        in (lake.root / "reports" / "report.md").read_text()
+    )
 
 
 def test_model_proposals_are_source_model_and_cover_the_evaluated_split(model_lake):
     lake, _, _, _ = model_lake
-    rows = query(lake, "select mechanism, count(*) as n, count(distinct source) as sources, min(source) as source, "
-                       "count(diagnosis) as diagnoses, min(len(slate)) as slate from proposals "
-                       "where mechanism in ('VLM readout', 'CLIP probe', 'CCT single', 'CCT cc') "
-                       "group by mechanism").to_pylist()
+    rows = query(
+        lake,
+        "select mechanism, count(*) as n, count(distinct source) as sources, min(source) as source, "
+        "count(diagnosis) as diagnoses, min(len(slate)) as slate from proposals "
+        "where mechanism in ('VLM readout', 'CLIP probe', 'CCT single', 'CCT cc') "
+        "group by mechanism",
+    ).to_pylist()
     n_test = query(lake, "select count(*) as n from clusters where split = 'test'").to_pylist()[0]["n"]
     assert len(rows) == 4
     for row in rows:
@@ -77,8 +83,11 @@ def test_model_proposals_are_source_model_and_cover_the_evaluated_split(model_la
 
 def test_scores_cover_the_variants_each_mechanism_needs(model_lake):
     lake, _, models, _ = model_lake
-    rows = query(lake, "select c.split, s.variant, count(*) as n, count(distinct s.prompt_id) as prompts "
-                       "from vlm_scores s join clusters c using (image_id) group by all order by all").to_pylist()
+    rows = query(
+        lake,
+        "select c.split, s.variant, count(*) as n, count(distinct s.prompt_id) as prompts "
+        "from vlm_scores s join clusters c using (image_id) group by all order by all",
+    ).to_pylist()
     splits = {(r["split"], r["variant"]) for r in rows}
     assert splits == {("val", 0)} | {("test", v) for v in range(models.variants)}  # no train image is scored
     assert all(r["prompts"] == 1 for r in rows)
@@ -109,11 +118,15 @@ def test_model_runs_name_each_trainers_data_config_and_choice(model_lake):
     lake, _, models, _ = model_lake
     runs = _run_summary(lake)
     # the tiny cohort's validation design lacks levels 2 and 3: the readout is the published lock, and says so
-    assert set(runs) == {("gate_proxy", "candidate"), ("probe", "epoch"), ("probe", "lock"),
-                         ("readout", "published_lock")}
+    assert set(runs) == {
+        ("gate_proxy", "candidate"),
+        ("probe", "epoch"),
+        ("probe", "lock"),
+        ("readout", "published_lock"),
+    }
     for key, run in runs.items():
-        assert run["chosen_steps"] == 1, key                         # one chosen C / epoch / candidate
-        assert run["hashes"] == 1 and run["hash_len"] == 64, key     # the data it read, named
+        assert run["chosen_steps"] == 1, key  # one chosen C / epoch / candidate
+        assert run["hashes"] == 1 and run["hash_len"] == 64, key  # the data it read, named
         assert run["configs"] == 1 and isinstance(json.loads(run["config"]), dict), key
         assert run["software"] == f"autheval {__version__}", key
     assert runs[("gate_proxy", "candidate")]["steps"] == 48 and runs[("probe", "epoch")]["steps"] == 80
@@ -123,27 +136,44 @@ def test_model_runs_name_each_trainers_data_config_and_choice(model_lake):
     probe_run = runs[("probe", "epoch")]
     assert (probe_run["model"], probe_run["revision"]) == (tower.name, directory_sha256(tower))
     scorer = query(lake, "select distinct model, revision from vlm_scores").to_pylist()
-    assert scorer == [{"model": runs[("readout", "published_lock")]["model"],
-                       "revision": runs[("readout", "published_lock")]["revision"]}]
+    assert scorer == [
+        {
+            "model": runs[("readout", "published_lock")]["model"],
+            "revision": runs[("readout", "published_lock")]["revision"],
+        }
+    ]
     # the chosen rows are the ones the mechanisms used
     chosen_epoch = lake.read("probe").schema.metadata[b"chosen_epoch"].decode()
     assert query(lake, "select distinct step from model_runs where trainer = 'probe' and chosen").to_pylist() == [
-        {"step": int(chosen_epoch)}]
-    assert query(lake, "select count(*) as tau from model_runs where trainer = 'probe' and step_kind = 'lock' "
-                       "and metric like 'tau_%'").to_pylist() == [{"tau": 3}]
-    gate = query(lake, "select r.metric, r.value, s.alpha, s.temperature, s.data_sha256 = r.data_sha256 as same_data "
-                       "from model_runs r, gate_proxy_selection s where r.trainer = 'gate_proxy' and r.chosen "
-                       "and s.selected and r.metric in ('alpha', 'temperature') order by r.metric").to_pylist()
-    assert [(g["metric"], g["value"]) for g in gate] == [("alpha", gate[0]["alpha"]),
-                                                         ("temperature", gate[0]["temperature"])]
+        {"step": int(chosen_epoch)}
+    ]
+    assert query(
+        lake,
+        "select count(*) as tau from model_runs where trainer = 'probe' and step_kind = 'lock' and metric like 'tau_%'",
+    ).to_pylist() == [{"tau": 3}]
+    gate = query(
+        lake,
+        "select r.metric, r.value, s.alpha, s.temperature, s.data_sha256 = r.data_sha256 as same_data "
+        "from model_runs r, gate_proxy_selection s where r.trainer = 'gate_proxy' and r.chosen "
+        "and s.selected and r.metric in ('alpha', 'temperature') order by r.metric",
+    ).to_pylist()
+    assert [(g["metric"], g["value"]) for g in gate] == [
+        ("alpha", gate[0]["alpha"]),
+        ("temperature", gate[0]["temperature"]),
+    ]
     assert all(g["same_data"] for g in gate)
 
 
 def test_reference_demo_model_runs_is_empty_with_its_schema(tmp_path):
     from models.training_runs import SCHEMA
 
-    run_stages(tmp_path / "lake", ("ingest", "proposals"), out=lambda line: None, extra=("catalog",),
-               models=ModelsResource(enabled=True))     # the reference study trains nothing, even when asked
+    run_stages(
+        tmp_path / "lake",
+        ("ingest", "proposals"),
+        out=lambda line: None,
+        extra=("catalog",),
+        models=ModelsResource(enabled=True),
+    )  # the reference study trains nothing, even when asked
     lake = Lake(tmp_path / "lake")
     assert lake.read("model_runs").schema == SCHEMA and lake.read("model_runs").num_rows == 0
     empty = query(lake, "select * from model_runs")
@@ -162,8 +192,13 @@ def test_a_reference_run_over_a_cohorts_lake_keeps_none_of_its_training_runs(mod
 
 def _materialize(lake: Lake, source: SourceResource, models: ModelsResource, *names: str):
     defs = build_definitions(str(lake.root), source, models)
-    return materialize([a for a in study_assets()], selection=list(names), resources=defs.resources,
-                       instance=project_instance(), run_config=QUIET)
+    return materialize(
+        [a for a in study_assets()],
+        selection=list(names),
+        resources=defs.resources,
+        instance=project_instance(),
+        run_config=QUIET,
+    )
 
 
 def test_a_rerun_of_the_scorer_scores_nothing(model_lake):
@@ -179,8 +214,19 @@ def test_models_disabled_gives_the_file_mechanisms_only(model_lake, tmp_path):
     lake, source, _, _ = model_lake
     copy = Lake(tmp_path / "lake")
     shutil.copytree(lake.root, copy.root)
-    result = _materialize(copy, source, ModelsResource(enabled=False), "vlm_scores", "readout", "probe_features",
-                          "probe", "cct_arms", "finetune", "proposals", "model_runs")
+    result = _materialize(
+        copy,
+        source,
+        ModelsResource(enabled=False),
+        "vlm_scores",
+        "readout",
+        "probe_features",
+        "probe",
+        "cct_arms",
+        "finetune",
+        "proposals",
+        "model_runs",
+    )
     for name in MODEL_TABLES:
         assert copy.read(name).num_rows == 0, name
         status = result.asset_materializations_for_node(name)[0].metadata["status"].value
@@ -188,9 +234,12 @@ def test_models_disabled_gives_the_file_mechanisms_only(model_lake, tmp_path):
     from autheval.proposals.proposals_file import read_proposals
 
     assert set(copy.read("proposals").column("mechanism").to_pylist()) == set(FILE_MECHANISMS)
-    assert copy.read("proposals").drop_columns(["producer", "producer_sha256"]).equals(
-        read_proposals(source.proposals_file(), copy.read("images").column("image_id")))
-    assert set(_run_summary(copy)) == {("gate_proxy", "candidate")}   # the cohort's gate proxy was still fitted
+    assert (
+        copy.read("proposals")
+        .drop_columns(["producer", "producer_sha256"])
+        .equals(read_proposals(source.proposals_file(), copy.read("images").column("image_id")))
+    )
+    assert set(_run_summary(copy)) == {("gate_proxy", "candidate")}  # the cohort's gate proxy was still fitted
 
 
 def test_prompt_variants_are_declared_paraphrases_of_the_spec_prompt():
@@ -200,8 +249,10 @@ def test_prompt_variants_are_declared_paraphrases_of_the_spec_prompt():
     for prompt_id in ids:
         text = risk_prompt(55.0, "female", None, prompt_id)
         assert text.endswith("Public metadata: age=55.0, sex=female, anatomic_site=nan. Selected visual-risk category:")
-        assert all(level in text for level in ("very low visual risk", "low visual risk", "moderate visual risk",
-                                               "high visual risk"))
+        assert all(
+            level in text
+            for level in ("very low visual risk", "low visual risk", "moderate visual risk", "high visual risk")
+        )
     assert risk_prompt(55.0, "female", None) == risk_prompt(55.0, "female", None, PROMPT_ID)
     with pytest.raises(ValueError, match="unknown prompt id"):
         risk_prompt(1, "male", "back", "no-such-prompt")
@@ -244,17 +295,21 @@ def test_the_fine_tune_runs_only_when_configured_and_is_its_own_mechanism(model_
     assert (step["steps"], step["chosen_steps"], epoch["chosen_steps"]) == (2, 1, 1)
     assert step["hash_len"] == 64 and step["config"] == epoch["config"] and '"max_steps": 2' in step["config"]
     assert (step["mechanism"], step["model"]) == ("VLM LoRA fine-tuned", meta["model"].value)
-    losses = query(copy, "select step, value from model_runs where trainer = 'finetune' and metric = 'train_loss' "
-                         "order by step").to_pylist()
+    losses = query(
+        copy, "select step, value from model_runs where trainer = 'finetune' and metric = 'train_loss' order by step"
+    ).to_pylist()
     assert [r["value"] for r in losses] == meta["finetune"].value["train_loss_per_step"]
-    assert {k[0] for k in runs} == {"readout", "probe", "gate_proxy", "finetune"}   # the others kept
+    assert {k[0] for k in runs} == {"readout", "probe", "gate_proxy", "finetune"}  # the others kept
 
 
-@pytest.mark.parametrize("flags, flag", [
-    (["--no-models", "--finetune"], "--no-models"),
-    (["--scorer-dir", "/no/such/model"], "--scorer-dir"),
-    (["--vision-dir", "/no/such/tower"], "--vision-dir"),
-])
+@pytest.mark.parametrize(
+    "flags, flag",
+    [
+        (["--no-models", "--finetune"], "--no-models"),
+        (["--scorer-dir", "/no/such/model"], "--scorer-dir"),
+        (["--vision-dir", "/no/such/tower"], "--vision-dir"),
+    ],
+)
 def test_demo_model_flags_are_checked_before_anything_runs(tmp_path, flags, flag):
     from tests.conftest import run_cli
 
@@ -271,8 +326,18 @@ def test_the_readout_falls_back_to_the_published_lock_and_says_why():
 
     from models.readout import cohort_readout, published_lock
 
-    rows = [{"image_id": f"i{k}", "cluster_id": f"c{k}", "ideal_action_level": k % 2, "p_very_low": 0.4,
-             "p_low": 0.3, "p_moderate": 0.2, "p_high": 0.1} for k in range(12)]  # levels 2 and 3 absent
+    rows = [
+        {
+            "image_id": f"i{k}",
+            "cluster_id": f"c{k}",
+            "ideal_action_level": k % 2,
+            "p_very_low": 0.4,
+            "p_low": 0.3,
+            "p_moderate": 0.2,
+            "p_high": 0.1,
+        }
+        for k in range(12)
+    ]  # levels 2 and 3 absent
     lock, meta = cohort_readout(pa.Table.from_pylist(rows))
     assert meta["trained"] is False and "lacks level" in meta["reason"]
     assert (lock.coef == published_lock().coef).all() and meta["chosen_C"] == 0.01
@@ -308,13 +373,25 @@ BROKEN_PROPOSALS = {
 }
 
 
-def _proposal_rows(change: dict) -> "pa.Table":
+def _proposal_rows(change: dict) -> pa.Table:
     import pyarrow as pa
 
     from autheval.vocabulary import MODEL_PROPOSALS_SCHEMA as PROPOSALS_SCHEMA
 
-    rows = [{"mechanism": "CLIP probe", "image_id": f"i{k}", "slate": ["a1", "a2", "a0", "a3"], "a_head": "a1",
-             "p_very_low": 0.2, "p_low": 0.5, "p_moderate": 0.2, "p_high": 0.1, "source": "model"} for k in range(3)]
+    rows = [
+        {
+            "mechanism": "CLIP probe",
+            "image_id": f"i{k}",
+            "slate": ["a1", "a2", "a0", "a3"],
+            "a_head": "a1",
+            "p_very_low": 0.2,
+            "p_low": 0.5,
+            "p_moderate": 0.2,
+            "p_high": 0.1,
+            "source": "model",
+        }
+        for k in range(3)
+    ]
     broken = rows[2]
     for key, value in change.items():
         if key == "p":
@@ -338,7 +415,7 @@ def test_model_made_proposals_meet_the_proposals_file_rules(case):
     message = str(err.value)
     assert rule in message and "'CLIP probe'" in message and "/models/tiny-clip-vision" in message, message
     assert "\n" not in message
-    with pytest.raises(ValueError):                     # the same row is refused in a proposals file
+    with pytest.raises(ValueError):  # the same row is refused in a proposals file
         proposals_from_table(table.drop_columns(["source"]), "proposals.csv")
     assert check_proposals(_proposal_rows({})).num_rows == 3
 
@@ -350,5 +427,5 @@ def test_slate_levels_outside_the_actions_are_refused():
 
     with pytest.raises(ValueError, match="slate levels must be 0..3.*image 'b'"):
         proposals_table("VLM readout", ["a", "b"], np.array([[0, 1, 2, 3], [4, 1, 2, 0]]), model="/models/m")
-    with pytest.raises(ValueError, match="slate levels must be 0..3"):   # -1 would have become a3
+    with pytest.raises(ValueError, match="slate levels must be 0..3"):  # -1 would have become a3
         proposals_table("VLM readout", ["a"], np.array([[-1, 1, 2, 0]]))

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from models.prompts import CONTINUATIONS, risk_prompt  # noqa: E402
-from models.tiny import BUILDERS, ensure_tiny_model  # noqa: E402
+from models.prompts import CONTINUATIONS, risk_prompt
+from models.tiny import BUILDERS, ensure_tiny_model
 
 
 def weights(model_dir) -> dict:
@@ -40,7 +40,7 @@ def test_ensure_reuses_a_built_model_and_rebuilds_for_another_seed(tmp_path):
     assert ensure_tiny_model("tiny-clip-vision", tmp_path, seed=5) == path
     rebuilt = weights(path)
     assert any(not np.array_equal(first[k], rebuilt[k]) for k in first)
-    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())   # no staging folder left behind
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # no staging folder left behind
 
 
 @pytest.mark.parametrize("kind", ["tiny-gemma3", "tiny-llava"])
@@ -53,8 +53,10 @@ def test_vlm_reloads_and_scores_like_a_real_checkpoint(kind, tmp_path):
 
     path = ensure_tiny_model(kind, tmp_path, seed=0)
     model, processor, _, _ = scorer.load_model(str(path), device="cpu")
-    assert type(model).__name__ == {"tiny-gemma3": "Gemma3ForConditionalGeneration",
-                                    "tiny-llava": "LlavaForConditionalGeneration"}[kind]
+    assert (
+        type(model).__name__
+        == {"tiny-gemma3": "Gemma3ForConditionalGeneration", "tiny-llava": "LlavaForConditionalGeneration"}[kind]
+    )
     tokenizer = processor.tokenizer
     ids = tokenizer(risk_prompt(55.0, "female", "anterior torso") + CONTINUATIONS["high"])["input_ids"]
     assert tokenizer.unk_token_id not in ids

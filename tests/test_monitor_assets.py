@@ -16,11 +16,11 @@ import pytest
 from dagster import AssetCheckSeverity, DagsterEventType, build_sensor_context, materialize
 
 from assets.monitor import alerts_check, monitor_alert_sensor
+from assets.resources import LakeResource, NotifierResource, ProtocolResource
 from autheval.monitoring.deployment_sim import DeploymentModel, parse_drift, write_deployment
 from autheval.monitoring.monitor import CASE_MIX_SCHEMA, MONITOR_SCHEMA, alerts
 from dagster_project.definitions import build_definitions, project_instance, study_assets
 from dagster_project.demo import QUIET
-from assets.resources import LakeResource, NotifierResource, ProtocolResource
 from warehouse.lake import Lake
 
 PAYLOAD_NAMES = {"alert_id", "site", "model_version", "mechanism", "metric", "unit", "lower", "upper", "cs_lower",
@@ -99,8 +99,10 @@ def land_all(root: Path, instance):
 
 
 def check_evaluations(instance, run_id: str) -> list:
-    return [r.event_log_entry.dagster_event.event_specific_data
-            for r in instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records]
+    return [
+        r.event_log_entry.dagster_event.event_specific_data
+        for r in instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
+    ]
 
 
 @pytest.mark.parametrize("rate, red", [(0.90, True), (0.30, False)], ids=["over-the-bound", "within"])
@@ -109,8 +111,13 @@ def test_the_monitor_asset_writes_its_tables_and_the_check_is_red_on_an_alert(tm
     instance = project_instance()
     defs = land_all(root, instance)
     resources = {**defs.resources, "protocol": ProtocolResource(bootstrap_reps=1000)}
-    result = materialize(study_assets(), selection=["monitor", "monitor_case_mix"], resources=resources,
-                         instance=instance, run_config=QUIET)
+    result = materialize(
+        study_assets(),
+        selection=["monitor", "monitor_case_mix"],
+        resources=resources,
+        instance=instance,
+        run_config=QUIET,
+    )
     assert result.success
     [evaluation] = check_evaluations(instance, result.run_id)
     assert evaluation.check_name == "monitor_has_no_alerts" and evaluation.passed is (not red)
@@ -130,7 +137,7 @@ def test_the_monitor_asset_writes_its_tables_and_the_check_is_red_on_an_alert(tm
 class Receiver(http.server.BaseHTTPRequestHandler):
     """Records each POSTed JSON body; answers with the server's `answer` status."""
 
-    def do_POST(self):  # noqa: N802 (http.server's name)
+    def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.server.received.append((self.headers["Content-Type"], json.loads(body)))
         self.send_response(self.server.answer)
@@ -167,8 +174,11 @@ class Sensor:
         self.instance, self.cursor = project_instance(), None
 
     def tick(self) -> str:
-        with build_sensor_context(instance=self.instance, cursor=self.cursor,
-                                  resources={"lake": LakeResource(root=str(self.root)), "notifier": self.notifier}) as context:
+        with build_sensor_context(
+            instance=self.instance,
+            cursor=self.cursor,
+            resources={"lake": LakeResource(root=str(self.root)), "notifier": self.notifier},
+        ) as context:
             result = monitor_alert_sensor(context)
         self.cursor = result.cursor if result.cursor is not None else self.cursor
         assert not result.run_requests
@@ -192,7 +202,11 @@ def test_the_sensor_posts_once_per_alert_also_after_a_restart(tmp_path, receiver
     assert PAYLOAD_NAMES <= set(rate)
     assert (rate["model_version"], rate["mechanism"], rate["unit"]) == ("model-1", "landed", "image_weighted")
     assert (rate["lower"], rate["upper"], rate["cs_lower"], rate["cs_upper"]) == (0.05, 0.60, 0.62, 0.90)
-    assert (rate["period"], rate["first_period"], rate["protocol_version"]) == ("2026-02", "2026-02", "service-protocol-1")
+    assert (rate["period"], rate["first_period"], rate["protocol_version"]) == (
+        "2026-02",
+        "2026-02",
+        "service-protocol-1",
+    )
     assert posted[("site-2", GAP)]["first_period"] == "2026-01" and posted[("site-2", GAP)]["upper"] is None
     assert "no new monitor table" in sensor.tick() and len(receiver.received) == 2
     sensor.restart()  # no cursor, a new instance: the ids sent are the lake's
@@ -222,10 +236,12 @@ def test_the_sensor_runs_a_declared_command_once_per_alert(tmp_path):
     root = tmp_path / "lake"
     sent = tmp_path / "sent.jsonl"
     script = tmp_path / "notify.py"
-    script.write_text("import json, os, sys\n"
-                      "alert = json.load(sys.stdin)\n"
-                      "assert alert['alert_id'] == os.environ['AUTHEVAL_ALERT_ID']\n"
-                      f"open({str(sent)!r}, 'a').write(json.dumps(alert) + '\\n')\n")
+    script.write_text(
+        "import json, os, sys\n"
+        "alert = json.load(sys.stdin)\n"
+        "assert alert['alert_id'] == os.environ['AUTHEVAL_ALERT_ID']\n"
+        f"open({str(sent)!r}, 'a').write(json.dumps(alert) + '\\n')\n"
+    )
     sensor = Sensor(root, NotifierResource(command=f"{sys.executable} {script}"))
     commit_monitor(root, FIRST)
     assert sensor.tick().startswith("2 alert(s) sent")
@@ -297,7 +313,11 @@ def test_a_bad_schedule_setting_is_one_clear_line(monkeypatch, cron, tz, said):
 def test_the_recurring_job_runs_trend_then_monitor_then_the_catalog():
     job = build_definitions("/nonexistent-lake").resolve_job_def("recurring_evaluation")
     assert {k.to_user_string() for k in job.asset_layer.selected_asset_keys} == {
-        "trend", "monitor", "monitor_case_mix", "catalog"}
+        "trend",
+        "monitor",
+        "monitor_case_mix",
+        "catalog",
+    }
 
 
 # --- monitor_run -----------------------------------------------------------------------------------
@@ -320,23 +340,29 @@ def test_monitor_run_lands_two_monthly_logs_and_runs_the_recurring_job(tmp_path)
     assert all("full_counterfactual" in line for line in landed)
     status = [line for line in lines if line.startswith(("PASS", "ALERT", "INSUFFICIENT"))]
     assert status and not any(line.startswith("ALERT") for line in status)
-    assert any("site-1 / model-1 / landed: intervention_rate (image_weighted)" in line and "(look 2)" in line
-               for line in status)
+    assert any(
+        "site-1 / model-1 / landed: intervention_rate (image_weighted)" in line and "(look 2)" in line
+        for line in status
+    )
     store = Lake(root)
     monitor = store.read("monitor").to_pylist()
     assert {(r["period"], r["look"]) for r in monitor if r["site"] == "site-1"} == {("2026-01", 1), ("2026-02", 2)}
     trend = store.read("trend")
     assert {"2026-01", "2026-02", "all"} <= set(trend.column("period").to_pylist())
     assert sorted(p.name.split("__", 1)[1] for p in (root / "landing" / "processed").iterdir()) == [
-        "site-1_2026-01.csv", "site-1_2026-02.csv"]
+        "site-1_2026-01.csv",
+        "site-1_2026-02.csv",
+    ]
     assert (root / "landing" / "site-1_2026-03.csv.part").exists()
     snapshot = store.snapshot().snapshot
 
     # the same files again, and a broken one: a duplicate and a rejection, each on its line; the job runs
     [processed] = (root / "landing" / "processed").glob("*__site-1_2026-01.csv")
     (root / "landing" / "copy.csv").write_bytes(processed.read_bytes())
-    (root / "landing" / "broken.csv").write_text("case_id,cluster_id,proposed_action,executed_action,"
-                                                 "utility_executed_local,timestamp\nx1,k1,a1,a2,abc,2026-03-01\n")
+    (root / "landing" / "broken.csv").write_text(
+        "case_id,cluster_id,proposed_action,executed_action,"
+        "utility_executed_local,timestamp\nx1,k1,a1,a2,abc,2026-03-01\n"
+    )
     code, lines = run_monitor(root)
     assert code == 0, lines
     assert any(line.startswith("duplicate copy.csv: already landed") for line in lines), lines
@@ -383,8 +409,9 @@ def test_monitor_run_fails_with_1_when_the_recurring_job_fails(tmp_path, monkeyp
 
     monkeypatch.setattr("assets.monitor.monitor_table", broken)
     code, lines = run_monitor(root)
-    assert code == 1 and any(line.startswith("failed    the recurring job") and "the monitor broke" in line
-                             for line in lines), lines
+    assert code == 1 and any(
+        line.startswith("failed    the recurring job") and "the monitor broke" in line for line in lines
+    ), lines
     assert autheval.monitoring.monitor.monitor_table is not broken
     assert not Lake(root).has_table("monitor")  # the failed run committed nothing
 
@@ -399,9 +426,11 @@ def test_a_demo_lake_answers_for_trend_and_monitor_before_anything_lands(tmp_pat
     root = tmp_path / "lake"
     run_stages(root, stages=(), out=lambda line: None)  # every demo runs its stages, then this step
     assert RECURRING_STEP[0] == "recurring"
-    for table, named in (("trend", ["period", "pool", "unit", "metric", "estimate", "ci_lower", "ci_upper"]),
-                         ("monitor", MONITOR_SCHEMA.names),
-                         ("monitor_case_mix", CASE_MIX_SCHEMA.names)):
+    for table, named in (
+        ("trend", ["period", "pool", "unit", "metric", "estimate", "ci_lower", "ci_upper"]),
+        ("monitor", MONITOR_SCHEMA.names),
+        ("monitor_case_mix", CASE_MIX_SCHEMA.names),
+    ):
         result = run_cli("query", f"select * from {table}", "--lake", str(root), "--format", "csv")
         assert result.returncode == 0, result.stderr
         lines = result.stdout.splitlines()
@@ -431,11 +460,24 @@ def test_monitor_run_on_a_simulated_drift_alerts_at_that_site_and_nowhere_else(t
     env = {**os.environ, "AUTHEVAL_NOTIFY_COMMAND": f"{sys.executable} {script}"}
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "autheval", *args], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "autheval", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+        )
 
-    made = cli("synth", "deployment", "--sites", "3", "--months", "4", "--clusters-per-month", "100",
-               "--out", str(tmp_path / "logs"), "--drift", "site-2:proposer_quality:-0.6:from=2")
+    made = cli(
+        "synth",
+        "deployment",
+        "--sites",
+        "3",
+        "--months",
+        "4",
+        "--clusters-per-month",
+        "100",
+        "--out",
+        str(tmp_path / "logs"),
+        "--drift",
+        "site-2:proposer_quality:-0.6:from=2",
+    )
     assert made.returncode == 0, made.stderr
     (root / "landing").mkdir(parents=True)
     for log in sorted((tmp_path / "logs").glob("site-*.csv")):
@@ -467,8 +509,11 @@ def test_monitor_run_decides_by_the_protocol_the_environment_names(tmp_path, mon
 
     root = simulated_lake(tmp_path / "lake")
     strict = tmp_path / "strict.yaml"
-    strict.write_text(default_protocol_text().replace("version: service-protocol-1", "version: strict-1")
-                      .replace("upper: 0.60", "upper: 0.10"))
+    strict.write_text(
+        default_protocol_text()
+        .replace("version: service-protocol-1", "version: strict-1")
+        .replace("upper: 0.60", "upper: 0.10")
+    )
     monkeypatch.setenv("AUTHEVAL_PROTOCOL", str(strict))
     code, lines = run_monitor(root)
     assert code == 3, lines  # an intervention rate of about 0.3 is over this protocol's 0.1

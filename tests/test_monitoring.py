@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from autheval.records.cluster_stats import register_cluster_stats
 from autheval.cli.main import main
 from autheval.errors import RecordError
+from autheval.estimation.multiplicity import adjust
 from autheval.monitoring.landing import read_landed, trend_table
 from autheval.monitoring.monitor import (
     MONITOR_SCHEMA,
@@ -24,8 +24,8 @@ from autheval.monitoring.monitor import (
     rho2_for_horizon,
     status_report,
 )
-from autheval.estimation.multiplicity import adjust
 from autheval.monitoring.protocol import load_protocol, parse_protocol
+from autheval.records.cluster_stats import register_cluster_stats
 from warehouse.lake import Lake
 from warehouse.sql import connect, load_sql
 
@@ -55,8 +55,21 @@ def numpy_cs(y, x, alpha, t_star):
 
 def cluster_stats(rng, analyses: dict[str, int]) -> pa.Table:
     """Random per-cluster sums in sql/records/cluster_stats.sql's layout."""
-    rows = {k: [] for k in ("analysis", "cluster_id", "n", "sum_changed", "sum_exec", "sum_prop", "sum_gap",
-                            "sum_glob", "sum_total_gap", "sum_utility_gap")}
+    rows = {
+        k: []
+        for k in (
+            "analysis",
+            "cluster_id",
+            "n",
+            "sum_changed",
+            "sum_exec",
+            "sum_prop",
+            "sum_gap",
+            "sum_glob",
+            "sum_total_gap",
+            "sum_utility_gap",
+        )
+    }
     for analysis, g in analyses.items():
         n = rng.integers(1, 6, size=g).astype(float)
         changed = rng.binomial(n.astype(int), 0.3).astype(float)
@@ -120,15 +133,25 @@ def test_the_confidence_sequence_is_the_papers_formula_to_1e12():
 # headers and a newer pybind11 than it pins (not a dependency of ours); its values, computed so, are
 # the independent oracle here, and test_against_confseq_itself compares live where it is installed.
 CONFSEQ = [  # (alpha, t_star, t, half-width / sigma)
-    (0.05, 1000, 2, 13.865035718451324), (0.05, 1000, 10, 2.872733015110024),
-    (0.05, 1000, 100, 0.3855054633530311), (0.05, 1000, 1000, 0.09598173584209048),
-    (0.05, 1000, 20000, 0.023595145899939232), (0.01, 300, 2, 8.06322712400124),
-    (0.01, 300, 10, 1.853064578243366), (0.01, 300, 100, 0.36870423384161477),
-    (0.01, 300, 1000, 0.11498009453275364), (0.01, 300, 20000, 0.028175560287843626),
-    (0.2, 50, 2, 3.284901555382101), (0.2, 50, 10, 0.8965947317149482), (0.2, 50, 100, 0.24796442868077442),
-    (0.2, 50, 1000, 0.08858497542584576), (0.2, 50, 20000, 0.023189790149451533),
-    (0.00625, 2000, 2, 20.23843275443153), (0.00625, 2000, 10, 4.156771081527012),
-    (0.00625, 2000, 100, 0.5251133718443721), (0.00625, 2000, 1000, 0.11860752325145055),
+    (0.05, 1000, 2, 13.865035718451324),
+    (0.05, 1000, 10, 2.872733015110024),
+    (0.05, 1000, 100, 0.3855054633530311),
+    (0.05, 1000, 1000, 0.09598173584209048),
+    (0.05, 1000, 20000, 0.023595145899939232),
+    (0.01, 300, 2, 8.06322712400124),
+    (0.01, 300, 10, 1.853064578243366),
+    (0.01, 300, 100, 0.36870423384161477),
+    (0.01, 300, 1000, 0.11498009453275364),
+    (0.01, 300, 20000, 0.028175560287843626),
+    (0.2, 50, 2, 3.284901555382101),
+    (0.2, 50, 10, 0.8965947317149482),
+    (0.2, 50, 100, 0.24796442868077442),
+    (0.2, 50, 1000, 0.08858497542584576),
+    (0.2, 50, 20000, 0.023189790149451533),
+    (0.00625, 2000, 2, 20.23843275443153),
+    (0.00625, 2000, 10, 4.156771081527012),
+    (0.00625, 2000, 100, 0.5251133718443721),
+    (0.00625, 2000, 1000, 0.11860752325145055),
     (0.00625, 2000, 20000, 0.027487147673393462),
 ]
 
@@ -138,8 +161,11 @@ def _sql_half_widths(alpha, t_star, sizes):
     con = connect(threads=1)
     con.register("cluster_stats", cluster_stats(rng, {f"g{g}": g for g in sizes}))
     got = confidence_sequences(con, "cluster_stats", alpha, t_star).to_pylist()
-    return {r["n_clusters"]: (r["cs_upper"] - r["estimate"]) / r["sigma"] for r in got
-            if r["unit"] == "image_weighted" and r["metric"] == "J"}
+    return {
+        r["n_clusters"]: (r["cs_upper"] - r["estimate"]) / r["sigma"]
+        for r in got
+        if r["unit"] == "image_weighted" and r["metric"] == "J"
+    }
 
 
 def test_the_confidence_sequence_is_confseqs_boundary():
@@ -194,10 +220,15 @@ def test_the_p_value_inverts_the_radius():
     row = cs[("image_weighted", "intervention_rate")]
     half = row["cs_upper"] - row["estimate"]  # the radius at alpha
     above, below = 1.3 * half, 2.0 * half
-    bounds = pa.table({"rule": ["above", "below", "inside", "far"], "unit": ["image_weighted"] * 4,
-                       "metric": ["intervention_rate"] * 4,
-                       "lower": [row["estimate"] + above, None, row["estimate"] - 0.5, row["estimate"] + 1.0],
-                       "upper": [None, row["estimate"] - below, row["estimate"] + 0.5, None]})
+    bounds = pa.table(
+        {
+            "rule": ["above", "below", "inside", "far"],
+            "unit": ["image_weighted"] * 4,
+            "metric": ["intervention_rate"] * 4,
+            "lower": [row["estimate"] + above, None, row["estimate"] - 0.5, row["estimate"] + 1.0],
+            "upper": [None, row["estimate"] - below, row["estimate"] + 0.5, None],
+        }
+    )
     got = {r["rule"]: r for r in confidence_sequences(con, "cluster_stats", alpha, horizon, bounds).to_pylist()}
     rho2 = numpy_rho2(alpha, horizon)
     for rule, d in (("above", above), ("below", below)):
@@ -212,9 +243,16 @@ def test_the_p_value_inverts_the_radius():
 
 def _levels(p_values, alphas, method):
     m = len(p_values)
-    looks = pa.table({"hypothesis": pa.array(range(m), pa.int64()), "look": pa.array([1] * m, pa.int64()),
-                      "period": ["2026-01"] * len(p_values), "p_value": pa.array(p_values, pa.float64()),
-                      "alpha": pa.array(alphas, pa.float64()), "tested": [True] * len(p_values)})
+    looks = pa.table(
+        {
+            "hypothesis": pa.array(range(m), pa.int64()),
+            "look": pa.array([1] * m, pa.int64()),
+            "period": ["2026-01"] * len(p_values),
+            "p_value": pa.array(p_values, pa.float64()),
+            "alpha": pa.array(alphas, pa.float64()),
+            "tested": [True] * len(p_values),
+        }
+    )
     return [r["alpha_adjusted"] for r in adjusted_levels(connect(threads=1), looks, method).to_pylist()]
 
 
@@ -236,9 +274,16 @@ def test_holm_levels_step_down_and_match_holms_adjusted_p_values():
 
 
 def test_later_looks_carry_the_running_minimum_p_value():
-    looks = pa.table({"hypothesis": pa.array([0, 0, 0], pa.int64()), "look": pa.array([1, 2, 3], pa.int64()),
-                      "period": ["2026-01", "2026-02", "2026-03"], "p_value": pa.array([0.5, 0.01, 0.2], pa.float64()),
-                      "alpha": pa.array([0.05] * 3, pa.float64()), "tested": [True] * 3})
+    looks = pa.table(
+        {
+            "hypothesis": pa.array([0, 0, 0], pa.int64()),
+            "look": pa.array([1, 2, 3], pa.int64()),
+            "period": ["2026-01", "2026-02", "2026-03"],
+            "p_value": pa.array([0.5, 0.01, 0.2], pa.float64()),
+            "alpha": pa.array([0.05] * 3, pa.float64()),
+            "tested": [True] * 3,
+        }
+    )
     rows = adjusted_levels(connect(threads=1), looks, "holm").to_pylist()
     assert [r["p_running"] for r in rows] == [0.5, 0.01, 0.01]
 
@@ -247,8 +292,20 @@ def test_later_looks_carry_the_running_minimum_p_value():
 
 
 def deployment_log(site, month, clusters, rng, version="v1", p_change=0.3, gap=0.05, actions=None, stratum=False):
-    rows = {k: [] for k in ("case_id", "cluster_id", "proposed_action", "executed_action", "utility_executed_local",
-                            "utility_proposed_local", "timestamp", "site", "model_version")}
+    rows = {
+        k: []
+        for k in (
+            "case_id",
+            "cluster_id",
+            "proposed_action",
+            "executed_action",
+            "utility_executed_local",
+            "utility_proposed_local",
+            "timestamp",
+            "site",
+            "model_version",
+        )
+    }
     if stratum:
         rows["risk_stratum"] = []
     for c in range(clusters):
@@ -295,8 +352,11 @@ rules:
 def drifted(tmp_path_factory):
     """Two sites over six months; from month 4 site B's proposals fall far below its service's choices."""
     rng = np.random.default_rng(2026)
-    tables = [deployment_log(site, month, 60, rng, gap=-1.5 if (site == "B" and month >= 4) else 0.05)
-              for site in ("A", "B") for month in range(1, 7)]
+    tables = [
+        deployment_log(site, month, 60, rng, gap=-1.5 if (site == "B" and month >= 4) else 0.05)
+        for site in ("A", "B")
+        for month in range(1, 7)
+    ]
     tables.append(deployment_log("C", 1, 10, rng))  # a small site: never enough clusters to decide
     landed = land(tables, tmp_path_factory.mktemp("drifted"))
     return landed, monitor_table(landed, parse_protocol(PROTOCOL), reps=50)
@@ -307,10 +367,32 @@ def test_the_monitor_table_has_the_contract_columns_and_every_look(drifted):
     table = monitoring.table
     assert table.schema == MONITOR_SCHEMA and empty_monitor().schema == MONITOR_SCHEMA
     assert table.column_names[:25] == [
-        "site", "model_version", "mechanism", "metric", "unit", "period", "look", "n_clusters", "estimate",
-        "cs_lower", "cs_upper", "ci_lower", "ci_upper", "lower", "upper", "status", "reason", "alpha",
-        "alpha_adjusted", "p_value", "family_size", "multiplicity", "horizon_clusters", "min_clusters",
-        "interval_method"]
+        "site",
+        "model_version",
+        "mechanism",
+        "metric",
+        "unit",
+        "period",
+        "look",
+        "n_clusters",
+        "estimate",
+        "cs_lower",
+        "cs_upper",
+        "ci_lower",
+        "ci_upper",
+        "lower",
+        "upper",
+        "status",
+        "reason",
+        "alpha",
+        "alpha_adjusted",
+        "p_value",
+        "family_size",
+        "multiplicity",
+        "horizon_clusters",
+        "min_clusters",
+        "interval_method",
+    ]
     rows = table.to_pylist()
     series = {(r["site"], r["model_version"]) for r in rows}
     assert series == {("A", "v1"), ("A", "all"), ("B", "v1"), ("B", "all"), ("C", "v1"), ("C", "all"), ("all", "all")}
@@ -322,18 +404,27 @@ def test_the_monitor_table_has_the_contract_columns_and_every_look(drifted):
     assert {r["protocol_version"] for r in rows} == {"test-protocol"}
     assert all(r["data_sha256"] and len(r["data_sha256"]) == 64 for r in rows)
     # the site pooled over its one model version holds the same records, and is no extra test
-    assert [(r["estimate"], r["status"]) for r in rows if r["site"] == "A" and r["model_version"] == "all"
-            and r["metric"] == "Delta_authority"] == [(r["estimate"], r["status"]) for r in a]
+    assert [
+        (r["estimate"], r["status"])
+        for r in rows
+        if r["site"] == "A" and r["model_version"] == "all" and r["metric"] == "Delta_authority"
+    ] == [(r["estimate"], r["status"]) for r in a]
     assert {r["family_size"] for r in rows if r["period"] == "2026-06"} == {8}  # (A, B, C, all) x 2 rules
 
 
 def test_the_estimate_is_the_trends(drifted):
     landed, monitoring = drifted
     trend = trend_table(landed, reps=50).table.to_pylist()
-    want = {(r["site"], r["model_version"]): r["estimate"] for r in trend
-            if r["period"] == "all" and r["unit"] == "cluster_equal" and r["metric"] == "Delta_authority"}
-    latest = {(r["site"], r["model_version"]): r["estimate"] for r in monitoring.table.to_pylist()
-              if r["period"] == "2026-06" and r["metric"] == "Delta_authority"}
+    want = {
+        (r["site"], r["model_version"]): r["estimate"]
+        for r in trend
+        if r["period"] == "all" and r["unit"] == "cluster_equal" and r["metric"] == "Delta_authority"
+    }
+    latest = {
+        (r["site"], r["model_version"]): r["estimate"]
+        for r in monitoring.table.to_pylist()
+        if r["period"] == "2026-06" and r["metric"] == "Delta_authority"
+    }
     for key in (("A", "v1"), ("B", "all"), ("all", "all")):
         assert latest[key] == pytest.approx(want[key], rel=1e-12)
 
@@ -343,7 +434,6 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
     the confidence sequence of that look's records read whole (records/cluster_stats.sql, estimates/delta_method.sql),
     here for a lesion seen in two periods too."""
     from autheval.records.read import records_from_table
-    from warehouse.sql import to_table
 
     landed, monitoring = drifted
     rng = np.random.default_rng(21)
@@ -376,8 +466,12 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
 def test_each_status_and_its_reason(drifted):
     _, monitoring = drifted
     rows = monitoring.table.to_pylist()
-    latest = {(r["site"], r["model_version"], r["metric"]): r for r in rows if r["look"] == max(
-        x["look"] for x in rows if (x["site"], x["model_version"]) == (r["site"], r["model_version"]))}
+    latest = {
+        (r["site"], r["model_version"], r["metric"]): r
+        for r in rows
+        if r["look"]
+        == max(x["look"] for x in rows if (x["site"], x["model_version"]) == (r["site"], r["model_version"]))
+    }
     b = latest[("B", "v1", "Delta_authority")]
     assert b["status"] == "alert" and b["cs_upper"] < -0.10 and "wholly below" in b["reason"]
     assert b["p_value"] <= b["alpha_adjusted"] < b["alpha"]  # Holm: decided below the nominal level
@@ -390,7 +484,8 @@ def test_each_status_and_its_reason(drifted):
     for r in rows:
         if r["status"] == "alert":
             assert r["cs_upper"] < (r["lower"] if r["lower"] is not None else -math.inf) or r["cs_lower"] > (
-                r["upper"] if r["upper"] is not None else math.inf)
+                r["upper"] if r["upper"] is not None else math.inf
+            )
         if r["status"] == "pass":
             assert r["lower"] is None or r["cs_lower"] >= r["lower"]
             assert r["upper"] is None or r["cs_upper"] <= r["upper"]
@@ -400,8 +495,11 @@ def test_each_status_and_its_reason(drifted):
 def test_a_bound_at_the_true_value_stays_undecided(drifted):
     landed, _ = drifted
     at_truth = PROTOCOL.replace("lower: 0.05, upper: 0.60", "lower: 0.30")  # the simulated change rate
-    rows = [r for r in monitor_table(landed, parse_protocol(at_truth), reps=0).table.to_pylist()
-            if r["metric"] == "intervention_rate" and r["site"] == "A"]
+    rows = [
+        r
+        for r in monitor_table(landed, parse_protocol(at_truth), reps=0).table.to_pylist()
+        if r["metric"] == "intervention_rate" and r["site"] == "A"
+    ]
     assert rows and all(r["status"] == "insufficient" and "overlaps a bound" in r["reason"] for r in rows)
 
 
@@ -415,8 +513,13 @@ def test_each_look_reports_what_its_record_level_supports(tmp_path):
     rows = monitor_table(land(role, tmp_path), parse_protocol(PROTOCOL), reps=0).table.to_pylist()
     gap = [r for r in rows if r["metric"] == "Delta_authority" and r["model_version"] == "v1"]
     rate = [r for r in rows if r["metric"] == "intervention_rate" and r["model_version"] == "v1"]
-    assert all(r["estimate"] is None and r["status"] == "insufficient" and r["p_value"] is None
-               and "Delta_authority is not available" in r["reason"] for r in gap)
+    assert all(
+        r["estimate"] is None
+        and r["status"] == "insufficient"
+        and r["p_value"] is None
+        and "Delta_authority is not available" in r["reason"]
+        for r in gap
+    )
     assert all(r["estimate"] is not None for r in rate)
     assert {r["family_size"] for r in rate} == {1} and {r["family_size"] for r in gap} == {None}  # the gap: no test
 
@@ -433,8 +536,11 @@ def test_each_look_reports_what_its_record_level_supports(tmp_path):
 def test_below_min_clusters_nothing_is_decided(drifted):
     landed, _ = drifted
     strict = PROTOCOL + "sites:\n  B: {min_clusters: 5000}\n"
-    rows = [r for r in monitor_table(landed, parse_protocol(strict), reps=0).table.to_pylist()
-            if (r["site"], r["model_version"]) == ("B", "v1")]
+    rows = [
+        r
+        for r in monitor_table(landed, parse_protocol(strict), reps=0).table.to_pylist()
+        if (r["site"], r["model_version"]) == ("B", "v1")
+    ]
     assert rows and all(r["status"] == "insufficient" and r["min_clusters"] == 5000 for r in rows)
     assert all("fewer than the protocol's min_clusters 5000" in r["reason"] for r in rows)
 
@@ -499,9 +605,11 @@ def test_the_status_report_and_its_exit_codes(drifted, tmp_path, capsys):
 def test_a_planted_case_mix_shift_is_found_and_a_null_is_not(tmp_path):
     rng = np.random.default_rng(8)
     even, skewed = [0.25, 0.25, 0.25, 0.25], [0.7, 0.15, 0.1, 0.05]
-    tables = [deployment_log(site, month, 150, rng, stratum=True,
-                             actions=skewed if (site == "B" and month >= 4) else even)
-              for site in ("A", "B") for month in range(1, 7)]
+    tables = [
+        deployment_log(site, month, 150, rng, stratum=True, actions=skewed if (site == "B" and month >= 4) else even)
+        for site in ("A", "B")
+        for month in range(1, 7)
+    ]
     landed = land(tables, tmp_path)
     mix = monitor_table(landed, parse_protocol(PROTOCOL), reps=0).case_mix
     rows = mix.to_pylist()
@@ -521,12 +629,20 @@ def test_a_planted_case_mix_shift_is_found_and_a_null_is_not(tmp_path):
     b6 = [r for r in rows if r["site"] == "B" and r["period"] == "2026-06" and r["dimension"] == "proposed_action"]
     assert sum(r["count"] for r in b6) > 0 and sum(r["share"] for r in b6) == pytest.approx(1.0)
     assert sum(r["baseline_share"] for r in b6) == pytest.approx(1.0)
-    assert all(r["p_value"] == pytest.approx(min(1.0, 1.0 / r["bayes_factor"])) or r["p_value"] <= 1 / r["bayes_factor"]
-               for r in b6)
+    assert all(
+        r["p_value"] == pytest.approx(min(1.0, 1.0 / r["bayes_factor"])) or r["p_value"] <= 1 / r["bayes_factor"]
+        for r in b6
+    )
     # anytime-valid: the p-value never rises from one look to the next
     for site in ("A", "B"):
-        ps = [r["p_value"] for r in rows if r["site"] == site and r["dimension"] == "proposed_action"
-              and r["category"] == "a0" and r["p_value"] is not None]
+        ps = [
+            r["p_value"]
+            for r in rows
+            if r["site"] == site
+            and r["dimension"] == "proposed_action"
+            and r["category"] == "a0"
+            and r["p_value"] is not None
+        ]
         assert ps == sorted(ps, reverse=True)
 
 
@@ -538,8 +654,9 @@ def dirichlet_multinomial_log_bf(x, theta0, k):
     from scipy.special import gammaln
 
     a = k * theta0
-    return (gammaln(a.sum()) - gammaln(a.sum() + x.sum()) + (gammaln(a + x) - gammaln(a)).sum()
-            - (x * np.log(theta0)).sum())
+    return (
+        gammaln(a.sum()) - gammaln(a.sum() + x.sum()) + (gammaln(a + x) - gammaln(a)).sum() - (x * np.log(theta0)).sum()
+    )
 
 
 def two_sample_log_e(base, x, prior=0.5):
@@ -560,8 +677,11 @@ def test_the_estimated_baseline_e_value_is_the_closed_form(tmp_path):
     actions = [[0.4, 0.3, 0.2, 0.1]] * 2 + [[0.25, 0.25, 0.25, 0.25], [0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]]
     tables = [deployment_log("A", month + 1, 50, rng, actions=p) for month, p in enumerate(actions)]
     landed = land(tables, tmp_path)
-    rows = [r for r in monitor_table(landed, parse_protocol(PROTOCOL), reps=0).case_mix.to_pylist()
-            if r["dimension"] == "proposed_action"]
+    rows = [
+        r
+        for r in monitor_table(landed, parse_protocol(PROTOCOL), reps=0).case_mix.to_pylist()
+        if r["dimension"] == "proposed_action"
+    ]
     cats = sorted({r["category"] for r in rows})
     assert cats == ["a0", "a1", "a2", "a3"]
     count = {(r["look"], r["category"]): r["count"] for r in rows}
@@ -584,13 +704,19 @@ def test_a_cluster_is_counted_once_at_its_first_case(tmp_path):
     rng = np.random.default_rng(5)
     first, later = deployment_log("A", 1, 4, rng), deployment_log("A", 2, 4, rng)
     # month 2 sees month 1's first lesion again, proposed a3 this time: it stays one a-category cluster of month 1
-    seen_again = first.slice(0, 1).to_pylist()[0] | {"case_id": "again", "proposed_action": "a3",
-                                                      "timestamp": "2026-02-20"}
+    seen_again = first.slice(0, 1).to_pylist()[0] | {
+        "case_id": "again",
+        "proposed_action": "a3",
+        "timestamp": "2026-02-20",
+    }
     later = pa.concat_tables([later, pa.Table.from_pylist([seen_again], schema=later.schema)])
     con = connect()
     con.register("landed_records", land([first, later], tmp_path))
-    counts = {(r["look"], r["category"]): r["count"] for r in con.execute(
-        load_sql("recurring/monitor_case_mix_counts")).arrow().read_all().to_pylist() if r["dimension"] == "proposed_action"}
+    counts = {
+        (r["look"], r["category"]): r["count"]
+        for r in con.execute(load_sql("recurring/monitor_case_mix_counts")).arrow().read_all().to_pylist()
+        if r["dimension"] == "proposed_action"
+    }
     firsts = {}
     for row in pa.concat_tables([first, later]).to_pylist():
         firsts.setdefault(row["cluster_id"], (int(row["timestamp"][5:7]), row["proposed_action"]))
@@ -629,8 +755,13 @@ def test_a_declared_reference_replaces_the_baseline(tmp_path):
     # Lindon and Malek's Bayes factor of the clusters to date against the declared shares
     theta0 = np.array([0.7, 0.1, 0.1, 0.1])
     for look in (1, 2, 3):
-        x = np.array([sum(r["count"] for r in action if r["look"] <= look and r["category"] == c)
-                      for c in ("a0", "a1", "a2", "a3")], float)
+        x = np.array(
+            [
+                sum(r["count"] for r in action if r["look"] <= look and r["category"] == c)
+                for c in ("a0", "a1", "a2", "a3")
+            ],
+            float,
+        )
         got = [r["bayes_factor"] for r in action if r["look"] == look]
         assert got == pytest.approx([np.exp(dirichlet_multinomial_log_bf(x, theta0, 100.0))] * 4, rel=1e-9)
 
@@ -646,8 +777,10 @@ def test_site_and_model_version_are_kept_and_checked(tmp_path):
     assert landed.column("risk_stratum").null_count == landed.num_rows
     plain = land([table.drop_columns(["site", "model_version"])], tmp_path)
     assert set(plain.column("site").to_pylist()) == {"unspecified"} == set(plain.column("model_version").to_pylist())
-    for column, value, rule in (("site", None, "must not be empty"),
-                                ("model_version", "all", "'all' names the rows pooled")):
+    for column, value, rule in (
+        ("site", None, "must not be empty"),
+        ("model_version", "all", "'all' names the rows pooled"),
+    ):
         values = table.column(column).to_pylist()
         values[1] = value
         path = tmp_path / f"bad_{column}.csv"
@@ -658,19 +791,40 @@ def test_site_and_model_version_are_kept_and_checked(tmp_path):
 
 def test_the_trend_per_site_and_model_version(tmp_path):
     rng = np.random.default_rng(12)
-    tables = [deployment_log("A", 1, 20, rng), deployment_log("A", 2, 20, rng, version="v2"),
-              deployment_log("B", 1, 20, rng)]
+    tables = [
+        deployment_log("A", 1, 20, rng),
+        deployment_log("A", 2, 20, rng, version="v2"),
+        deployment_log("B", 1, 20, rng),
+    ]
     landed = land(tables, tmp_path)
     trend = trend_table(landed, reps=50).table.to_pylist()
     keys = {(r["site"], r["model_version"], r["period"]) for r in trend}
-    assert keys == {("all", "all", "all"), ("all", "all", "2026-01"), ("all", "all", "2026-02"),
-                    ("A", "all", "all"), ("A", "all", "2026-01"), ("A", "all", "2026-02"),
-                    ("A", "v1", "all"), ("A", "v1", "2026-01"), ("A", "v2", "all"), ("A", "v2", "2026-02"),
-                    ("B", "all", "all"), ("B", "all", "2026-01"), ("B", "v1", "all"), ("B", "v1", "2026-01")}
-    n = {(r["site"], r["model_version"], r["period"]): r["n"] for r in trend
-         if r["unit"] == "image_weighted" and r["metric"] == "J"}
+    assert keys == {
+        ("all", "all", "all"),
+        ("all", "all", "2026-01"),
+        ("all", "all", "2026-02"),
+        ("A", "all", "all"),
+        ("A", "all", "2026-01"),
+        ("A", "all", "2026-02"),
+        ("A", "v1", "all"),
+        ("A", "v1", "2026-01"),
+        ("A", "v2", "all"),
+        ("A", "v2", "2026-02"),
+        ("B", "all", "all"),
+        ("B", "all", "2026-01"),
+        ("B", "v1", "all"),
+        ("B", "v1", "2026-01"),
+    }
+    n = {
+        (r["site"], r["model_version"], r["period"]): r["n"]
+        for r in trend
+        if r["unit"] == "image_weighted" and r["metric"] == "J"
+    }
     assert n[("A", "all", "all")] == n[("A", "v1", "all")] + n[("A", "v2", "all")]
     assert n[("all", "all", "all")] == n[("A", "all", "all")] + n[("B", "all", "all")]
-    same = {(r["site"], r["model_version"]): (r["estimate"], r["ci_lower"]) for r in trend
-            if r["period"] == "all" and r["unit"] == "image_weighted" and r["metric"] == "J"}
+    same = {
+        (r["site"], r["model_version"]): (r["estimate"], r["ci_lower"])
+        for r in trend
+        if r["period"] == "all" and r["unit"] == "image_weighted" and r["metric"] == "J"
+    }
     assert same[("B", "all")] == same[("B", "v1")]  # one version: the same records, the same numbers

@@ -12,8 +12,15 @@ import pyarrow as pa
 import pytest
 
 from autheval.estimation.estimators import estimate
-from autheval.estimation.multiplicity import (ADJUSTED_COLUMNS, TESTED_METRICS, adjust, adjust_subgroups, alpha_of,
-                                   contrast_family, flagged)
+from autheval.estimation.multiplicity import (
+    ADJUSTED_COLUMNS,
+    TESTED_METRICS,
+    adjust,
+    adjust_subgroups,
+    alpha_of,
+    contrast_family,
+    flagged,
+)
 from autheval.records.read import read_records, records_from_table
 from tests.conftest import read_csv_rows, reference_file, run_cli
 
@@ -137,9 +144,16 @@ def null_cohort(n_arms: int = 9, n_clusters: int = 60, seed: int = 12):
             for i in range(size):
                 u_exec = -float(rng.integers(0, 4))
                 shift = 1.5 if a == n_arms else 0.0
-                rows.append({"case_id": f"k{c:03d}-{i}", "cluster_id": f"k{c:03d}", "proposed_action": "a1",
-                             "executed_action": "a2", "utility_executed_local": u_exec,
-                             "utility_proposed_local": u_exec + shift + float(rng.normal(0, 2))})
+                rows.append(
+                    {
+                        "case_id": f"k{c:03d}-{i}",
+                        "cluster_id": f"k{c:03d}",
+                        "proposed_action": "a1",
+                        "executed_action": "a2",
+                        "utility_executed_local": u_exec,
+                        "utility_proposed_local": u_exec + shift + float(rng.normal(0, 2)),
+                    }
+                )
         arms.append(records_from_table(pa.Table.from_pylist(rows), f"arm{a}", f"arm{a}", "0" * 64))
     return arms
 
@@ -171,7 +185,9 @@ def test_too_few_replicates_for_the_family_is_a_warning():
     arms = null_cohort(n_clusters=20)
     names = [a.analysis for a in arms]
     pairs = [(b, a) for j, b in enumerate(names) for a in names[:j]]
-    with pytest.warns(UserWarning, match="45 contrasts per unit: with 1000 replicates no Holm-adjusted .* 1800 or more"):
+    with pytest.warns(
+        UserWarning, match="45 contrasts per unit: with 1000 replicates no Holm-adjusted .* 1800 or more"
+    ):
         result = estimate(arms, reps=1000, contrasts=pairs)
     assert not any(c["excludes_zero_adjusted"] for c in result.contrasts)
     assert not any("Holm" in w for w in estimate(arms, reps=1800, contrasts=pairs).warnings)
@@ -205,23 +221,37 @@ def test_paired_contrast_csv_keeps_the_published_columns_first(tmp_path):
 
 
 def test_the_report_flags_with_the_adjusted_column(many_contrasts):
+    from autheval.estimation.study import contrasts_table
     from autheval.reporting.report import markdown_report
     from autheval.reporting.report.sections_study import CONTRAST_FLAG
-    from autheval.estimation.study import contrasts_table
 
     _, result = many_contrasts
-    summary = pa.table({"study": ["s"], "analysis": ["a"], "n_images": [1], "n_clusters": [1],
-                        "intervention_rate": [0.5], "delta": [0.1],
-                        **{f"Delta_authority_{k}{part}": [0.1] for k in ("image", "cluster")
-                           for part in ("", "_ci_lower", "_ci_upper")}})
+    summary = pa.table(
+        {
+            "study": ["s"],
+            "analysis": ["a"],
+            "n_images": [1],
+            "n_clusters": [1],
+            "intervention_rate": [0.5],
+            "delta": [0.1],
+            **{
+                f"Delta_authority_{k}{part}": [0.1]
+                for k in ("image", "cluster")
+                for part in ("", "_ci_lower", "_ci_upper")
+            },
+        }
+    )
     text = markdown_report(summary, contrasts_table(result), "provenance")
     section = text.split("## Paired contrasts")[1]
     header = next(line for line in section.splitlines() if line.startswith("| contrast"))
     cells = [c.strip() for c in header.strip("|").split("|")]
     assert cells.index(CONTRAST_FLAG) < cells.index("excludes zero (unadjusted)")
     assert "Holm" in section.split("| contrast")[0]  # the note says which flag it is
-    flags = [line.split("|")[1 + cells.index(CONTRAST_FLAG)].strip() for line in section.splitlines()
-             if line.startswith("| arm")]
+    flags = [
+        line.split("|")[1 + cells.index(CONTRAST_FLAG)].strip()
+        for line in section.splitlines()
+        if line.startswith("| arm")
+    ]
     assert flags.count("yes") == sum(c["excludes_zero_adjusted"] for c in result.contrasts)
 
 

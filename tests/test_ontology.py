@@ -60,22 +60,27 @@ def test_isic_archive_similarity_on_known_pairs():
 
 def test_a_declared_ontology_file(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text("name: mine\ntaxonomy: declared\nlabels:\n  MEL: [malignant, melanocytic, MEL]\n"
-                    "  NV: benign:melanocytic:NV\n  BCC: [malignant, keratinocytic, BCC]\n")
+    path.write_text(
+        "name: mine\ntaxonomy: declared\nlabels:\n  MEL: [malignant, melanocytic, MEL]\n"
+        "  NV: benign:melanocytic:NV\n  BCC: [malignant, keratinocytic, BCC]\n"
+    )
     mine = load_ontology(path)
     assert mine.name == "mine" and mine.version.startswith("sha256:")
     assert float(mine.similarity(["MEL"], ["BCC"])[0]) == pytest.approx(2 * 2 / 8)
     assert float(mine.similarity(["MEL"], ["NV"])[0]) == pytest.approx(2 * 1 / 8)
 
 
-@pytest.mark.parametrize("text, key", [
-    ("name: x\ntaxonomy: isic-metadata\nlabels:\n  MEL: 'Malignant:Not a node'\n", "labels.MEL"),
-    ("name: x\ntaxonomy: elsewhere\nlabels:\n  MEL: a\n", "taxonomy"),
-    ("name: x\ntaxonomy: declared\nlabels:\n  MEL: 'a::b'\n", "labels.MEL"),
-    ("name: x\ntaxonomy: declared\nlabels:\n  mel: a\n", "labels.mel"),
-    ("name: x\ntaxonomy: declared\nlabels: {}\n", "labels"),
-    ("name: x\ntaxonomy: declared\nlabels:\n  MEL: a\nextra: 1\n", "extra"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("name: x\ntaxonomy: isic-metadata\nlabels:\n  MEL: 'Malignant:Not a node'\n", "labels.MEL"),
+        ("name: x\ntaxonomy: elsewhere\nlabels:\n  MEL: a\n", "taxonomy"),
+        ("name: x\ntaxonomy: declared\nlabels:\n  MEL: 'a::b'\n", "labels.MEL"),
+        ("name: x\ntaxonomy: declared\nlabels:\n  mel: a\n", "labels.mel"),
+        ("name: x\ntaxonomy: declared\nlabels: {}\n", "labels"),
+        ("name: x\ntaxonomy: declared\nlabels:\n  MEL: a\nextra: 1\n", "extra"),
+    ],
+)
 def test_a_broken_ontology_file_is_one_line_naming_the_key(text, key):
     with pytest.raises(RecordError) as err:
         parse_ontology(text, "bad.yaml")

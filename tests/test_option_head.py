@@ -12,10 +12,13 @@ import pyarrow as pa
 import pytest
 
 from autheval.proposals.slates import (
-    action_levels, frozen_head_proposals, nearest_level_slates, published_thresholds, threshold_heads,
+    action_levels,
+    frozen_head_proposals,
+    nearest_level_slates,
+    published_thresholds,
+    threshold_heads,
 )
 from models.option_head import OptionHead, fit_option_head, fit_tau, option_probabilities
-from tests.conftest import reference_file
 from tests.test_readout import explainable, h12, read_reference
 
 
@@ -29,17 +32,24 @@ def reference_levels(trace: dict) -> np.ndarray:
     severity = (0.5, 1.0, 2.0, 4.0)
     levels = []
     for head, ug in zip(action_levels(trace["a_head"]), trace["Ug_head"]):
-        fits = [y for y in range(4)
-                if abs((-1.2 * severity[y] * (y - head) if head < y else -1.2 * (head - y) if head > y else 0.0) - ug) < 1e-9]
+        fits = [
+            y
+            for y in range(4)
+            if abs((-1.2 * severity[y] * (y - head) if head < y else -1.2 * (head - y) if head > y else 0.0) - ug)
+            < 1e-9
+        ]
         assert len(fits) == 1
         levels.append(fits[0])
     return np.array(levels)
 
 
-@pytest.mark.parametrize("trace, column, bacc, counts", [
-    ("trace_llava_med_head", "llava_med_head", 0.248756, [2599, 991, 143, 234]),
-    ("trace_clip_probe", "clip_probe_head", 0.546368, [1964, 616, 973, 414]),
-])
+@pytest.mark.parametrize(
+    "trace, column, bacc, counts",
+    [
+        ("trace_llava_med_head", "llava_med_head", 0.248756, [2599, 991, 143, 234]),
+        ("trace_clip_probe", "clip_probe_head", 0.546368, [1964, 616, 973, 414]),
+    ],
+)
 def test_frozen_head_balanced_accuracy_against_reference_levels(trace, column, bacc, counts):
     from sklearn.metrics import balanced_accuracy_score
 
@@ -68,8 +78,15 @@ def test_frozen_head_proposals_explain_the_control_traces():
             key = (h12(f"20260706|burden|{cluster}") % 2 == 1, h12(f"20260706|aversion|{cluster}") % 2 == 1)
             missing += (int(r["a_head"][1]), int(selected[1])) not in possible[key]
         assert missing == 0, mechanism
-    assert rows[1]["slate"] == {"a0": ["a0", "a1", "a2", "a3"], "a1": ["a1", "a2", "a0", "a3"],
-                                "a2": ["a2", "a3", "a1", "a0"], "a3": ["a3", "a2", "a1", "a0"]}[rows[1]["a_head"]]
+    assert (
+        rows[1]["slate"]
+        == {
+            "a0": ["a0", "a1", "a2", "a3"],
+            "a1": ["a1", "a2", "a0", "a3"],
+            "a2": ["a2", "a3", "a1", "a0"],
+            "a3": ["a3", "a2", "a1", "a0"],
+        }[rows[1]["a_head"]]
+    )
 
 
 def test_published_thresholds_and_strictly_below():
@@ -80,9 +97,13 @@ def test_published_thresholds_and_strictly_below():
 
 
 def test_option_probabilities_are_a_softmax_of_the_log_likelihoods():
-    scores = pa.table({"image_id": ["b", "a", "a", "a", "a", "b", "b", "b"],
-                       "option": ["high", "low", "very_low", "high", "moderate", "low", "very_low", "moderate"],
-                       "loglik": [-1.0, -2.0, -1.0, -3.0, -2.0, -1.0, -1.0, -1.0]})
+    scores = pa.table(
+        {
+            "image_id": ["b", "a", "a", "a", "a", "b", "b", "b"],
+            "option": ["high", "low", "very_low", "high", "moderate", "low", "very_low", "moderate"],
+            "loglik": [-1.0, -2.0, -1.0, -3.0, -2.0, -1.0, -1.0, -1.0],
+        }
+    )
     ids, probs = option_probabilities(scores)
     assert ids == ["a", "b"]
     e = [math.exp(-1), math.exp(-2), math.exp(-2), math.exp(-3)]
@@ -125,8 +146,11 @@ def test_fit_tau_is_the_exact_minimum(seed):
 def test_option_head_fits_on_validation_and_proposes_nearest_level_slates():
     levels = {"v1": 0, "v2": 1, "v3": 2, "v4": 3}
     # log-likelihoods peaked at the reference level
-    rows = [(i, opt, 0.0 if k == y else -3.0) for i, y in levels.items()
-            for k, opt in enumerate(("very_low", "low", "moderate", "high"))]
+    rows = [
+        (i, opt, 0.0 if k == y else -3.0)
+        for i, y in levels.items()
+        for k, opt in enumerate(("very_low", "low", "moderate", "high"))
+    ]
     scores = pa.table(dict(zip(("image_id", "option", "loglik"), map(list, zip(*rows)))))
     head, meta = fit_option_head(scores, levels)
     assert meta["validation_mae"] == 0.0 and meta["validation_n"] == 4
@@ -149,8 +173,9 @@ def test_option_scores_from_the_tiny_llava(tmp_path):
     processor = AutoProcessor.from_pretrained(path)
     images = [Image.new("RGB", (32, 32), (40 * k, 90, 200 - 40 * k)) for k in range(3)]
     continuations = {"very_low": " very low", "low": " low", "moderate": " moderate", "high": " high"}
-    scores = option_scores_from_model(model, processor, images, ["x0", "x1", "x2"], "<image> risk:", continuations,
-                                      batch_size=2)
+    scores = option_scores_from_model(
+        model, processor, images, ["x0", "x1", "x2"], "<image> risk:", continuations, batch_size=2
+    )
     assert scores.num_rows == 12 and np.isfinite(scores.column("loglik").to_numpy()).all()
     # one image alone gives the same numbers as in a batch
     alone = option_scores_from_model(model, processor, images[2:], ["x2"], "<image> risk:", continuations)

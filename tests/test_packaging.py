@@ -39,13 +39,24 @@ PARTS = {
 }
 # Pinned packages no code imports yet, and the open issue that needs each (anything else pinned is used).
 NEEDED_BY = {
-    "pydantic": "issue 8 (the declared local rules file)", "pyyaml": "issue 8 (the declared local rules file)",
-    "torch": "issue 9 (models)", "transformers": "issue 9", "deepspeed": "issue 9", "peft": "issue 9", "tokenizers": "issue 9 (tiny test models)",
-    "accelerate": "issue 9", "scikit-learn": "issue 9 (readout)", "ibis-framework": "issue 11 (engine seam)",
-    "sqlglot": "issue 11", "pandas": "issue 8 (row-wise benchmark baseline)",
-    "dagster-webserver": "`autheval ui` runs `dagster dev`", "dagster-dg-cli": "`dg check defs` in tests",
-    "pytest-xdist": "`make test` runs the suite on every core", "ruff": "`make lint` (lint and format)",
-    "mypy": "`make lint` (types of the core packages)", "types-pyyaml": "mypy's stubs for PyYAML",
+    "pydantic": "issue 8 (the declared local rules file)",
+    "pyyaml": "issue 8 (the declared local rules file)",
+    "torch": "issue 9 (models)",
+    "transformers": "issue 9",
+    "deepspeed": "issue 9",
+    "peft": "issue 9",
+    "tokenizers": "issue 9 (tiny test models)",
+    "accelerate": "issue 9",
+    "scikit-learn": "issue 9 (readout)",
+    "ibis-framework": "issue 11 (engine seam)",
+    "sqlglot": "issue 11",
+    "pandas": "issue 8 (row-wise benchmark baseline)",
+    "dagster-webserver": "`autheval ui` runs `dagster dev`",
+    "dagster-dg-cli": "`dg check defs` in tests",
+    "pytest-xdist": "`make test` runs the suite on every core",
+    "ruff": "`make lint` (lint and format)",
+    "mypy": "`make lint` (types of the core packages)",
+    "types-pyyaml": "mypy's stubs for PyYAML",
 }
 
 
@@ -109,8 +120,10 @@ def test_extras_match_what_each_part_imports():
             names = {_name(d) for d in distributions.get(module, [module])}
             used |= names
             if not names & declared:
-                problems.append(f"{path.relative_to(ROOT)} imports {module} ({', '.join(sorted(names))}), "
-                                "which its part of the tree does not declare")
+                problems.append(
+                    f"{path.relative_to(ROOT)} imports {module} ({', '.join(sorted(names))}), "
+                    "which its part of the tree does not declare"
+                )
     assert not problems, "\n".join(sorted(set(problems)))
     pinned = {_name(r) for r in _requirements(PROJECT["optional-dependencies"])} - {_name(PROJECT["name"])}
     unused = sorted(pinned - used - set(NEEDED_BY))
@@ -132,8 +145,13 @@ def test_installed_versions_are_the_pins_and_pip_check_is_clean():
 
 
 def test_sql_is_package_data_read_through_importlib_resources():
-    shipped = {f"{d.name}/{p.name}" for d in importlib.resources.files("sql").iterdir() if d.is_dir()
-               for p in d.iterdir() if p.name.endswith(".sql")}
+    shipped = {
+        f"{d.name}/{p.name}"
+        for d in importlib.resources.files("sql").iterdir()
+        if d.is_dir()
+        for p in d.iterdir()
+        if p.name.endswith(".sql")
+    }
     assert shipped == {str(p.relative_to(ROOT / "sql")) for p in (ROOT / "sql").glob("*/*.sql")} and len(shipped) > 20
     assert PYPROJECT["tool"]["setuptools"]["package-data"]["sql"] == ["*/*.sql"]
     assert "sql" in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
@@ -171,8 +189,13 @@ def _build_wheel(tmp: Path) -> Path:
     except importlib.metadata.PackageNotFoundError:
         isolation = []
     dist = tmp / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", str(dist), str(src)],
-                   check=True, capture_output=True, text=True, cwd=tmp)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", str(dist), str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+    )
     (wheel,) = dist.glob("autheval_lake-*.whl")
     return wheel
 
@@ -184,10 +207,19 @@ def _fresh_venv(tmp: Path, wheel: Path) -> Path:
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
-                    "-q", str(wheel)], check=True, capture_output=True, text=True, cwd=tmp)
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+    )
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(purelib) / "_deps_from_the_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return venv
 
@@ -199,8 +231,9 @@ def test_built_wheel_runs_evaluate_and_demo_outside_the_checkout(tmp_path):
     assert {f"sql/{p.relative_to(ROOT / 'sql')}" for p in (ROOT / "sql").glob("*/*.sql")} <= set(names)
     assert "autheval/data/reference/manifest.json" in names or any(n.startswith("autheval/data/") for n in names)
     assert not any("/lake/" in n for n in names)
-    assert any(n.startswith("autheval/estimation/_stream_counts") and n.endswith(".so") for n in names), \
+    assert any(n.startswith("autheval/estimation/_stream_counts") and n.endswith(".so") for n in names), (
         "the wheel lacks the compiled counting loop (autheval/estimation/_stream_counts.c)"
+    )
 
     venv = _fresh_venv(tmp_path, wheel)
     work = tmp_path / "work"  # outside the source tree: nothing can be imported from the checkout
@@ -209,20 +242,33 @@ def test_built_wheel_runs_evaluate_and_demo_outside_the_checkout(tmp_path):
     env.update(HF_HUB_OFFLINE="1", DAGSTER_HOME=str(tmp_path / "dagster_home"))
 
     def run(*args):
-        return subprocess.run([str(venv / "bin" / "autheval"), *args], cwd=work, env=env, capture_output=True,
-                              text=True, timeout=300)
+        return subprocess.run(
+            [str(venv / "bin" / "autheval"), *args], cwd=work, env=env, capture_output=True, text=True, timeout=300
+        )
 
-    where = subprocess.run([str(venv / "bin" / "python"), "-c",
-                            "import autheval, sql, warehouse, dagster_project; "
-                            "print(autheval.__file__, sql.__file__, warehouse.__file__, dagster_project.__file__)"],
-                           cwd=work, env=env, capture_output=True, text=True, check=True).stdout.split()
+    where = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import autheval, sql, warehouse, dagster_project; "
+            "print(autheval.__file__, sql.__file__, warehouse.__file__, dagster_project.__file__)",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert all(path.startswith(str(venv)) for path in where), where
 
     version = run("--version")
-    assert version.returncode == 0 and version.stdout.strip() == f"autheval {importlib.metadata.version('autheval-lake')}"
+    assert (
+        version.returncode == 0 and version.stdout.strip() == f"autheval {importlib.metadata.version('autheval-lake')}"
+    )
 
-    evaluated = run("evaluate", "--input", str(reference_file("authority_log_example")), "--output-dir", "out",
-                    "--reps", "1000")
+    evaluated = run(
+        "evaluate", "--input", str(reference_file("authority_log_example")), "--output-dir", "out", "--reps", "1000"
+    )
     assert evaluated.returncode == 0, evaluated.stderr
     summary = json.loads((work / "out" / "summary.json").read_text())
     assert summary["bootstrap_reps"] == 1000 and summary["metrics"]["Delta_authority"]["available"]

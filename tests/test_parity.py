@@ -113,7 +113,12 @@ def test_same_inputs_give_the_same_bytes(tmp_path):
     outputs = []
     for k in range(2):
         out = tmp_path / f"run{k}"
-        assert run_cli("evaluate", "--input", str(reference_file("trace_safety_floor")), "--output-dir", str(out)).returncode == 0
+        assert (
+            run_cli(
+                "evaluate", "--input", str(reference_file("trace_safety_floor")), "--output-dir", str(out)
+            ).returncode
+            == 0
+        )
         outputs.append({p.name: p.read_bytes() for p in out.iterdir()})
     assert outputs[0] == outputs[1]
     assert set(outputs[0]) == {"summary.json", "summary.md", "authority_summary.csv", "estimates.csv", "receipt.json"}

@@ -17,7 +17,11 @@ from tests.conftest import ROOT, reference_file
 
 def test_streams_on_threads_equal_each_stream_alone():
     rng = np.random.default_rng(1)
-    streams = [(11, rng.standard_normal((300, 3))), (12, rng.standard_normal((57, 3))), (13, rng.standard_normal((300, 2)))]
+    streams = [
+        (11, rng.standard_normal((300, 3))),
+        (12, rng.standard_normal((57, 3))),
+        (13, rng.standard_normal((300, 2))),
+    ]
     alone = [bootstrap.replicate_products(seed, 250, m) for seed, m in streams]
     for workers in (1, 2, 3):
         together = bootstrap.stream_sums(streams, 250, workers=workers)
@@ -30,8 +34,9 @@ def test_prefetching_the_next_draws_keeps_the_stream():
     drawn = [s for _, s in bootstrap.product_blocks(5, 300, matrix, block_values=400, prefetch=True)]
     inline = [s for _, s in bootstrap.product_blocks(5, 300, matrix, block_values=400, prefetch=False)]
     assert all(np.array_equal(a, b) for a, b in zip(drawn, inline))
-    counts = np.vstack([np.bincount(np.random.default_rng(5).integers(0, 40, size=(300, 40))[r], minlength=40)
-                        for r in range(300)])
+    counts = np.vstack(
+        [np.bincount(np.random.default_rng(5).integers(0, 40, size=(300, 40))[r], minlength=40) for r in range(300)]
+    )
     assert np.allclose(np.vstack(drawn), counts @ matrix, rtol=0, atol=1e-12)
 
 
@@ -80,10 +85,16 @@ def test_unsupported_metrics_are_not_drawn(monkeypatch):
         return real(jobs, reps, **kw)
 
     monkeypatch.setattr(estimators, "stream_sums", spy)
-    table = pa.table({"case_id": [f"c{i}" for i in range(12)], "cluster_id": [f"k{i % 5}" for i in range(12)],
-                      "proposed_action": ["a0"] * 12, "executed_action": ["a0", "a1"] * 6,
-                      "utility_executed_local": ["0", "-1"] * 6,
-                      "utility_proposed_local": ["0"] * 12})
+    table = pa.table(
+        {
+            "case_id": [f"c{i}" for i in range(12)],
+            "cluster_id": [f"k{i % 5}" for i in range(12)],
+            "proposed_action": ["a0"] * 12,
+            "executed_action": ["a0", "a1"] * 6,
+            "utility_executed_local": ["0", "-1"] * 6,
+            "utility_proposed_local": ["0"] * 12,
+        }
+    )
     records = records_from_table(table, "log", "log", "0" * 64)
     result = estimators.estimate([records], scheme="evaluator", reps=50)
     supported = [m for m in estimators.METRICS if estimators.availability(records, m).available]
@@ -116,14 +127,41 @@ def test_progress_goes_to_stderr_only(monkeypatch, tmp_path, capsys):
     from autheval.cli.main import main
 
     real_init = bootstrap.Progress.__init__
-    monkeypatch.setattr(bootstrap.Progress, "__init__", lambda self, total, report, every=2.0: real_init(self, total, report, 0.0))
-    assert main(["evaluate", "--input", str(reference_file("authority_log_example")), "--reps", "300",
-                 "--output-dir", str(tmp_path)]) == 0
+    monkeypatch.setattr(
+        bootstrap.Progress, "__init__", lambda self, total, report, every=2.0: real_init(self, total, report, 0.0)
+    )
+    assert (
+        main(
+            [
+                "evaluate",
+                "--input",
+                str(reference_file("authority_log_example")),
+                "--reps",
+                "300",
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert all(line.startswith(str(tmp_path)) for line in out.splitlines())
     assert "autheval: bootstrap: 300 of 300 replicates" in err
-    assert main(["evaluate", "--input", str(reference_file("authority_log_example")), "--reps", "300",
-                 "--output-dir", str(tmp_path), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--input",
+                str(reference_file("authority_log_example")),
+                "--reps",
+                "300",
+                "--output-dir",
+                str(tmp_path),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "autheval: bootstrap:" not in capsys.readouterr().err
 
 
@@ -136,9 +174,11 @@ def test_a_short_run_reports_no_progress():
 
 
 def test_help_loads_no_duckdb_numpy_or_pyarrow_and_the_parser_constants_agree():
-    code = ("import sys, io, contextlib\nfrom autheval.cli.main import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n    try: main(['--help'])\n    except SystemExit: pass\n"
-            "print(sorted(m for m in ('duckdb', 'numpy', 'pyarrow', 'pandas', 'dagster', 'torch') if m in sys.modules))")
+    code = (
+        "import sys, io, contextlib\nfrom autheval.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    try: main(['--help'])\n    except SystemExit: pass\n"
+        "print(sorted(m for m in ('duckdb', 'numpy', 'pyarrow', 'pandas', 'dagster', 'torch') if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
@@ -157,11 +197,13 @@ def test_help_loads_no_duckdb_numpy_or_pyarrow_and_the_parser_constants_agree():
 def test_the_command_line_process_leaves_pandas_and_pyarrow_dataset_alone(command, tmp_path):
     log = str(reference_file("authority_log_example"))
     args = ["evaluate", "--input", log] if command == "evaluate" else ["compare", "--arm", f"a={log}"]
-    code = ("import sys, atexit\n"
-            "atexit.register(lambda: print(sorted(m for m in ('pandas', 'pyarrow.dataset') if m in sys.modules), "
-            "file=sys.stderr))\n"
-            f"sys.argv = ['autheval', *{args!r}, '--reps', '100', '--output-dir', {str(tmp_path)!r}]\n"
-            "from autheval.cli.main import main\nsys.exit(main())")
+    code = (
+        "import sys, atexit\n"
+        "atexit.register(lambda: print(sorted(m for m in ('pandas', 'pyarrow.dataset') if m in sys.modules), "
+        "file=sys.stderr))\n"
+        f"sys.argv = ['autheval', *{args!r}, '--reps', '100', '--output-dir', {str(tmp_path)!r}]\n"
+        "from autheval.cli.main import main\nsys.exit(main())"
+    )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines()[-1] == "[]"

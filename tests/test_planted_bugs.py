@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from autheval.review import local_review as review
 from autheval.errors import RecordError
+from autheval.review import local_review as review
 from autheval.review.rules import default_rules_text, load_rules, parse_rules
 from warehouse.sql import connect
 
@@ -35,9 +35,17 @@ def context(cluster_id, profile, risk_bin, rule_file=RULES, burden="low", aversi
     rules = rule_file.rules
     p = rules.profiles[profile]
     floor = min(max(rules.floor.base[risk_bin] + rules.floor.shift[p.floor_policy], 0), 3)
-    return {"cluster_id": cluster_id, "profile": profile, "risk_bin": risk_bin, "burden": burden,
-            "aversion": aversion, "capacity": int(p.capacity[1]), "floor": floor,
-            "w_under": p.w_under, "w_over": p.w_over}
+    return {
+        "cluster_id": cluster_id,
+        "profile": profile,
+        "risk_bin": risk_bin,
+        "burden": burden,
+        "aversion": aversion,
+        "capacity": int(p.capacity[1]),
+        "floor": floor,
+        "w_under": p.w_under,
+        "w_over": p.w_over,
+    }
 
 
 def select(contexts, proposals, rule_file=RULES):
@@ -45,11 +53,15 @@ def select(contexts, proposals, rule_file=RULES):
     params = review.register_rules(con, rule_file)
     con.register("contexts", pa.Table.from_pylist(contexts))
     con.register("clusters", pa.table({"image_id": [p[0] for p in proposals], "cluster_id": [p[1] for p in proposals]}))
-    con.register("proposals", pa.Table.from_pylist([{"mechanism": "m", "image_id": i, "slate": s, "a_head": s[0]}
-                                                    for i, _, s in proposals]))
+    con.register(
+        "proposals",
+        pa.Table.from_pylist([{"mechanism": "m", "image_id": i, "slate": s, "a_head": s[0]} for i, _, s in proposals]),
+    )
     review.build_selections(con, params)
-    return {(r["image_id"], r["regime"]): (r["a_sel"], r["change_type"], r["override"], r["band_mask"])
-            for r in con.table("selections").arrow().read_all().to_pylist()}
+    return {
+        (r["image_id"], r["regime"]): (r["a_sel"], r["change_type"], r["override"], r["band_mask"])
+        for r in con.table("selections").arrow().read_all().to_pylist()
+    }
 
 
 def test_mixed_floor_equal_to_capacity_is_a_band_of_one_action():
@@ -77,9 +89,23 @@ def score(contexts, images, selections, rule_file=RULES):
     con.register("contexts", pa.Table.from_pylist(contexts))
     con.register("images", pa.table({"image_id": [i for i, _, _ in images], "risk_stratum": [r for _, r, _ in images]}))
     con.register("clusters", pa.table({"image_id": [i for i, _, _ in images], "cluster_id": [c for _, _, c in images]}))
-    con.register("selections", pa.Table.from_pylist([
-        {"analysis": "m / mixed", "mechanism": "m", "regime": "mixed", "image_id": i, "cluster_id": c,
-         "a_head": h, "a_sel": s} for i, c, h, s in selections]))
+    con.register(
+        "selections",
+        pa.Table.from_pylist(
+            [
+                {
+                    "analysis": "m / mixed",
+                    "mechanism": "m",
+                    "regime": "mixed",
+                    "image_id": i,
+                    "cluster_id": c,
+                    "a_head": h,
+                    "a_sel": s,
+                }
+                for i, c, h, s in selections
+            ]
+        ),
+    )
     review.build_scores(con, params)
     return {r["image_id"]: r for r in con.table("scored_selections").arrow().read_all().to_pylist()}
 
@@ -87,11 +113,21 @@ def score(contexts, images, selections, rule_file=RULES):
 def test_no_local_score_for_an_image_whose_cluster_has_no_context():
     """U_z needs the cluster's weights: without a context every local score is NULL, also for the
     action at the reference level (gap 0, where a 0.0 needs no weight and is so easily given)."""
-    got = score([{"cluster_id": "known", "w_under": 1.5, "w_over": 0.9}],
-                [("exact", "high", "nowhere"), ("under", "high", "nowhere"), ("over", "very_low", "nowhere"),
-                 ("scored", "high", "known")],
-                [("exact", "nowhere", "a3", "a3"), ("under", "nowhere", "a1", "a3"), ("over", "nowhere", "a2", "a0"),
-                 ("scored", "known", "a3", "a2")])
+    got = score(
+        [{"cluster_id": "known", "w_under": 1.5, "w_over": 0.9}],
+        [
+            ("exact", "high", "nowhere"),
+            ("under", "high", "nowhere"),
+            ("over", "very_low", "nowhere"),
+            ("scored", "high", "known"),
+        ],
+        [
+            ("exact", "nowhere", "a3", "a3"),
+            ("under", "nowhere", "a1", "a3"),
+            ("over", "nowhere", "a2", "a0"),
+            ("scored", "known", "a3", "a2"),
+        ],
+    )
     for image in ("exact", "under", "over"):
         assert got[image]["u_local_head"] is None and got[image]["u_local_sel"] is None, image
     assert got["exact"]["u_global_head"] == 0.0 and got["over"]["u_global_head"] == -2.4  # U_g needs no context
@@ -104,8 +140,12 @@ def test_the_global_score_has_its_own_weights():
     belongs (the study's 1.2 / 1.2 would hide a swap or a local weight)."""
     rules = rules_with(lambda d: d.update(global_utility={"w_under": 2.0, "w_over": 0.5}))
     ctx = {"cluster_id": "c", "w_under": 1.5, "w_over": 3.0}
-    got = score([ctx], [("under", "moderate", "c"), ("over", "very_low", "c")],
-                [("under", "c", "a0", "a2"), ("over", "c", "a3", "a1")], rule_file=rules)
+    got = score(
+        [ctx],
+        [("under", "moderate", "c"), ("over", "very_low", "c")],
+        [("under", "c", "a0", "a2"), ("over", "c", "a3", "a1")],
+        rule_file=rules,
+    )
     assert got["under"]["u_global_head"] == ((-2.0) * 2.0) * 2.0  # w_under * severity(moderate) * 2 levels
     assert got["under"]["u_local_head"] == ((-1.5) * 2.0) * 2.0
     assert got["over"]["u_global_head"] == (-0.5) * 3.0
@@ -118,8 +158,9 @@ def test_the_global_score_has_its_own_weights():
 def test_the_empty_band_default_is_its_own_table():
     """The band emptied by the overrides becomes `empty_band_default[bin]`, not the burden override's
     `if_band_has[bin]` (the study's files give both the same actions, so a mix-up shows only here)."""
-    rules = rules_with(lambda d: d.update(empty_band_default={"very_low": "a1", "low": "a1", "moderate": "a3",
-                                                              "high": "a1"}))
+    rules = rules_with(
+        lambda d: d.update(empty_band_default={"very_low": "a1", "low": "a1", "moderate": "a3", "high": "a1"})
+    )
     assert rules.rules.overrides.patient_burden.if_band_has["high"] == "a2"
     got = select([context("c", "MSK_like", "high", rules, aversion="averse")], [("i", "c", FULL)], rule_file=rules)
     assert got[("i", "safety_floor")] == ("a1", "down_substitution", "empty_band_default", 0b0010)
@@ -130,8 +171,11 @@ def test_the_empty_band_default_is_its_own_table():
 def test_the_burden_override_reads_if_band_has_not_the_default():
     """The other direction: `if_band_has` decides the burden override, whatever the empty-band default
     says (here they differ in every bin)."""
-    rules = rules_with(lambda d: d["overrides"]["patient_burden"].update(
-        if_band_has={"very_low": "a2", "low": "a2", "moderate": "a0", "high": "a0"}))
+    rules = rules_with(
+        lambda d: d["overrides"]["patient_burden"].update(
+            if_band_has={"very_low": "a2", "low": "a2", "moderate": "a0", "high": "a0"}
+        )
+    )
     slate = ["a1", "a0", "a2", "a3"]
     # RURAL_like, low bin, capacity band {a0, a1}: if_band_has a2 is not in it, so a1 stays
     got = select([context("c", "RURAL_like", "low", rules, burden="high")], [("i", "c", slate)], rule_file=rules)
@@ -148,8 +192,14 @@ def test_cct_refuses_a_negative_variant_index():
     around (numpy would put it in the last variant's slot)."""
     from autheval.proposals.cct import variant_probabilities
 
-    table = pa.table({"case_id": ["A"] * 8, "variant": [0] * 4 + [-1] * 4, "option": ["a0", "a1", "a2", "a3"] * 2,
-                      "prob": [0.25] * 8})
+    table = pa.table(
+        {
+            "case_id": ["A"] * 8,
+            "variant": [0] * 4 + [-1] * 4,
+            "option": ["a0", "a1", "a2", "a3"] * 2,
+            "prob": [0.25] * 8,
+        }
+    )
     with pytest.raises(RecordError) as err:
         variant_probabilities(table, "probs.csv")
     assert err.value.column == "variant" and "must be a non-negative integer" in str(err.value)

@@ -116,7 +116,10 @@ def test_the_evaluator_cluster_equal_delta_interval_is_the_ratio_on_deltas_strea
     clusters' gap / n_c summed over their changed / n_c summed (an independent loop)."""
     rows = log_rows()
     names = [c for c in SIZES if CHANGED[c]]  # every cluster has a change here; ascending id
-    gap = {c: sum(r["utility_proposed_local"] - r["utility_executed_local"] for r in rows if r["cluster_id"] == c) for c in names}
+    gap = {
+        c: sum(r["utility_proposed_local"] - r["utility_executed_local"] for r in rows if r["cluster_id"] == c)
+        for c in names
+    }
     m = np.array([gap[c] / SIZES[c] for c in names])
     w = np.array([CHANGED[c] / SIZES[c] for c in names])
     rng = np.random.default_rng(20260710 + 4)
@@ -135,15 +138,29 @@ def test_the_delta_method_shares_the_points(by_scheme, scheme):
     for row in delta_method_rows([log_records()]):
         boot = by_scheme[scheme].estimate("log", row["unit"], row["metric"])
         if boot["available"]:
-            assert row["estimate"] == pytest.approx(boot["estimate"], rel=1e-12, abs=1e-15), (row["unit"], row["metric"])
+            assert row["estimate"] == pytest.approx(boot["estimate"], rel=1e-12, abs=1e-15), (
+                row["unit"],
+                row["metric"],
+            )
 
 
 def test_summary_json_checks_both_units_under_the_evaluator(tmp_path):
     path = tmp_path / "log.csv"
     columns = list(log_rows()[0])
-    path.write_text(",".join(columns) + "\n" + "\n".join(",".join(str(r[c]) for c in columns) for r in log_rows()) + "\n")
-    result = run_cli("evaluate", "--input", str(path), "--scheme", "evaluator", "--reps", "1000",
-                     "--output-dir", str(tmp_path / "out"))
+    path.write_text(
+        ",".join(columns) + "\n" + "\n".join(",".join(str(r[c]) for c in columns) for r in log_rows()) + "\n"
+    )
+    result = run_cli(
+        "evaluate",
+        "--input",
+        str(path),
+        "--scheme",
+        "evaluator",
+        "--reps",
+        "1000",
+        "--output-dir",
+        str(tmp_path / "out"),
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert sorted(summary["checks"]) == sorted(UNITS)

@@ -108,12 +108,14 @@ def test_feature_cache_is_resumable(tmp_path):
 
     cache = tmp_path / "features"
     with pytest.raises(RuntimeError):
-        extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2,
-                         hashes=same_bytes(ids))
+        extract_features(
+            FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2, hashes=same_bytes(ids)
+        )
     assert cached_features(cache, "fake-tower").column("image_id").to_pylist() == ids[:4]  # two batches kept
     loaded.clear()
-    table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2,
-                             hashes=same_bytes(ids))
+    table = extract_features(
+        FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2, hashes=same_bytes(ids)
+    )
     assert loaded == ["img4", "img5", "img6"]  # finished images are not extracted again
     assert table.column("image_id").to_pylist() == ids
     assert feature_matrix(table)[:, 0].tolist() == [float(k) for k in range(7)]
@@ -129,12 +131,21 @@ def test_features_from_the_tiny_clip_tower(tmp_path):
     tower = CLIPVisionModel.from_pretrained(path)
     processor = CLIPImageProcessor.from_pretrained(path)
     images = {f"i{k}": Image.new("RGB", (40, 40), (50 * k, 20, 100)) for k in range(3)}
-    table = extract_features(tower, processor, list(images), images.__getitem__, tmp_path / "cache", "tiny-clip",
-                             batch_size=2, hashes=same_bytes(images))
+    table = extract_features(
+        tower,
+        processor,
+        list(images),
+        images.__getitem__,
+        tmp_path / "cache",
+        "tiny-clip",
+        batch_size=2,
+        hashes=same_bytes(images),
+    )
     assert feature_matrix(table).shape == (3, 32) and isinstance(table, pa.Table)
 
 
 # ---------------------------------------------------------------- issue 21
+
 
 def test_a_removed_part_is_extracted_again_and_no_part_is_replaced(tmp_path):
     """Parts were named by the count of parts: after one was deleted the next run overwrote the last
@@ -150,15 +161,16 @@ def test_a_removed_part_is_extracted_again_and_no_part_is_replaced(tmp_path):
     extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2, hashes=same_bytes(ids))
     parts = sorted(cache.glob("part-*.parquet"))
     assert len(parts) == 3
-    parts[1].unlink()                                   # say a corrupt part the user deleted
+    parts[1].unlink()  # say a corrupt part the user deleted
     kept = {p.name: p.read_bytes() for p in (parts[0], parts[2])}
     loaded.clear()
-    table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2,
-                             hashes=same_bytes(ids))
-    assert loaded == ["img2", "img3"]                   # only the removed batch again
+    table = extract_features(
+        FakeTower(), fake_processor, ids, load, cache, "fake-tower", batch_size=2, hashes=same_bytes(ids)
+    )
+    assert loaded == ["img2", "img3"]  # only the removed batch again
     assert table.column("image_id").to_pylist() == ids
     assert feature_matrix(table)[:, 0].tolist() == [float(k) for k in range(6)]
-    assert all((cache / name).read_bytes() == data for name, data in kept.items())   # nothing replaced
+    assert all((cache / name).read_bytes() == data for name, data in kept.items())  # nothing replaced
     assert len(list(cache.glob("part-*.parquet"))) == 3
 
 
@@ -172,8 +184,15 @@ class NanTower(FakeTower):
 def test_a_tower_giving_nan_is_refused_before_anything_is_cached(tmp_path):
     cache = tmp_path / "features"
     with pytest.raises(ValueError, match=r"vision tower nan-tower gave non-finite features for image 'img0'") as err:
-        extract_features(NanTower(), fake_processor, ["img0", "img1"], lambda i: 1.0, cache, "nan-tower",
-                         hashes=same_bytes(["img0", "img1"]))
+        extract_features(
+            NanTower(),
+            fake_processor,
+            ["img0", "img1"],
+            lambda i: 1.0,
+            cache,
+            "nan-tower",
+            hashes=same_bytes(["img0", "img1"]),
+        )
     assert "\n" not in str(err.value)
     assert not list(cache.glob("part-*.parquet"))
 
@@ -220,6 +239,7 @@ def test_probe_labels_outside_the_four_levels_are_refused(bad):
 
 # ---------------------------------------------------------------- issue 21 follow-up: the cache keyed by image bytes
 
+
 def test_an_image_whose_bytes_changed_is_extracted_again(tmp_path):
     """The key was (model, image_id): a replaced image file was served its old features."""
     ids = ["img0", "img1", "img2"]
@@ -237,10 +257,10 @@ def test_an_image_whose_bytes_changed_is_extracted_again(tmp_path):
     changed = {**hashes, "img1": "sha-img1-replaced"}
     with pytest.warns(AuthEvalWarning, match=r"1 image\(s\) changed since their features were cached"):
         table = extract_features(FakeTower(), fake_processor, ids, load, cache, "fake-tower", hashes=changed)
-    assert loaded == ["img1"]                                    # only the replaced image runs again
+    assert loaded == ["img1"]  # only the replaced image runs again
     assert feature_matrix(table)[:, 0].tolist() == [0.0, 7.0, 2.0]
     assert table.column("input_sha256").to_pylist() == [changed[i] for i in ids]
-    old = cached_features(cache, "fake-tower", hashes)           # the old row stays in place, unserved
+    old = cached_features(cache, "fake-tower", hashes)  # the old row stays in place, unserved
     assert feature_matrix(old)[:, 0].tolist() == [0.0, 1.0, 2.0]
 
 
@@ -249,13 +269,27 @@ def test_rows_cached_without_an_image_hash_are_never_served(tmp_path):
 
     cache = tmp_path / "features"
     cache.mkdir()
-    pq.write_table(pa.table({"model": ["fake-tower"], "image_id": ["img0"],
-                             "feature": pa.array([[9.0, 9.0, 9.0]], pa.list_(pa.float32()))}),
-                   cache / "part-00000000000000000000-old.parquet")   # a part from before the key had the bytes
+    pq.write_table(
+        pa.table(
+            {
+                "model": ["fake-tower"],
+                "image_id": ["img0"],
+                "feature": pa.array([[9.0, 9.0, 9.0]], pa.list_(pa.float32())),
+            }
+        ),
+        cache / "part-00000000000000000000-old.parquet",
+    )  # a part from before the key had the bytes
     assert cached_features(cache, "fake-tower").num_rows == 0
     loaded = []
-    table = extract_features(FakeTower(), fake_processor, ["img0"], lambda i: loaded.append(i) or 3.0, cache,
-                             "fake-tower", hashes=same_bytes(["img0"]))
+    table = extract_features(
+        FakeTower(),
+        fake_processor,
+        ["img0"],
+        lambda i: loaded.append(i) or 3.0,
+        cache,
+        "fake-tower",
+        hashes=same_bytes(["img0"]),
+    )
     assert loaded == ["img0"] and feature_matrix(table)[:, 0].tolist() == [3.0]
 
 
@@ -272,7 +306,7 @@ def test_a_replaced_image_file_is_extracted_again_through_the_lake_call(tmp_path
     assert meta["images_extracted"] == 3
     again, meta = probe.tower_features(images, path, tmp_path / "cache", device="cpu")
     assert meta["images_extracted"] == 0 and again.equals(first)
-    Image.new("RGB", (40, 40), (250, 250, 0)).save(tmp_path / "i1.png")   # same path, new bytes
+    Image.new("RGB", (40, 40), (250, 250, 0)).save(tmp_path / "i1.png")  # same path, new bytes
     with pytest.warns(AuthEvalWarning, match="changed since their features were cached"):
         replaced, meta = probe.tower_features(images, path, tmp_path / "cache", device="cpu")
     assert meta["images_extracted"] == 1 and meta["images_from_cache"] == 2
@@ -283,6 +317,7 @@ def test_a_replaced_image_file_is_extracted_again_through_the_lake_call(tmp_path
 
 
 # ---------------------------------------------------------------- issue 16 item 3: the run in model_runs
+
 
 def test_the_training_run_names_the_epochs_tau_data_and_config():
     import json

@@ -98,9 +98,17 @@ def test_identity_check_catches_a_broken_replicate():
     from warehouse.sql import load_sql
 
     con = duckdb.connect()
-    rows = [{"analysis": "x", "unit": "image_weighted", "rep": rep, "Delta_authority": gap,
-             "intervention_rate": p, "delta": d}
-            for rep, (gap, p, d) in {-1: (0.25, 0.5, 0.5), 0: (0.35, 0.5, 0.5), 1: (0.0, 0.0, None)}.items()]
+    rows = [
+        {
+            "analysis": "x",
+            "unit": "image_weighted",
+            "rep": rep,
+            "Delta_authority": gap,
+            "intervention_rate": p,
+            "delta": d,
+        }
+        for rep, (gap, p, d) in {-1: (0.25, 0.5, 0.5), 0: (0.35, 0.5, 0.5), 1: (0.0, 0.0, None)}.items()
+    ]
     con.register("replicate_metrics", pa.Table.from_pylist(rows))
     (check,) = con.execute(load_sql("estimates/identity_check")).fetchall()
     assert check[2] == 0.0 and abs(check[3] - 0.1) < 1e-12 and check[4] == 1
@@ -113,9 +121,17 @@ def test_identity_check_catches_a_gap_below_p_times_delta():
     from warehouse.sql import load_sql
 
     con = duckdb.connect()
-    rows = [{"analysis": "x", "unit": "cluster_equal", "rep": rep, "Delta_authority": gap,
-             "intervention_rate": p, "delta": d}
-            for rep, (gap, p, d) in {-1: (0.15, 0.5, 0.5), 0: (0.25, 0.5, 0.5), 1: (0.05, 0.5, 0.3)}.items()]
+    rows = [
+        {
+            "analysis": "x",
+            "unit": "cluster_equal",
+            "rep": rep,
+            "Delta_authority": gap,
+            "intervention_rate": p,
+            "delta": d,
+        }
+        for rep, (gap, p, d) in {-1: (0.15, 0.5, 0.5), 0: (0.25, 0.5, 0.5), 1: (0.05, 0.5, 0.3)}.items()
+    ]
     con.register("replicate_metrics", pa.Table.from_pylist(rows))
     (check,) = con.execute(load_sql("estimates/identity_check")).fetchall()
     assert abs(check[2] - 0.1) < 1e-12 and abs(check[3] - 0.1) < 1e-12 and check[4] == 0
@@ -127,9 +143,16 @@ def contrast_arm(name, cluster_sizes, gap=-1.0):
     for c, size in enumerate(cluster_sizes):
         for _ in range(size):
             changed = i % 2 == 0
-            rows.append({"case_id": f"case{i}", "cluster_id": f"k{c}", "proposed_action": "a1",
-                         "executed_action": "a0" if changed else "a1", "utility_executed_local": 0.0,
-                         "utility_proposed_local": gap if changed else 0.0})
+            rows.append(
+                {
+                    "case_id": f"case{i}",
+                    "cluster_id": f"k{c}",
+                    "proposed_action": "a1",
+                    "executed_action": "a0" if changed else "a1",
+                    "utility_executed_local": 0.0,
+                    "utility_proposed_local": gap if changed else 0.0,
+                }
+            )
             i += 1
     return records_from_table(pa.Table.from_pylist(rows), name, name, "0" * 64)
 

@@ -9,7 +9,13 @@ import pytest
 
 from autheval.cli.main import main
 from autheval.errors import RecordError
-from autheval.monitoring.protocol import DEFAULT_PROTOCOL, ProtocolError, default_protocol_text, load_protocol, parse_protocol
+from autheval.monitoring.protocol import (
+    DEFAULT_PROTOCOL,
+    ProtocolError,
+    default_protocol_text,
+    load_protocol,
+    parse_protocol,
+)
 from tests.conftest import run_cli
 
 GOOD = """\
@@ -28,12 +34,16 @@ def test_the_default_protocol_is_packaged_and_valid():
     assert protocol.version == "service-protocol-1" and protocol.multiplicity == "holm"
     assert protocol.sha256 == hashlib.sha256(DEFAULT_PROTOCOL.read_bytes()).hexdigest()
     assert [(r.metric, r.unit, r.lower, r.upper) for r in protocol.rules] == [
-        ("Delta_authority", "cluster_equal", -0.10, None), ("intervention_rate", "image_weighted", 0.05, 0.60)]
+        ("Delta_authority", "cluster_equal", -0.10, None),
+        ("intervention_rate", "image_weighted", 0.05, 0.60),
+    ]
 
 
 def test_site_overrides_replace_only_what_they_name():
-    protocol = parse_protocol(GOOD + "sites:\n  b: {min_clusters: 50}\n  c: {alpha: 0.01, rules: "
-                                     "[{metric: J, unit: image_weighted, lower: 0.1}]}\n")
+    protocol = parse_protocol(
+        GOOD + "sites:\n  b: {min_clusters: 50}\n  c: {alpha: 0.01, rules: "
+        "[{metric: J, unit: image_weighted, lower: 0.1}]}\n"
+    )
     assert protocol.settings("a") == (0.05, 20, list(protocol.rules))
     assert protocol.settings("b") == (0.05, 50, list(protocol.rules))
     alpha, minimum, rules = protocol.settings("c")
@@ -41,35 +51,56 @@ def test_site_overrides_replace_only_what_they_name():
 
 
 BROKEN = [
-    ("unknown metric", GOOD.replace("metric: Delta_authority", "metric: Delta"),
-     "rules[0].metric: must be one of 'Delta_authority', 'intervention_rate', 'delta', 'J', 'J_auth' (got 'Delta')"),
-    ("unknown unit", GOOD.replace("unit: cluster_equal", "unit: per_image"),
-     "rules[0].unit: must be one of 'image_weighted', 'cluster_equal' (got 'per_image')"),
-    ("lower > upper", GOOD.replace("lower: 0.05, upper: 0.60", "lower: 0.7, upper: 0.60"),
-     "rules[1].lower: must be <= upper (0.6); got 0.7"),
-    ("no bound", GOOD.replace(", lower: -0.10", ""),
-     "rules[0].lower: a rule needs a lower or an upper bound (or both)"),
+    (
+        "unknown metric",
+        GOOD.replace("metric: Delta_authority", "metric: Delta"),
+        "rules[0].metric: must be one of 'Delta_authority', 'intervention_rate', 'delta', 'J', 'J_auth' (got 'Delta')",
+    ),
+    (
+        "unknown unit",
+        GOOD.replace("unit: cluster_equal", "unit: per_image"),
+        "rules[0].unit: must be one of 'image_weighted', 'cluster_equal' (got 'per_image')",
+    ),
+    (
+        "lower > upper",
+        GOOD.replace("lower: 0.05, upper: 0.60", "lower: 0.7, upper: 0.60"),
+        "rules[1].lower: must be <= upper (0.6); got 0.7",
+    ),
+    (
+        "no bound",
+        GOOD.replace(", lower: -0.10", ""),
+        "rules[0].lower: a rule needs a lower or an upper bound (or both)",
+    ),
     ("alpha 0", GOOD.replace("alpha: 0.05", "alpha: 0"), "alpha: must be > 0 (got 0)"),
     ("alpha 1", GOOD.replace("alpha: 0.05", "alpha: 1"), "alpha: must be < 1 (got 1)"),
     ("alpha not a number", GOOD.replace("alpha: 0.05", "alpha: five"), "alpha: input should be a valid number"),
     ("alpha quoted", GOOD.replace("alpha: 0.05", "alpha: '0.05'"), "alpha: input should be a valid number"),
     ("bound quoted", GOOD.replace("lower: -0.10", "lower: '-0.10'"), "rules[0].lower: input should be a valid number"),
     ("bound infinite", GOOD.replace("lower: -0.10", "lower: -.inf"), "rules[0].lower: input should be a finite number"),
-    ("duplicate rule", GOOD + "  - {metric: Delta_authority, unit: cluster_equal, upper: 0.5}\n",
-     "rules[2]: rule Delta_authority / cluster_equal is given twice (rules[0] and here)"),
+    (
+        "duplicate rule",
+        GOOD + "  - {metric: Delta_authority, unit: cluster_equal, upper: 0.5}\n",
+        "rules[2]: rule Delta_authority / cluster_equal is given twice (rules[0] and here)",
+    ),
     ("unknown field", GOOD + "alpah: 0.01\n", "alpah: unknown key"),
     ("unknown rule field", GOOD.replace("lower: -0.10}", "lower: -0.10, lowre: 1}"), "rules[0].lowre: unknown key"),
-    ("empty rules", GOOD[:GOOD.index("rules:")] + "rules: []\n", "rules: must not be empty: list at least one rule"),
-    ("no rules", GOOD[:GOOD.index("rules:")], "rules: required key is missing"),
+    ("empty rules", GOOD[: GOOD.index("rules:")] + "rules: []\n", "rules: must not be empty: list at least one rule"),
+    ("no rules", GOOD[: GOOD.index("rules:")], "rules: required key is missing"),
     ("min_clusters < 2", GOOD.replace("min_clusters: 20", "min_clusters: 1"), "min_clusters: must be >= 2 (got 1)"),
     ("horizon missing", GOOD.replace("horizon_clusters: 500\n", ""), "horizon_clusters: required key is missing"),
     ("horizon a float", GOOD.replace("horizon_clusters: 500", "horizon_clusters: 500.5"), "horizon_clusters: "),
-    ("bad multiplicity", GOOD + "multiplicity: sidak\n",
-     "multiplicity: must be one of 'holm', 'bonferroni', 'none' (got 'sidak')"),
+    (
+        "bad multiplicity",
+        GOOD + "multiplicity: sidak\n",
+        "multiplicity: must be one of 'holm', 'bonferroni', 'none' (got 'sidak')",
+    ),
     ("site override broken", GOOD + "sites:\n  b: {min_clusters: 0}\n", "sites.b.min_clusters: must be >= 2 (got 0)"),
     ("site override unknown key", GOOD + "sites:\n  b: {alfa: 0.1}\n", "sites.b.alfa: unknown key"),
-    ("reference shares", GOOD + "case_mix_reference: {proposed_action: {a0: 0.2, a1: 0.2}}\n",
-     "case_mix_reference.proposed_action: shares must sum to 1 (got 0.4)"),
+    (
+        "reference shares",
+        GOOD + "case_mix_reference: {proposed_action: {a0: 0.2, a1: 0.2}}\n",
+        "case_mix_reference.proposed_action: shares must sum to 1 (got 0.4)",
+    ),
     ("reference dimension", GOOD + "case_mix_reference: {age: {old: 1.0}}\n", "case_mix_reference.age: "),
     ("key twice", GOOD + "alpha: 0.01\n", "alpha: key given twice (lines 2 and 8)"),
     ("bad YAML", GOOD + "rules: [\n", "not valid YAML at line"),

@@ -28,8 +28,11 @@ def reference_lake(tmp_path_factory):
 
 
 def nulls(lake: Lake, table: str, columns) -> dict[str, int]:
-    counts = query(lake, f"select count(*) as rows, {', '.join(f'count(*) - count({c}) as {c}' for c in columns)} "  # noqa: S608
-                         f"from {table}").to_pylist()[0]
+    counts = query(
+        lake,
+        f"select count(*) as rows, {', '.join(f'count(*) - count({c}) as {c}' for c in columns)} "  # noqa: S608
+        f"from {table}",
+    ).to_pylist()[0]
     return counts
 
 
@@ -38,13 +41,27 @@ def test_every_reference_row_names_its_provenance(reference_lake, table):
     counts = nulls(reference_lake, table, PROVENANCE)
     rows = counts.pop("rows")
     assert rows > 0 or table in ("subgroups", "fairness")  # the reference study ships no image metadata
-    assert counts == {c: 0 for c in PROVENANCE}, counts
+    assert counts == dict.fromkeys(PROVENANCE, 0), counts
     declared = load_rules()
-    found = query(reference_lake, f"select distinct rule_version, rule_sha256, scheme, seed, reps, engine, "  # noqa: S608
-                                  f"software_version from {table}").to_pylist()
-    assert found in ([], [{"rule_version": declared.version, "rule_sha256": declared.sha256, "scheme": "reference",
-                           "seed": 20260711, "reps": 200, "engine": "duckdb",
-                           "software_version": f"autheval {__version__}"}])
+    found = query(
+        reference_lake,
+        f"select distinct rule_version, rule_sha256, scheme, seed, reps, engine, "  # noqa: S608
+        f"software_version from {table}",
+    ).to_pylist()
+    assert found in (
+        [],
+        [
+            {
+                "rule_version": declared.version,
+                "rule_sha256": declared.sha256,
+                "scheme": "reference",
+                "seed": 20260711,
+                "reps": 200,
+                "engine": "duckdb",
+                "software_version": f"autheval {__version__}",
+            }
+        ],
+    )
 
 
 def test_estimates_name_the_record_set_and_its_mechanism_and_regime(reference_lake):
@@ -54,18 +71,28 @@ def test_estimates_name_the_record_set_and_its_mechanism_and_regime(reference_la
     con = connect()
     con.register("records", reference_lake.read("records"))
     analyses = [r["analysis"] for r in query(reference_lake, "select distinct analysis from records").to_pylist()]
-    expected = {r.analysis: r.data_sha256 for r in recordsets_by(con, "records", "records/records_of_analysis",
-                                                                 [(a, {"analysis": a}) for a in analyses])}
+    expected = {
+        r.analysis: r.data_sha256
+        for r in recordsets_by(con, "records", "records/records_of_analysis", [(a, {"analysis": a}) for a in analyses])
+    }
     rows = query(reference_lake, "select distinct analysis, mechanism, regime, data_sha256 from estimates").to_pylist()
     assert {r["analysis"]: r["data_sha256"] for r in rows} == expected
     named = {r["analysis"]: (r["mechanism"], r["regime"]) for r in rows}
     assert named["mixed"] == ("MedGemma readout", "mixed")
     assert named["CLIP probe"] == ("CLIP probe", "capacity_ceiling")
-    joined = query(reference_lake, "select count(*) as n from estimates e join records r using (analysis, mechanism, regime)")
+    joined = query(
+        reference_lake, "select count(*) as n from estimates e join records r using (analysis, mechanism, regime)"
+    )
     assert joined.to_pylist()[0]["n"] > 0
     contrast = query(reference_lake, "select distinct contrast, arm_a, arm_b, data_sha256 from contrasts").to_pylist()
-    assert contrast == [{"contrast": "CLIP probe minus LLaVA-Med head", "arm_a": "CLIP probe", "arm_b": "LLaVA-Med head",
-                         "data_sha256": combined_sha256([expected["CLIP probe"], expected["LLaVA-Med head"]])}]
+    assert contrast == [
+        {
+            "contrast": "CLIP probe minus LLaVA-Med head",
+            "arm_a": "CLIP probe",
+            "arm_b": "LLaVA-Med head",
+            "data_sha256": combined_sha256([expected["CLIP probe"], expected["LLaVA-Med head"]]),
+        }
+    ]
 
 
 def test_every_cohort_row_names_its_provenance(cohort_lake):  # noqa: F811
@@ -73,7 +100,7 @@ def test_every_cohort_row_names_its_provenance(cohort_lake):  # noqa: F811
     for table in RESULT_TABLES:
         counts = nulls(lake, table, PROVENANCE)
         assert counts.pop("rows") > 0, table
-        assert counts == {c: 0 for c in PROVENANCE}, (table, counts)
+        assert counts == dict.fromkeys(PROVENANCE, 0), (table, counts)
     per_cluster = query(lake, "select distinct rule_version, rule_sha256 from contexts").to_pylist()
     assert query(lake, "select distinct rule_version, rule_sha256 from estimates").to_pylist() == per_cluster
     unnamed = query(lake, "select count(*) as n from subgroups where mechanism is null or regime is null")
@@ -82,8 +109,12 @@ def test_every_cohort_row_names_its_provenance(cohort_lake):  # noqa: F811
 
 def test_stamp_replaces_appends_and_keeps_a_rows_own_hash():
     table = pa.table({"analysis": ["a", "b", "c"], "scheme": ["old"] * 3, "data_sha256": [None, "own", None]})
-    out = stamp(table, Provenance(scheme="poisson", seed=7, reps=99, engine="spark", rule_version="v1", rule_sha256="r1"),
-                {"a": "ha", "b": "hb", "c": "hc"}, rules={"c": ("v2", "r2")})
+    out = stamp(
+        table,
+        Provenance(scheme="poisson", seed=7, reps=99, engine="spark", rule_version="v1", rule_sha256="r1"),
+        {"a": "ha", "b": "hb", "c": "hc"},
+        rules={"c": ("v2", "r2")},
+    )
     assert out.column_names == ["analysis", *PROVENANCE]
     assert out.column("data_sha256").to_pylist() == ["ha", "own", "hc"]
     assert out.column("rule_version").to_pylist() == ["v1", "v1", "v2"]
@@ -97,14 +128,20 @@ def test_every_proposal_names_its_producer(reference_lake, cohort_lake):  # noqa
     from autheval.io import file_sha256
     from autheval.reference_data import manifest
 
-    rows = query(reference_lake, "select distinct mechanism, producer, producer_sha256 from proposals order by 1").to_pylist()
+    rows = query(
+        reference_lake, "select distinct mechanism, producer, producer_sha256 from proposals order by 1"
+    ).to_pylist()
     files = manifest()
-    assert rows[0] == {"mechanism": "CLIP probe", "producer": f"reference:{files['trace_clip_probe']['source']}",
-                       "producer_sha256": files["trace_clip_probe"]["parquet_sha256"]}
+    assert rows[0] == {
+        "mechanism": "CLIP probe",
+        "producer": f"reference:{files['trace_clip_probe']['source']}",
+        "producer_sha256": files["trace_clip_probe"]["parquet_sha256"],
+    }
     assert len(rows) == 3 and all(r["producer_sha256"] for r in rows)
     lake, cohort, _ = cohort_lake
     rows = query(lake, "select distinct mechanism, producer, producer_sha256 from proposals").to_pylist()
     assert rows and all(r["producer"] and r["producer_sha256"] for r in rows), rows
     proposals_file = cohort.root / "proposals.csv"
     assert {(r["producer"], r["producer_sha256"]) for r in rows} == {
-        (f"file:{proposals_file.resolve()}", file_sha256(proposals_file))}
+        (f"file:{proposals_file.resolve()}", file_sha256(proposals_file))
+    }

@@ -18,8 +18,16 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import ROOT, run_cli
-from warehouse.catalog import (QueryRefused, _explained_kind, catalog_path, check_read_only, connect_readonly,
-                               publish_catalog, query, stream)
+from warehouse.catalog import (
+    QueryRefused,
+    _explained_kind,
+    catalog_path,
+    check_read_only,
+    connect_readonly,
+    publish_catalog,
+    query,
+    stream,
+)
 from warehouse.lake import Lake
 
 REPORT = "<html><body><script>alert('not from the query')</script></body></html>"
@@ -68,16 +76,27 @@ def _refused(result: subprocess.CompletedProcess) -> str:
 
 
 def _one_line(result: subprocess.CompletedProcess, code: int) -> str:
-    lines = result.stderr.strip().splitlines() if isinstance(result.stderr, str) else \
-        result.stderr.decode().strip().splitlines()
+    lines = (
+        result.stderr.strip().splitlines()
+        if isinstance(result.stderr, str)
+        else result.stderr.decode().strip().splitlines()
+    )
     assert result.returncode == code, result
     assert len(lines) == 1 and "Traceback" not in lines[0], result.stderr
     return lines[0]
 
 
-WRITE_PATHS = ["{estimates}", "{lake}/estimates.parquet", "{catalog}", "{lake}/reports/report.html",
-               "{lake}/landing/processed/a1.csv", "{lake}/landing/new.csv", "{lake}/.staging/x.parquet",
-               "{lake}/snapshots/x.parquet", "{lake}/runs/x.parquet"]
+WRITE_PATHS = [
+    "{estimates}",
+    "{lake}/estimates.parquet",
+    "{catalog}",
+    "{lake}/reports/report.html",
+    "{lake}/landing/processed/a1.csv",
+    "{lake}/landing/new.csv",
+    "{lake}/.staging/x.parquet",
+    "{lake}/snapshots/x.parquet",
+    "{lake}/runs/x.parquet",
+]
 
 
 def _fill(sql: str, lake: Lake) -> str:
@@ -91,42 +110,47 @@ def test_explain_analyze_and_copy_cannot_write_into_the_lake(lake, target):
     before = _files(lake)
     line = _refused(_query(lake, _fill(f"explain analyze copy (select 1 x) to '{target}' (format parquet)", lake)))
     assert "explains a COPY statement" in line
-    for sql in ("EXPLAIN ANALYZE COPY (select '<script>' x) TO '{target}' (format csv, use_tmp_file false)",
-                "explain (analyze) copy (select 1 x) to '{target}'",
-                "explain /* ( */ analyze -- )\n copy (select 1 x) to '{target}' (format csv)",
-                "explain (analyze, format json) copy (select 1 x) to '{target}' (format csv)",
-                "copy (select 1 x) to '{target}' (format csv, use_tmp_file false)"):
+    for sql in (
+        "EXPLAIN ANALYZE COPY (select '<script>' x) TO '{target}' (format csv, use_tmp_file false)",
+        "explain (analyze) copy (select 1 x) to '{target}'",
+        "explain /* ( */ analyze -- )\n copy (select 1 x) to '{target}' (format csv)",
+        "explain (analyze, format json) copy (select 1 x) to '{target}' (format csv)",
+        "copy (select 1 x) to '{target}' (format csv, use_tmp_file false)",
+    ):
         with pytest.raises(QueryRefused, match="COPY statement"):
             query(lake, _fill(sql.replace("{target}", target), lake))
     assert _files(lake) == before
 
 
-@pytest.mark.parametrize("sql", [
-    "COPY (select 1 as x) TO '{lake}/estimates.parquet' (format parquet)",
-    "COPY (select 1 as x) TO '{lake}/autheval.duckdb' (format csv)",
-    "EXPORT DATABASE '{lake}/export'",
-    "EXPORT DATABASE '{lake}/landing'",
-    "ATTACH '{lake}/landing/new.duckdb' AS other",
-    "explain analyze create temp table t as select 1",
-    "explain analyze pragma enable_profiling",
-    "explain insert into estimates select * from estimates",
-    "PRAGMA enable_profiling",
-    "PRAGMA force_checkpoint",
-    "PRAGMA disable_optimizer",
-    "SET threads = 1",
-    "RESET threads",
-    "PRAGMA threads = 1",
-    "LOAD httpfs",
-    "INSTALL httpfs",
-    "CREATE TEMP TABLE t AS SELECT 1",
-    "CREATE VIEW v AS SELECT 1",
-    "ATTACH '{lake}/other.duckdb' AS other",
-    "SET VARIABLE autheval_lake = '/'",
-    "CALL pragma_version()",
-    "CHECKPOINT",
-    "select 1; select 2",
-    "select 1; COPY (select 1) TO '{lake}/estimates.parquet'",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "COPY (select 1 as x) TO '{lake}/estimates.parquet' (format parquet)",
+        "COPY (select 1 as x) TO '{lake}/autheval.duckdb' (format csv)",
+        "EXPORT DATABASE '{lake}/export'",
+        "EXPORT DATABASE '{lake}/landing'",
+        "ATTACH '{lake}/landing/new.duckdb' AS other",
+        "explain analyze create temp table t as select 1",
+        "explain analyze pragma enable_profiling",
+        "explain insert into estimates select * from estimates",
+        "PRAGMA enable_profiling",
+        "PRAGMA force_checkpoint",
+        "PRAGMA disable_optimizer",
+        "SET threads = 1",
+        "RESET threads",
+        "PRAGMA threads = 1",
+        "LOAD httpfs",
+        "INSTALL httpfs",
+        "CREATE TEMP TABLE t AS SELECT 1",
+        "CREATE VIEW v AS SELECT 1",
+        "ATTACH '{lake}/other.duckdb' AS other",
+        "SET VARIABLE autheval_lake = '/'",
+        "CALL pragma_version()",
+        "CHECKPOINT",
+        "select 1; select 2",
+        "select 1; COPY (select 1) TO '{lake}/estimates.parquet'",
+    ],
+)
 def test_statements_that_write_or_configure_are_refused_and_the_lake_is_untouched(lake, sql):
     before = _files(lake)
     _refused(_query(lake, _fill(sql, lake)))
@@ -142,41 +166,44 @@ def plain():
     con.close()
 
 
-@pytest.mark.parametrize("sql, message", [
-    ("", "query: the query is empty"),
-    ("   \n ", "query: the query is empty"),
-    (" ; ", "only comments or semicolons"),
-    ("-- only a comment", "only comments or semicolons"),
-    ("selec 1", "Parser Error"),
-    ("select 1; select 2", "one statement only; found 2"),
-    ("COPY (select 1) TO 'x.csv'", "this is a COPY statement"),
-    ("EXPORT DATABASE 'x'", "this is a EXPORT statement"),
-    ("ATTACH 'x.duckdb' AS x", "this is a ATTACH statement"),
-    ("DETACH x", "this is a DETACH statement"),
-    ("SET threads = 1", "this is a SET statement"),
-    ("RESET threads", "this is a SET statement"),
-    ("SET VARIABLE autheval_lake = '/'", "this is a SET statement"),
-    ("PRAGMA threads = 1", "this is a SET statement"),  # DuckDB turns an assigning PRAGMA into SET
-    ("PRAGMA enable_profiling", "this is a PRAGMA statement"),
-    ("PRAGMA force_checkpoint", "this is a PRAGMA statement"),
-    ("PRAGMA disable_optimizer", "this is a PRAGMA statement"),
-    ("LOAD json", "this is a LOAD statement"),
-    ("CALL pragma_version()", "this is a CALL statement"),
-    ("CHECKPOINT", "this is a CALL statement"),
-    ("CREATE TEMP TABLE t AS SELECT 1", "this is a CREATE statement"),
-    ("INSERT INTO t VALUES (1)", "this is a INSERT statement"),
-    ("BEGIN", "this is a TRANSACTION statement"),
-    ("VACUUM", "this is a VACUUM statement"),
-    ("EXPLAIN ANALYZE COPY (select 1) TO 'x.csv'", "this explains a COPY statement"),
-    ("explain analyse copy (select 1) to 'x.csv'", "this explains a COPY statement"),
-    ("EXPLAIN COPY (select 1) TO 'x.csv'", "this explains a COPY statement"),
-    ("EXPLAIN (ANALYZE) COPY (select 1) TO 'x.csv'", "this explains a COPY statement"),
-    ("explain (analyze, format json) copy (select 1) to 'x.csv'", "this explains a COPY statement"),
-    ("explain /* ( */ analyze /* ) */ copy (select 1) to 'x.csv'", "this explains a COPY statement"),
-    ("EXPLAIN ANALYZE CREATE TEMP TABLE t AS SELECT 1", "this explains a CREATE statement"),
-    ("EXPLAIN ANALYZE PRAGMA enable_profiling", "this explains a PRAGMA statement"),
-    ("explain (format json) insert into t select 1", "this explains a INSERT statement"),
-])
+@pytest.mark.parametrize(
+    "sql, message",
+    [
+        ("", "query: the query is empty"),
+        ("   \n ", "query: the query is empty"),
+        (" ; ", "only comments or semicolons"),
+        ("-- only a comment", "only comments or semicolons"),
+        ("selec 1", "Parser Error"),
+        ("select 1; select 2", "one statement only; found 2"),
+        ("COPY (select 1) TO 'x.csv'", "this is a COPY statement"),
+        ("EXPORT DATABASE 'x'", "this is a EXPORT statement"),
+        ("ATTACH 'x.duckdb' AS x", "this is a ATTACH statement"),
+        ("DETACH x", "this is a DETACH statement"),
+        ("SET threads = 1", "this is a SET statement"),
+        ("RESET threads", "this is a SET statement"),
+        ("SET VARIABLE autheval_lake = '/'", "this is a SET statement"),
+        ("PRAGMA threads = 1", "this is a SET statement"),  # DuckDB turns an assigning PRAGMA into SET
+        ("PRAGMA enable_profiling", "this is a PRAGMA statement"),
+        ("PRAGMA force_checkpoint", "this is a PRAGMA statement"),
+        ("PRAGMA disable_optimizer", "this is a PRAGMA statement"),
+        ("LOAD json", "this is a LOAD statement"),
+        ("CALL pragma_version()", "this is a CALL statement"),
+        ("CHECKPOINT", "this is a CALL statement"),
+        ("CREATE TEMP TABLE t AS SELECT 1", "this is a CREATE statement"),
+        ("INSERT INTO t VALUES (1)", "this is a INSERT statement"),
+        ("BEGIN", "this is a TRANSACTION statement"),
+        ("VACUUM", "this is a VACUUM statement"),
+        ("EXPLAIN ANALYZE COPY (select 1) TO 'x.csv'", "this explains a COPY statement"),
+        ("explain analyse copy (select 1) to 'x.csv'", "this explains a COPY statement"),
+        ("EXPLAIN COPY (select 1) TO 'x.csv'", "this explains a COPY statement"),
+        ("EXPLAIN (ANALYZE) COPY (select 1) TO 'x.csv'", "this explains a COPY statement"),
+        ("explain (analyze, format json) copy (select 1) to 'x.csv'", "this explains a COPY statement"),
+        ("explain /* ( */ analyze /* ) */ copy (select 1) to 'x.csv'", "this explains a COPY statement"),
+        ("EXPLAIN ANALYZE CREATE TEMP TABLE t AS SELECT 1", "this explains a CREATE statement"),
+        ("EXPLAIN ANALYZE PRAGMA enable_profiling", "this explains a PRAGMA statement"),
+        ("explain (format json) insert into t select 1", "this explains a INSERT statement"),
+    ],
+)
 def test_the_guard_refuses_each_kind_in_one_line(plain, sql, message):
     with pytest.raises(QueryRefused) as refused:
         check_read_only(plain, sql)
@@ -186,13 +213,27 @@ def test_the_guard_refuses_each_kind_in_one_line(plain, sql, message):
         assert str(refused.value) == message
 
 
-@pytest.mark.parametrize("sql", [
-    "select 1", "with t as (select 1 x) select x from t", "from range(3)", "values (1)", "describe select 1",
-    "show databases", "summarize select 1 x", "pragma show_tables", "pragma table_info('duckdb_settings')",
-    "explain select 1", "EXPLAIN ANALYZE select 1", "explain analyse select 1", "explain (analyze) select 1",
-    "explain (analyze, format json) select 1", "explain analyze (select 1) union select 2",
-    "explain (select 1) union select 2",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select 1",
+        "with t as (select 1 x) select x from t",
+        "from range(3)",
+        "values (1)",
+        "describe select 1",
+        "show databases",
+        "summarize select 1 x",
+        "pragma show_tables",
+        "pragma table_info('duckdb_settings')",
+        "explain select 1",
+        "EXPLAIN ANALYZE select 1",
+        "explain analyse select 1",
+        "explain (analyze) select 1",
+        "explain (analyze, format json) select 1",
+        "explain analyze (select 1) union select 2",
+        "explain (select 1) union select 2",
+    ],
+)
 def test_the_guard_allows_reads_and_the_explain_of_a_select(plain, sql):
     check_read_only(plain, sql)
 
@@ -210,9 +251,16 @@ def test_the_connection_cannot_write_into_the_lake_even_without_the_guard(lake):
     """Below the guard: the read-only connection may open only the files its views read (DuckDB's
     allow-lists do not tell reading from writing, so the lake folder itself is not allowed)."""
     before = _files(lake)
-    targets = [catalog_path(lake), f"{catalog_path(lake)}.wal", lake.root / "reports" / "report.html",
-               lake.root / "landing" / "processed" / "a1.csv", lake.root / "landing" / "new.csv",
-               lake.root / "new.parquet", lake.root / ".staging" / "x.parquet", lake.root / "runs" / "x.parquet"]
+    targets = [
+        catalog_path(lake),
+        f"{catalog_path(lake)}.wal",
+        lake.root / "reports" / "report.html",
+        lake.root / "landing" / "processed" / "a1.csv",
+        lake.root / "landing" / "new.csv",
+        lake.root / "new.parquet",
+        lake.root / ".staging" / "x.parquet",
+        lake.root / "runs" / "x.parquet",
+    ]
     con = connect_readonly(lake)
     try:
         for target in targets:
@@ -235,31 +283,41 @@ def test_the_connection_cannot_write_into_the_lake_even_without_the_guard(lake):
 def test_files_outside_the_lake_cannot_be_read(lake, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("not for the query")
-    for sql in (f"select * from read_text('{secret}')",
-                f"select * from read_text('{lake.root}/../secret.txt')",
-                "select * from read_text('/etc/passwd')",
-                "select * from glob('/etc/*')"):
+    for sql in (
+        f"select * from read_text('{secret}')",
+        f"select * from read_text('{lake.root}/../secret.txt')",
+        "select * from read_text('/etc/passwd')",
+        "select * from glob('/etc/*')",
+    ):
         line = _refused(_query(lake, sql))
         assert "file access is limited" in line and "not for the query" not in line
     # nor files inside the lake that no view reads: the report, the landing folder, the lake's listing
-    for sql in (f"select * from read_text('{lake.root}/reports/report.html')",
-                f"select * from read_csv('{lake.root}/landing/processed/a1.csv')",
-                f"select * from glob('{lake.root}/*')"):
+    for sql in (
+        f"select * from read_text('{lake.root}/reports/report.html')",
+        f"select * from read_csv('{lake.root}/landing/processed/a1.csv')",
+        f"select * from glob('{lake.root}/*')",
+    ):
         line = _refused(_query(lake, sql))
         assert "file access is limited" in line and "script" not in line
 
 
 def test_read_only_statements_are_allowed(lake):
     assert _query(lake, "select metric from estimates order by metric", "--format", "csv").stdout == "metric\nJ\np\nx\n"
-    assert _query(lake, "with t as (select count(*) as n from landed_records) select n from t",
-                  "--format", "csv").stdout == "n\n2\n"
+    assert (
+        _query(lake, "with t as (select count(*) as n from landed_records) select n from t", "--format", "csv").stdout
+        == "n\n2\n"
+    )
     assert "estimate" in _query(lake, "describe estimates").stdout
     assert "landed_records" in _query(lake, "show tables").stdout
     # the files the views read may be read directly
     inside = _query(lake, f"select count(*) as n from read_parquet('{_estimates_file(lake)}')", "--format", "csv")
     assert inside.stdout == "n\n3\n", inside.stderr
-    for sql in ("explain select * from estimates", "explain analyze select count(*) from estimates",
-                "summarize landed_records", "pragma table_info('estimates')"):
+    for sql in (
+        "explain select * from estimates",
+        "explain analyze select count(*) from estimates",
+        "summarize landed_records",
+        "pragma table_info('estimates')",
+    ):
         result = _query(lake, sql, "--format", "csv")
         assert result.returncode == 0 and result.stdout, (sql, result.stderr)
 
@@ -274,17 +332,23 @@ def test_a_bad_query_is_one_line(lake):
 
 
 def test_json_is_valid_with_non_finite_numbers_as_null(lake):
-    result = _query(lake, "select metric, estimate, [estimate, 1.0] as pair, 0.5 * 3 as d from estimates order by metric",
-                    "--format", "json")
+    result = _query(
+        lake,
+        "select metric, estimate, [estimate, 1.0] as pair, 0.5 * 3 as d from estimates order by metric",
+        "--format",
+        "json",
+    )
     assert result.returncode == 0, result.stderr
 
     def no_constants(token):
         raise AssertionError(f"invalid JSON token {token}")
 
     rows = json.loads(result.stdout, parse_constant=no_constants)
-    assert rows == [{"metric": "J", "estimate": 0.5, "pair": [0.5, 1.0], "d": 1.5},
-                    {"metric": "p", "estimate": None, "pair": [None, 1.0], "d": 1.5},
-                    {"metric": "x", "estimate": None, "pair": [None, 1.0], "d": 1.5}]
+    assert rows == [
+        {"metric": "J", "estimate": 0.5, "pair": [0.5, 1.0], "d": 1.5},
+        {"metric": "p", "estimate": None, "pair": [None, 1.0], "d": 1.5},
+        {"metric": "x", "estimate": None, "pair": [None, 1.0], "d": 1.5},
+    ]
     empty = _query(lake, "select * from estimates where false", "--format", "json")
     assert json.loads(empty.stdout) == []
 
@@ -298,8 +362,17 @@ def _peak_rss_kb(pid: int) -> int:
 
 def test_results_stream_in_bounded_memory(lake):
     """Two million rows go through in batches: the process stays far below what holding them takes."""
-    command = [sys.executable, "-m", "autheval", "query", "select range as x from range(2000000)",
-               "--lake", str(lake.root), "--format", "csv"]
+    command = [
+        sys.executable,
+        "-m",
+        "autheval",
+        "query",
+        "select range as x from range(2000000)",
+        "--lake",
+        str(lake.root),
+        "--format",
+        "csv",
+    ]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     lines, peak = 0, 0
     for _ in proc.stdout:
@@ -355,12 +428,19 @@ def test_query_refuses_in_the_library_too(lake):
         query(lake, f"EXPLAIN ANALYZE COPY (select 1) TO '{lake.root}/x.csv'")
 
 
-@pytest.mark.parametrize("setting", [
-    "SET threads = 1", "SET memory_limit = '100GB'", "SET temp_directory = '{lake}'",
-    "SET max_temp_directory_size = '1TB'", "SET streaming_buffer_size = '1GB'",
-    "SET allowed_directories = ['{lake}']", "SET profiling_output = '{lake}/reports/report.html'",
-    "SET autoload_known_extensions = true",
-])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "SET threads = 1",
+        "SET memory_limit = '100GB'",
+        "SET temp_directory = '{lake}'",
+        "SET max_temp_directory_size = '1TB'",
+        "SET streaming_buffer_size = '1GB'",
+        "SET allowed_directories = ['{lake}']",
+        "SET profiling_output = '{lake}/reports/report.html'",
+        "SET autoload_known_extensions = true",
+    ],
+)
 def test_the_connection_settings_are_locked(lake, setting):
     """lock_configuration itself: each setting the guard would also refuse stays locked below it."""
     con = connect_readonly(lake)
@@ -386,8 +466,9 @@ def test_a_sort_spills_outside_the_lake_under_a_declared_cap(lake, monkeypatch):
     monkeypatch.setenv("AUTHEVAL_DUCKDB_MEMORY", "64MB")
     con = connect_readonly(lake)
     try:
-        folder, cap = con.execute("select current_setting('temp_directory'), "
-                                  "current_setting('max_temp_directory_size')").fetchone()
+        folder, cap = con.execute(
+            "select current_setting('temp_directory'), current_setting('max_temp_directory_size')"
+        ).fetchone()
     finally:
         con.close()
     assert not os.path.realpath(folder).startswith(os.path.realpath(lake.root) + os.sep)
@@ -415,9 +496,23 @@ def test_the_spill_folder_is_removed_at_exit_and_a_killed_ones_later(lake, tmp_p
     (temp / f"autheval-query-spill-{dead.pid}-killed").mkdir()  # as kill -9 leaves one
     (temp / f"autheval-query-spill-{dead.pid}-killed" / "duckdb_temp_storage-0.tmp").write_bytes(b"x" * 1000)
     (temp / "autheval-query-spill-1-other").mkdir()  # a live process's (pid 1) stays
-    result = subprocess.run([sys.executable, "-m", "autheval", "query", "select count(*) as n from estimates",
-                             "--lake", str(lake.root), "--format", "csv"], cwd=ROOT,
-                            env=dict(os.environ, TMPDIR=str(temp)), capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autheval",
+            "query",
+            "select count(*) as n from estimates",
+            "--lake",
+            str(lake.root),
+            "--format",
+            "csv",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, TMPDIR=str(temp)),
+        capture_output=True,
+        text=True,
+    )
     assert result.stdout == "n\n3\n", result.stderr
     assert _spill_folders(temp) == ["autheval-query-spill-1-other"]
 
@@ -433,8 +528,9 @@ def test_a_wide_result_streams_in_batches_bounded_by_bytes(lake):
     assert [b.num_rows for b in narrow] == [65_536, 65_536, 65_536, 3_392]  # joined up to batch_rows
     con = connect_readonly(lake)
     try:  # DuckDB's own buffer is sized in string headers, not characters: kept to about one vector
-        assert con.execute("select current_setting('streaming_buffer_size'), "
-                           "current_setting('arrow_large_buffer_size')").fetchone() == ("31.2 KiB", True)
+        assert con.execute(
+            "select current_setting('streaming_buffer_size'), current_setting('arrow_large_buffer_size')"
+        ).fetchone() == ("31.2 KiB", True)
     finally:
         con.close()
 
@@ -452,8 +548,17 @@ def test_nested_and_empty_results_keep_their_types(lake):
 def test_a_wide_result_stays_in_bounded_memory(lake):
     """400 MB of 40 kB strings: DuckDB's default streaming buffer held all of it before the first
     batch, and a 65,536-row batch held it again (measured 2.5 GB for 2.4 GB of strings)."""
-    command = [sys.executable, "-m", "autheval", "query", "select repeat('x', 40000) as s from range(10000)",
-               "--lake", str(lake.root), "--format", "csv"]
+    command = [
+        sys.executable,
+        "-m",
+        "autheval",
+        "query",
+        "select repeat('x', 40000) as s from range(10000)",
+        "--lake",
+        str(lake.root),
+        "--format",
+        "csv",
+    ]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     rows, peak = 0, 0
     for _ in proc.stdout:
@@ -476,27 +581,45 @@ def test_a_corrupt_catalog_is_one_line(lake, damage):
 
 
 def test_a_closed_stdout_is_one_line(lake):
-    result = subprocess.run([sys.executable, "-m", "autheval", "query", "select 1", "--lake", str(lake.root)],
-                            cwd=ROOT, capture_output=False, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: os.close(1))
+    result = subprocess.run(
+        [sys.executable, "-m", "autheval", "query", "select 1", "--lake", str(lake.root)],
+        cwd=ROOT,
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.close(1),
+    )
     assert "standard output is closed" in _one_line(result, 1)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_full_device_is_one_line(lake):
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "autheval", "query", "select * from range(100000)",
-                                 "--lake", str(lake.root)], cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "autheval", "query", "select * from range(100000)", "--lake", str(lake.root)],
+            cwd=ROOT,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     assert "cannot write the result to standard output: No space left on device" in _one_line(result, 1)
 
 
 def test_ctrl_c_is_one_line(lake, tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
-    command = [sys.executable, "-m", "autheval", "query", "select sum(hash(range)) from range(100000000000)",
-               "--lake", str(lake.root)]
-    proc = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, TMPDIR=str(temp)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    command = [
+        sys.executable,
+        "-m",
+        "autheval",
+        "query",
+        "select sum(hash(range)) from range(100000000000)",
+        "--lake",
+        str(lake.root),
+    ]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=dict(os.environ, TMPDIR=str(temp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 60
     while not _spill_folders(temp) and time.monotonic() < deadline:  # the catalog is being opened
         time.sleep(0.05)
@@ -575,10 +698,13 @@ def test_a_glob_view_reads_what_it_matches_and_a_view_outside_the_lake_reads_not
         duckdb.sql(f"copy (select '{key}' as k) to '{parts / key}.parquet' (format parquet)")
     outside = tmp_path / "outside.parquet"
     duckdb.sql(f"copy (select 'secret' as k) to '{outside}' (format parquet)")
-    _hand_made_catalog(lake, [
-        "create view parts as select * from read_parquet(getvariable('autheval_lake') || '/parts/*.parquet')",
-        "create view outside as select * from read_parquet(getvariable('autheval_lake') || '/../outside.parquet')",
-    ])
+    _hand_made_catalog(
+        lake,
+        [
+            "create view parts as select * from read_parquet(getvariable('autheval_lake') || '/parts/*.parquet')",
+            "create view outside as select * from read_parquet(getvariable('autheval_lake') || '/../outside.parquet')",
+        ],
+    )
     assert query(lake, "select k from parts order by k").to_pylist() == [{"k": "a"}, {"k": "b"}]
     with pytest.raises(QueryRefused, match="file access is limited"):
         query(lake, "select * from outside")

@@ -13,11 +13,13 @@ def _ids(table: pa.Table) -> dict[str, str]:
 
 
 def test_patient_then_lesion_then_exact_hash():
-    images = pa.table({
-        "image_id": ["i1", "i2", "i3", "i4", "i5", "i6"],
-        "patient_id": ["P1", "P1", None, None, "P2", None],
-        "lesion_id": ["L1", "L2", "L2", "L3", None, None],
-    })
+    images = pa.table(
+        {
+            "image_id": ["i1", "i2", "i3", "i4", "i5", "i6"],
+            "patient_id": ["P1", "P1", None, None, "P2", None],
+            "lesion_id": ["L1", "L2", "L2", "L3", None, None],
+        }
+    )
     exact = pa.table({"image_id": ["i4", "i6"], "exact_group_id": ["EXACT_PHASH_000001"] * 2})
     assert choose_key_rule(images) == "patient_lesion_image"
     clusters = assign_clusters(images, exact)
@@ -28,7 +30,10 @@ def test_patient_then_lesion_then_exact_hash():
     assert ids["i4"] == ids["i6"] == cluster_id_from_nodes(["base:lesion:L3", "base:image:i6"])
     assert ids["i5"] == cluster_id_from_nodes(["base:patient:P2"])
     assert clusters["split_key"][0].as_py() == "patient_id_or_lesion_id_or_image_id+duplicate_group"
-    assert dict(zip(clusters["image_id"].to_pylist(), clusters["duplicate_group"].to_pylist()))["i6"] == "EXACT_PHASH_000001"
+    assert (
+        dict(zip(clusters["image_id"].to_pylist(), clusters["duplicate_group"].to_pylist()))["i6"]
+        == "EXACT_PHASH_000001"
+    )
 
 
 def test_authevals_hybrid_rule_and_blank_ids():
@@ -44,8 +49,9 @@ def test_authevals_hybrid_rule_and_blank_ids():
 
 
 def test_ids_do_not_depend_on_row_order():
-    images = pa.table({"image_id": [f"I{i}" for i in range(8)],
-                       "lesion_id": ["A", None, "B", "A", None, "C", "B", None]})
+    images = pa.table(
+        {"image_id": [f"I{i}" for i in range(8)], "lesion_id": ["A", None, "B", "A", None, "C", "B", None]}
+    )
     exact = pa.table({"image_id": ["I1", "I5", "I7"], "exact_group_id": ["G1", "G1", "G2"]})
     forward = _ids(assign_clusters(images, exact))
     backward = _ids(assign_clusters(images.take(list(range(7, -1, -1))), exact.take([2, 1, 0])))

@@ -9,14 +9,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autheval.raw.clusters import assign_clusters
-from autheval.raw.duplicates import (DuplicateRule, band_layout, components, cross_split_report,
-                                     find_duplicates, near_pairs, removals, union_groups)
+from autheval.raw.duplicates import (
+    DuplicateRule,
+    band_layout,
+    components,
+    cross_split_report,
+    find_duplicates,
+    near_pairs,
+    removals,
+    union_groups,
+)
 
 
 def planted_hashes(n: int, k: int, seed: int) -> np.ndarray:
     """Random 64-bit hashes with planted neighbours at distances 1..k+2 (some inside, some outside k)."""
     rng = np.random.default_rng(seed)
-    base = rng.integers(0, 2 ** 64, size=n, dtype=np.uint64)
+    base = rng.integers(0, 2**64, size=n, dtype=np.uint64)
     extra = []
     for i in range(n // 3):
         value = int(base[rng.integers(n)])
@@ -36,8 +44,9 @@ def brute_force(values: np.ndarray, k: int) -> set[tuple[int, int, int]]:
 
 
 def as_set(table: pa.Table) -> set[tuple[int, int, int]]:
-    return set(zip(table.column("hid_a").to_pylist(), table.column("hid_b").to_pylist(),
-                   table.column("distance").to_pylist()))
+    return set(
+        zip(table.column("hid_a").to_pylist(), table.column("hid_b").to_pylist(), table.column("distance").to_pylist())
+    )
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 6, 8])
@@ -50,8 +59,11 @@ def test_multi_index_equals_brute_force_on_seeded_hashes(k):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.integers(0, 2 ** 64 - 1), min_size=2, max_size=40, unique=True),
-       st.integers(1, 10), st.lists(st.integers(0, 63), max_size=6))
+@given(
+    st.lists(st.integers(0, 2**64 - 1), min_size=2, max_size=40, unique=True),
+    st.integers(1, 10),
+    st.lists(st.integers(0, 63), max_size=6),
+)
 def test_multi_index_equals_brute_force_property(values, k, flips):
     base = values[0]
     for bit in flips:  # a neighbour of the first hash, so close pairs occur
@@ -69,7 +81,7 @@ def test_band_layout_covers_all_bits_once(k):
         mask = band["mask"] << band["lo"]
         assert covered & mask == 0
         covered |= mask
-    assert covered == 2 ** 64 - 1
+    assert covered == 2**64 - 1
 
 
 def _table(pairs: dict[str, int]) -> pa.Table:
@@ -77,9 +89,12 @@ def _table(pairs: dict[str, int]) -> pa.Table:
 
 
 HASHES = {  # two exact copies, a chain A-C (1 bit) C-D (2 bits), a pair E-F (1 bit), a far image
-    "A": 0x0F0F_0000_0000_0001, "B": 0x0F0F_0000_0000_0001,
-    "C": 0x0F0F_0000_0000_0003, "D": 0x0F0F_0000_0000_000F,
-    "E": 0xFFFF_FFFF_0000_0000, "F": 0xFFFF_FFFF_0000_0001,
+    "A": 0x0F0F_0000_0000_0001,
+    "B": 0x0F0F_0000_0000_0001,
+    "C": 0x0F0F_0000_0000_0003,
+    "D": 0x0F0F_0000_0000_000F,
+    "E": 0xFFFF_FFFF_0000_0000,
+    "F": 0xFFFF_FFFF_0000_0001,
     "Z": 0x1234_5678_9ABC_DEF0,
 }
 
@@ -106,10 +121,34 @@ def test_find_duplicates_uses_and_removals():
     assert set(dups["use"].to_pylist()) == {"cluster", "drop", "report"}
     removed = removals(dups)
     assert removed.to_pylist() == [
-        {"removed_image_id": "B", "kept_image_id": "A", "component_id": "PHASH_000001", "hash_kind": "autheval", "threshold": 2},
-        {"removed_image_id": "C", "kept_image_id": "A", "component_id": "PHASH_000001", "hash_kind": "autheval", "threshold": 2},
-        {"removed_image_id": "D", "kept_image_id": "A", "component_id": "PHASH_000001", "hash_kind": "autheval", "threshold": 2},
-        {"removed_image_id": "F", "kept_image_id": "E", "component_id": "PHASH_000002", "hash_kind": "autheval", "threshold": 2},
+        {
+            "removed_image_id": "B",
+            "kept_image_id": "A",
+            "component_id": "PHASH_000001",
+            "hash_kind": "autheval",
+            "threshold": 2,
+        },
+        {
+            "removed_image_id": "C",
+            "kept_image_id": "A",
+            "component_id": "PHASH_000001",
+            "hash_kind": "autheval",
+            "threshold": 2,
+        },
+        {
+            "removed_image_id": "D",
+            "kept_image_id": "A",
+            "component_id": "PHASH_000001",
+            "hash_kind": "autheval",
+            "threshold": 2,
+        },
+        {
+            "removed_image_id": "F",
+            "kept_image_id": "E",
+            "component_id": "PHASH_000002",
+            "hash_kind": "autheval",
+            "threshold": 2,
+        },
     ]
     # 'cluster' at threshold 1 forces A, B, C and E, F together, on top of the exact group
     images = pa.table({"image_id": list(HASHES), "lesion_id": pa.nulls(len(HASHES), pa.string())})
@@ -125,7 +164,9 @@ def test_cross_split_report():
     splits = pa.table({"image_id": list(HASHES), "split": ["train", "test", "test", "train", "val", "val", "train"]})
     report = cross_split_report(find_duplicates(image_hashes, (DuplicateRule(4),), splits)).to_pylist()
     assert [(r["threshold"], r["component_id"], r["splits"]) for r in report] == [
-        (0, "EXACT_PHASH_000001", "test,train"), (4, "PHASH_000001", "test,train")]
+        (0, "EXACT_PHASH_000001", "test,train"),
+        (4, "PHASH_000001", "test,train"),
+    ]
 
 
 def test_rule_validation():

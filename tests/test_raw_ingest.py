@@ -9,9 +9,20 @@ import pytest
 from PIL import Image
 
 from autheval.errors import RecordError
-from autheval.raw.ingest import (IMAGE_FOLDER, IMAGES_SCHEMA, LABELS_FILE, METADATA_FILE, OFFICIAL_SHA256,
-                                 age_bin, ingest, ingest_isic2019, profile_for_signature, prompt_text,
-                                 proxy_age, proxy_category)
+from autheval.raw.ingest import (
+    IMAGE_FOLDER,
+    IMAGES_SCHEMA,
+    LABELS_FILE,
+    METADATA_FILE,
+    OFFICIAL_SHA256,
+    age_bin,
+    ingest,
+    ingest_isic2019,
+    profile_for_signature,
+    prompt_text,
+    proxy_age,
+    proxy_category,
+)
 
 META_HEADER = "image,age_approx,anatom_site_general,lesion_id,sex"
 GT_HEADER = "image,MEL,NV,BCC,AK,BKL,DF,VASC,SCC,UNK"
@@ -43,8 +54,14 @@ REAL_ROWS = [
     "ISIC_0024306,45.0,posterior torso,HAM_0000550,male",
     "ISIC_0053812,70.0,lower extremity,BCN_0000019,male",
 ]
-REAL_GT = [gt_line("ISIC_0000000", "NV"), gt_line("ISIC_0000001", "NV"), gt_line("ISIC_0000002", "MEL"),
-           gt_line("ISIC_0012127_downsampled", "BCC"), gt_line("ISIC_0024306", "BKL"), gt_line("ISIC_0053812", "SCC")]
+REAL_GT = [
+    gt_line("ISIC_0000000", "NV"),
+    gt_line("ISIC_0000001", "NV"),
+    gt_line("ISIC_0000002", "MEL"),
+    gt_line("ISIC_0012127_downsampled", "BCC"),
+    gt_line("ISIC_0024306", "BKL"),
+    gt_line("ISIC_0053812", "SCC"),
+]
 REAL_IDS = [r.split(",")[0] for r in REAL_ROWS]
 
 
@@ -69,7 +86,12 @@ def test_official_layout_ingests_per_spec(real_format):
     a, b, m = images["ISIC_0000000"], images["ISIC_0000001"], images["ISIC_0012127_downsampled"]
     assert (a["age"], a["age_bin"], a["site_profile"], a["site_id"]) == (55.0, "50-70", "RURAL_like", "SYN_RURAL_like")
     assert (b["age_bin"], b["site_profile"]) == ("<30", "BCN_like")  # right-closed: 30 -> "<30"
-    assert (m["age"], m["age_bin"], m["profile_signature"], m["site_profile"]) == (None, "nan", "nan|__missing_site__", "BCN_like")
+    assert (m["age"], m["age_bin"], m["profile_signature"], m["site_profile"]) == (
+        None,
+        "nan",
+        "nan|__missing_site__",
+        "BCN_like",
+    )
     assert m["lesion_id"] == "MSK4_0011472" and m["sex"] is None and m["sex_norm"] == "__missing__"
     assert [images[i]["risk_stratum"] for i in REAL_IDS] == ["very_low", "very_low", "high", "moderate", "low", "high"]
     assert [images[i]["ideal_action_level"] for i in REAL_IDS] == [0, 0, 3, 2, 1, 3]
@@ -92,8 +114,17 @@ APPENDIX_A3 = {
     "70+": "RURAL RURAL RURAL MSK RURAL BCN HAM MSK RURAL",
     "nan": "HAM RURAL RURAL HAM HAM HAM RURAL BCN BCN",
 }
-A3_SITES = ["anterior torso", "head/neck", "lateral torso", "lower extremity", "oral/genital", "palms/soles",
-            "posterior torso", "upper extremity", "__missing_site__"]
+A3_SITES = [
+    "anterior torso",
+    "head/neck",
+    "lateral torso",
+    "lower extremity",
+    "oral/genital",
+    "palms/soles",
+    "posterior torso",
+    "upper extremity",
+    "__missing_site__",
+]
 
 
 def test_appendix_a3_profiles():
@@ -119,10 +150,27 @@ def test_appendix_a3_through_the_sql_path(tmp_path):
 
 
 def test_age_bins_and_the_three_normalisations():
-    assert [age_bin(a) for a in (None, 0, 0.5, 30, 30.5, 50, 70, 70.1, 200, 201, float("nan"))] == \
-        ["nan", "nan", "<30", "<30", "30-50", "30-50", "50-70", "70+", "70+", "nan", "nan"]
-    assert [proxy_category(v) for v in (" Anterior Torso ", None, "", "NaN", "none", "male")] == \
-        ["anterior torso", "__missing__", "__missing__", "__missing__", "__missing__", "male"]
+    assert [age_bin(a) for a in (None, 0, 0.5, 30, 30.5, 50, 70, 70.1, 200, 201, float("nan"))] == [
+        "nan",
+        "nan",
+        "<30",
+        "<30",
+        "30-50",
+        "30-50",
+        "50-70",
+        "70+",
+        "70+",
+        "nan",
+        "nan",
+    ]
+    assert [proxy_category(v) for v in (" Anterior Torso ", None, "", "NaN", "none", "male")] == [
+        "anterior torso",
+        "__missing__",
+        "__missing__",
+        "__missing__",
+        "__missing__",
+        "male",
+    ]
     assert [prompt_text(v) for v in (55.0, None, float("nan"), "female")] == ["55.0", "nan", "nan", "female"]
     z, missing = proxy_age([40.0, 60.0, None, 80.0], [True, True, True, False])
     assert list(missing) == [0.0, 0.0, 1.0, 0.0]
@@ -131,23 +179,32 @@ def test_age_bins_and_the_three_normalisations():
 
 def test_problem_rows_are_reported_never_dropped_silently(tmp_path):
     rows = REAL_ROWS[:3] + [
-        "ISIC_0000001,40.0,head/neck,,male",          # duplicated id in the metadata
-        "ISIC_9000000,fifty,head/neck,,male",         # age not numeric: kept, age missing
-        "ISIC_9000001,50.0,head/neck,,male",          # no label row
-        "ISIC_9000002,50.0,head/neck,,male",          # only UNK set: unknown diagnosis
-        "ISIC_9000003,50.0,head/neck,,male",          # image file missing
-        "ISIC_9000004,50.0,head/neck,,male",          # two labels set: first wins, reported
+        "ISIC_0000001,40.0,head/neck,,male",  # duplicated id in the metadata
+        "ISIC_9000000,fifty,head/neck,,male",  # age not numeric: kept, age missing
+        "ISIC_9000001,50.0,head/neck,,male",  # no label row
+        "ISIC_9000002,50.0,head/neck,,male",  # only UNK set: unknown diagnosis
+        "ISIC_9000003,50.0,head/neck,,male",  # image file missing
+        "ISIC_9000004,50.0,head/neck,,male",  # two labels set: first wins, reported
     ]
-    gt = REAL_GT[:3] + [gt_line("ISIC_9000000", "NV"), gt_line("ISIC_9000002", "UNK"), gt_line("ISIC_9000003", "NV"),
-                        "ISIC_9000004,1.0,1.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0", gt_line("ISIC_7777777", "NV")]
+    gt = REAL_GT[:3] + [
+        gt_line("ISIC_9000000", "NV"),
+        gt_line("ISIC_9000002", "UNK"),
+        gt_line("ISIC_9000003", "NV"),
+        "ISIC_9000004,1.0,1.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0",
+        gt_line("ISIC_7777777", "NV"),
+    ]
     files = REAL_IDS[:3] + ["ISIC_9000000", "ISIC_9000001", "ISIC_9000002", "ISIC_9000004", "ISIC_5555555"]
     result = ingest_isic2019(write_cohort(tmp_path / "bad", rows, gt, files), checksums=False)
     report = {(r["image_id"], r["reason"]): r for r in result.report.to_pylist()}
     assert set(report) == {
-        ("ISIC_0000001", "duplicate_image_id"), ("ISIC_9000000", "age_not_numeric"),
-        ("ISIC_9000001", "missing_label"), ("ISIC_9000002", "unknown_diagnosis"),
-        ("ISIC_9000003", "missing_image"), ("ISIC_9000004", "ambiguous_label"),
-        ("ISIC_7777777", "label_without_metadata"), ("ISIC_5555555", "image_without_metadata"),
+        ("ISIC_0000001", "duplicate_image_id"),
+        ("ISIC_9000000", "age_not_numeric"),
+        ("ISIC_9000001", "missing_label"),
+        ("ISIC_9000002", "unknown_diagnosis"),
+        ("ISIC_9000003", "missing_image"),
+        ("ISIC_9000004", "ambiguous_label"),
+        ("ISIC_7777777", "label_without_metadata"),
+        ("ISIC_5555555", "image_without_metadata"),
     }
     assert report[("ISIC_0000001", "duplicate_image_id")]["row_number"] == 4
     assert report[("ISIC_0000001", "duplicate_image_id")]["value"] == "first seen at data row 2"
@@ -162,10 +219,13 @@ def test_problem_rows_are_reported_never_dropped_silently(tmp_path):
     assert excluded.isdisjoint({i for i in images if i != "ISIC_0000001"})
 
 
-@pytest.mark.parametrize("gt_rows,column,rule", [
-    ([gt_line("ISIC_0000000", "NV"), gt_line("ISIC_0000000", "MEL")], "image", "must be unique in the labels file"),
-    (["ISIC_0000000,0.0,yes,0.0,0.0,0.0,0.0,0.0,0.0,0.0"], "NV", "must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "gt_rows,column,rule",
+    [
+        ([gt_line("ISIC_0000000", "NV"), gt_line("ISIC_0000000", "MEL")], "image", "must be unique in the labels file"),
+        (["ISIC_0000000,0.0,yes,0.0,0.0,0.0,0.0,0.0,0.0,0.0"], "NV", "must be a finite number"),
+    ],
+)
 def test_broken_labels_file_is_one_clear_error(tmp_path, gt_rows, column, rule):
     root = write_cohort(tmp_path / "x", REAL_ROWS[:1], gt_rows, REAL_IDS[:1])
     with pytest.raises(RecordError) as err:
@@ -227,8 +287,9 @@ def test_archive_style_csv_with_names_patients_and_sources(tmp_path):
     assert [rows[i]["site_profile"] for i in ("ISIC_A", "ISIC_B", "ISIC_C")] == ["BCN_like", "HAM_like", "MSK_like"]
     assert rows["ISIC_A"]["site_id"] == "SRC_BCN_like" and rows["ISIC_A"]["patient_id"] == "IP_1"
     assert rows["ISIC_A"]["source"] == "Hospital Clinic de Barcelona"
-    assert [(r["image_id"], r["reason"], r["value"]) for r in result.report.to_pylist()] == \
-        [("ISIC_D", "unknown_diagnosis", "angioma")]
+    assert [(r["image_id"], r["reason"], r["value"]) for r in result.report.to_pylist()] == [
+        ("ISIC_D", "unknown_diagnosis", "angioma")
+    ]
 
 
 def test_synthetic_cohort_has_the_official_formats_and_schema(synthetic_small, real_format):
@@ -257,12 +318,16 @@ def test_synthetic_cohort_has_the_official_formats_and_schema(synthetic_small, r
 # Ids with surrounding whitespace: refused, never counted apart
 
 
-@pytest.mark.parametrize("meta_row, gt_row, file, column", [
-    ("ISIC_0000000 ,55.0,anterior torso,,female", None, METADATA_FILE, "image"),
-    ("ISIC_0000000,55.0,anterior torso,HAM_0000550 ,female", None, METADATA_FILE, "lesion_id"),
-    (None, gt_line("\tISIC_0000000", "NV"), LABELS_FILE, "image"),
-    ("ISIC_0000000\u00a0,55.0,anterior torso,,female", None, METADATA_FILE, "image"),
-], ids=["metadata image id", "lesion id", "labels image id", "no-break space"])
+@pytest.mark.parametrize(
+    "meta_row, gt_row, file, column",
+    [
+        ("ISIC_0000000 ,55.0,anterior torso,,female", None, METADATA_FILE, "image"),
+        ("ISIC_0000000,55.0,anterior torso,HAM_0000550 ,female", None, METADATA_FILE, "lesion_id"),
+        (None, gt_line("\tISIC_0000000", "NV"), LABELS_FILE, "image"),
+        ("ISIC_0000000\u00a0,55.0,anterior torso,,female", None, METADATA_FILE, "image"),
+    ],
+    ids=["metadata image id", "lesion id", "labels image id", "no-break space"],
+)
 def test_ids_with_surrounding_whitespace_are_refused(tmp_path, meta_row, gt_row, file, column):
     rows = [meta_row or REAL_ROWS[0], *REAL_ROWS[1:3]]
     gt = [gt_row or REAL_GT[0], *REAL_GT[1:3]]
@@ -278,8 +343,11 @@ def test_patient_ids_with_surrounding_whitespace_are_refused(tmp_path):
     (tmp_path / "img").mkdir()
     csv = tmp_path / "archive.csv"
     csv.write_text("isic_id,patient_id,diagnosis\nISIC_A,IP_1,melanoma\nISIC_B, IP_1,nevus\n")
-    with pytest.raises(RecordError, match=r"column 'patient_id': must not begin or end with whitespace \(it would be "
-                                          r"another patient.*data row 2, value ' IP_1'"):
+    with pytest.raises(
+        RecordError,
+        match=r"column 'patient_id': must not begin or end with whitespace \(it would be "
+        r"another patient.*data row 2, value ' IP_1'",
+    ):
         ingest(csv, images=tmp_path / "img", checksums=False)
 
 
@@ -297,8 +365,12 @@ def test_links_leaving_the_folder_and_dot_dot_ids_are_never_read(tmp_path):
     inside the folder is followed and `path` is the file read."""
     import os
 
-    rows = REAL_ROWS[:3] + ["ISIC_LINK_ETC,50.0,head/neck,,male", "ISIC_LINK_JPEG,50.0,head/neck,,male",
-                            "../outside,50.0,head/neck,,male", "ISIC_LINK_IN,50.0,head/neck,,male"]
+    rows = REAL_ROWS[:3] + [
+        "ISIC_LINK_ETC,50.0,head/neck,,male",
+        "ISIC_LINK_JPEG,50.0,head/neck,,male",
+        "../outside,50.0,head/neck,,male",
+        "ISIC_LINK_IN,50.0,head/neck,,male",
+    ]
     gt = REAL_GT[:3] + [gt_line(i, "NV") for i in ("ISIC_LINK_ETC", "ISIC_LINK_JPEG", "../outside", "ISIC_LINK_IN")]
     root = write_cohort(tmp_path / "cohort", rows, gt, REAL_IDS[:3])
     folder = root / IMAGE_FOLDER
@@ -313,8 +385,11 @@ def test_links_leaving_the_folder_and_dot_dot_ids_are_never_read(tmp_path):
     assert sorted(images) == sorted([*REAL_IDS[:3], "ISIC_LINK_IN"])
     assert images["ISIC_LINK_IN"]["path"] == str((folder / "ISIC_0000000.jpg").resolve())
     report = _report(result)
-    for image_id, leads in (("ISIC_LINK_ETC", "/etc/shadow"), ("ISIC_LINK_JPEG", str(elsewhere.resolve())),
-                            ("../outside", str((root / "outside.jpg").resolve()))):
+    for image_id, leads in (
+        ("ISIC_LINK_ETC", "/etc/shadow"),
+        ("ISIC_LINK_JPEG", str(elsewhere.resolve())),
+        ("../outside", str((root / "outside.jpg").resolve())),
+    ):
         row = report[(image_id, "outside_input_folder")]
         assert row["action"] == "excluded" and row["value"].endswith(f" -> {leads}") and row["column_name"] == "image"
     assert not any(reason == "image_without_metadata" for _, reason in report)  # every link is accounted for
@@ -349,8 +424,10 @@ def test_metadata_paths_must_stay_inside_the_input_folder(tmp_path):
         Image.new("RGB", (32, 32)).save(tmp_path / "cohort" / "img" / f"{name}.jpg", "JPEG")
     Image.new("RGB", (32, 32)).save(tmp_path / "secret.jpg", "JPEG")
     csv = tmp_path / "cohort" / "meta.csv"
-    csv.write_text("isic_id,image_path,diagnosis\nISIC_A,img/a.jpg,melanoma\nISIC_B,../secret.jpg,nevus\n"
-                   f"ISIC_C,{tmp_path / 'secret.jpg'},nevus\nISIC_D,{tmp_path / 'cohort' / 'img' / 'b.jpg'},nevus\n")
+    csv.write_text(
+        "isic_id,image_path,diagnosis\nISIC_A,img/a.jpg,melanoma\nISIC_B,../secret.jpg,nevus\n"
+        f"ISIC_C,{tmp_path / 'secret.jpg'},nevus\nISIC_D,{tmp_path / 'cohort' / 'img' / 'b.jpg'},nevus\n"
+    )
     result = ingest(csv, checksums=False)
     assert result.images["image_id"].to_pylist() == ["ISIC_A", "ISIC_D"]
     report = _report(result)

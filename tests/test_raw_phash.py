@@ -12,8 +12,15 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from autheval.raw.phash import (HASH_KINDS, autheval_phash, hash_bytes, hash_images, imagehash_phash,
-                                read_image_bytes, to_hex)
+from autheval.raw.phash import (
+    HASH_KINDS,
+    autheval_phash,
+    hash_bytes,
+    hash_images,
+    imagehash_phash,
+    read_image_bytes,
+    to_hex,
+)
 
 
 def a5_image() -> Image.Image:
@@ -99,8 +106,9 @@ def test_unreadable_and_missing_files_are_failures_not_crashes(tmp_path):
     images = _write_jpegs(tmp_path / "img", 3)
     broken = tmp_path / "img" / "BROKEN.jpg"
     broken.write_bytes(b"\xff\xd8\xff\xe0 this is not a jpeg")
-    table = pa.concat_tables([images, pa.table({"image_id": ["BROKEN", "GONE"],
-                                                "path": [str(broken), str(tmp_path / "gone.jpg")]})])
+    table = pa.concat_tables(
+        [images, pa.table({"image_id": ["BROKEN", "GONE"], "path": [str(broken), str(tmp_path / "gone.jpg")]})]
+    )
     run = hash_images(table, ("autheval",), workers=1, progress=False)
     assert run.table.num_rows == 3
     assert sorted(run.failures.column("image_id").to_pylist()) == ["BROKEN", "GONE"]
@@ -113,8 +121,12 @@ def test_zip_members_hash_like_files(tmp_path):
     with zipfile.ZipFile(archive, "w") as handle:
         for path in images.column("path").to_pylist():
             handle.write(path, f"ISIC_2019_Training_Input/{Path(path).name}")
-    zipped = pa.table({"image_id": images.column("image_id"),
-                       "path": [f"{archive}!ISIC_2019_Training_Input/{Path(p).name}" for p in images.column("path").to_pylist()]})
+    zipped = pa.table(
+        {
+            "image_id": images.column("image_id"),
+            "path": [f"{archive}!ISIC_2019_Training_Input/{Path(p).name}" for p in images.column("path").to_pylist()],
+        }
+    )
     assert read_image_bytes(zipped.column("path")[0].as_py()) == Path(images.column("path")[0].as_py()).read_bytes()
     a = hash_images(images, ("autheval",), workers=1, progress=False).table
     b = hash_images(zipped, ("autheval",), workers=1, progress=False)

@@ -131,6 +131,8 @@ def test_unreadable_and_misnamed_images_are_reported(tmp_path):
     assert result["images"].num_rows == result["clusters"].num_rows == 11
     formats = dict(zip(result["image_hashes"]["image_id"].to_pylist(), result["image_hashes"]["format"].to_pylist()))
     assert formats[files[1].stem] == "PNG" and formats[files[2].stem] == "JPEG"
-    again = run_raw_path(cohort.root, workers=1, progress=False, checksums=False, previous_hashes=result["image_hashes"])
+    again = run_raw_path(
+        cohort.root, workers=1, progress=False, checksums=False, previous_hashes=result["image_hashes"]
+    )
     assert again["image_hashes"].equals(result["image_hashes"])  # reused rows keep their format
     assert again["ingest_report"].equals(result["ingest_report"])

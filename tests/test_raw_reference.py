@@ -59,8 +59,9 @@ def test_appendix_a1_cluster_ids(nodes, expected):
 
 
 def test_all_frozen_cluster_ids_rederive(freeze, exact_file):
-    clusters = assign_clusters(freeze.select(["image_id", "lesion_id"]),
-                               exact_file.select(["image_id", "exact_group_id"]))
+    clusters = assign_clusters(
+        freeze.select(["image_id", "lesion_id"]), exact_file.select(["image_id", "exact_group_id"])
+    )
     frozen = dict(zip(freeze.column("image_id").to_pylist(), freeze.column("cluster_id").to_pylist()))
     got = dict(zip(clusters.column("image_id").to_pylist(), clusters.column("cluster_id").to_pylist()))
     assert len(got) == 25331
@@ -71,8 +72,9 @@ def test_all_frozen_cluster_ids_rederive(freeze, exact_file):
 
 
 def test_frozen_split_validates_and_no_cluster_crosses(freeze, exact_file):
-    clusters = assign_clusters(freeze.select(["image_id", "lesion_id"]),
-                               exact_file.select(["image_id", "exact_group_id"]))
+    clusters = assign_clusters(
+        freeze.select(["image_id", "lesion_id"]), exact_file.select(["image_id", "exact_group_id"])
+    )
     splits = validate_freeze(freeze, clusters)
     assert splits.num_rows == 25331
     counts = {s: splits.column("split").to_pylist().count(s) for s in ("train", "val", "test")}
@@ -86,14 +88,18 @@ def _tampered(freeze: pa.Table, column: str, row: int, value) -> pa.Table:
     return freeze.set_column(freeze.column_names.index(column), column, pa.array(values, pa.string()))
 
 
-@pytest.mark.parametrize("column,row,value,rule", [
-    ("cluster_id", 5, "cluster:00000000000000000000", "differs from the cluster id recomputed"),
-    ("split", 7, "holdout", "must be one of train, val, test"),
-    ("image_id", 9, "ISIC_0000000", "must be unique"),
-])
+@pytest.mark.parametrize(
+    "column,row,value,rule",
+    [
+        ("cluster_id", 5, "cluster:00000000000000000000", "differs from the cluster id recomputed"),
+        ("split", 7, "holdout", "must be one of train, val, test"),
+        ("image_id", 9, "ISIC_0000000", "must be unique"),
+    ],
+)
 def test_tampered_freeze_is_rejected(freeze, exact_file, column, row, value, rule):
-    clusters = assign_clusters(freeze.select(["image_id", "lesion_id"]),
-                               exact_file.select(["image_id", "exact_group_id"]))
+    clusters = assign_clusters(
+        freeze.select(["image_id", "lesion_id"]), exact_file.select(["image_id", "exact_group_id"])
+    )
     with pytest.raises(RecordError) as err:
         validate_freeze(_tampered(freeze, column, row, value), clusters, source="split_freeze.csv")
     text = str(err.value)
@@ -102,8 +108,9 @@ def test_tampered_freeze_is_rejected(freeze, exact_file, column, row, value, rul
 
 
 def test_freeze_with_missing_images_or_crossing_cluster_is_rejected(freeze, exact_file):
-    clusters = assign_clusters(freeze.select(["image_id", "lesion_id"]),
-                               exact_file.select(["image_id", "exact_group_id"]))
+    clusters = assign_clusters(
+        freeze.select(["image_id", "lesion_id"]), exact_file.select(["image_id", "exact_group_id"])
+    )
     with pytest.raises(RecordError, match="missing from the freeze"):
         validate_freeze(freeze.slice(1), clusters)
     # put one image of a multi-image cluster into another split

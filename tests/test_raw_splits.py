@@ -7,18 +7,26 @@ import pyarrow as pa
 import pytest
 
 from autheval.errors import RecordError
-from autheval.raw.splits import (assign_splits, check_no_cluster_crosses_split, cluster_signatures,
-                                 crossing_clusters, split_sizes)
+from autheval.raw.splits import (
+    assign_splits,
+    check_no_cluster_crosses_split,
+    cluster_signatures,
+    crossing_clusters,
+    split_sizes,
+)
 
 
-@pytest.mark.parametrize("n,expected", [
-    (30, (21, 4, 5)),   # 30 * 0.15 = 4.5 -> 4 (half to even)
-    (10, (7, 2, 1)),    # 10 * 0.15 = 1.5 -> 2
-    (1, (1, 0, 0)),
-    (2, (1, 0, 1)),     # 2 * 0.70 = 1.4 -> 1
-    (5, (4, 1, 0)),     # 3.5 -> 4 (even), 0.75 -> 1
-    (2090, (1463, 314, 313)),
-])
+@pytest.mark.parametrize(
+    "n,expected",
+    [
+        (30, (21, 4, 5)),  # 30 * 0.15 = 4.5 -> 4 (half to even)
+        (10, (7, 2, 1)),  # 10 * 0.15 = 1.5 -> 2
+        (1, (1, 0, 0)),
+        (2, (1, 0, 1)),  # 2 * 0.70 = 1.4 -> 1
+        (5, (4, 1, 0)),  # 3.5 -> 4 (even), 0.75 -> 1
+        (2090, (1463, 314, 313)),
+    ],
+)
 def test_split_sizes_round_half_to_even(n, expected):
     assert split_sizes(n) == expected
 
@@ -33,8 +41,14 @@ def _cohort(n_clusters: int, seed: int = 0):
             cluster_ids.append(f"cluster:{c:020x}")
             strata.append(stratum if j == 0 or rng.random() < 0.9 else None)
             profiles.append(["BCN_like", "RURAL_like"][c % 2])
-    images = pa.table({"image_id": image_ids, "risk_stratum": strata, "site_profile": profiles,
-                       "row_index": pa.array(np.arange(len(image_ids)), pa.int64())})
+    images = pa.table(
+        {
+            "image_id": image_ids,
+            "risk_stratum": strata,
+            "site_profile": profiles,
+            "row_index": pa.array(np.arange(len(image_ids)), pa.int64()),
+        }
+    )
     clusters = pa.table({"image_id": image_ids, "cluster_id": cluster_ids})
     return images, clusters
 
@@ -44,8 +58,9 @@ def test_assign_splits_follows_the_reference_algorithm():
     got = assign_splits(clusters, images)
     # the algorithm written out directly
     first = {}
-    for cid, stratum, profile in zip(clusters["cluster_id"].to_pylist(), images["risk_stratum"].to_pylist(),
-                                     images["site_profile"].to_pylist()):
+    for cid, stratum, profile in zip(
+        clusters["cluster_id"].to_pylist(), images["risk_stratum"].to_pylist(), images["site_profile"].to_pylist()
+    ):
         first.setdefault(cid, [None, None])
         first[cid][0] = first[cid][0] or stratum
         first[cid][1] = first[cid][1] or profile
@@ -69,14 +84,22 @@ def test_assign_splits_follows_the_reference_algorithm():
 
 
 def test_signature_takes_the_first_non_null_in_manifest_order():
-    images = pa.table({"image_id": ["a", "b", "c"], "risk_stratum": [None, "high", "low"],
-                       "site_profile": ["HAM_like", None, "BCN_like"], "row_index": pa.array([2, 0, 1], pa.int64())})
+    images = pa.table(
+        {
+            "image_id": ["a", "b", "c"],
+            "risk_stratum": [None, "high", "low"],
+            "site_profile": ["HAM_like", None, "BCN_like"],
+            "row_index": pa.array([2, 0, 1], pa.int64()),
+        }
+    )
     clusters = pa.table({"image_id": ["a", "b", "c"], "cluster_id": ["k", "k", "k"]})
     assert cluster_signatures(clusters, images).to_pylist() == [{"cluster_id": "k", "signature": "high|BCN_like"}]
 
 
 def test_a_cluster_across_splits_is_an_error():
     table = pa.table({"image_id": ["a", "b", "c"], "cluster_id": ["k", "k", "m"], "split": ["train", "test", "val"]})
-    assert crossing_clusters(table).to_pylist() == [{"cluster_id": "k", "n_images": 2, "n_splits": 2, "splits": "test,train"}]
+    assert crossing_clusters(table).to_pylist() == [
+        {"cluster_id": "k", "n_images": 2, "n_splits": 2, "splits": "test,train"}
+    ]
     with pytest.raises(RecordError, match="a cluster spans more than one split"):
         check_no_cluster_crosses_split(table)

@@ -13,11 +13,16 @@ import pyarrow as pa
 import pytest
 
 from autheval.errors import RecordError
+from autheval.proposals.slates import action_labels, nearest_level_slates, policy_id, ranked_slates
 from models import readout
 from models.level_metrics import best_by_spec_order
-from autheval.proposals.slates import action_labels, nearest_level_slates, policy_id, ranked_slates
 from models.readout import (
-    ReadoutConfig, published_lock, published_lock_record, readout_proposals, train_readout, validation_partition,
+    ReadoutConfig,
+    published_lock,
+    published_lock_record,
+    readout_proposals,
+    train_readout,
+    validation_partition,
 )
 from tests.conftest import reference_file
 
@@ -39,8 +44,13 @@ def test_embedded_lock_is_the_published_table():
     assert record["lock_metrics"]["n"] == 1417 and record["released_policy"]["policy_id"] == "bias_p000"
 
 
-PROBS = [[0.7, 0.1, 0.1, 0.1], [0.05, 0.05, 0.1, 0.8], [0.25, 0.25, 0.25, 0.25], [0.1, 0.6, 0.2, 0.1],
-         [0.02, 0.08, 0.5, 0.4]]
+PROBS = [
+    [0.7, 0.1, 0.1, 0.1],
+    [0.05, 0.05, 0.1, 0.8],
+    [0.25, 0.25, 0.25, 0.25],
+    [0.1, 0.6, 0.2, 0.1],
+    [0.02, 0.08, 0.5, 0.4],
+]
 # the ranked slates of PROBS under four bias policies (z_k + bias * k, stable descending)
 SLATES = {
     0.0: ["a2a1a3a0", "a3a0a1a2", "a0a1a2a3", "a0a1a2a3", "a0a3a1a2"],
@@ -54,8 +64,9 @@ def test_lock_class_scores_by_hand():
     scores = published_lock().class_scores(np.array(PROBS))
     for p, z in zip(PROBS, scores):
         x = [math.log(v) for v in p]
-        assert z.tolist() == pytest.approx([sum(w * f for w, f in zip(row, x)) + b for row, b in zip(SPEC_W, SPEC_B)],
-                                           abs=1e-15)
+        assert z.tolist() == pytest.approx(
+            [sum(w * f for w, f in zip(row, x)) + b for row, b in zip(SPEC_W, SPEC_B)], abs=1e-15
+        )
     # uniform p: z_k = log(0.25) * sum_j W_kj + b_k
     assert scores[2][0] == pytest.approx(math.log(0.25) * sum(SPEC_W[0]) + SPEC_B[0], abs=1e-15)
 
@@ -70,7 +81,14 @@ def test_published_lock_slates_under_bias_policies(bias):
 
 def test_policy_ids_and_tie_order():
     assert [policy_id(b) for b in (-0.6, -0.4, -0.2, 0.0, 0.2, 0.4, 0.6)] == [
-        "bias_m060", "bias_m040", "bias_m020", "bias_p000", "bias_p020", "bias_p040", "bias_p060"]
+        "bias_m060",
+        "bias_m040",
+        "bias_m020",
+        "bias_p000",
+        "bias_p020",
+        "bias_p040",
+        "bias_p060",
+    ]
     assert ranked_slates(np.array([[0.0, 1.0, 1.0, 0.0]])).tolist() == [[1, 2, 0, 3]]
     # a bias that makes two adjusted scores equal keeps the lower action first
     assert ranked_slates(np.array([[0.5, 0.0, 0.0, 0.0]]), bias=0.25).tolist() == [[3, 0, 2, 1]]  # 0.5 .25 .5 .75
@@ -128,7 +146,9 @@ def explainable(slates, regimes) -> dict:
         for averse in (False, True):
             out[burden, averse] = {
                 (s[0], *[first_admissible(s, review_band(r, p, b, burden, averse)) for r in regimes])
-                for s in slates for p in PROFILES for b in range(4)
+                for s in slates
+                for p in PROFILES
+                for b in range(4)
             }
     return out
 
@@ -176,8 +196,9 @@ def test_published_traces_are_explained_by_slates_of_the_lock():
     (spec 5.5: the readout's slates are not distance-based)."""
     traces = {r: read_reference(f"trace_{r}") for r in ("mixed", "capacity_ceiling", "safety_floor")}
     ids = traces["mixed"]["image_id"]
-    assert len(ids) == 3967 and all(t["image_id"] == ids and t["a_head"] == traces["mixed"]["a_head"]
-                                    for t in traces.values())
+    assert len(ids) == 3967 and all(
+        t["image_id"] == ids and t["a_head"] == traces["mixed"]["a_head"] for t in traces.values()
+    )
     assert set(traces["mixed"]["policy_id"]) == {"bias_p000"} and set(traces["mixed"]["slate_size"]) == {4}
     slates = lock_slates(published_lock())
     assert len(slates) < 24  # the lock reaches only some of the 24 orders
@@ -194,6 +215,7 @@ def test_the_trace_check_can_fail():
 
 # ---------------------------------------------------------------- fitting
 
+
 def test_validation_partition_orders_whole_clusters_by_hash():
     clusters = [f"cluster:{k:03d}" for k in range(40) for _ in range(k % 3 + 1)]
     images = [f"img{k}" for k in range(len(clusters))]
@@ -205,8 +227,9 @@ def test_validation_partition_orders_whole_clusters_by_hash():
             break
         expected.add(c)
     assert {c for c, d in zip(clusters, design) if d} == expected
-    assert all(design[i] == design[j] for i in range(len(clusters)) for j in range(len(clusters))
-               if clusters[i] == clusters[j])
+    assert all(
+        design[i] == design[j] for i in range(len(clusters)) for j in range(len(clusters)) if clusters[i] == clusters[j]
+    )
 
 
 def test_selection_order_lowest_mae_then_bacc_then_f1_then_smaller_c():
@@ -240,8 +263,9 @@ def test_train_readout_picks_the_known_best_c():
     assert fit.cv_table[1]["balanced_accuracy"] > 0.6
     assert fit.n_design + fit.n_lock == len(levels) and fit.lock_metrics["n"] == fit.n_lock
     assert fit.lock_metrics["balanced_accuracy"] > 0.6
-    assert fit.lock_metrics["mae_improvement"] == pytest.approx(fit.lock_metrics["best_constant_mae"]
-                                                                - fit.lock_metrics["mae"])
+    assert fit.lock_metrics["mae_improvement"] == pytest.approx(
+        fit.lock_metrics["best_constant_mae"] - fit.lock_metrics["mae"]
+    )
     meta = fit.metadata()
     assert meta["chosen_C"] == 1.0 and len(meta["data_sha256"]) == 64 and meta["config"]["n_splits"] == 4
     assert meta["policy_ids"][3] == "bias_p000"
@@ -256,9 +280,14 @@ def test_train_readout_picks_the_known_best_c():
 
 def test_table_entry_points_for_the_assets():
     probs, levels, clusters = synthetic_validation(n_clusters=80, seed=5)
-    table = pa.table({"image_id": [f"img{k}" for k in range(len(levels))], "cluster_id": clusters.tolist(),
-                      "ideal_action_level": levels.tolist(),
-                      **{c: probs[:, k] for k, c in enumerate(("p_very_low", "p_low", "p_moderate", "p_high"))}})
+    table = pa.table(
+        {
+            "image_id": [f"img{k}" for k in range(len(levels))],
+            "cluster_id": clusters.tolist(),
+            "ideal_action_level": levels.tolist(),
+            **{c: probs[:, k] for k, c in enumerate(("p_very_low", "p_low", "p_moderate", "p_high"))},
+        }
+    )
     fit = readout.train_readout_table(table, ReadoutConfig(c_grid=(1.0,)))
     assert fit.chosen_c == 1.0 and fit.n_design + fit.n_lock == table.num_rows
     proposals = readout.readout_proposals_table(table.slice(0, 3))
@@ -275,9 +304,14 @@ def test_levels_outside_the_four_are_refused_not_fitted(bad):
     labels[5] = bad
     with pytest.raises(RecordError, match=r"column 'ideal_action_level': levels must be integers 0..3.*row 6"):
         train_readout(probs, labels, clusters, config=ReadoutConfig(c_grid=(1.0,)))
-    table = pa.table({"image_id": [f"img{k}" for k in range(len(levels))], "cluster_id": clusters.tolist(),
-                      "ideal_action_level": pa.array(labels.tolist(), pa.float64()),
-                      **{c: probs[:, k] for k, c in enumerate(("p_very_low", "p_low", "p_moderate", "p_high"))}})
+    table = pa.table(
+        {
+            "image_id": [f"img{k}" for k in range(len(levels))],
+            "cluster_id": clusters.tolist(),
+            "ideal_action_level": pa.array(labels.tolist(), pa.float64()),
+            **{c: probs[:, k] for k, c in enumerate(("p_very_low", "p_low", "p_moderate", "p_high"))},
+        }
+    )
     with pytest.raises(RecordError, match="levels must be integers 0..3"):
         readout.cohort_readout(table)
 
@@ -298,7 +332,8 @@ def test_the_training_run_names_the_c_search_lock_data_and_config():
     assert {(r["step"], r["value"]) for r in cv if r["metric"] == "C"} == {(1, 1e-6), (2, 1.0)}
     assert {r["step"] for r in cv if r["chosen"]} == {2} and not any(r["chosen"] for r in cv if r["step"] == 1)
     assert {(r["step"], r["metric"]): r["value"] for r in cv} == {
-        (k, metric): value for k, row in enumerate(fit.cv_table, 1) for metric, value in row.items()}
+        (k, metric): value for k, row in enumerate(fit.cv_table, 1) for metric, value in row.items()
+    }
     lock = {r["metric"]: r["value"] for r in rows if r["step_kind"] == "lock"}
     assert lock["C"] == 1.0 and lock["n_lock"] == fit.n_lock
     assert lock["balanced_accuracy"] == fit.lock_metrics["balanced_accuracy"]
@@ -306,15 +341,29 @@ def test_the_training_run_names_the_c_search_lock_data_and_config():
     assert {r["data_sha256"] for r in rows} == {fit.data_sha256} and {r["seed"] for r in rows} == {config.seed}
     assert {json.loads(r["config"])["c_grid"] == [1e-6, 1.0] for r in rows} == {True}
     assert {(r["trainer"], r["mechanism"], r["model"], r["model_revision"]) for r in rows} == {
-        ("readout", "VLM readout", "tiny-gemma3", "rev")}
+        ("readout", "VLM readout", "tiny-gemma3", "rev")
+    }
 
-    rows12 = [{"image_id": f"i{k}", "cluster_id": f"c{k}", "ideal_action_level": k % 2, "p_very_low": 0.4,
-               "p_low": 0.3, "p_moderate": 0.2, "p_high": 0.1} for k in range(12)]
-    _, meta = readout.cohort_readout(pa.Table.from_pylist(rows12))    # levels 2, 3 absent: the published lock
+    rows12 = [
+        {
+            "image_id": f"i{k}",
+            "cluster_id": f"c{k}",
+            "ideal_action_level": k % 2,
+            "p_very_low": 0.4,
+            "p_low": 0.3,
+            "p_moderate": 0.2,
+            "p_high": 0.1,
+        }
+        for k in range(12)
+    ]
+    _, meta = readout.cohort_readout(pa.Table.from_pylist(rows12))  # levels 2, 3 absent: the published lock
     fallback = readout.readout_training_run(meta).table("VLM readout").to_pylist()
     assert {r["step_kind"] for r in fallback} == {"published_lock"} and all(r["chosen"] for r in fallback)
     assert {r["value"] for r in fallback if r["metric"] == "C"} == {0.01}
-    offered = readout.data_sha256(np.full((12, 4), [0.4, 0.3, 0.2, 0.1]), np.arange(12) % 2,
-                                  np.asarray([f"c{k}" for k in range(12)], dtype=object))
-    assert {r["data_sha256"] for r in fallback} == {offered}              # the rows it fell back on
+    offered = readout.data_sha256(
+        np.full((12, 4), [0.4, 0.3, 0.2, 0.1]),
+        np.arange(12) % 2,
+        np.asarray([f"c{k}" for k in range(12)], dtype=object),
+    )
+    assert {r["data_sha256"] for r in fallback} == {offered}  # the rows it fell back on
     assert "lacks level" in json.loads(fallback[0]["config"])["reason"]

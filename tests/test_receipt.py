@@ -28,9 +28,19 @@ def test_evaluate_writes_a_receipt_that_verifies(log, tmp_path):
     assert run_cli("evaluate", "--input", str(log), "--output-dir", str(out), "--reps", "500").returncode == 0
     receipt = json.loads((out / "receipt.json").read_text())
     assert receipt["command"] == "evaluate" and receipt["config"]["seed"] == 20260710
-    assert receipt["inputs"] == [{"role": "--input", "path": str(log.resolve()),
-                                  "sha256": __import__("autheval.io", fromlist=["x"]).file_sha256(log)}]
-    assert [o["name"] for o in receipt["outputs"]] == ["authority_summary.csv", "estimates.csv", "summary.json", "summary.md"]
+    assert receipt["inputs"] == [
+        {
+            "role": "--input",
+            "path": str(log.resolve()),
+            "sha256": __import__("autheval.io", fromlist=["x"]).file_sha256(log),
+        }
+    ]
+    assert [o["name"] for o in receipt["outputs"]] == [
+        "authority_summary.csv",
+        "estimates.csv",
+        "summary.json",
+        "summary.md",
+    ]
     assert {"autheval", "duckdb", "pyarrow", "numpy", "python"} <= set(receipt["software"])
     result = run_cli("verify", str(out / "receipt.json"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -89,8 +99,22 @@ def test_a_lake_receipt_names_a_changed_rules_file(tmp_path):
     rules = tmp_path / "rules.yaml"
     rules.write_text(default_rules_text())
     lake = tmp_path / "lake"
-    result = run_cli("demo", "--source", "synthetic", "--input", str(cohort.root), "--rules", str(rules), "--no-models",
-                     "--evaluate-split", "all", "--reps", "200", "--lake", str(lake))
+    result = run_cli(
+        "demo",
+        "--source",
+        "synthetic",
+        "--input",
+        str(cohort.root),
+        "--rules",
+        str(rules),
+        "--no-models",
+        "--evaluate-split",
+        "all",
+        "--reps",
+        "200",
+        "--lake",
+        str(lake),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     rules.write_text(default_rules_text().replace("high: 4.0}", "high: 5.0}", 1))
     verified = run_cli("verify", str(lake / "receipt.json"))
@@ -102,13 +126,21 @@ def test_a_lake_receipt_names_a_changed_rules_file(tmp_path):
     assert "table:images" not in different and "identical  table:images" in lines
 
 
-@pytest.mark.parametrize("content, message", [
-    ("not json", "not a receipt (unreadable JSON"),
-    ('{"receipt_version": 1}', "column 'command': a receipt names this key"),
-    ('{"receipt_version": 1, "command": "rm", "argv": [], "inputs": [], "outputs": []}', "column 'command': must be one of"),
-    ('{"receipt_version": 1, "command": "evaluate", "argv": ["ui", "--port", "1"], "inputs": [], "outputs": []}',
-     "column 'argv': must be a list of strings starting with the command 'evaluate'"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("not json", "not a receipt (unreadable JSON"),
+        ('{"receipt_version": 1}', "column 'command': a receipt names this key"),
+        (
+            '{"receipt_version": 1, "command": "rm", "argv": [], "inputs": [], "outputs": []}',
+            "column 'command': must be one of",
+        ),
+        (
+            '{"receipt_version": 1, "command": "evaluate", "argv": ["ui", "--port", "1"], "inputs": [], "outputs": []}',
+            "column 'argv': must be a list of strings starting with the command 'evaluate'",
+        ),
+    ],
+)
 def test_a_bad_receipt_is_one_line(tmp_path, content, message):
     path = tmp_path / "receipt.json"
     path.write_text(content)
@@ -136,5 +168,7 @@ def test_a_tables_hash_is_its_content_not_its_order_place_or_time():
     one = pa.table({"id": ["b", "a"], "path": ["/lake/x/b.jpg", "/lake/x/a.jpg"], "mtime_ns": [1, 2]})
     same = pa.table({"id": ["a", "b"], "path": ["/other/x/a.jpg", "/other/x/b.jpg"], "mtime_ns": [9, 9]})
     other = pa.table({"id": ["a", "c"], "path": ["/other/x/a.jpg", "/other/x/b.jpg"], "mtime_ns": [9, 9]})
-    [h1], [h2], [h3] = (table_outputs({"t": t}, root) for t, root in ((one, "/lake"), (same, "/other"), (other, "/other")))
+    [h1], [h2], [h3] = (
+        table_outputs({"t": t}, root) for t, root in ((one, "/lake"), (same, "/other"), (other, "/other"))
+    )
     assert h1["sha256"] == h2["sha256"] != h3["sha256"]

@@ -68,7 +68,13 @@ def test_no_change_gives_zero_gap_and_undefined_delta(tmp_path):
 
 def test_full_record_with_no_change_says_no_interventions(tmp_path):
     rows = ["c1,k1,a0,a0,0.0,0.0", "c2,k2,a1,a1,-1.0,-1.0"]
-    records = read_records(log(tmp_path, rows, "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local"))
+    records = read_records(
+        log(
+            tmp_path,
+            rows,
+            "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local",
+        )
+    )
     assert records.level == FULL
     result = estimate([records], scheme="evaluator", reps=100)
     delta = result.estimate(records.analysis, "image_weighted", "delta")
@@ -131,8 +137,10 @@ def test_local_score_on_unchanged_rows_only_is_not_full(tmp_path):
         assert row["available"] is False and row["estimate"] is None, metric
         if metric != "Delta_utility":  # (that one lacks utility_proposed_global first)
             # supplied, on the wrong rows: said so, not "not supplied"
-            assert row["reason"] == (f"utility_proposed_local is given only on rows where the action was not changed, "
-                                     f"so {metric} is not recoverable"), row["reason"]
+            assert row["reason"] == (
+                f"utility_proposed_local is given only on rows where the action was not changed, "
+                f"so {metric} is not recoverable"
+            ), row["reason"]
 
 
 def test_proposal_only_with_local_scores_blames_the_missing_selection(tmp_path):
@@ -140,8 +148,10 @@ def test_proposal_only_with_local_scores_blames_the_missing_selection(tmp_path):
     records = read_records(log(tmp_path, ["c1,a0,-1.0", "c2,a3,0.0"], header))
     result = estimate([records], scheme="evaluator", reps=50)
     for metric in ("J_auth", "delta"):
-        assert result.estimate(records.analysis, "image_weighted", metric)["reason"] == \
-            "executed_action not supplied (proposal-only record)"
+        assert (
+            result.estimate(records.analysis, "image_weighted", metric)["reason"]
+            == "executed_action not supplied (proposal-only record)"
+        )
 
 
 def test_proposal_only_summary_does_not_count_changed_cases(tmp_path, tmp_out):
@@ -153,16 +163,25 @@ def test_proposal_only_summary_does_not_count_changed_cases(tmp_path, tmp_out):
     assert "changed: not recoverable (proposal-only record: no executed action)" in text
     assert "changed: 0" not in text
     role_separated = log(tmp_path, ["c1,k1,a0,a0,0.0", "c2,k2,a2,a1,-1.0"])
-    assert run_cli("evaluate", "--input", str(role_separated), "--output-dir", str(tmp_out / "rs"), "--reps", "50").returncode == 0
+    assert (
+        run_cli(
+            "evaluate", "--input", str(role_separated), "--output-dir", str(tmp_out / "rs"), "--reps", "50"
+        ).returncode
+        == 0
+    )
     assert "; changed: 1\n" in (tmp_out / "rs" / "summary.md").read_text()
 
 
 def test_trace_with_global_scores_reports_the_utility_terms(tmp_out):
-    result = run_cli("evaluate", "--input", str(reference_file("trace_clip_probe")), "--output-dir", str(tmp_out), "--reps", "200")
+    result = run_cli(
+        "evaluate", "--input", str(reference_file("trace_clip_probe")), "--output-dir", str(tmp_out), "--reps", "200"
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_out / "summary.json").read_text())
     m = summary["metrics"]
     assert summary["scheme"] == "reference" and summary["record_level"] == FULL
-    assert abs(m["Delta_total"]["estimate"] - (m["Delta_utility"]["estimate"] + m["Delta_authority"]["estimate"])) <= 1e-12
+    assert (
+        abs(m["Delta_total"]["estimate"] - (m["Delta_utility"]["estimate"] + m["Delta_authority"]["estimate"])) <= 1e-12
+    )
     assert abs(m["J_std"]["estimate"] - m["J_auth"]["estimate"] - m["Delta_utility"]["estimate"]) <= 1e-12
     assert summary["checks"]["image_weighted"]["identity_residual"] <= 1e-12

@@ -34,15 +34,17 @@ def log_table(n: int = N_CASES, clusters: int = N_CLUSTERS) -> pa.Table:
     executed = np.where(changed, (proposed + 1 + rng.integers(0, 3, n)) % 4, proposed)
     u_exec = -rng.integers(0, 50, n) / 10.0
     u_prop = np.where(changed, -rng.integers(0, 60, n) / 10.0, u_exec)
-    return pa.table({
-        "case_id": [f"c{k:05d}" for k in i],
-        "cluster_id": [f"k{k % clusters:04d}" for k in rng.permutation(i)],
-        "proposed_action": [f"a{a}" for a in proposed],
-        "executed_action": [f"a{a}" for a in executed],
-        "utility_executed_local": u_exec,
-        "utility_proposed_local": u_prop,
-        "utility_proposed_global": -rng.integers(0, 40, n) / 10.0,
-    })
+    return pa.table(
+        {
+            "case_id": [f"c{k:05d}" for k in i],
+            "cluster_id": [f"k{k % clusters:04d}" for k in rng.permutation(i)],
+            "proposed_action": [f"a{a}" for a in proposed],
+            "executed_action": [f"a{a}" for a in executed],
+            "utility_executed_local": u_exec,
+            "utility_proposed_local": u_prop,
+            "utility_proposed_global": -rng.integers(0, 40, n) / 10.0,
+        }
+    )
 
 
 def split(table: pa.Table, folder: Path, parts: int = PARTS) -> list[Path]:
@@ -70,8 +72,11 @@ def inputs(tmp_path_factory):
 
 def numbers(records, scheme: str, reps: int = 300) -> dict:
     result = estimate([records], scheme=scheme, reps=reps)
-    return {(r["unit"], r["metric"]): (r["estimate"], r["ci_lower"], r["ci_upper"]) for r in result.estimates
-            if r["available"]}
+    return {
+        (r["unit"], r["metric"]): (r["estimate"], r["ci_lower"], r["ci_upper"])
+        for r in result.estimates
+        if r["available"]
+    }
 
 
 def largest_difference(a: dict, b: dict) -> float:
@@ -132,8 +137,12 @@ def broken_parts(inputs, tmp_path: Path, part: int, row: int, column: str, value
     table = pq.read_table(paths[part])
     values = table.column(column).to_pylist()
     values[row] = value
-    pq.write_table(table.set_column(table.schema.get_field_index(column), column,
-                                    pa.array(values, table.schema.field(column).type)), paths[part])
+    pq.write_table(
+        table.set_column(
+            table.schema.get_field_index(column), column, pa.array(values, table.schema.field(column).type)
+        ),
+        paths[part],
+    )
     return paths[part]
 
 
@@ -166,10 +175,13 @@ def test_files_with_other_columns_are_named(inputs, tmp_path):
     assert str(err.value).startswith(f"{paths[2]}: column 'utility_proposed_global'")
 
 
-@pytest.mark.parametrize("make,rule", [
-    (lambda d: d.mkdir(), "the folder holds no Parquet file"),
-    (lambda d: None, "file not found"),
-])
+@pytest.mark.parametrize(
+    "make,rule",
+    [
+        (lambda d: d.mkdir(), "the folder holds no Parquet file"),
+        (lambda d: None, "file not found"),
+    ],
+)
 def test_a_dataset_with_no_files_is_one_line(tmp_path, make, rule):
     folder = tmp_path / "empty"
     make(folder)
@@ -191,7 +203,7 @@ def test_an_object_store_is_read_through_the_filesystem_seam(inputs, monkeypatch
     def fake(root):
         text = str(root)
         if text.startswith("teststore://"):
-            return seam.LakeLocation(pafs.LocalFileSystem(), text[len("teststore://") - 1:].rstrip("/"), "teststore")
+            return seam.LakeLocation(pafs.LocalFileSystem(), text[len("teststore://") - 1 :].rstrip("/"), "teststore")
         return real(root)
 
     monkeypatch.setattr(seam, "lake_location", fake)
@@ -203,11 +215,24 @@ def test_an_object_store_is_read_through_the_filesystem_seam(inputs, monkeypatch
 
 def test_evaluate_takes_a_folder_and_a_file_uri(inputs, tmp_path):
     outputs = {}
-    for label, given in (("file", str(inputs["single"])), ("folder", str(inputs["folder"])),
-                         ("uri", inputs["folder"].as_uri())):
+    for label, given in (
+        ("file", str(inputs["single"])),
+        ("folder", str(inputs["folder"])),
+        ("uri", inputs["folder"].as_uri()),
+    ):
         out = tmp_path / label
-        result = run_cli("evaluate", "--input", given, "--scheme", "poisson", "--reps", "200", "--output-dir", str(out),
-                         "--no-progress")
+        result = run_cli(
+            "evaluate",
+            "--input",
+            given,
+            "--scheme",
+            "poisson",
+            "--reps",
+            "200",
+            "--output-dir",
+            str(out),
+            "--no-progress",
+        )
         assert result.returncode == 0, result.stderr
         summary = json.loads((out / "summary.json").read_text())
         receipt = json.loads((out / "receipt.json").read_text())
@@ -216,7 +241,8 @@ def test_evaluate_takes_a_folder_and_a_file_uri(inputs, tmp_path):
         outputs[label] = summary
     assert outputs["folder"]["data_sha256"] == outputs["uri"]["data_sha256"] != outputs["file"]["data_sha256"]
     assert outputs["file"]["metrics"]["Delta_authority"]["estimate"] == pytest.approx(
-        outputs["uri"]["metrics"]["Delta_authority"]["estimate"], abs=1e-12)
+        outputs["uri"]["metrics"]["Delta_authority"]["estimate"], abs=1e-12
+    )
 
 
 def test_a_broken_multi_file_dataset_is_one_line_and_exit_2(inputs, tmp_path):
@@ -250,8 +276,11 @@ def test_spark_reads_the_files_itself_and_gives_the_same_estimates(inputs):
         assert read == sorted(p.resolve() for p in inputs["parts"])
         assert spark._registered == 2  # what this process shipped: the point's weights and the replicate ids only
         spark_delta = delta_method_rows([several], engine=spark)
-    got = {(r["unit"], r["metric"]): (r["estimate"], r["ci_lower"], r["ci_upper"])
-           for r in result.estimates if r["available"]}
+    got = {
+        (r["unit"], r["metric"]): (r["estimate"], r["ci_lower"], r["ci_upper"])
+        for r in result.estimates
+        if r["available"]
+    }
     assert largest_difference(expected, got) <= 1e-12
     for row in spark_delta:
         if row["available"]:
@@ -263,8 +292,21 @@ def test_verify_rehashes_a_dataset_input(inputs, tmp_path):
     out = tmp_path / "out"
     folder = tmp_path / "parts"
     split(inputs["table"], folder)
-    assert run_cli("evaluate", "--input", str(folder), "--scheme", "poisson", "--reps", "100", "--output-dir", str(out),
-                   "--no-progress").returncode == 0
+    assert (
+        run_cli(
+            "evaluate",
+            "--input",
+            str(folder),
+            "--scheme",
+            "poisson",
+            "--reps",
+            "100",
+            "--output-dir",
+            str(out),
+            "--no-progress",
+        ).returncode
+        == 0
+    )
     assert run_cli("verify", str(out / "receipt.json")).returncode == 0
     table = pq.read_table(folder / "part-002.parquet")  # one file of the dataset changes: its data hash does
     pq.write_table(table.slice(0, table.num_rows - 1), folder / "part-002.parquet")
@@ -272,10 +314,16 @@ def test_verify_rehashes_a_dataset_input(inputs, tmp_path):
     assert changed.returncode == 1 and str(folder) in changed.stdout + changed.stderr
 
 
-@pytest.mark.parametrize("text,rule", [
-    (b"case_id,proposed_action,executed_action,utility_executed_local\nc1,a,a,0\nc2,a\n", "cannot be read as CSV"),
-    (b"case_id,proposed_action,executed_action,utility_executed_local\nc1,a,a,0\n\xff\xfe,a,a,0\n", "cannot be read as CSV"),
-])
+@pytest.mark.parametrize(
+    "text,rule",
+    [
+        (b"case_id,proposed_action,executed_action,utility_executed_local\nc1,a,a,0\nc2,a\n", "cannot be read as CSV"),
+        (
+            b"case_id,proposed_action,executed_action,utility_executed_local\nc1,a,a,0\n\xff\xfe,a,a,0\n",
+            "cannot be read as CSV",
+        ),
+    ],
+)
 def test_a_csv_the_reader_refuses_is_one_line(tmp_path, text, rule):
     """A CSV scanned by DuckDB: a ragged row or bad encoding is a RecordError naming the file."""
     path = tmp_path / "log.csv"

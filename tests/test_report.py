@@ -20,12 +20,21 @@ from autheval.reporting.report.reporting_items import TO_BE_SUPPLIED
 from autheval.reporting.report.words import SECTION_TITLES
 from warehouse.lake import Lake
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 HOSTILE = "<script>alert('x')</script> & $a$"
 
 
 # --- lakes: the real asset path, built once per module ------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def reference_lake(tmp_path_factory) -> Lake:
@@ -38,16 +47,16 @@ def reference_lake(tmp_path_factory) -> Lake:
 
 @pytest.fixture(scope="module")
 def cohort_lake(tmp_path_factory) -> Lake:
+    from assets.resources import ModelsResource, SourceResource
     from autheval.raw.synth import synth_cohort
     from dagster_project.demo import COHORT_STAGES, run_stages
-    from assets.resources import ModelsResource, SourceResource
 
     root = tmp_path_factory.mktemp("report-cohort")
     cohort = synth_cohort(80, root / "cohort", seed=7, size=(160, 120))
-    source = SourceResource(kind="synthetic", input_dir=str(cohort.root), workers=1, reps=200,
-                            evaluate_split="all", min_group_clusters=8)
-    run_stages(root / "lake", COHORT_STAGES, out=lambda line: None, source=source,
-               models=ModelsResource(enabled=False))
+    source = SourceResource(
+        kind="synthetic", input_dir=str(cohort.root), workers=1, reps=200, evaluate_split="all", min_group_clusters=8
+    )
+    run_stages(root / "lake", COHORT_STAGES, out=lambda line: None, source=source, models=ModelsResource(enabled=False))
     return Lake(root / "lake")
 
 
@@ -164,8 +173,12 @@ def test_the_html_renders_in_headless_chromium(cohort_lake, tmp_path):
 
     def run(*args):
         with tempfile.TemporaryDirectory() as profile:
-            return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
-                                  capture_output=True, text=True, timeout=120)
+            return subprocess.run(
+                [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
 
     dom = Elements()
     dom.feed(run("--dump-dom").stdout)
@@ -191,9 +204,13 @@ def records(analysis: str, executed: list, local: bool = True, proposed: list = 
         return None if action is None else -1.5 * abs(int(action[1]) - i % 4)
 
     n = len(executed)
-    columns = {"case_id": [f"c{i}" for i in range(n)], "cluster_id": [f"k{i // 2}" for i in range(n)],
-               "proposed_action": proposed[:n], "executed_action": pa.array(executed, pa.string()),
-               "utility_executed_local": pa.array([score(i, a) for i, a in enumerate(executed)], pa.float64())}
+    columns = {
+        "case_id": [f"c{i}" for i in range(n)],
+        "cluster_id": [f"k{i // 2}" for i in range(n)],
+        "proposed_action": proposed[:n],
+        "executed_action": pa.array(executed, pa.string()),
+        "utility_executed_local": pa.array([score(i, a) for i, a in enumerate(executed)], pa.float64()),
+    }
     if local:
         columns["utility_proposed_local"] = [score(i, a) for i, a in enumerate(proposed[:n])]
     return records_from_table(pa.table(columns), "memory", analysis, f"sha-{analysis}")
@@ -203,8 +220,16 @@ def summary_of(estimates: pa.Table) -> pa.Table:
     """The study_summary columns the report reads, from estimate rows."""
     rows: dict[str, dict] = {}
     for r in estimates.to_pylist():
-        row = rows.setdefault(r["analysis"], {"study": r["study"], "analysis": r["analysis"], "n_clusters": r["n_clusters"],
-                                              "scheme": r["scheme"], "reps": r["reps"]})
+        row = rows.setdefault(
+            r["analysis"],
+            {
+                "study": r["study"],
+                "analysis": r["analysis"],
+                "n_clusters": r["n_clusters"],
+                "scheme": r["scheme"],
+                "reps": r["reps"],
+            },
+        )
         if r["unit"] == "image_weighted" and r["metric"] in ("intervention_rate", "delta", "J"):
             row[{"J": "n_images"}.get(r["metric"], r["metric"])] = r["n"] if r["metric"] == "J" else r["estimate"]
         if r["metric"] == "Delta_authority":
@@ -224,21 +249,32 @@ def inputs_for(recordsets, contrasts=(), study="study", **parts) -> ReportInputs
     table = estimates_table(result)
     order = {r.analysis: i for i, r in enumerate(recordsets)}
     table = table.append_column("study", pa.array([study] * table.num_rows))
-    table = table.append_column("analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32()))
+    table = table.append_column(
+        "analysis_order", pa.array([order[a] for a in table.column("analysis").to_pylist()], pa.int32())
+    )
     con = connect()
     con.register("estimates", table)
     summary = summary_of(table)
-    found = {part: con.execute(load_sql(sql)).arrow().read_all().to_pylist()
-             for part, sql in report_queries({"estimates": table.column_names}).items()}
-    return ReportInputs(summary=summary, contrasts=contrasts_table(result) if contrasts else None,
-                        parts={**found, **parts}, columns={"estimates": table.column_names})
+    found = {
+        part: con.execute(load_sql(sql)).arrow().read_all().to_pylist()
+        for part, sql in report_queries({"estimates": table.column_names}).items()
+    }
+    return ReportInputs(
+        summary=summary,
+        contrasts=contrasts_table(result) if contrasts else None,
+        parts={**found, **parts},
+        columns={"estimates": table.column_names},
+    )
 
 
 def test_a_hostile_mechanism_name_is_escaped_everywhere():
     study = "<iframe>regime</iframe>"  # a study (regime) name is a lake value too
-    inputs = inputs_for([records(HOSTILE, EXECUTED), records("plain", EXECUTED, proposed=EXECUTED)],
-                        contrasts=[(HOSTILE, "plain")], study=study,
-                        mechanisms=[{"mechanism": HOSTILE, "source": "file", "sources": 1, "images": 8}])
+    inputs = inputs_for(
+        [records(HOSTILE, EXECUTED), records("plain", EXECUTED, proposed=EXECUTED)],
+        contrasts=[(HOSTILE, "plain")],
+        study=study,
+        mechanisms=[{"mechanism": HOSTILE, "source": "file", "sources": 1, "images": 8}],
+    )
     doc = build_report(inputs)
     page, md = html_report(doc), markdown_report(doc)
     for text in (page, md):
@@ -267,8 +303,11 @@ def test_the_headline_flag_of_the_contrasts_is_the_adjusted_one():
     assert text.count("Holm p = ") == 1 and "Holm p = 0.0100" in text  # only the surviving row is told
     header = next(line for line in text.splitlines() if line.startswith("| contrast"))
     cells = [c.strip() for c in header.strip("|").split("|")]
-    flags = [line.split("|")[1 + cells.index(CONTRAST_FLAG)].strip() for line in text.splitlines()
-             if line.startswith("| a minus b")]
+    flags = [
+        line.split("|")[1 + cells.index(CONTRAST_FLAG)].strip()
+        for line in text.splitlines()
+        if line.startswith("| a minus b")
+    ]
     assert flags == ["yes", "no"]
 
 
@@ -285,38 +324,67 @@ def test_a_role_separated_record_says_what_is_not_recoverable_and_why():
     row = next(line for line in decomposition.splitlines() if line.startswith("| logged | image-weighted"))
     assert row.count("not recoverable") == 3
     levels = section(md, SECTION_TITLES["levels"])
-    assert "| logged | role-separated |" in levels and "Delta: not recoverable (utility_proposed_local not supplied)" in levels
+    assert (
+        "| logged | role-separated |" in levels
+        and "Delta: not recoverable (utility_proposed_local not supplied)" in levels
+    )
 
 
 def test_a_proposal_only_record_supports_nothing_about_authority():
     inputs = inputs_for([records("proposals", [None] * 8, local=False)])
-    paragraph = section(markdown_report(inputs), SECTION_TITLES["summary"]).split("**proposals**", 1)[1].split("\n\n")[0]
+    paragraph = (
+        section(markdown_report(inputs), SECTION_TITLES["summary"]).split("**proposals**", 1)[1].split("\n\n")[0]
+    )
     assert "proposal-only record: supports none of p, delta and Delta" in paragraph
     assert "p not recoverable (executed_action not supplied (proposal-only record))" in paragraph
     assert "changed the proposal on" not in paragraph
 
 
 def test_tiny_model_mechanisms_are_said_to_be_random_models():
-    tiny = dict(mechanisms=[{"mechanism": "sharp", "source": "file", "sources": 1, "images": 8},
-                            {"mechanism": "VLM readout", "source": "model", "sources": 1, "images": 8}],
-                vlm_models=[{"model": "tiny-gemma3", "revision": "4ba3", "images": 8, "prompts": 1}],
-                probe_models=[{"model": "tiny-clip-vision@d70d3ea66e17938b", "images": 8}])
+    tiny = dict(
+        mechanisms=[
+            {"mechanism": "sharp", "source": "file", "sources": 1, "images": 8},
+            {"mechanism": "VLM readout", "source": "model", "sources": 1, "images": 8},
+        ],
+        vlm_models=[{"model": "tiny-gemma3", "revision": "4ba3", "images": 8, "prompts": 1}],
+        probe_models=[{"model": "tiny-clip-vision@d70d3ea66e17938b", "images": 8}],
+    )
     head = markdown_report(inputs_for([records("VLM readout", EXECUTED)], **tiny)).split("\n## ")[0]
-    assert ("The model mechanisms (VLM readout) come from tiny random models (tiny-gemma3, tiny-clip-vision) run on "
-            "the real code path") in head
-    real = {**tiny, "vlm_models": [{"model": "medgemma-4b", "revision": "9185", "images": 8, "prompts": 1}],
-            "probe_models": []}
+    assert (
+        "The model mechanisms (VLM readout) come from tiny random models (tiny-gemma3, tiny-clip-vision) run on "
+        "the real code path"
+    ) in head
+    real = {
+        **tiny,
+        "vlm_models": [{"model": "medgemma-4b", "revision": "9185", "images": 8, "prompts": 1}],
+        "probe_models": [],
+    }
     assert "Tiny models" not in markdown_report(inputs_for([records("VLM readout", EXECUTED)], **real))
 
 
 def test_the_trend_section_shows_every_pool_and_period_and_its_plot():
-    trend = [dict(period=period, pool=pool, unit="image_weighted", metric=metric, estimate=value, ci_lower=lo,
-                  ci_upper=hi, n=40, n_clusters=20, available=value is not None,
-                  status="estimated" if value is not None else "not_recoverable",
-                  reason=None if value is not None else "utility_proposed_local not supplied")
-             for pool in ("full_counterfactual", "role_separated") for period in ("all", "2026-01")
-             for metric, value, lo, hi in (("intervention_rate", 0.25, 0.1, 0.4),
-                                           ("Delta_authority", 0.3 if pool == "full_counterfactual" else None, 0.1, 0.5))]
+    trend = [
+        dict(
+            period=period,
+            pool=pool,
+            unit="image_weighted",
+            metric=metric,
+            estimate=value,
+            ci_lower=lo,
+            ci_upper=hi,
+            n=40,
+            n_clusters=20,
+            available=value is not None,
+            status="estimated" if value is not None else "not_recoverable",
+            reason=None if value is not None else "utility_proposed_local not supplied",
+        )
+        for pool in ("full_counterfactual", "role_separated")
+        for period in ("all", "2026-01")
+        for metric, value, lo, hi in (
+            ("intervention_rate", 0.25, 0.1, 0.4),
+            ("Delta_authority", 0.3 if pool == "full_counterfactual" else None, 0.1, 0.5),
+        )
+    ]
     doc = build_report(inputs_for([records("a", EXECUTED)], trend=trend))
     text = section(markdown_report(doc), SECTION_TITLES["trend"])
     assert "| role_separated | 2026-01 | image-weighted | Delta | not recoverable |" in text
@@ -334,28 +402,55 @@ def test_an_older_caller_gets_the_report_from_the_summary_alone():
 
 # --- the plots ---------------------------------------------------------------------------------------
 
+
 def test_trend_plot_puts_every_pool_to_date_first():
     from autheval.reporting.report.plots import trend_plot_rows
 
-    periods = ["2026-01 (role_separated)", "all (role_separated)", "2026-01 (full_counterfactual)",
-               "all (full_counterfactual)", "2025-12 (full_counterfactual)"]
-    trend = pa.table({"period": periods, "metric": ["Delta_authority"] * 5, "unit": ["image_weighted"] * 5,
-                      "estimate": [0.1] * 5})
+    periods = [
+        "2026-01 (role_separated)",
+        "all (role_separated)",
+        "2026-01 (full_counterfactual)",
+        "all (full_counterfactual)",
+        "2025-12 (full_counterfactual)",
+    ]
+    trend = pa.table(
+        {"period": periods, "metric": ["Delta_authority"] * 5, "unit": ["image_weighted"] * 5, "estimate": [0.1] * 5}
+    )
     ordered = [r["period"] for r in trend_plot_rows(trend)]
-    assert ordered == ["all (full_counterfactual)", "all (role_separated)", "2025-12 (full_counterfactual)",
-                       "2026-01 (full_counterfactual)", "2026-01 (role_separated)"]
+    assert ordered == [
+        "all (full_counterfactual)",
+        "all (role_separated)",
+        "2025-12 (full_counterfactual)",
+        "2026-01 (full_counterfactual)",
+        "2026-01 (role_separated)",
+    ]
 
 
 def test_the_forest_plot_leaves_many_contrasts_to_the_table():
     from autheval.reporting.report.plots import MAX_PLOTTED_CONTRAST_ROWS, forest_plot_png
 
-    summary = pa.table({"study": ["s"], "analysis": ["a"],
-                        **{f"Delta_authority_{k}{part}": [0.1] for k in ("image", "cluster")
-                           for part in ("", "_ci_lower", "_ci_upper")}})
+    summary = pa.table(
+        {
+            "study": ["s"],
+            "analysis": ["a"],
+            **{
+                f"Delta_authority_{k}{part}": [0.1]
+                for k in ("image", "cluster")
+                for part in ("", "_ci_lower", "_ci_upper")
+            },
+        }
+    )
 
     def contrasts(n):
-        return pa.table({"contrast": [f"c{i}" for i in range(n)], "unit": ["image_weighted"] * n,
-                         "difference": [0.1] * n, "ci_lower": [0.0] * n, "ci_upper": [0.2] * n})
+        return pa.table(
+            {
+                "contrast": [f"c{i}" for i in range(n)],
+                "unit": ["image_weighted"] * n,
+                "difference": [0.1] * n,
+                "ci_lower": [0.0] * n,
+                "ci_upper": [0.2] * n,
+            }
+        )
 
     few = forest_plot_png(summary, contrasts(MAX_PLOTTED_CONTRAST_ROWS))
     many = forest_plot_png(summary, contrasts(MAX_PLOTTED_CONTRAST_ROWS + 1))
@@ -366,11 +461,19 @@ def test_the_forest_plot_leaves_many_contrasts_to_the_table():
 def test_the_forest_plot_has_a_panel_per_group_with_its_contrasts():
     from autheval.reporting.report.plots import _forest_groups
 
-    summary = pa.table({"study": ["regimes", "regimes", "mechanisms", "mechanisms"],
-                        "analysis": ["mixed", "safety_floor", "A", "B"]})
-    contrasts = pa.table({"contrast": ["A minus B", "x minus y"], "unit": ["image_weighted"] * 2,
-                          "family": ["mechanisms / image_weighted", "regimes / image_weighted"]})
-    groups = [(g, [r["analysis"] for r in s], [c["contrast"] for c in c_]) for g, s, c_ in _forest_groups(summary, contrasts)]
+    summary = pa.table(
+        {"study": ["regimes", "regimes", "mechanisms", "mechanisms"], "analysis": ["mixed", "safety_floor", "A", "B"]}
+    )
+    contrasts = pa.table(
+        {
+            "contrast": ["A minus B", "x minus y"],
+            "unit": ["image_weighted"] * 2,
+            "family": ["mechanisms / image_weighted", "regimes / image_weighted"],
+        }
+    )
+    groups = [
+        (g, [r["analysis"] for r in s], [c["contrast"] for c in c_]) for g, s, c_ in _forest_groups(summary, contrasts)
+    ]
     assert groups == [("regimes", ["mixed", "safety_floor"], ["x minus y"]), ("mechanisms", ["A", "B"], ["A minus B"])]
 
 
@@ -396,10 +499,13 @@ def monitored(tmp_path_factory):
     from autheval.monitoring.monitor import monitor_table
     from autheval.monitoring.protocol import load_protocol
 
-    drifts = tuple(parse_drift(spec, 2, 8) for spec in ("site-2:proposer_quality:-0.5:from=3:version=model-2",
-                                                        "site-1:case_mix:0.6:from=5"))
-    paths = write_deployment(DeploymentModel(sites=2, months=8, clusters_per_month=60, drifts=drifts),
-                             tmp_path_factory.mktemp("deployment"))
+    drifts = tuple(
+        parse_drift(spec, 2, 8)
+        for spec in ("site-2:proposer_quality:-0.5:from=3:version=model-2", "site-1:case_mix:0.6:from=5")
+    )
+    paths = write_deployment(
+        DeploymentModel(sites=2, months=8, clusters_per_month=60, drifts=drifts), tmp_path_factory.mktemp("deployment")
+    )
     landed = pa.concat_tables([read_landed(path)[1] for path in paths], promote_options="default")
     with pytest.warns(Warning):  # few replicates for the fixed-sample interval: noisy ends
         return monitor_table(landed, load_protocol(None), reps=100)
@@ -414,8 +520,12 @@ def monitoring_inputs(monitor: pa.Table, case_mix: pa.Table) -> ReportInputs:
     con.register("monitor", monitor)
     con.register("monitor_case_mix", case_mix)
     columns = {"monitor": monitor.column_names, "monitor_case_mix": case_mix.column_names}
-    inputs.parts.update({part: con.execute(load_sql(sql)).arrow().read_all().to_pylist()
-                         for part, sql in report_queries(columns).items()})
+    inputs.parts.update(
+        {
+            part: con.execute(load_sql(sql)).arrow().read_all().to_pylist()
+            for part, sql in report_queries(columns).items()
+        }
+    )
     inputs.columns.update(columns)
     return inputs
 
@@ -424,16 +534,23 @@ def test_the_monitoring_section_shows_the_status_the_alerts_the_case_mix_and_eac
     doc = build_report(monitoring_inputs(monitored.table, monitored.case_mix))
     text = section(markdown_report(doc), SECTION_TITLES["monitoring"])
     alerts = text.split("### Alerts\n", 1)[1].split("\n### ", 1)[0]
-    alerting = {tuple(c.strip() for c in line.strip("|").split("|")[:3]) for line in alerts.splitlines()
-                if line.startswith("| site-") or line.startswith("| all")}
+    alerting = {
+        tuple(c.strip() for c in line.strip("|").split("|")[:3])
+        for line in alerts.splitlines()
+        if line.startswith("| site-") or line.startswith("| all")
+    }
     # the planted drift alerts at its site (and in the pool of every site), nowhere else
-    assert alerting == {("site-2", "model-2", "Delta (cluster-equal)"), ("site-2", "all", "Delta (cluster-equal)"),
-                        ("all", "all", "Delta (cluster-equal)")}
+    assert alerting == {
+        ("site-2", "model-2", "Delta (cluster-equal)"),
+        ("site-2", "all", "Delta (cluster-equal)"),
+        ("all", "all", "Delta (cluster-equal)"),
+    }
     assert f"**{len(alerting)} series alert**" in alerts and "| 2026-0" in alerts  # since when
     status = text.split("### Status at the latest look\n", 1)[1].split("\n### ", 1)[0]
     latest = [line for line in status.splitlines() if line.startswith("| site-") or line.startswith("| all")]
-    assert len(latest) == len({(r["site"], r["model_version"], r["metric"], r["unit"])
-                               for r in monitored.table.to_pylist()})  # one row per series: its latest look
+    assert len(latest) == len(
+        {(r["site"], r["model_version"], r["metric"], r["unit"]) for r in monitored.table.to_pylist()}
+    )  # one row per series: its latest look
     assert all("| 2026-08 | 8 |" in line for line in latest if "model-1" in line and "site-1" in line)
     assert "| site-2 | model-1 | Delta (cluster-equal) | [-0.1, inf] | 2026-02 | 2 |" in status  # its last month
     assert "| site-2 | model-2 | Delta (cluster-equal) | [-0.1, inf] | 2026-08 | 6 |" in status
@@ -450,8 +567,10 @@ def test_the_monitoring_section_shows_the_status_the_alerts_the_case_mix_and_eac
 def test_the_monitoring_section_says_what_to_do_before_anything_has_landed(monitored):
     from autheval.monitoring.monitor import empty_case_mix, empty_monitor
 
-    empty = section(markdown_report(build_report(monitoring_inputs(empty_monitor(), empty_case_mix()))),
-                    SECTION_TITLES["monitoring"])
+    empty = section(
+        markdown_report(build_report(monitoring_inputs(empty_monitor(), empty_case_mix()))),
+        SECTION_TITLES["monitoring"],
+    )
     assert "The monitor table has no rows: no landed log yet." in empty and "autheval monitor run --lake DIR" in empty
     absent = section(markdown_report(build_report(inputs_for([records("a", EXECUTED)]))), SECTION_TITLES["monitoring"])
     assert "This lake has no monitor table." in absent and "report_monitor.png" not in absent
@@ -464,9 +583,17 @@ def png_size(png: bytes) -> tuple[int, int]:
 def test_trend_png_is_one_panel_per_site_with_the_monitor_and_the_old_plot_without(monitored):
     from autheval.reporting.report.plots import monitor_plot_rows, trend_plot_png
 
-    trend = pa.table({"period": ["all", "2026-01"], "pool": ["full_counterfactual"] * 2,
-                      "metric": ["Delta_authority"] * 2, "unit": ["image_weighted"] * 2, "estimate": [0.1, 0.2],
-                      "ci_lower": [0.0, 0.1], "ci_upper": [0.2, 0.3]})
+    trend = pa.table(
+        {
+            "period": ["all", "2026-01"],
+            "pool": ["full_counterfactual"] * 2,
+            "metric": ["Delta_authority"] * 2,
+            "unit": ["image_weighted"] * 2,
+            "estimate": [0.1, 0.2],
+            "ci_lower": [0.0, 0.1],
+            "ci_upper": [0.2, 0.3],
+        }
+    )
     old = trend_plot_png(trend)
     assert trend_plot_png(trend, None) == old  # callers without a monitor get the plot they had
     from autheval.monitoring.monitor import empty_monitor
@@ -489,8 +616,12 @@ def test_the_monitoring_report_renders_in_headless_chromium(monitored, tmp_path)
     page = tmp_path / "report.html"
     page.write_text(html_report(build_report(monitoring_inputs(monitored.table, monitored.case_mix))))
     with tempfile.TemporaryDirectory() as profile:
-        dump = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
-                              capture_output=True, text=True, timeout=120).stdout
+        dump = subprocess.run(
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
     dom = Elements()
     dom.feed(dump)
     assert dom.text["h2"] == list(SECTION_TITLES.values())

@@ -34,18 +34,28 @@ def test_uz_of_both_actions_bit_for_bit_on_identified_rows(reference):
     assert result["uz"] == {"identified_rows": 16020, "reproduced_rows": 16020, "violations": 0, "example": None}
     identified = {r["cluster_id"] for r in table(con, "reference_cluster_profiles") if r["n_fitting"] == 1}
     scored = {(r["analysis"], r["image_id"]): r for r in table(con, "reference_trace_scores")}
-    pairs = [(scored[(t["analysis"], t["image_id"])], t) for t in table(con, "reference_trace_selections")
-             if t["cluster_id"] in identified]
+    pairs = [
+        (scored[(t["analysis"], t["image_id"])], t)
+        for t in table(con, "reference_trace_selections")
+        if t["cluster_id"] in identified
+    ]
     assert len(pairs) == 16020
-    assert all(bits(s["u_local_head"]) == bits(t["trace_u_local_head"]) and
-               bits(s["u_local_sel"]) == bits(t["trace_u_local_sel"]) for s, t in pairs)  # not just ==: the bits
+    assert all(
+        bits(s["u_local_head"]) == bits(t["trace_u_local_head"])
+        and bits(s["u_local_sel"]) == bits(t["trace_u_local_sel"])
+        for s, t in pairs
+    )  # not just ==: the bits
 
 
 def test_trace_identified_profiles(reference):
     _, con = reference
     fits = table(con, "reference_cluster_profiles")
     assert Counter(r["profile"] for r in fits if r["n_fitting"] == 1) == {
-        "RURAL_like": 745, "MSK_like": 417, "BCN_like": 234, "HAM_like": 211}  # spec 3.2
+        "RURAL_like": 745,
+        "MSK_like": 417,
+        "BCN_like": 234,
+        "HAM_like": 211,
+    }  # spec 3.2
     assert len({r["cluster_id"] for r in fits}) == 2090  # spec 3.4: every test cluster fits some profile
 
 
@@ -69,14 +79,21 @@ def test_a_consistent_context_exists_for_every_cluster(reference):
     implied = reference[0]["implied"]
     assert implied["clusters"] == 2090
     assert implied["control_selections"]["violations"] == 0
-    assert implied["control_records"] == {"rows_compared": 7934, "reproduced_rows": 7934, "violations": 0,
-                                          "example": None}
+    assert implied["control_records"] == {
+        "rows_compared": 7934,
+        "reproduced_rows": 7934,
+        "violations": 0,
+        "example": None,
+    }
 
 
-@pytest.mark.parametrize("mechanism, none, down, up", [
-    ("LLaVA-Med head", 3321, 361, 285),
-    ("CLIP probe", 2873, 919, 175),
-])
+@pytest.mark.parametrize(
+    "mechanism, none, down, up",
+    [
+        ("LLaVA-Med head", 3321, 361, 285),
+        ("CLIP probe", 2873, 919, 175),
+    ],
+)
 def test_intervention_counts_of_the_controls(reference, mechanism, none, down, up):
     counts = reference[0]["implied"]["change_counts"][f"{mechanism} / capacity_ceiling"]
     assert (counts["n_none"], counts["n_down_substitution"], counts["n_up_substitution"]) == (none, down, up)
@@ -84,32 +101,39 @@ def test_intervention_counts_of_the_controls(reference, mechanism, none, down, u
 
 
 def test_engine_records_give_the_published_estimates(reference):
+    import pyarrow.parquet as pq
+
     from autheval.estimation.estimators import estimate
     from autheval.io import table_sha256
     from autheval.records.read import records_from_table
     from autheval.reference_data import reference_path
-    import pyarrow.parquet as pq
 
     _, con = reference
     engine = {s.analysis: s for s in review.record_sets(con.table("records").arrow().read_all())}
     ours = [engine["CLIP probe / capacity_ceiling"], engine["LLaVA-Med head / capacity_ceiling"]]
     published = []
-    for name, trace in (("CLIP probe / capacity_ceiling", "trace_clip_probe"),
-                        ("LLaVA-Med head / capacity_ceiling", "trace_llava_med_head")):
+    for name, trace in (
+        ("CLIP probe / capacity_ceiling", "trace_clip_probe"),
+        ("LLaVA-Med head / capacity_ceiling", "trace_llava_med_head"),
+    ):
         table = pq.read_table(reference_path(trace))
         published.append(records_from_table(table, trace, name, table_sha256(table)))
     a = estimate(ours, scheme="reference", reps=1000)
     b = estimate(published, scheme="reference", reps=1000)
     key = lambda r: (r["analysis"], r["unit"], r["metric"])  # noqa: E731
-    assert [(key(r), r["estimate"], r["ci_lower"], r["ci_upper"]) for r in a.estimates] == \
-           [(key(r), r["estimate"], r["ci_lower"], r["ci_upper"]) for r in b.estimates]
+    assert [(key(r), r["estimate"], r["ci_lower"], r["ci_upper"]) for r in a.estimates] == [
+        (key(r), r["estimate"], r["ci_lower"], r["ci_upper"]) for r in b.estimates
+    ]
 
 
 def test_missing_age_and_site_rule_that_reproduces_the_traces(reference):
     by_option = reference[0]["profile_rule"]
     # Only the cluster of ISIC_0014818_downsampled is known to need the rule (spec 9.1): HAM_like.
     assert {o: (r["diagnostic_profile"], r["diagnostic_reproduced"]) for o, r in by_option.items()} == {
-        "missing_tokens": ("HAM_like", True), "nan_age_bin": ("BCN_like", False), "image_id": ("RURAL_like", False)}
+        "missing_tokens": ("HAM_like", True),
+        "nan_age_bin": ("BCN_like", False),
+        "image_id": ("RURAL_like", False),
+    }
     assert load_rules().rules.profile_assignment.missing_age_and_site == "missing_tokens"  # the default
     assert all(r["identified_clusters"] == 1607 for r in by_option.values())
 

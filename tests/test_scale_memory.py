@@ -28,8 +28,10 @@ def test_the_matrix_is_clusters_times_statistics_times_copies(mixed):
     assert matrix_bytes("poisson", MIXED_CLUSTERS) == MIXED_CLUSTERS * 16 * 8
 
 
-@pytest.mark.parametrize("text,expected", [("512MB", 512 * 10**6), ("2GB", 2 * 10**9), ("1.5GiB", 3 * 2**29),
-                                           ("800000", 800_000), ("64 kb", 64_000)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [("512MB", 512 * 10**6), ("2GB", 2 * 10**9), ("1.5GiB", 3 * 2**29), ("800000", 800_000), ("64 kb", 64_000)],
+)
 def test_a_declared_limit_is_read(monkeypatch, text, expected):
     monkeypatch.setenv("AUTHEVAL_MEMORY_LIMIT", text)
     assert memory_limit_bytes() == expected
@@ -69,8 +71,17 @@ def test_the_command_line_refuses_in_one_line_before_writing(tmp_path):
     env_limit = str(matrix_bytes("reference", MIXED_CLUSTERS) // 2)
     os.environ["AUTHEVAL_MEMORY_LIMIT"] = env_limit
     try:
-        result = run_cli("evaluate", "--input", str(reference_file("trace_mixed")), "--scheme", "reference",
-                         "--reps", "100", "--output-dir", str(out))
+        result = run_cli(
+            "evaluate",
+            "--input",
+            str(reference_file("trace_mixed")),
+            "--scheme",
+            "reference",
+            "--reps",
+            "100",
+            "--output-dir",
+            str(out),
+        )
     finally:
         del os.environ["AUTHEVAL_MEMORY_LIMIT"]
     assert result.returncode == 2

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from autheval.vocabulary import RISK_LEVELS as LEVELS  # noqa: E402
-from models import scorer, scorer_batches  # noqa: E402
-from models.prompts import risk_prompt  # noqa: E402
-from models.tiny import ensure_tiny_model  # noqa: E402
+from autheval.vocabulary import RISK_LEVELS as LEVELS
+from models import scorer, scorer_batches
+from models.prompts import risk_prompt
+from models.tiny import ensure_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,9 @@ def test_batched_scores_equal_naive_forward_per_continuation(loaded, method):
     images = lesion_images(len(METADATA))
     prompts = [risk_prompt(*meta) for meta in METADATA]  # different prompt lengths in one batch
     batched = scorer_batches.score_batch(model, processor, images, prompts, method)
-    naive = np.array([scorer_batches.naive_continuation_loglik(model, processor, im, pr) for im, pr in zip(images, prompts)])
+    naive = np.array(
+        [scorer_batches.naive_continuation_loglik(model, processor, im, pr) for im, pr in zip(images, prompts)]
+    )
     assert batched.shape == (3, 4)
     assert np.abs(batched - naive).max() < 1e-5
     # the continuations are told apart far beyond the tolerance, so an off-by-one position would show
@@ -64,9 +66,15 @@ def write_images(folder, n: int) -> pa.Table:
         image.save(path)
         paths.append(str(path))
     meta = [METADATA[i % len(METADATA)] for i in range(n)]
-    return pa.table({"image_id": [f"ISIC_{i:07d}" for i in range(n)], "image_path": paths,
-                     "age": [m[0] for m in meta], "sex": [m[1] for m in meta],
-                     "anatomic_site": [m[2] for m in meta]})
+    return pa.table(
+        {
+            "image_id": [f"ISIC_{i:07d}" for i in range(n)],
+            "image_path": paths,
+            "age": [m[0] for m in meta],
+            "sex": [m[1] for m in meta],
+            "anatomic_site": [m[2] for m in meta],
+        }
+    )
 
 
 class Crash(RuntimeError):
@@ -97,11 +105,11 @@ def test_crash_then_rerun_loses_nothing_and_skips_finished_rows(tiny_gemma3, tmp
 
     monkeypatch.setattr(scorer_batches, "score_encoded", counting_score_encoded)
     result, meta = scorer.score_images(images, config, cache, progress=False)
-    assert scored == [2, 1]                      # only the 3 unfinished images were scored
+    assert scored == [2, 1]  # only the 3 unfinished images were scored
     assert meta["images_scored"] == 3 and meta["images_from_cache"] == 4
     assert result.column("image_id").to_pylist() == images.column("image_id").to_pylist()
     first = {r["image_id"]: r for r in survived.to_pylist()}
-    for row in result.to_pylist()[:4]:           # finished rows are kept as they were
+    for row in result.to_pylist()[:4]:  # finished rows are kept as they were
         assert row["ll_high"] == first[row["image_id"]]["ll_high"]
 
     # a third run scores nothing at all
@@ -112,8 +120,7 @@ def test_crash_then_rerun_loses_nothing_and_skips_finished_rows(tiny_gemma3, tmp
     # and the cached values are the ones an uninterrupted run gives
     fresh, _ = scorer.score_images(images, config, tmp_path / "fresh", progress=False)
     for level in LEVELS:
-        assert np.allclose(fresh.column(f"ll_{level}").to_numpy(), result.column(f"ll_{level}").to_numpy(),
-                           atol=1e-5)
+        assert np.allclose(fresh.column(f"ll_{level}").to_numpy(), result.column(f"ll_{level}").to_numpy(), atol=1e-5)
     p = np.column_stack([result.column(f"p_{level}").to_numpy() for level in LEVELS])
     assert np.allclose(p.sum(axis=1), 1.0, atol=1e-7)
 
@@ -124,10 +131,14 @@ def test_cache_is_keyed_by_model_revision_and_prompt(tiny_gemma3, tmp_path, monk
     base = scorer.ScorerConfig(model_dir=str(tiny_gemma3), batch_size=2, device="cpu", revision="r1")
     scorer.score_images(images, base, cache, progress=False)
     calls = []
-    monkeypatch.setattr(scorer_batches, "score_encoded", lambda m, p, encoded, method, ids: calls.append(1) or
-                        np.zeros((len(encoded["input_ids"]), 4)))
-    _, meta = scorer.score_images(images, scorer.ScorerConfig(**{**base.__dict__, "revision": "r2"}), cache,
-                                  progress=False)
+    monkeypatch.setattr(
+        scorer_batches,
+        "score_encoded",
+        lambda m, p, encoded, method, ids: calls.append(1) or np.zeros((len(encoded["input_ids"]), 4)),
+    )
+    _, meta = scorer.score_images(
+        images, scorer.ScorerConfig(**{**base.__dict__, "revision": "r2"}), cache, progress=False
+    )
     assert calls == [1] and meta["images_scored"] == 2
     assert scorer.read_cache(cache).num_rows == 4
 
@@ -140,16 +151,31 @@ def test_proposer_sees_only_public_fields(tiny_gemma3, tmp_path):
     with pytest.raises(RecordError, match="diagnosis"):
         scorer.score_images(images, config, tmp_path / "cache", progress=False)
     lake_images = images.rename_columns(["path" if c == "image_path" else c for c in images.column_names])
-    assert scorer.public_inputs(lake_images).column_names == ["image_id", "image_path", "age", "sex",
-                                                              "anatomic_site"]
+    assert scorer.public_inputs(lake_images).column_names == ["image_id", "image_path", "age", "sex", "anatomic_site"]
 
 
 def test_proposals_contract():
-    scores = pa.table({"image_id": ["a", "b"], "p_very_low": [0.1, 0.25], "p_low": [0.2, 0.25],
-                       "p_moderate": [0.3, 0.25], "p_high": [0.4, 0.25]})
+    scores = pa.table(
+        {
+            "image_id": ["a", "b"],
+            "p_very_low": [0.1, 0.25],
+            "p_low": [0.2, 0.25],
+            "p_moderate": [0.3, 0.25],
+            "p_high": [0.4, 0.25],
+        }
+    )
     proposals = scorer.proposals_from_scores(scores, "tiny-gemma3 argmax")
-    assert proposals.column_names == ["mechanism", "image_id", "slate", "a_head", "p_very_low", "p_low",
-                                      "p_moderate", "p_high", "source"]
+    assert proposals.column_names == [
+        "mechanism",
+        "image_id",
+        "slate",
+        "a_head",
+        "p_very_low",
+        "p_low",
+        "p_moderate",
+        "p_high",
+        "source",
+    ]
     assert proposals.column("slate").to_pylist() == [["a3", "a2", "a1", "a0"], ["a0", "a1", "a2", "a3"]]
     assert proposals.column("a_head").to_pylist() == ["a3", "a0"]
     assert set(proposals.column("source").to_pylist()) == {"model"}
@@ -178,7 +204,7 @@ def test_prompt_and_continuations_match_the_spec_verbatim():
 
 # ---------------------------------------------------------------- issue 21: silent wrong numbers
 
-LONG_SITE = "lower extremity " * 250     # a free-text metadata value: 874 prompt tokens on the tiny Gemma3
+LONG_SITE = "lower extremity " * 250  # a free-text metadata value: 874 prompt tokens on the tiny Gemma3
 
 
 @pytest.fixture(scope="module")
@@ -198,8 +224,10 @@ def test_shared_prefix_is_exact_for_prompts_longer_than_the_sliding_window(reque
     lengths = scorer_batches.encode_prompts(processor, images, prompts)["attention_mask"].sum(dim=1).tolist()
     window = getattr(model.config.get_text_config(), "sliding_window", None)
     if window:
-        assert lengths[1] > window > lengths[0] + 8        # the long prompt passes the window, the others do not
-    naive = np.array([scorer_batches.naive_continuation_loglik(model, processor, im, pr) for im, pr in zip(images, prompts)])
+        assert lengths[1] > window > lengths[0] + 8  # the long prompt passes the window, the others do not
+    naive = np.array(
+        [scorer_batches.naive_continuation_loglik(model, processor, im, pr) for im, pr in zip(images, prompts)]
+    )
     for method in ("shared_prefix", "padded_rows"):
         batched = scorer_batches.score_batch(model, processor, images, prompts, method)
         assert np.abs(batched - naive).max() < 1e-5, (method, np.abs(batched - naive).max(axis=1))
@@ -209,8 +237,11 @@ def test_a_model_giving_nan_leaves_nothing_in_the_cache(tiny_gemma3, tmp_path, m
     images = write_images(tmp_path / "images", 3)
     config = scorer.ScorerConfig(model_dir=str(tiny_gemma3), batch_size=2, device="cpu", revision="r")
     monkeypatch.setattr(scorer, "load_model", lambda *a, **k: (None, _FakeProcessor(), "cpu", None))
-    monkeypatch.setattr(scorer, "score_rows", lambda m, p, rows, size, method: iter(
-        [(rows[:2], np.array([[-1.0, -2.0, -3.0, -4.0], [np.nan] * 4]))]))
+    monkeypatch.setattr(
+        scorer,
+        "score_rows",
+        lambda m, p, rows, size, method: iter([(rows[:2], np.array([[-1.0, -2.0, -3.0, -4.0], [np.nan] * 4]))]),
+    )
     with pytest.raises(ValueError, match=r"non-finite log-likelihoods for image 'ISIC_0000001'") as err:
         scorer.score_images(images, config, tmp_path / "cache", progress=False)
     assert str(tiny_gemma3) in str(err.value) and "\n" not in str(err.value)
@@ -218,7 +249,7 @@ def test_a_model_giving_nan_leaves_nothing_in_the_cache(tiny_gemma3, tmp_path, m
 
 
 class _FakeProcessor:
-    class tokenizer:  # noqa: N801
+    class tokenizer:
         @staticmethod
         def __call__(text, add_special_tokens=False):
             return {"input_ids": [1, 2]}
@@ -236,7 +267,7 @@ def _score_with(config, images, cache, monkeypatch) -> tuple[pa.Table, dict, lis
 
     def fake_rows(model, processor, rows, size, method):
         for begin in range(0, len(rows), size):
-            batch = rows[begin: begin + size]
+            batch = rows[begin : begin + size]
             calls.append(len(batch))
             yield batch, np.array([[-1.0, -2.0, -3.0, -4.0 - next(_BATCHES)]] * len(batch))
 
@@ -258,11 +289,13 @@ def test_a_foreign_part_in_a_key_folder_is_skipped_not_served(tiny_gemma3, tmp_p
     images = write_images(tmp_path / "images", 3)
     cache = tmp_path / "cache"
     mine = scorer.ScorerConfig(model_dir=str(tiny_gemma3), batch_size=2, device="cpu", revision="r1")
-    foreign = scorer.ScorerConfig(**{**mine.__dict__, other: {"revision": "r2",
-                                                              "prompt_id": variant_prompt_ids(2)[1]}[other]})
+    foreign = scorer.ScorerConfig(
+        **{**mine.__dict__, other: {"revision": "r2", "prompt_id": variant_prompt_ids(2)[1]}[other]}
+    )
     _score_with(foreign, images, cache, monkeypatch)
-    (foreign_part,) = scorer.key_directory(cache, foreign.name(), "r2" if other == "revision" else "r1",
-                                           foreign.prompt_id).glob("part-*.parquet")
+    (foreign_part,) = scorer.key_directory(
+        cache, foreign.name(), "r2" if other == "revision" else "r1", foreign.prompt_id
+    ).glob("part-*.parquet")
     folder = scorer.key_directory(cache, mine.name(), "r1", mine.prompt_id)
     folder.mkdir(parents=True)
     shutil.copy(foreign_part, folder / foreign_part.name)
@@ -272,11 +305,11 @@ def test_a_foreign_part_in_a_key_folder_is_skipped_not_served(tiny_gemma3, tmp_p
     assert calls == [2, 1] and meta["images_scored"] == 3 and meta["cache_rows_skipped"] == 3
     assert set(result.column("revision").to_pylist()) == {"r1"}
     assert set(result.column("prompt_id").to_pylist()) == {mine.prompt_id}
-    assert (folder / foreign_part.name).exists()           # not ours: neither merged nor deleted
+    assert (folder / foreign_part.name).exists()  # not ours: neither merged nor deleted
     with pytest.warns(UserWarning, match="skipped 3 row"):
         assert scorer.read_cache(cache, mine.name(), "r1", mine.prompt_id).num_rows == 3
     with pytest.warns(UserWarning):
-        assert scorer.read_cache(cache).num_rows == 6      # each key's own rows, once
+        assert scorer.read_cache(cache).num_rows == 6  # each key's own rows, once
 
 
 def test_a_changed_input_is_rescored(tiny_gemma3, tmp_path, monkeypatch):
@@ -294,8 +327,11 @@ def test_a_changed_input_is_rescored(tiny_gemma3, tmp_path, monkeypatch):
     again, meta, calls = _score_with(config, corrected, cache, monkeypatch)
     assert calls == [1] and meta["images_changed"] == 1 and meta["images_from_cache"] == 2
     assert again.column("input_sha256")[1] != first.column("input_sha256")[1]
-    assert again.column("ll_high")[0] == first.column("ll_high")[0] and again.column("ll_high")[1] != first.column("ll_high")[1]
-    Image.new("RGB", (20, 20), (200, 10, 10)).save(images.column("image_path")[2].as_py())   # same path, new file
+    assert (
+        again.column("ll_high")[0] == first.column("ll_high")[0]
+        and again.column("ll_high")[1] != first.column("ll_high")[1]
+    )
+    Image.new("RGB", (20, 20), (200, 10, 10)).save(images.column("image_path")[2].as_py())  # same path, new file
     _, meta, calls = _score_with(config, corrected, cache, monkeypatch)
     assert calls == [1] and meta["images_changed"] == 1
     _, meta, calls = _score_with(config, corrected, cache, monkeypatch)
@@ -310,11 +346,11 @@ def test_rows_cached_before_inputs_were_hashed_are_rescored(tiny_gemma3, tmp_pat
     config = scorer.ScorerConfig(model_dir=str(tiny_gemma3), batch_size=4, device="cpu", revision="r1")
     scored, _, _ = _score_with(config, images, cache, monkeypatch)
     (part,) = scorer.key_directory(cache, config.name(), "r1", config.prompt_id).glob("part-*.parquet")
-    pq.write_table(scored.drop_columns(["input_sha256"]), part)          # the cache's earlier layout
+    pq.write_table(scored.drop_columns(["input_sha256"]), part)  # the cache's earlier layout
     with pytest.warns(UserWarning, match="without an input hash"):
         _, meta, calls = _score_with(config, images, cache, monkeypatch)
     assert calls == [2] and meta["images_scored"] == 2
-    assert len(list(part.parent.glob("part-*.parquet"))) == 1            # merged; the unservable rows dropped
+    assert len(list(part.parent.glob("part-*.parquet"))) == 1  # merged; the unservable rows dropped
     assert scorer.read_cache(cache).num_rows == 2
 
 
@@ -328,7 +364,7 @@ def test_a_16_bit_image_is_scaled_not_clipped(tmp_path):
     Image.fromarray(gray).save(tmp_path / "gray16.png")
     assert Image.open(tmp_path / "gray16.png").mode == "I;16"
     rgb = np.asarray(scorer_batches.open_rgb(str(tmp_path / "gray16.png")))
-    assert rgb.shape == (24, 24, 3) and rgb[:, :12].min() == 255 and rgb[:, 12:].max() == 127   # not 255
+    assert rgb.shape == (24, 24, 3) and rgb[:, :12].min() == 255 and rgb[:, 12:].max() == 127  # not 255
     Image.fromarray(np.full((8, 8), 7.5, dtype=np.float32)).save(tmp_path / "float.tiff")
     with pytest.raises(RecordError, match="no declared range"):
         scorer_batches.open_rgb(str(tmp_path / "float.tiff"))

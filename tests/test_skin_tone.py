@@ -9,8 +9,15 @@ import pyarrow as pa
 import pytest
 from skimage.color import lab2rgb, rgb2lab
 
-from autheval.raw.skin_tone import (ITA_CATEGORIES, ITA_METHOD, frame_mask, ita_category, ita_degrees,
-                                    ita_of_images, skin_tones)
+from autheval.raw.skin_tone import (
+    ITA_CATEGORIES,
+    ITA_METHOD,
+    frame_mask,
+    ita_category,
+    ita_degrees,
+    ita_of_images,
+    skin_tones,
+)
 
 
 def _patch(lightness: float, b_star: float, a_star: float = 10.0, shape=(64, 64)) -> np.ndarray:
@@ -34,21 +41,34 @@ def test_ita_is_the_standard_angle_of_known_lightness_and_b_star():
     np.testing.assert_allclose(ita_degrees(lightness, b_star), np.degrees(np.arctan((lightness - 50) / b_star)))
 
 
-@pytest.mark.parametrize("lightness, b_star", [(80.0, 14.0), (68.0, 16.0), (62.0, 17.0), (56.0, 20.0),
-                                               (45.0, 20.0), (30.0, 16.0)])
+@pytest.mark.parametrize(
+    "lightness, b_star", [(80.0, 14.0), (68.0, 16.0), (62.0, 17.0), (56.0, 20.0), (45.0, 20.0), (30.0, 16.0)]
+)
 def test_uniform_patches_of_known_colour_give_their_ita(lightness, b_star):
     patch = _patch(lightness, b_star)
     estimate = ita_of_images(patch[None])[0]
     assert estimate == pytest.approx(_ita_of(patch), abs=1e-9)
     assert estimate == pytest.approx(ita_degrees(lightness, b_star), abs=1.0)  # uint8 rounding only
-    assert ita_of_images((patch[None] / 255.0))[0] == pytest.approx(estimate, abs=1e-9)  # [0, 1] floats too
+    assert ita_of_images(patch[None] / 255.0)[0] == pytest.approx(estimate, abs=1e-9)  # [0, 1] floats too
 
 
 def test_category_edges_are_the_standard_six_right_closed():
     angles = [70.0, 55.01, 55.0, 41.01, 41.0, 28.01, 28.0, 10.01, 10.0, -29.99, -30.0, -60.0, np.nan]
     assert ita_category(angles).tolist() == [
-        "very_light", "very_light", "light", "light", "intermediate", "intermediate", "tan", "tan", "brown",
-        "brown", "dark", "dark", None]
+        "very_light",
+        "very_light",
+        "light",
+        "light",
+        "intermediate",
+        "intermediate",
+        "tan",
+        "tan",
+        "brown",
+        "brown",
+        "dark",
+        "dark",
+        None,
+    ]
     assert ITA_CATEGORIES == ("dark", "brown", "tan", "intermediate", "light", "very_light")
 
 
@@ -60,8 +80,8 @@ def test_the_lesion_a_black_field_and_hairs_are_not_skin():
     skin_ita = _ita_of(image)
     y, x = np.mgrid[0:size, 0:size]
     u, v = (x + 0.5) / size * 2 - 1, (y + 0.5) / size * 2 - 1
-    image[(u + 0.35) ** 2 + v ** 2 < 0.55 ** 2] = _patch(28.0, 22.0, shape=(1, 1))[0, 0]  # lesion
-    image[u * u + v * v > 0.9 ** 2] = (4, 3, 3)  # the black field
+    image[(u + 0.35) ** 2 + v**2 < 0.55**2] = _patch(28.0, 22.0, shape=(1, 1))[0, 0]  # lesion
+    image[u * u + v * v > 0.9**2] = (4, 3, 3)  # the black field
     image[np.abs(v - 0.3 * u - 0.1) < 0.03] = (40, 28, 22)  # a hair across
     frame = frame_mask((size, size))
     skin = (image == image[size // 2, size - 8]).all(axis=-1)
@@ -127,9 +147,25 @@ def test_the_demo_fairness_table_labels_the_skin_tone_grouping_an_estimate():
     from warehouse.sql import connect, rows
 
     con = connect()
-    con.register("fairness", pa.Table.from_pylist([
-        {"analysis": "m / capacity_ceiling", "grouping": grouping, "n_groups": 5, "worst_group_proposal": worst,
-         "fairness_proposal": 0.8, "worst_group_selected": worst, "fairness_selected": 0.7}
-        for grouping, worst in (("ita_category", "brown"), ("fitzpatrick_skin_type", "V"), ("sex", "male"))]))
+    con.register(
+        "fairness",
+        pa.Table.from_pylist(
+            [
+                {
+                    "analysis": "m / capacity_ceiling",
+                    "grouping": grouping,
+                    "n_groups": 5,
+                    "worst_group_proposal": worst,
+                    "fairness_proposal": 0.8,
+                    "worst_group_selected": worst,
+                    "fairness_selected": 0.7,
+                }
+                for grouping, worst in (("ita_category", "brown"), ("fitzpatrick_skin_type", "V"), ("sex", "male"))
+            ]
+        ),
+    )
     assert [r["grouping"] for r in rows(con, "estimates/fairness_summary")] == [
-        "fitzpatrick_skin_type", "ita_category (estimated)", "sex"]
+        "fitzpatrick_skin_type",
+        "ita_category (estimated)",
+        "sex",
+    ]

@@ -70,9 +70,16 @@ def test_a_second_writer_is_told_who_holds_the_lake(tmp_path):
             with Lake(lake.root).open_run("second"):
                 pass
         other = subprocess.run(
-            [sys.executable, "-c", "import sys; from warehouse.lake import Lake\n"
-                                   "with Lake(sys.argv[1]).open_run('second'): pass", str(lake.root)],
-            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+            [
+                sys.executable,
+                "-c",
+                "import sys; from warehouse.lake import Lake\nwith Lake(sys.argv[1]).open_run('second'): pass",
+                str(lake.root),
+            ],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+        )
         assert other.returncode != 0
         assert f"LakeBusy: lake {lake.root} in use by run holder (pid {os.getpid()}" in other.stderr
     with Lake(lake.root).open_run("second"):  # released at the end of the block
@@ -81,13 +88,23 @@ def test_a_second_writer_is_told_who_holds_the_lake(tmp_path):
 
 def test_the_lock_dies_with_a_killed_writer(tmp_path):
     root = tmp_path / "lake"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; import pyarrow as pa; from warehouse.lake import Lake\n"
-        "lake = Lake(sys.argv[1])\n"
-        "with lake.open_run('killed'):\n"
-        "    lake.write('a', pa.table({'x': [1]}))\n"
-        "    print('staged', flush=True); time.sleep(60)\n"), str(root)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; import pyarrow as pa; from warehouse.lake import Lake\n"
+                "lake = Lake(sys.argv[1])\n"
+                "with lake.open_run('killed'):\n"
+                "    lake.write('a', pa.table({'x': [1]}))\n"
+                "    print('staged', flush=True); time.sleep(60)\n"
+            ),
+            str(root),
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "staged"
     with pytest.raises(LakeBusy, match="in use by run killed"):
         Lake(root).open_run("too-early").__enter__()
@@ -167,8 +184,10 @@ def test_the_retention_is_a_declared_number(tmp_path, monkeypatch):
 
 # -- a real run, killed, stopped by a full disk, raced -------------------------------------------------
 
-CONSISTENT = ("select (select count(*) from records r join images i on r.case_id = i.image_id) as joined, "
-              "(select count(*) from records) as records, (select min(run_id) from lake_snapshots where served) as run")
+CONSISTENT = (
+    "select (select count(*) from records r join images i on r.case_id = i.image_id) as joined, "
+    "(select count(*) from records) as records, (select min(run_id) from lake_snapshots where served) as run"
+)
 
 
 def served_state(root: Path) -> dict:
@@ -189,8 +208,13 @@ def demo_lake(tmp_path_factory):
 def test_kill_9_mid_run_serves_the_previous_snapshot(demo_lake, stage):
     root, first = demo_lake
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    demo = subprocess.Popen([sys.executable, "-m", "autheval", "demo", "--lake", str(root), "--reps", "300"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "autheval", "demo", "--lake", str(root), "--reps", "300"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for line in demo.stderr:
         if line.startswith(f"[{stage}/"):
             break
@@ -206,7 +230,9 @@ def test_kill_9_mid_run_serves_the_previous_snapshot(demo_lake, stage):
 def test_a_full_disk_mid_run_keeps_the_previous_snapshot(tmp_path):
     mount = tmp_path / "small"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2600k", "tmpfs", str(mount)], capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2600k", "tmpfs", str(mount)], capture_output=True
+    ).returncode:
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
         root = mount / "lake"
@@ -224,8 +250,8 @@ def test_a_full_disk_mid_run_keeps_the_previous_snapshot(tmp_path):
 
 def test_a_rejected_run_serves_the_previous_snapshot(demo_lake, tmp_path, monkeypatch):
     """A run that fails after writing tables (here: the scores stage refuses) commits none of them."""
+    import assets.scores
     from dagster_project.demo import run_stages  # first: the asset modules import through the definitions
-    import assets.scores  # noqa: I001
 
     root, _ = demo_lake
     copy = tmp_path / "lake"
@@ -243,8 +269,13 @@ def test_readers_during_a_run_see_one_snapshot(demo_lake, tmp_path):
     copy = tmp_path / "lake"
     shutil.copytree(root, copy)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    demo = subprocess.Popen([sys.executable, "-m", "autheval", "demo", "--lake", str(copy), "--reps", "200"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "autheval", "demo", "--lake", str(copy), "--reps", "200"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen, deadline = set(), time.time() + 120
     while demo.poll() is None and time.time() < deadline:
         state = served_state(copy)
@@ -262,8 +293,9 @@ def test_query_reads_an_earlier_snapshot(tmp_path):
     for flags, expected in (((), "2"), (("--snapshot", "1"), "1")):
         result = run_cli("query", "select distinct run from a", "--lake", str(lake.root), "--format", "csv", *flags)
         assert result.returncode == 0 and result.stdout.splitlines() == ["run", expected], result.stderr
-    kept = run_cli("query", "select snapshot, served from lake_snapshots order by 1", "--lake", str(lake.root),
-                   "--format", "csv")
+    kept = run_cli(
+        "query", "select snapshot, served from lake_snapshots order by 1", "--lake", str(lake.root), "--format", "csv"
+    )
     assert kept.stdout.splitlines() == ["snapshot,served", "1,False", "2,True"]
     missing = run_cli("query", "select 1", "--lake", str(lake.root), "--snapshot", "7")
     assert missing.returncode == 2

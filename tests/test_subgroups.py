@@ -9,8 +9,8 @@ import pyarrow.compute as pc
 import pytest
 
 from autheval.estimation.estimators import estimate
-from autheval.records.read import records_from_table
 from autheval.estimation.subgroups import subgroup_tables
+from autheval.records.read import records_from_table
 
 
 def _study(n_clusters: int = 80, seed: int = 2):
@@ -24,15 +24,31 @@ def _study(n_clusters: int = 80, seed: int = 2):
         for k in range(1 + c % 3):
             image = f"img{c:03d}_{k}"
             level = int(rng.integers(0, 4))
-            images.append({"image_id": image, "sex": sex, "age": float(20 + c % 60), "anatomic_site": site,
-                           "source": "synthetic", "ideal_action_level": level})
+            images.append(
+                {
+                    "image_id": image,
+                    "sex": sex,
+                    "age": float(20 + c % 60),
+                    "anatomic_site": site,
+                    "source": "synthetic",
+                    "ideal_action_level": level,
+                }
+            )
             head = level if (rng.random() < (0.8 if sex == "male" else 0.5)) else (level + 1) % 4
             sel = min(head, 2)
             u_head, u_sel = -abs(head - level) * 1.0, -abs(sel - level) * 1.0
-            records.append({"analysis": "m x capacity", "case_id": image, "cluster_id": cluster,
-                            "proposed_action": f"a{head}", "executed_action": f"a{sel}",
-                            "utility_executed_local": u_sel, "utility_proposed_local": u_head,
-                            "utility_proposed_global": u_head})
+            records.append(
+                {
+                    "analysis": "m x capacity",
+                    "case_id": image,
+                    "cluster_id": cluster,
+                    "proposed_action": f"a{head}",
+                    "executed_action": f"a{sel}",
+                    "utility_executed_local": u_sel,
+                    "utility_proposed_local": u_head,
+                    "utility_proposed_global": u_head,
+                }
+            )
     return pa.Table.from_pylist(records), pa.Table.from_pylist(images), pa.Table.from_pylist(contexts)
 
 
@@ -40,8 +56,12 @@ def test_accuracies_fairness_and_small_groups():
     records, images, contexts = _study()
     out = subgroup_tables(records, images, contexts, groupings=("sex", "anatomic_site"), reps=200)
     groups = {(g["grouping"], g["group_value"]): g for g in out.groups.to_pylist()}
-    assert set(groups) == {("sex", "female"), ("sex", "male"), ("anatomic_site", "palms/soles"),
-                           ("anatomic_site", "torso")}
+    assert set(groups) == {
+        ("sex", "female"),
+        ("sex", "male"),
+        ("anatomic_site", "palms/soles"),
+        ("anatomic_site", "torso"),
+    }
     # by hand: exact match of the action level with the reference level, per group
     level = {r["image_id"]: r["ideal_action_level"] for r in images.to_pylist()}
     sex = {r["image_id"]: r["sex"] for r in images.to_pylist()}
@@ -115,33 +135,62 @@ def _groups(layout: dict[str, list[int]], grouping: str = "anatomic_site"):
             for k in range(size):
                 image = f"{cluster}-i{k}"
                 level = (c + k) % 4
-                images.append({"image_id": image, "sex": "female" if k % 2 else "male", "age": 40.0,
-                               "anatomic_site": value, "source": "s", "ideal_action_level": level})
+                images.append(
+                    {
+                        "image_id": image,
+                        "sex": "female" if k % 2 else "male",
+                        "age": 40.0,
+                        "anatomic_site": value,
+                        "source": "s",
+                        "ideal_action_level": level,
+                    }
+                )
                 sel = max(level - 1, 0)
-                records.append({"analysis": "m / mixed", "case_id": image, "cluster_id": cluster,
-                                "proposed_action": f"a{level}", "executed_action": f"a{sel}",
-                                "utility_executed_local": -float(level - sel), "utility_proposed_local": 0.0,
-                                "utility_proposed_global": 0.0})
+                records.append(
+                    {
+                        "analysis": "m / mixed",
+                        "case_id": image,
+                        "cluster_id": cluster,
+                        "proposed_action": f"a{level}",
+                        "executed_action": f"a{sel}",
+                        "utility_executed_local": -float(level - sel),
+                        "utility_proposed_local": 0.0,
+                        "utility_proposed_global": 0.0,
+                    }
+                )
     return pa.Table.from_pylist(records), pa.Table.from_pylist(images), pa.Table.from_pylist(contexts)
 
 
 def test_the_minimums_are_inclusive_and_both_are_needed():
     """A group at exactly the declared minimums is estimable; one that meets only the image minimum
     (many images in few clusters) or only the cluster minimum (with min_images above min_clusters) is not."""
-    records, images, contexts = _groups({
-        "exact": [2, 1, 1, 2],          # 4 clusters, 6 images: exactly the minimums
-        "images only": [3, 2, 2],       # 7 images but 3 clusters
-        "clusters only": [1] * 5,       # 5 clusters but 5 images
-        "both": [2, 2, 2, 2, 2],
-    })
-    out = subgroup_tables(records, images, contexts, groupings=("anatomic_site",), min_clusters=4, min_images=6, reps=50)
+    records, images, contexts = _groups(
+        {
+            "exact": [2, 1, 1, 2],  # 4 clusters, 6 images: exactly the minimums
+            "images only": [3, 2, 2],  # 7 images but 3 clusters
+            "clusters only": [1] * 5,  # 5 clusters but 5 images
+            "both": [2, 2, 2, 2, 2],
+        }
+    )
+    out = subgroup_tables(
+        records, images, contexts, groupings=("anatomic_site",), min_clusters=4, min_images=6, reps=50
+    )
     groups = {g["group_value"]: g for g in out.groups.to_pylist()}
     assert {v: (g["n_images"], g["n_clusters"]) for v, g in groups.items()} == {
-        "exact": (6, 4), "images only": (7, 3), "clusters only": (5, 5), "both": (10, 5)}
+        "exact": (6, 4),
+        "images only": (7, 3),
+        "clusters only": (5, 5),
+        "both": (10, 5),
+    }
     assert {v: g["estimable"] for v, g in groups.items()} == {
-        "exact": True, "images only": False, "clusters only": False, "both": True}
-    assert groups["images only"]["reason"] == ("not estimable: 7 images in 3 clusters (declared minimum 6 images, "
-                                               "4 clusters)")
+        "exact": True,
+        "images only": False,
+        "clusters only": False,
+        "both": True,
+    }
+    assert groups["images only"]["reason"] == (
+        "not estimable: 7 images in 3 clusters (declared minimum 6 images, 4 clusters)"
+    )
     with_numbers = {r["group_value"] for r in out.subgroups.to_pylist() if r["estimate"] is not None}
     assert with_numbers == {"exact", "both"}
 
@@ -177,8 +226,15 @@ def test_the_selected_role_has_its_own_worst_group():
         r["utility_proposed_local"] = r["utility_executed_local"] = 0.0
         if r["proposed_action"] == r["executed_action"]:
             r["utility_proposed_local"] = r["utility_executed_local"]
-    out = subgroup_tables(pa.Table.from_pylist(rows), images, contexts, groupings=("anatomic_site",), min_clusters=2,
-                          min_images=2, reps=50)
+    out = subgroup_tables(
+        pa.Table.from_pylist(rows),
+        images,
+        contexts,
+        groupings=("anatomic_site",),
+        min_clusters=2,
+        min_images=2,
+        reps=50,
+    )
     f = out.fairness.to_pylist()[0]
     assert (f["worst_group_proposal"], f["worst_group_selected"]) == ("a", "b")
     assert f["fairness_proposal"] == f["fairness_selected"] == 0.5

@@ -51,8 +51,12 @@ def wait_for(url: str, seconds: float) -> None:
 def browse(url: str, *args: str) -> subprocess.CompletedProcess:
     profile = tempfile.mkdtemp(prefix="chromium-")
     try:
-        return subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, url],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         shutil.rmtree(profile, ignore_errors=True)
 
@@ -66,15 +70,32 @@ def ui_server(tmp_path):
     log = open(tmp_path / "ui.log", "w")
     # dagster dev started from a script must get default INT/TERM handlers (see stack.md)
     process = subprocess.Popen(
-        ["env", "--default-signal=INT,TERM", sys.executable, "-m", "autheval", "ui", "--port", str(port),
-         "--lake", str(tmp_path / "lake")],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            "env",
+            "--default-signal=INT,TERM",
+            sys.executable,
+            "-m",
+            "autheval",
+            "ui",
+            "--port",
+            str(port),
+            "--lake",
+            str(tmp_path / "lake"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for(f"{base}/server_info", 180)
-        request = urllib.request.Request(f"{base}/graphql", data=json.dumps({"query": "mutation { setNuxSeen }"}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{base}/graphql",
+            data=json.dumps({"query": "mutation { setNuxSeen }"}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         urllib.request.urlopen(request, timeout=10).read()
         yield base
     finally:

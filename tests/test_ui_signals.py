@@ -28,7 +28,7 @@ def children(pid: int) -> dict[int, int]:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+            fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
             parents[int(entry.name)] = int(fields[1])
     below, frontier = {}, [pid]
     while frontier:
@@ -46,7 +46,7 @@ def alive(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return stat[stat.rindex(")") + 2:].split()[0] != "Z"
+    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
 
 
 def as_in_the_background() -> None:
@@ -63,8 +63,13 @@ def test_ui_in_the_background_stops_with_all_its_children(tmp_path, sig):
     log = open(tmp_path / "ui.log", "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "autheval", "ui", "--port", str(port), "--lake", str(tmp_path / "lake")],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True, preexec_fn=as_in_the_background,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=as_in_the_background,
     )
     tree: dict[int, int] = {}
     try:

@@ -142,12 +142,16 @@ def test_header_names_are_stripped(tmp_path):
     from autheval.records.read import read_records
 
     clean = read_records(write(tmp_path, HEADER + "\n".join(GOOD) + "\n", "clean.csv"))
-    spaced = read_records(write(tmp_path, HEADER.replace("cluster_id", " cluster_id ") + "\n".join(GOOD) + "\n", "spaced.csv"))
+    spaced = read_records(
+        write(tmp_path, HEADER.replace("cluster_id", " cluster_id ") + "\n".join(GOOD) + "\n", "spaced.csv")
+    )
     assert spaced.n_clusters == clean.n_clusters == 2 and spaced.level == clean.level
     assert spaced.unused_columns == ()
     a = estimate([clean], scheme="reference", reps=1000).estimates
     b = estimate([spaced], scheme="reference", reps=1000).estimates
-    assert [(r["estimate"], r["ci_lower"], r["ci_upper"]) for r in a] == [(r["estimate"], r["ci_lower"], r["ci_upper"]) for r in b]
+    assert [(r["estimate"], r["ci_lower"], r["ci_upper"]) for r in a] == [
+        (r["estimate"], r["ci_lower"], r["ci_upper"]) for r in b
+    ]
 
 
 def test_edit_distance():
@@ -166,21 +170,31 @@ def test_a_repeated_id_hash_is_confirmed_on_the_ids(monkeypatch):
     broken rule (two different ids with one hash are not), and then the first duplicate is named."""
     import pyarrow as pa
 
-    from autheval.records import read as records
     from autheval.errors import RecordError
+    from autheval.records import read as records
     from warehouse.sql import connect, load_sql
 
     real = load_sql
 
     def colliding(name):  # every hash "repeats": the candidate must be checked on the ids
         text = real(name)
-        return text.replace("HAVING count(*) > 1", "HAVING count(*) >= 1") if name == "records/records_validate" else text
+        return (
+            text.replace("HAVING count(*) > 1", "HAVING count(*) >= 1") if name == "records/records_validate" else text
+        )
 
     monkeypatch.setattr(records, "load_sql", colliding)
-    raw = pa.table({"row_index": pa.array([0, 1, 2], pa.int64()), "case_id": ["c1", "c2", "c3"],
-                    "cluster_id": ["k1", "k1", "k2"], "proposed_action": ["a0"] * 3, "executed_action": ["a0"] * 3,
-                    "utility_executed_local": ["0.0"] * 3, "utility_proposed_local": ["0.0"] * 3,
-                    "utility_proposed_global": pa.nulls(3, pa.string())})
+    raw = pa.table(
+        {
+            "row_index": pa.array([0, 1, 2], pa.int64()),
+            "case_id": ["c1", "c2", "c3"],
+            "cluster_id": ["k1", "k1", "k2"],
+            "proposed_action": ["a0"] * 3,
+            "executed_action": ["a0"] * 3,
+            "utility_executed_local": ["0.0"] * 3,
+            "utility_proposed_local": ["0.0"] * 3,
+            "utility_proposed_global": pa.nulls(3, pa.string()),
+        }
+    )
     con = connect()
     con.register("raw_records", raw)
     records.validate(con, "log.csv", "log")  # distinct ids: passes
@@ -197,11 +211,13 @@ def test_whitespace_around_ids_and_actions_is_refused_never_counted_apart(tmp_pa
 
     rows = ["c1,k1,a1,a1,0.0,0.0", "c2,k1,a1,a0,-1.0,-2.0", "c3,k2,a0,a0,0.0,0.0", "c4,k2,a2,a2,0.0,0.0"]
     assert read_records(write(tmp_path, HEADER + "\n".join(rows) + "\n")).n_changed == 1
-    for cell, spaced, column in (("c1,k1,a1,a1,", "c1,k1,a1,a1 ,", "executed_action"),
-                                 ("c1,k1,a1,a1,", "c1,k1,a1\u00a0,a1,", "proposed_action"),
-                                 ("c3,k2,", "c3,k2\u00a0,", "cluster_id"),
-                                 ("c3,k2,", '"c3\r",k2,', "case_id"),
-                                 ("c3,k2,", '"c3",\tk2,', "cluster_id")):
+    for cell, spaced, column in (
+        ("c1,k1,a1,a1,", "c1,k1,a1,a1 ,", "executed_action"),
+        ("c1,k1,a1,a1,", "c1,k1,a1\u00a0,a1,", "proposed_action"),
+        ("c3,k2,", "c3,k2\u00a0,", "cluster_id"),
+        ("c3,k2,", '"c3\r",k2,', "case_id"),
+        ("c3,k2,", '"c3",\tk2,', "cluster_id"),
+    ):
         text = HEADER + "\n".join(rows).replace(cell, spaced, 1) + "\n"
         with pytest.raises(RecordError) as err:
             read_records(write(tmp_path, text, "spaced.csv"))
@@ -217,27 +233,48 @@ def test_whitespace_rules_read_parquet_text_and_skip_integer_ids(tmp_path):
     from autheval.errors import RecordError
     from autheval.records.read import read_records
 
-    table = pa.table({"case_id": pa.array([1, 2, 3]), "cluster_id": pa.array([10, 10, 11]),
-                      "proposed_action": ["a1", "a1", "a0"], "executed_action": ["a1", "a0", "a0"],
-                      "utility_executed_local": [0.0, -1.0, 0.0], "utility_proposed_local": [0.0, -2.0, 0.0]})
+    table = pa.table(
+        {
+            "case_id": pa.array([1, 2, 3]),
+            "cluster_id": pa.array([10, 10, 11]),
+            "proposed_action": ["a1", "a1", "a0"],
+            "executed_action": ["a1", "a0", "a0"],
+            "utility_executed_local": [0.0, -1.0, 0.0],
+            "utility_proposed_local": [0.0, -2.0, 0.0],
+        }
+    )
     pq.write_table(table, tmp_path / "ints.parquet")
     assert read_records(tmp_path / "ints.parquet").n_clusters == 2
     spaced = table.set_column(3, "executed_action", pa.array(["a1", "a0", "a0\n"]).dictionary_encode())
     pq.write_table(spaced, tmp_path / "spaced.parquet")
-    with pytest.raises(RecordError, match=r"column 'executed_action': must not be blank or begin or end with "
-                                          r"whitespace.*row 3, id '3', value 'a0\\n'"):
+    with pytest.raises(
+        RecordError,
+        match=r"column 'executed_action': must not be blank or begin or end with "
+        r"whitespace.*row 3, id '3', value 'a0\\n'",
+    ):
         read_records(tmp_path / "spaced.parquet")
 
 
-@pytest.mark.parametrize("column, array, expected", [
-    ("utility_executed_local", "float16", "must be a number column (float32 or float64, an integer or a decimal) or text; got halffloat"),
-    ("utility_proposed_local", "struct", "must be a number column"),
-    ("utility_executed_local", "list", "must be a number column (float32 or float64, an integer or a decimal) or text; got list<"),
-    ("case_id", "struct", "must be a text column (strings, or integer ids); got struct<x: int64>"),
-    ("cluster_id", "binary", "must be a text column (strings, or integer ids); got binary"),
-    ("proposed_action", "bool", "must be a text column"),
-    ("executed_action", "float64", "must be a text column (strings, or integer ids); got double"),
-])
+@pytest.mark.parametrize(
+    "column, array, expected",
+    [
+        (
+            "utility_executed_local",
+            "float16",
+            "must be a number column (float32 or float64, an integer or a decimal) or text; got halffloat",
+        ),
+        ("utility_proposed_local", "struct", "must be a number column"),
+        (
+            "utility_executed_local",
+            "list",
+            "must be a number column (float32 or float64, an integer or a decimal) or text; got list<",
+        ),
+        ("case_id", "struct", "must be a text column (strings, or integer ids); got struct<x: int64>"),
+        ("cluster_id", "binary", "must be a text column (strings, or integer ids); got binary"),
+        ("proposed_action", "bool", "must be a text column"),
+        ("executed_action", "float64", "must be a text column (strings, or integer ids); got double"),
+    ],
+)
 def test_unsupported_parquet_column_types_are_one_line(tmp_path, column, array, expected):
     """Parquet can hold any Arrow type; one that the record cannot mean is named with its type (not a
     traceback from the engine): float16, structs, lists, binary, booleans, float actions."""
@@ -245,12 +282,24 @@ def test_unsupported_parquet_column_types_are_one_line(tmp_path, column, array, 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    values = {"float16": pa.array(np.array([0.0, -1.0], dtype=np.float16)), "struct": pa.array([{"x": 1}, {"x": 2}]),
-              "list": pa.array([[0.0], [1.0]]), "binary": pa.array([b"k1", b"k2"]), "bool": pa.array([True, False]),
-              "float64": pa.array([0.0, 1.0])}[array]
-    table = pa.table({"case_id": ["c1", "c2"], "cluster_id": ["k1", "k2"], "proposed_action": ["a0", "a1"],
-                      "executed_action": ["a0", "a0"], "utility_executed_local": [0.0, -1.0],
-                      "utility_proposed_local": [0.0, -2.0]})
+    values = {
+        "float16": pa.array(np.array([0.0, -1.0], dtype=np.float16)),
+        "struct": pa.array([{"x": 1}, {"x": 2}]),
+        "list": pa.array([[0.0], [1.0]]),
+        "binary": pa.array([b"k1", b"k2"]),
+        "bool": pa.array([True, False]),
+        "float64": pa.array([0.0, 1.0]),
+    }[array]
+    table = pa.table(
+        {
+            "case_id": ["c1", "c2"],
+            "cluster_id": ["k1", "k2"],
+            "proposed_action": ["a0", "a1"],
+            "executed_action": ["a0", "a0"],
+            "utility_executed_local": [0.0, -1.0],
+            "utility_proposed_local": [0.0, -2.0],
+        }
+    )
     table = table.set_column(table.schema.get_field_index(column), column, values)
     path = tmp_path / "log.parquet"
     pq.write_table(table, path)
@@ -269,8 +318,18 @@ def test_trace_type_errors_name_the_trace_column(tmp_path):
     from autheval.errors import RecordError
     from autheval.records.read import read_records
 
-    pq.write_table(pa.table({"image_id": ["i1"], "cluster_id": ["k1"], "a_head": ["a0"], "a_exec": ["a0"],
-                             "Uz_head": [0.0], "Uz_exec": pa.array(np.array([0.0], dtype=np.float16))}),
-                   tmp_path / "trace.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "image_id": ["i1"],
+                "cluster_id": ["k1"],
+                "a_head": ["a0"],
+                "a_exec": ["a0"],
+                "Uz_head": [0.0],
+                "Uz_exec": pa.array(np.array([0.0], dtype=np.float16)),
+            }
+        ),
+        tmp_path / "trace.parquet",
+    )
     with pytest.raises(RecordError, match="column 'Uz_exec': must be a number column"):
         read_records(tmp_path / "trace.parquet")

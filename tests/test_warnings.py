@@ -10,7 +10,13 @@ import pyarrow as pa
 import pytest
 
 from autheval.errors import RecordError
-from autheval.estimation.estimators import MAX_REPS, EstimationResult, degenerate_warnings, estimate, warn_if_no_contrast
+from autheval.estimation.estimators import (
+    MAX_REPS,
+    EstimationResult,
+    degenerate_warnings,
+    estimate,
+    warn_if_no_contrast,
+)
 from autheval.records.read import read_records, records_from_table
 from autheval.records.warnings import AuthEvalWarning, print_warnings_plainly
 from tests.conftest import reference_file, run_cli
@@ -45,8 +51,15 @@ def test_known_trace_columns_and_used_columns_are_not_listed(tmp_path):
         warnings.simplefilter("error", AuthEvalWarning)
         trace = read_records(reference_file("trace_mixed"))  # policy_id, slate_size, intervened, ...
         assert trace.unused_columns == ()
-        table = pa.table({"case_id": ["a", "b"], "proposed_action": ["x", "y"], "executed_action": ["x", "x"],
-                          "utility_executed_local": [0.0, -1.0], "batch": ["1", "1"]})
+        table = pa.table(
+            {
+                "case_id": ["a", "b"],
+                "proposed_action": ["x", "y"],
+                "executed_action": ["x", "x"],
+                "utility_executed_local": [0.0, -1.0],
+                "batch": ["1", "1"],
+            }
+        )
         records = records_from_table(table, "landed", "landed", "0" * 64, used=("batch",))
         assert records.unused_columns == ()
 
@@ -108,8 +121,15 @@ def test_one_cluster_warns(tmp_path):
 
 def fake_result(estimate_value, lower, upper, reps=5000) -> EstimationResult:
     records = read_records(reference_file("authority_log_example"), analysis="log")
-    row = {"analysis": "log", "unit": "image_weighted", "metric": "delta", "estimate": estimate_value,
-           "ci_lower": lower, "ci_upper": upper, "available": True}
+    row = {
+        "analysis": "log",
+        "unit": "image_weighted",
+        "metric": "delta",
+        "estimate": estimate_value,
+        "ci_lower": lower,
+        "ci_upper": upper,
+        "available": True,
+    }
     return EstimationResult("reference", reps, 1, (0.025, 0.975), {"log": records}, estimates=[row])
 
 

@@ -18,17 +18,22 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import duckdb
 import pyarrow as pa
 
-from warehouse.atomic import atomic_path
+from warehouse.catalog_build import (
+    CATALOG_NAME,
+    build_catalog,
+    link_served_catalog,
+    snapshot_catalog_path,
+    write_catalog,
+)
 from warehouse.lake import Lake
-from warehouse.catalog_build import CATALOG_NAME, build_catalog, link_served_catalog, snapshot_catalog_path, write_catalog
 from warehouse.snapshots import committed_snapshots, keep_snapshots
-from warehouse.sql import duckdb_memory_limit, load_sql, quote_identifier, quote_literal
+from warehouse.sql import duckdb_memory_limit, load_sql
 
 READ_STATEMENTS = ("SELECT", "EXPLAIN")  # DESCRIBE, SHOW, SUMMARIZE, FROM-first and VALUES parse as SELECT
 BATCH_ROWS = 65_536
@@ -58,8 +63,9 @@ def publish_catalog(lake: Lake) -> Path:
     manifest = lake.snapshot()
     if manifest.snapshot == 0:
         return write_catalog(lake.root, manifest, catalog_path(lake), [manifest])
-    build_catalog(lake.root, manifest, manifest.snapshot, keep_snapshots(lake.keep_snapshots),
-                  committed_snapshots(lake.location))
+    build_catalog(
+        lake.root, manifest, manifest.snapshot, keep_snapshots(lake.keep_snapshots), committed_snapshots(lake.location)
+    )
     return link_served_catalog(lake.root, manifest.snapshot)
 
 
@@ -68,8 +74,19 @@ class CatalogError(ValueError):
 
 
 # Table functions whose first argument names the files a view reads (the catalog uses read_parquet).
-FILE_READERS = frozenset({"read_parquet", "parquet_scan", "read_csv", "read_csv_auto", "read_json",
-                          "read_json_auto", "read_ndjson", "read_text", "read_blob"})
+FILE_READERS = frozenset(
+    {
+        "read_parquet",
+        "parquet_scan",
+        "read_csv",
+        "read_csv_auto",
+        "read_json",
+        "read_json_auto",
+        "read_ndjson",
+        "read_text",
+        "read_blob",
+    }
+)
 GLOB_CHARS = frozenset("*?[")
 READ_ROWS = 512  # rows per batch DuckDB converts: small, so that wide rows make a small batch
 BATCH_BYTES = 16 << 20  # a yielded batch holds at most about this many bytes (or one row)
@@ -102,16 +119,20 @@ def connect_readonly(lake: Lake) -> duckdb.DuckDBPyConnection:
     except OSError as err:
         raise CatalogError(f"query: cannot read the catalog {path}: {err.strerror or err}") from err
     try:
-        con = duckdb.connect(str(private), read_only=True, config={
-            "autoload_known_extensions": False,
-            "autoinstall_known_extensions": False,
-            "memory_limit": duckdb_memory_limit(),
-            # the default is <catalog>.tmp, inside the lake, capped only at 90% of the disk
-            "temp_directory": str(spill),
-            "max_temp_directory_size": _spill_cap(spill),
-            # 64-bit offsets: a batch of long strings past 2 GB is no error (stream narrows it again)
-            "arrow_large_buffer_size": True,
-        })
+        con = duckdb.connect(
+            str(private),
+            read_only=True,
+            config={
+                "autoload_known_extensions": False,
+                "autoinstall_known_extensions": False,
+                "memory_limit": duckdb_memory_limit(),
+                # the default is <catalog>.tmp, inside the lake, capped only at 90% of the disk
+                "temp_directory": str(spill),
+                "max_temp_directory_size": _spill_cap(spill),
+                # 64-bit offsets: a batch of long strings past 2 GB is no error (stream narrows it again)
+                "arrow_large_buffer_size": True,
+            },
+        )
     except duckdb.Error as err:
         line = _first_line(err).replace(str(private), str(path))
         raise CatalogError(f"query: cannot open the catalog {path}: {line}") from err
@@ -141,7 +162,6 @@ def _spill_folder() -> Path:
     catalog copies; DuckDB empties it on close, it is removed at exit, and a killed process's folder
     is removed by the next process that opens the catalog."""
     import atexit
-    import shutil
     import tempfile
 
     pid = os.getpid()
@@ -154,10 +174,9 @@ def _spill_folder() -> Path:
 
 
 def _remove_stale_spill(base: Path) -> None:
-    import shutil
 
     for folder in base.glob(SPILL_PREFIX + "*"):
-        pid = folder.name[len(SPILL_PREFIX):].split("-", 1)[0]
+        pid = folder.name[len(SPILL_PREFIX) :].split("-", 1)[0]
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
@@ -172,7 +191,6 @@ def _remove_stale_spill(base: Path) -> None:
 
 def _private_copy(path: Path, spill: Path) -> Path:
     """A copy of the catalog, under its own name (DuckDB names the database after the file)."""
-    import shutil
     import tempfile
 
     copy = Path(tempfile.mkdtemp(prefix="catalog-", dir=spill)) / path.name
@@ -190,7 +208,6 @@ def _remove_private(copy: Path) -> None:
 
 def _spill_cap(spill: Path) -> str:
     """AUTHEVAL_QUERY_SPILL, else SPILL_CAP or half the free space there, whichever is less."""
-    import shutil
 
     declared = os.environ.get(SPILL_ENV, "").strip()
     if declared:
@@ -231,9 +248,12 @@ def _view_files(con: duckdb.DuckDBPyConnection, lake: Lake) -> list[str]:
 def _view_body(definition: str) -> str:
     """`CREATE VIEW name AS <select>` -> `<select>`: the text after the first AS keyword token."""
     for position, kind in duckdb.tokenize(definition):
-        if kind == duckdb.token_type.keyword and definition[position:position + 2].upper() == "AS" \
-                and not definition[position + 2:position + 3].isalnum():
-            return definition[position + 2:].strip().rstrip(";")
+        if (
+            kind == duckdb.token_type.keyword
+            and definition[position : position + 2].upper() == "AS"
+            and not definition[position + 2 : position + 3].isalnum()
+        ):
+            return definition[position + 2 :].strip().rstrip(";")
     return ""
 
 
@@ -247,8 +267,11 @@ def _reader_arguments(con: duckdb.DuckDBPyConnection, select: str) -> list[dict]
     def walk(node):
         if isinstance(node, dict):
             function = node.get("function") if node.get("type") == "TABLE_FUNCTION" else None
-            if isinstance(function, dict) and str(function.get("function_name", "")).lower() in FILE_READERS \
-                    and function.get("children"):
+            if (
+                isinstance(function, dict)
+                and str(function.get("function_name", "")).lower() in FILE_READERS
+                and function.get("children")
+            ):
                 found.append(function["children"][0])
             for value in node.values():
                 walk(value)
@@ -294,13 +317,17 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         raise QueryRefused(f"query: one statement only; found {len(statements)} (separated by ';')")
     kind = statements[0].type.name
     if kind not in READ_STATEMENTS:
-        raise QueryRefused(f"query: only a read-only SELECT (or WITH ... SELECT, DESCRIBE, SHOW) is allowed; "
-                           f"this is a {kind} statement")
+        raise QueryRefused(
+            f"query: only a read-only SELECT (or WITH ... SELECT, DESCRIBE, SHOW) is allowed; "
+            f"this is a {kind} statement"
+        )
     if kind == "EXPLAIN":
         explained = _explained_kind(con, statements[0].query)
         if explained != "SELECT":
-            raise QueryRefused(f"query: only a SELECT may be explained (EXPLAIN ANALYZE runs the statement it "
-                               f"explains); this explains {explained}")
+            raise QueryRefused(
+                f"query: only a SELECT may be explained (EXPLAIN ANALYZE runs the statement it "
+                f"explains); this explains {explained}"
+            )
 
 
 def _explained_kind(con: duckdb.DuckDBPyConnection, text: str) -> str:
@@ -315,8 +342,10 @@ def _explained_kind(con: duckdb.DuckDBPyConnection, text: str) -> str:
     first = 2 if len(words) > 1 and words[1].upper() in ("ANALYZE", "ANALYSE") else 1
     candidates = [first]
     if first < len(words) and words[first] == "(":
-        close = next((i for i in range(first + 1, len(words))
-                      if tokens[i][1] == duckdb.token_type.operator and words[i] != ","), None)
+        close = next(
+            (i for i in range(first + 1, len(words)) if tokens[i][1] == duckdb.token_type.operator and words[i] != ","),
+            None,
+        )
         if close is not None and words[close] == ")":
             candidates.append(close + 1)
     kinds = []
@@ -324,7 +353,7 @@ def _explained_kind(con: duckdb.DuckDBPyConnection, text: str) -> str:
         if start >= len(starts):
             continue
         try:
-            inner = con.extract_statements(text[starts[start]:])
+            inner = con.extract_statements(text[starts[start] :])
         except duckdb.Error:
             continue
         if len(inner) == 1:
@@ -349,8 +378,9 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def stream(lake: Lake, sql: str, params=None, batch_rows: int = BATCH_ROWS,
-           batch_bytes: int = BATCH_BYTES) -> Iterator[pa.RecordBatch]:
+def stream(
+    lake: Lake, sql: str, params=None, batch_rows: int = BATCH_ROWS, batch_bytes: int = BATCH_BYTES
+) -> Iterator[pa.RecordBatch]:
     """Run one read-only statement over the catalog and yield its result in record batches of at most
     `batch_rows` rows and about `batch_bytes` bytes (memory stays bounded whatever the result size and
     width). Raises QueryRefused or CatalogError (one line) on a refused or failed query, and
@@ -363,13 +393,16 @@ def stream(lake: Lake, sql: str, params=None, batch_rows: int = BATCH_ROWS,
             reader = con.execute(sql, params or []).to_arrow_reader(min(READ_ROWS, batch_rows))
             yield from _bounded(reader, batch_rows, batch_bytes)
         except duckdb.PermissionException as err:
-            raise QueryRefused(f"query: {_first_line(err)} (file access is limited to the files of the "
-                               f"lake {lake.root} that its catalog's views read)") from err
+            raise QueryRefused(
+                f"query: {_first_line(err)} (file access is limited to the files of the "
+                f"lake {lake.root} that its catalog's views read)"
+            ) from err
         except duckdb.InterruptException as err:
             raise KeyboardInterrupt from err
         except duckdb.OutOfMemoryException as err:
-            raise QueryRefused(f"query: {_first_line(err)} (memory and spill are capped: raise "
-                               f"AUTHEVAL_DUCKDB_MEMORY or {SPILL_ENV})") from err
+            raise QueryRefused(
+                f"query: {_first_line(err)} (memory and spill are capped: raise AUTHEVAL_DUCKDB_MEMORY or {SPILL_ENV})"
+            ) from err
         except duckdb.Error as err:
             raise QueryRefused(f"query: {_first_line(err)}") from err
         except (RuntimeError, OSError) as err:  # Ctrl-C inside DuckDB; an error mid-stream through Arrow
@@ -438,8 +471,11 @@ def _narrow_type(kind: pa.DataType) -> pa.DataType:
     if pa.types.is_struct(kind):
         return pa.struct([f.with_type(_narrow_type(f.type)) for f in kind])
     if pa.types.is_map(kind):
-        return pa.map_(kind.key_field.with_type(_narrow_type(kind.key_type)),
-                       kind.item_field.with_type(_narrow_type(kind.item_type)), kind.keys_sorted)
+        return pa.map_(
+            kind.key_field.with_type(_narrow_type(kind.key_type)),
+            kind.item_field.with_type(_narrow_type(kind.item_type)),
+            kind.keys_sorted,
+        )
     return kind
 
 

@@ -28,7 +28,7 @@ def build_catalog(root: Path, manifest, number: int, keep: int, committed: list)
     table of the `keep` snapshots kept with it, out of the lake's `committed` manifests) to
     snapshots/<number>.duckdb; atomic (temp file, then rename)."""
     earlier = [m for m in committed if m.snapshot < number]
-    kept = earlier[len(earlier) - keep + 1:] if keep > 1 else []
+    kept = earlier[len(earlier) - keep + 1 :] if keep > 1 else []
     kept.append(manifest)
     return write_catalog(Path(root), manifest, snapshot_catalog_path(root, number), kept)
 
@@ -45,10 +45,24 @@ def write_catalog(root: Path, manifest, target: Path, kept: list) -> Path:
                 # View DDL cannot take bound parameters: the name is a checked identifier and the
                 # paths quoted literals (warehouse.sql.quote_*).
                 con.execute(template.replace("{table}", quote_identifier(name)).replace("{locations}", locations))
-            con.register("snapshot_rows", pa.Table.from_pylist([
-                {"snapshot": m.snapshot, "run_id": m.run_id, "parent": m.parent, "committed_at": m.committed_at,
-                 "software": m.software, "tables": sorted(m.tables), "served": m.snapshot == manifest.snapshot}
-                for m in kept], schema=_SNAPSHOT_ROWS))
+            con.register(
+                "snapshot_rows",
+                pa.Table.from_pylist(
+                    [
+                        {
+                            "snapshot": m.snapshot,
+                            "run_id": m.run_id,
+                            "parent": m.parent,
+                            "committed_at": m.committed_at,
+                            "software": m.software,
+                            "tables": sorted(m.tables),
+                            "served": m.snapshot == manifest.snapshot,
+                        }
+                        for m in kept
+                    ],
+                    schema=_SNAPSHOT_ROWS,
+                ),
+            )
             con.execute(load_sql("warehouse/catalog_snapshots"))
             con.unregister("snapshot_rows")
             con.execute("CHECKPOINT")
@@ -59,9 +73,17 @@ def write_catalog(root: Path, manifest, target: Path, kept: list) -> Path:
     return target
 
 
-_SNAPSHOT_ROWS = pa.schema([("snapshot", pa.int64()), ("run_id", pa.string()), ("parent", pa.int64()),
-                            ("committed_at", pa.string()), ("software", pa.string()),
-                            ("tables", pa.list_(pa.string())), ("served", pa.bool_())])
+_SNAPSHOT_ROWS = pa.schema(
+    [
+        ("snapshot", pa.int64()),
+        ("run_id", pa.string()),
+        ("parent", pa.int64()),
+        ("committed_at", pa.string()),
+        ("software", pa.string()),
+        ("tables", pa.list_(pa.string())),
+        ("served", pa.bool_()),
+    ]
+)
 
 
 def link_served_catalog(root: Path, number: int) -> Path:

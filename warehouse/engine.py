@@ -91,18 +91,23 @@ def check_engine_config(config: EngineConfig) -> None:
             raise EngineError("--spark-master: is for --engine spark (the duckdb engine runs in this process)")
         return
     if importlib.util.find_spec("pyspark") is None:
-        raise EngineError("--engine spark: the Spark extra is not installed "
-                          "(pip install 'autheval-lake[spark]'; it needs Java 17)")
+        raise EngineError(
+            "--engine spark: the Spark extra is not installed (pip install 'autheval-lake[spark]'; it needs Java 17)"
+        )
     master = config.master()
     scheme = urlparse(master).scheme
     if scheme != "sc" and java_executable() is None:
-        raise EngineError("--engine spark: Java is missing (no java on PATH or in JAVA_HOME); "
-                          "install a Java 17 runtime, e.g. apt-get install openjdk-17-jre-headless")
+        raise EngineError(
+            "--engine spark: Java is missing (no java on PATH or in JAVA_HOME); "
+            "install a Java 17 runtime, e.g. apt-get install openjdk-17-jre-headless"
+        )
     if scheme in SPARK_MASTER_SCHEMES:
         check_master_reachable(master)
     elif not (master.startswith("local") or master == "yarn" or scheme == "k8s"):
-        raise EngineError(f"--spark-master: {master!r} is not a Spark master URL "
-                          "(local[N], spark://HOST:PORT, sc://HOST:PORT, yarn or k8s://URL)")
+        raise EngineError(
+            f"--spark-master: {master!r} is not a Spark master URL "
+            "(local[N], spark://HOST:PORT, sc://HOST:PORT, yarn or k8s://URL)"
+        )
 
 
 def java_executable() -> str | None:
@@ -169,7 +174,7 @@ class Engine:
         self.scratch = scratch  # temporary folder: Spark's warehouse dir and registered tables
         self._registered = 0
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -217,8 +222,9 @@ class Engine:
     def columns(self, name: str) -> list[str]:
         return list(self.backend.table(name).columns)
 
-    def create_column_view(self, name: str, source: str, columns: dict[str, str | None],
-                           labels: dict[str, str]) -> None:
+    def create_column_view(
+        self, name: str, source: str, columns: dict[str, str | None], labels: dict[str, str]
+    ) -> None:
         """The view `name` over table `source`: each output column of `columns` the source column it
         names (None: a NULL string), beside constant text columns `labels` (computed where it is read)."""
         import ibis
@@ -233,8 +239,9 @@ class Engine:
         import ibis
 
         parts = [self.backend.sql(text, dialect="duckdb") for text in statements]
-        self.backend.create_view(name, parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False),
-                                 overwrite=True)
+        self.backend.create_view(
+            name, parts[0] if len(parts) == 1 else ibis.union(*parts, distinct=False), overwrite=True
+        )
 
     def table(self, name: str) -> pa.Table:
         return self.backend.table(name).to_pyarrow()

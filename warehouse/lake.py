@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 
@@ -34,8 +34,7 @@ class Lake:
     `root`: a local path or a URI (see warehouse/filesystem.py); `keep_snapshots`: how many committed
     snapshots stay queryable (default $AUTHEVAL_KEEP_SNAPSHOTS, else 10)."""
 
-    def __init__(self, root: str | Path = DEFAULT_LAKE, keep_snapshots: int | None = None,
-                 snapshot: int | None = None):
+    def __init__(self, root: str | Path = DEFAULT_LAKE, keep_snapshots: int | None = None, snapshot: int | None = None):
         self.location = filesystem.lake_location(root)
         self.root = self.location.local_root()
         self.keep_snapshots = keep_snapshots
@@ -110,8 +109,9 @@ class Lake:
         """A writing run: every table written in the block commits as one snapshot when the block ends
         without an error; on an error nothing is committed and the staged files are removed. Raises
         LakeBusy (one line) when another run holds the lake."""
-        run = LakeRun(self.location, run_id or snapshots.new_run_id(), self._legacy_tables,
-                      self.keep_snapshots, software).open()
+        run = LakeRun(
+            self.location, run_id or snapshots.new_run_id(), self._legacy_tables, self.keep_snapshots, software
+        ).open()
         with run:
             yield run
 
@@ -195,15 +195,20 @@ class Lake:
             stem = name[: -len(".parquet")] if name.endswith(".parquet") else ""
             if entry.type == filesystem.pafs.FileType.File and stem and _TABLE.match(stem):
                 found[stem] = {"file": name}
-            elif (entry.type == filesystem.pafs.FileType.Directory and _TABLE.match(name)
-                  and filesystem.is_file(self.location, f"{entry.path}/{PARTITIONED_MARKER}")):
-                parts = {info.base_name[: -len(".parquet")]: f"{name}/{info.base_name}"
-                         for info in filesystem.list_dir(self.location, entry.path)
-                         if info.type == filesystem.pafs.FileType.File and info.base_name.endswith(".parquet")}
+            elif (
+                entry.type == filesystem.pafs.FileType.Directory
+                and _TABLE.match(name)
+                and filesystem.is_file(self.location, f"{entry.path}/{PARTITIONED_MARKER}")
+            ):
+                parts = {
+                    info.base_name[: -len(".parquet")]: f"{name}/{info.base_name}"
+                    for info in filesystem.list_dir(self.location, entry.path)
+                    if info.type == filesystem.pafs.FileType.File and info.base_name.endswith(".parquet")
+                }
                 if parts:
                     found[name] = {"partitions": parts}
         return found
 
     def _view_path(self, path: str) -> str:
         """What a view reads: the local path, or the object's URI."""
-        return path if self.location.is_local else self.location.uri(path[len(self.location.root):].lstrip("/"))
+        return path if self.location.is_local else self.location.uri(path[len(self.location.root) :].lstrip("/"))

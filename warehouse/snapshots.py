@@ -36,10 +36,10 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import pyarrow.fs as pafs
 
@@ -125,6 +125,7 @@ def entry_files(entry: dict) -> list[str]:
 
 
 # --- reading ---------------------------------------------------------------------------------------
+
 
 def _read_bytes(location: LakeLocation, path: str) -> bytes:
     with location.filesystem.open_input_stream(path) as stream:
@@ -213,14 +214,20 @@ def active_run(location: LakeLocation) -> LakeRun | None:
 
 
 def new_run_id(prefix: str = "run") -> str:
-    return f"{prefix}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
 class LakeRun:
     """The one writing run of a lake: stages tables under runs/<run>/, commits them as one snapshot."""
 
-    def __init__(self, location: LakeLocation, run_id: str, legacy: Callable[[], dict[str, dict]],
-                 keep: int | None = None, software: str = ""):
+    def __init__(
+        self,
+        location: LakeLocation,
+        run_id: str,
+        legacy: Callable[[], dict[str, dict]],
+        keep: int | None = None,
+        software: str = "",
+    ):
         if not _RUN_ID.match(run_id):
             raise ValueError(f"run id {run_id!r}: 1-100 characters of [A-Za-z0-9_.-]")
         self.location, self.run_id, self.software = location, run_id, software
@@ -272,8 +279,9 @@ class LakeRun:
                 holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip().splitlines()
                 os.close(fd)
                 who = holder[0] if holder else "another run"
-                raise LakeBusy(f"lake {root} in use by run {who}; try again when it ends "
-                               f"(or set ${WAIT_ENV} to wait)") from None
+                raise LakeBusy(
+                    f"lake {root} in use by run {who}; try again when it ends (or set ${WAIT_ENV} to wait)"
+                ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{self.run_id} (pid {os.getpid()}, since {_now()})\n".encode(), 0)
         self._lock_fd = fd
@@ -363,12 +371,18 @@ class LakeRun:
         base = current_manifest(self.location, self._legacy)
         number = max([base.snapshot, *snapshot_numbers(self.location)]) + 1
         tables = {**base.tables, **self._staged}
-        manifest = Manifest(number, self.run_id, base.snapshot if base.run_id or base.tables else None, _now(),
-                            tables, {**base.files, **self._files}, self.software)
+        manifest = Manifest(
+            number,
+            self.run_id,
+            base.snapshot if base.run_id or base.tables else None,
+            _now(),
+            tables,
+            {**base.files, **self._files},
+            self.software,
+        )
         _write_bytes(self.location, manifest_path(self.location, number), manifest.to_json())
         if self.location.is_local:
-            build_catalog(Path(self.location.root), manifest, number, self.keep,
-                          committed_snapshots(self.location))
+            build_catalog(Path(self.location.root), manifest, number, self.keep, committed_snapshots(self.location))
         _write_bytes(self.location, self.location.path(CURRENT), f"{number}\n".encode())  # the commit
         self._staged, self._written = {}, []
         files, self._files = self._files, {}
@@ -399,8 +413,12 @@ class LakeRun:
                 self.location.filesystem.delete_file(manifest_path(self.location, number))
         if self.location.is_local:
             root = Path(self.location.root)
-            for stray in [*root.glob(".CURRENT.*.tmp"), *root.glob(".autheval.duckdb.*"),
-                          *(root / SNAPSHOTS).glob(".*.tmp"), *(root / SNAPSHOTS).glob(".*.duckdb*")]:
+            for stray in [
+                *root.glob(".CURRENT.*.tmp"),
+                *root.glob(".autheval.duckdb.*"),
+                *(root / SNAPSHOTS).glob(".*.tmp"),
+                *(root / SNAPSHOTS).glob(".*.duckdb*"),
+            ]:
                 with contextlib.suppress(OSError):
                     stray.unlink()
             for number in _catalog_numbers(root):
@@ -416,7 +434,7 @@ class LakeRun:
         under runs/ that no kept snapshot names (this run's staged files excepted)."""
         current = current_number(self.location)
         numbers = [n for n in snapshot_numbers(self.location) if current is not None and n <= current]
-        kept, dropped = numbers[-self.keep:], numbers[:-self.keep]
+        kept, dropped = numbers[-self.keep :], numbers[: -self.keep]
         referenced: set[str] = set(self._written)
         for number in kept:
             referenced |= read_manifest(self.location, number).referenced()
@@ -482,5 +500,4 @@ def _token() -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
+    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from functools import lru_cache
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
@@ -13,7 +13,7 @@ SQL_PACKAGE = "sql"  # the top-level `sql/` folder, an importable package whose 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*/[a-z][a-z0-9_]*$")  # stage/name: the stage folder, then the file
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_sql(name: str) -> str:
     """Return the text of `sql/<stage>/<name>.sql`, named `stage/name` (from the checkout or the
     installed package alike)."""
@@ -49,6 +49,7 @@ def drop_table(con, name: str) -> None:
 
 # Running a named SQL file: the one way. `params` is a dict of the file's $name parameters; names the
 # file does not use are left out (DuckDB refuses unused named parameters), so callers pass one dict.
+
 
 def _bound(sql: str, params) -> dict | None:
     """The subset of `params` that `sql` names as $name, or None when it names none of them."""
@@ -152,9 +153,10 @@ def available_memory_bytes() -> int | None:
                     break
     except (OSError, ValueError):
         pass
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
         try:
             with open(limit_file) as handle:
                 limit = handle.read().strip()
@@ -205,7 +207,7 @@ def sweep_dead_folders(root: Path, prefix: str) -> None:
     import shutil
 
     for folder in root.glob(prefix + "*"):
-        pid = folder.name[len(prefix):].split("-", 1)[0]
+        pid = folder.name[len(prefix) :].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -232,8 +234,6 @@ def connect(memory_limit: str | None = None, threads: int | None = None):
     threads split the rows: DuckDB adds each thread's partial sums (fsum's compensated ones too) in
     the order the threads finish, so two runs could differ in the last bit (measured: the per-cluster
     sums of 10M records on 2 threads differed between runs; on one thread never, for 0.7-1.1 s more)."""
-    import os
-    import tempfile
 
     import duckdb
 

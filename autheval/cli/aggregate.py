@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autheval.errors import RecordError
 from autheval.cli.flags import check_not_an_input, path_flag
+from autheval.errors import RecordError
 
 OUTPUT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 # autheval/cli/main.py lists the command with this line in --help before registering it
@@ -28,16 +28,17 @@ def _output_format(path: Path) -> str:
 
 
 def cmd_aggregate(args) -> int:
-    from autheval.proposals.cct import USES, aggregate_table
     from autheval.io import read_table
+    from autheval.proposals.cct import USES, aggregate_table
     from warehouse.atomic import atomic_path
 
     fmt = _output_format(args.output)
     check_not_an_input([args.output], [("--input", args.input)], "--output")
     for flag, value in (("lam", args.lam), ("beta", args.beta)):
         if value is not None and flag not in USES[args.method]:
-            raise RecordError(f"--{flag}", None, f"is not used by method {args.method!r} "
-                              f"(lam: confonly, cc; beta: consonly, cc)")
+            raise RecordError(
+                f"--{flag}", None, f"is not used by method {args.method!r} (lam: confonly, cc; beta: consonly, cc)"
+            )
     source = str(args.input)
     result = aggregate_table(read_table(args.input), args.method, args.lam, args.beta, source=source)
     with atomic_path(args.output) as tmp:
@@ -58,19 +59,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from autheval.proposals.cct import DEFAULT_BETA, DEFAULT_LAM, METHODS
 
     p = subparsers.add_parser(
-        "aggregate", help=AGGREGATE_HELP,
+        "aggregate",
+        help=AGGREGATE_HELP,
         description="Confidence-consistency test-time aggregation (DermoGPT). The input (CSV or Parquet) has "
-                    "exactly the columns case_id, variant, option, prob: for every case the variants 0..K-1 "
-                    "(0 = the original prompt), each a probability vector over the options a0..a3 summing to 1. "
-                    "Writes case_id, option, prob, rank (rank 0 = the slate head; ties go to the lower option) "
-                    "to --output (.csv or .parquet) and prints its path. Methods: single (variant 0), vote "
-                    "(prob = vote share; ranked by votes, then mean probability), meanprob, confonly "
-                    "(w = softmax(lam * confidence)), consonly (w = softmax(-beta * deviation)), cc (both).")
+        "exactly the columns case_id, variant, option, prob: for every case the variants 0..K-1 "
+        "(0 = the original prompt), each a probability vector over the options a0..a3 summing to 1. "
+        "Writes case_id, option, prob, rank (rank 0 = the slate head; ties go to the lower option) "
+        "to --output (.csv or .parquet) and prints its path. Methods: single (variant 0), vote "
+        "(prob = vote share; ranked by votes, then mean probability), meanprob, confonly "
+        "(w = softmax(lam * confidence)), consonly (w = softmax(-beta * deviation)), cc (both).",
+    )
     p.add_argument("--input", required=True, type=path_flag, metavar="PROBS", help="the variant probabilities")
     p.add_argument("--method", required=True, choices=METHODS, help="the aggregator")
-    p.add_argument("--lam", type=float, default=None, metavar="L",
-                   help=f"weight of the confidence margin (confonly, cc; default {DEFAULT_LAM})")
-    p.add_argument("--beta", type=float, default=None, metavar="B",
-                   help=f"weight of the deviation from the barycenter (consonly, cc; default {DEFAULT_BETA})")
+    p.add_argument(
+        "--lam",
+        type=float,
+        default=None,
+        metavar="L",
+        help=f"weight of the confidence margin (confonly, cc; default {DEFAULT_LAM})",
+    )
+    p.add_argument(
+        "--beta",
+        type=float,
+        default=None,
+        metavar="B",
+        help=f"weight of the deviation from the barycenter (consonly, cc; default {DEFAULT_BETA})",
+    )
     p.add_argument("--output", required=True, type=path_flag, metavar="OUT", help="the result, .csv or .parquet")
     p.set_defaults(func=cmd_aggregate)

@@ -10,47 +10,74 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autheval.errors import RecordError
 from autheval.cli.common import _progress
 from autheval.cli.flags import SEED_MAX, check_seed, path_flag
+from autheval.errors import RecordError
 from autheval.vocabulary import SCHEMES
 
 
 def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scheme", choices=SCHEMES, default=None,
-                        help="how clusters are resampled: reference (AuthEval's analysis scheme), evaluator "
-                             "(AuthEval's log evaluator) or poisson (Poisson(1) weights, for very large logs); "
-                             "default: reference for case traces, evaluator for logs")
-    parser.add_argument("--reps", type=int, default=5000, metavar="N",
-                        help="bootstrap replicates (default 5000)")
-    parser.add_argument("--seed", type=int, default=None, metavar="S",
-                        help=f"random seed, an integer from 0 to {SEED_MAX} (2^62 - 1) for every scheme "
-                             "(default: the scheme's own, 20260711 for reference and poisson, 20260710 for "
-                             "evaluator)")
-    parser.add_argument("--lower", type=float, default=0.025, metavar="Q",
-                        help="lower quantile of the interval (default 0.025)")
-    parser.add_argument("--upper", type=float, default=0.975, metavar="Q",
-                        help="upper quantile of the interval (default 0.975)")
-    parser.add_argument("--engine", default="duckdb", metavar="NAME",
-                        help="where the estimators run: duckdb (in this process, the default) or spark (a "
-                             "local Spark session bound to 127.0.0.1, or the cluster of --spark-master; needs "
-                             "the spark extra and Java 17); the numbers agree to 1e-12")
-    parser.add_argument("--spark-master", default=None, metavar="URL",
-                        help="with --engine spark: an existing cluster (spark://HOST:7077, sc://HOST:15002, "
-                             "yarn, k8s://URL); default local[N] on this machine's cores")
-    parser.add_argument("--no-progress", dest="progress", action="store_false",
-                        help="print no progress lines (by default a run longer than a few seconds reports rows "
-                             "read and bootstrap replicates done on stderr, never on stdout)")
-    parser.add_argument("--output-dir", type=path_flag, default=Path("."), metavar="DIR",
-                        help="folder for the result files, created if missing (default: the current folder); "
-                             "all files are replaced together or none is")
+    parser.add_argument(
+        "--scheme",
+        choices=SCHEMES,
+        default=None,
+        help="how clusters are resampled: reference (AuthEval's analysis scheme), evaluator "
+        "(AuthEval's log evaluator) or poisson (Poisson(1) weights, for very large logs); "
+        "default: reference for case traces, evaluator for logs",
+    )
+    parser.add_argument("--reps", type=int, default=5000, metavar="N", help="bootstrap replicates (default 5000)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        metavar="S",
+        help=f"random seed, an integer from 0 to {SEED_MAX} (2^62 - 1) for every scheme "
+        "(default: the scheme's own, 20260711 for reference and poisson, 20260710 for "
+        "evaluator)",
+    )
+    parser.add_argument(
+        "--lower", type=float, default=0.025, metavar="Q", help="lower quantile of the interval (default 0.025)"
+    )
+    parser.add_argument(
+        "--upper", type=float, default=0.975, metavar="Q", help="upper quantile of the interval (default 0.975)"
+    )
+    parser.add_argument(
+        "--engine",
+        default="duckdb",
+        metavar="NAME",
+        help="where the estimators run: duckdb (in this process, the default) or spark (a "
+        "local Spark session bound to 127.0.0.1, or the cluster of --spark-master; needs "
+        "the spark extra and Java 17); the numbers agree to 1e-12",
+    )
+    parser.add_argument(
+        "--spark-master",
+        default=None,
+        metavar="URL",
+        help="with --engine spark: an existing cluster (spark://HOST:7077, sc://HOST:15002, "
+        "yarn, k8s://URL); default local[N] on this machine's cores",
+    )
+    parser.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="print no progress lines (by default a run longer than a few seconds reports rows "
+        "read and bootstrap replicates done on stderr, never on stdout)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=path_flag,
+        default=Path("."),
+        metavar="DIR",
+        help="folder for the result files, created if missing (default: the current folder); "
+        "all files are replaced together or none is",
+    )
 
 
 def _check_bootstrap_flags(args, inputs: list[tuple[str, Path]], files: tuple[str, ...]) -> None:
     """Fail before any work, in one line naming the flag: also when a result file would replace one of
     the `inputs` (flag, path)."""
-    from autheval.estimation.estimators import check_reps
     from autheval.cli.flags import check_not_an_input
+    from autheval.estimation.estimators import check_reps
     from autheval.reporting.outputs import check_output_dir
 
     check_seed(args.seed)
@@ -82,16 +109,23 @@ def _default_scheme(recordsets) -> str:
 
 def cmd_evaluate(args) -> int:
     from autheval.estimation.estimators import estimate
+    from autheval.records.read import read_records
     from autheval.reporting.outputs import EVALUATE_FILES, write_evaluate_outputs
     from autheval.reporting.receipt import RECEIPT
-    from autheval.records.read import read_records
 
     _check_bootstrap_flags(args, [("--input", args.input)], (*EVALUATE_FILES, RECEIPT))
     records = _read_with_progress(read_records, args, args.input)
     scheme = args.scheme or _default_scheme([records])
     with _engine(args, scheme) as engine:
-        result = estimate([records], scheme=scheme, reps=args.reps, seed=args.seed,
-                          quantiles=(args.lower, args.upper), engine=engine, progress=_bootstrap_progress(args))
+        result = estimate(
+            [records],
+            scheme=scheme,
+            reps=args.reps,
+            seed=args.seed,
+            quantiles=(args.lower, args.upper),
+            engine=engine,
+            progress=_bootstrap_progress(args),
+        )
     receipt = _bootstrap_receipt(args, "evaluate", result, [("--input", args.input)])
     for path in write_evaluate_outputs(result, records.analysis, args.output_dir, receipt):
         print(path)
@@ -109,15 +143,33 @@ def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, Path]
         argv += [flag, f"{name}={_input_text(path)}" if name else _input_text(path)]
     for contrast in getattr(args, "contrast", None) or []:
         argv += ["--contrast", contrast]
-    argv += ["--scheme", result.scheme, "--reps", str(result.reps), "--seed", str(result.seed),
-             "--lower", repr(args.lower), "--upper", repr(args.upper), "--engine", args.engine]
+    argv += [
+        "--scheme",
+        result.scheme,
+        "--reps",
+        str(result.reps),
+        "--seed",
+        str(result.seed),
+        "--lower",
+        repr(args.lower),
+        "--upper",
+        repr(args.upper),
+        "--engine",
+        args.engine,
+    ]
     if args.spark_master:
         argv += ["--spark-master", args.spark_master]
     argv += ["--no-progress"]  # no --output-dir: the receipt is the same wherever the results were written
-    config = {"scheme": result.scheme, "seed": result.seed, "reps": result.reps, "quantiles": [args.lower, args.upper],
-              "engine": args.engine}
-    entries = [input_entry(flag, path) if "://" not in str(path) else _uri_entry(flag, str(path))
-               for flag, path in inputs]
+    config = {
+        "scheme": result.scheme,
+        "seed": result.seed,
+        "reps": result.reps,
+        "quantiles": [args.lower, args.upper],
+        "engine": args.engine,
+    }
+    entries = [
+        input_entry(flag, path) if "://" not in str(path) else _uri_entry(flag, str(path)) for flag, path in inputs
+    ]
     return build_receipt(command, argv, entries, [], config)
 
 
@@ -150,8 +202,10 @@ def _read_with_progress(read_records, args, path, analysis=None, con=None):
     records = read_records(path, analysis=analysis, con=con)
     seconds = time.monotonic() - started
     if args.progress and seconds >= SLOW_SECONDS:
-        _progress(f"autheval: read and validated {records.n_cases:,} rows in {records.n_clusters:,} clusters "
-                  f"from {path} ({seconds:.1f} s)")
+        _progress(
+            f"autheval: read and validated {records.n_cases:,} rows in {records.n_clusters:,} clusters "
+            f"from {path} ({seconds:.1f} s)"
+        )
     return records
 
 
@@ -172,15 +226,15 @@ def _parse_arm(text: str) -> tuple[str, str]:
 def _parse_contrast(text: str) -> tuple[str, str]:
     a, sep, b = text.partition(" minus ")
     if not sep:
-        raise RecordError("--contrast", None, f"expected \"A minus B\", got {text!r}")
+        raise RecordError("--contrast", None, f'expected "A minus B", got {text!r}')
     return a.strip(), b.strip()
 
 
 def cmd_compare(args) -> int:
     from autheval.estimation.estimators import estimate, warn_if_no_contrast
+    from autheval.records.read import read_records
     from autheval.reporting.outputs import COMPARE_FILES, write_compare_outputs
     from autheval.reporting.receipt import RECEIPT
-    from autheval.records.read import read_records
 
     arms = [_parse_arm(a) for a in args.arm]
     _check_bootstrap_flags(args, [(f"--arm {name}", Path(path)) for name, path in arms], (*COMPARE_FILES, RECEIPT))
@@ -195,11 +249,19 @@ def cmd_compare(args) -> int:
     warn_if_no_contrast([name for name, _ in arms], contrasts)
     scheme = args.scheme or _default_scheme(records)
     with _engine(args, scheme) as engine:
-        result = estimate(records, scheme=scheme, reps=args.reps, seed=args.seed,
-                          quantiles=(args.lower, args.upper), contrasts=contrasts, engine=engine,
-                          progress=_bootstrap_progress(args))
-    receipt = _bootstrap_receipt(args, "compare", result, [("--arm", path) for _, path in arms],
-                                 names=[name for name, _ in arms])
+        result = estimate(
+            records,
+            scheme=scheme,
+            reps=args.reps,
+            seed=args.seed,
+            quantiles=(args.lower, args.upper),
+            contrasts=contrasts,
+            engine=engine,
+            progress=_bootstrap_progress(args),
+        )
+    receipt = _bootstrap_receipt(
+        args, "compare", result, [("--arm", path) for _, path in arms], names=[name for name, _ in arms]
+    )
     for path in write_compare_outputs(result, args.output_dir, receipt):
         print(path)
     return 0
@@ -223,31 +285,49 @@ class _UnneededImports:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `evaluate` and `compare` to the `autheval` parser."""
     p = subparsers.add_parser(
-        "evaluate", help="evaluate one record file (AuthEval log or case trace)",
+        "evaluate",
+        help="evaluate one record file (AuthEval log or case trace)",
         description="Evaluate one record file (CSV or Parquet). The schema is detected from the columns: the "
-                    "AuthEval log schema (case_id, [cluster_id], proposed_action, executed_action, "
-                    "utility_executed_local, [utility_proposed_local], [utility_proposed_global]) or the "
-                    "case-trace schema (image_id, cluster_id, a_head, a_exec, Uz_head, Uz_exec, [Ug_head]). "
-                    "Writes summary.json, summary.md, authority_summary.csv and estimates.csv to --output-dir "
-                    "and prints their paths. A number the record cannot support is reported as not "
-                    "recoverable, never as a number.")
-    p.add_argument("--input", required=True, type=record_input_flag, metavar="PATH",
-                   help="the records: a CSV or Parquet file, a folder or glob of Parquet files (one dataset, in "
-                        "name order), or a URI (file:///..., an object store such as s3://bucket/prefix); read "
-                        "where they lie, streaming")
+        "AuthEval log schema (case_id, [cluster_id], proposed_action, executed_action, "
+        "utility_executed_local, [utility_proposed_local], [utility_proposed_global]) or the "
+        "case-trace schema (image_id, cluster_id, a_head, a_exec, Uz_head, Uz_exec, [Ug_head]). "
+        "Writes summary.json, summary.md, authority_summary.csv and estimates.csv to --output-dir "
+        "and prints their paths. A number the record cannot support is reported as not "
+        "recoverable, never as a number.",
+    )
+    p.add_argument(
+        "--input",
+        required=True,
+        type=record_input_flag,
+        metavar="PATH",
+        help="the records: a CSV or Parquet file, a folder or glob of Parquet files (one dataset, in "
+        "name order), or a URI (file:///..., an object store such as s3://bucket/prefix); read "
+        "where they lie, streaming",
+    )
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_evaluate)
 
     p = subparsers.add_parser(
-        "compare", help="compare proposal mechanisms on identical clusters",
+        "compare",
+        help="compare proposal mechanisms on identical clusters",
         description="Compare the authority gap of several proposal mechanisms (arms) evaluated on the same "
-                    "clusters. Writes proposal_dependence_summary.csv, paired_contrast.csv and estimates.csv "
-                    "to --output-dir and prints their paths.")
-    p.add_argument("--arm", action="append", required=True, metavar="NAME=FILE",
-                   help="one arm: a name and its records (a file, a folder or glob of Parquet files, or a URI, "
-                        "as --input of evaluate; repeat the flag for each arm); the first arm is the baseline of "
-                        "the default contrasts")
-    p.add_argument("--contrast", action="append", metavar='"A minus B"',
-                   help="a paired contrast of two arm names (repeatable); default: each later arm minus the first")
+        "clusters. Writes proposal_dependence_summary.csv, paired_contrast.csv and estimates.csv "
+        "to --output-dir and prints their paths.",
+    )
+    p.add_argument(
+        "--arm",
+        action="append",
+        required=True,
+        metavar="NAME=FILE",
+        help="one arm: a name and its records (a file, a folder or glob of Parquet files, or a URI, "
+        "as --input of evaluate; repeat the flag for each arm); the first arm is the baseline of "
+        "the default contrasts",
+    )
+    p.add_argument(
+        "--contrast",
+        action="append",
+        metavar='"A minus B"',
+        help="a paired contrast of two arm names (repeatable); default: each later arm minus the first",
+    )
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_compare)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from autheval.errors import RecordError
 
@@ -46,8 +46,11 @@ def check_not_an_input(outputs: Iterable[Path], inputs: Iterable[tuple[str, Path
     for output in outputs:
         for name, path in inputs:
             if same_file(output, path):
-                raise RecordError(flag, None, f"{output} is the input {name} {path}; writing it would replace "
-                                  f"the input: choose another {flag}")
+                raise RecordError(
+                    flag,
+                    None,
+                    f"{output} is the input {name} {path}; writing it would replace the input: choose another {flag}",
+                )
 
 
 def check_inputs_outside(folder: Path, inputs: Iterable[tuple[str, Path | None]], flag: str) -> None:
@@ -56,5 +59,9 @@ def check_inputs_outside(folder: Path, inputs: Iterable[tuple[str, Path | None]]
     root = Path(folder).resolve()
     for name, path in inputs:
         if path is not None and Path(path).resolve().is_relative_to(root):
-            raise RecordError(flag, None, f"{folder} holds the input {name} {path}, and what is in it is "
-                              "rewritten: keep inputs outside the lake folder")
+            raise RecordError(
+                flag,
+                None,
+                f"{folder} holds the input {name} {path}, and what is in it is "
+                "rewritten: keep inputs outside the lake folder",
+            )

@@ -9,10 +9,10 @@ import argparse
 import sys
 
 from autheval import __version__
-from autheval.errors import RecordError
 from autheval.cli import demo, evaluate, query, ui, verify
 from autheval.cli.aggregate import AGGREGATE_HELP
 from autheval.cli.evaluate import _UnneededImports
+from autheval.errors import RecordError
 
 DESCRIPTION = """\
 Authority-preserving evaluation of medical vision-language assistants.
@@ -49,8 +49,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     """The `autheval` parser. `command`: the subcommand about to run; `aggregate` is registered with
     its options (importing autheval.proposals.cct) only when it is that command (the default: every command)."""
-    parser = _Parser(prog="autheval", description=DESCRIPTION, epilog=EPILOG,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="autheval", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -58,10 +59,11 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     demo.register(sub)
     query.register(sub)
 
-    from autheval.cli.synth import register as register_raw
     from autheval.cli.mavic import register as register_mavic
     from autheval.cli.monitor import register as register_monitor
     from autheval.cli.rules import register as register_rules
+    from autheval.cli.synth import register as register_raw
+
     register_raw(sub)
     register_rules(sub)
     register_monitor(sub)
@@ -116,9 +118,12 @@ def _run(argv: list[str] | None) -> int:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser(_command_word(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
-    if (argv is None and args.command in ("evaluate", "compare")
-            and not any(m in sys.modules for m in _UnneededImports.REFUSED)
-            and args.engine == "duckdb"):  # Ibis's Spark backend imports pandas
+    if (
+        argv is None
+        and args.command in ("evaluate", "compare")
+        and not any(m in sys.modules for m in _UnneededImports.REFUSED)
+        and args.engine == "duckdb"
+    ):  # Ibis's Spark backend imports pandas
         sys.meta_path.insert(0, _UnneededImports())  # the command-line process only, not a library caller
     if args.command in ("evaluate", "compare", "demo"):
         from autheval.records.warnings import print_warnings_plainly

@@ -14,8 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
-from autheval.errors import RecordError
 from autheval.cli.flags import check_not_an_input, path_flag
+from autheval.errors import RecordError
 
 SCORE_COLUMNS = ("group_id", "completion", "modality", "reference_diagnosis", "reference_attributes")
 TRAINING_COLUMNS = ("attributes", "modality", "diagnosis")
@@ -38,11 +38,13 @@ def _json_objects(values: list, source: str, column: str) -> list[dict]:
             try:
                 value = json.loads(value)
             except ValueError:
-                raise RecordError(source, column, "must be a JSON object of attribute -> state",
-                                  f"row {i + 1}, value {value[:60]!r}") from None
+                raise RecordError(
+                    source, column, "must be a JSON object of attribute -> state", f"row {i + 1}, value {value[:60]!r}"
+                ) from None
         if not isinstance(value, dict):
-            raise RecordError(source, column, "must be a JSON object of attribute -> state",
-                              f"row {i + 1}, value {value!r}")
+            raise RecordError(
+                source, column, "must be a JSON object of attribute -> state", f"row {i + 1}, value {value!r}"
+            )
         out.append(value)
     return out
 
@@ -101,17 +103,33 @@ def cmd_mavic_score(args) -> int:
     modality = _texts(cells["modality"], source, "modality")
     diagnosis = _texts(cells["reference_diagnosis"], source, "reference_diagnosis")
     attributes = _json_objects(cells["reference_attributes"], source, "reference_attributes")
-    scores = score_completions(cells["completion"], modality, diagnosis, attributes, group_id, weights=weights,
-                               config=config, ontology=ontology, source=source, with_rules=True)
+    scores = score_completions(
+        cells["completion"],
+        modality,
+        diagnosis,
+        attributes,
+        group_id,
+        weights=weights,
+        config=config,
+        ontology=ontology,
+        source=source,
+        with_rules=True,
+    )
     for key in OUTPUT_KEYS:
         if key in table.column_names:
             table = table.drop_columns([key])
         table = table.append_column(key, pa.array(scores[key], pa.float64()))
     table = table.append_column("format_rule", pa.array(scores["format_rule"].tolist(), pa.string()))
-    table = _provenance(table, {
-        "composite": config.formula(), "ontology": f"{ontology.name} ({ontology.version})",
-        "config_sha256": config.sha256(), "weights_sha256": weights.sha256 if weights else None,
-        "data_sha256": file_sha256(args.input)})
+    table = _provenance(
+        table,
+        {
+            "composite": config.formula(),
+            "ontology": f"{ontology.name} ({ontology.version})",
+            "config_sha256": config.sha256(),
+            "weights_sha256": weights.sha256 if weights else None,
+            "data_sha256": file_sha256(args.input),
+        },
+    )
     _write(table, args.output, fmt)
     print(args.output)
     return 0
@@ -127,12 +145,22 @@ def cmd_mavic_weights(args) -> int:
     config = load_config(args.config)
     source = str(args.input)
     cells = _columns(read_table(args.input), TRAINING_COLUMNS, source)
-    weights = pmi_weights(_json_objects(cells["attributes"], source, "attributes"),
-                          _texts(cells["modality"], source, "modality"),
-                          _texts(cells["diagnosis"], source, "diagnosis"), config=config, source=source)
-    table = _provenance(weights_table(weights), {
-        "pmi_eps": repr(config.pmi_eps), "pmi_floor": repr(config.pmi_floor),
-        "config_sha256": config.sha256(), "data_sha256": file_sha256(args.input)})
+    weights = pmi_weights(
+        _json_objects(cells["attributes"], source, "attributes"),
+        _texts(cells["modality"], source, "modality"),
+        _texts(cells["diagnosis"], source, "diagnosis"),
+        config=config,
+        source=source,
+    )
+    table = _provenance(
+        weights_table(weights),
+        {
+            "pmi_eps": repr(config.pmi_eps),
+            "pmi_floor": repr(config.pmi_floor),
+            "config_sha256": config.sha256(),
+            "data_sha256": file_sha256(args.input),
+        },
+    )
     _write(table, args.output, fmt)
     print(args.output)
     return 0
@@ -143,27 +171,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("mavic", help="MAVIC: the morphology-grounded reward of GRPO completions (DermoGPT)")
     sub = p.add_subparsers(dest="mavic_command", required=True)
     score = sub.add_parser(
-        "score", help="score a file of completions",
+        "score",
+        help="score a file of completions",
         description="Score GRPO completions with MAVIC. --input (CSV or Parquet) has the columns group_id, "
-                    "completion, modality (dermoscopic or clinical), reference_diagnosis and "
-                    "reference_attributes (a JSON object of attribute -> state). Writes them with r_fmt, r_acc, "
-                    "s_hier, s_morph, gate, reward, advantage, format_rule (why r_fmt is 0) and the provenance "
-                    "(composite, ontology, config, weights, data hash, software) to --output (.csv or .parquet).")
+        "completion, modality (dermoscopic or clinical), reference_diagnosis and "
+        "reference_attributes (a JSON object of attribute -> state). Writes them with r_fmt, r_acc, "
+        "s_hier, s_morph, gate, reward, advantage, format_rule (why r_fmt is 0) and the provenance "
+        "(composite, ontology, config, weights, data hash, software) to --output (.csv or .parquet).",
+    )
     score.add_argument("--input", required=True, type=path_flag, metavar="FILE", help="the completions")
     score.add_argument("--output", required=True, type=path_flag, metavar="FILE", help="the scores, .csv or .parquet")
-    score.add_argument("--weights", type=path_flag, metavar="PMI_FILE",
-                       help="PMI weights from `autheval mavic weights` (default: every feature weighs 1)")
-    score.add_argument("--config", type=path_flag, metavar="FILE",
-                       help="a declared MAVIC config (YAML: composite, lambda_hier, lambda_morph, gate_k, "
-                            "tversky_alpha, tversky_beta, ontology, ...; default: the paper's values)")
+    score.add_argument(
+        "--weights",
+        type=path_flag,
+        metavar="PMI_FILE",
+        help="PMI weights from `autheval mavic weights` (default: every feature weighs 1)",
+    )
+    score.add_argument(
+        "--config",
+        type=path_flag,
+        metavar="FILE",
+        help="a declared MAVIC config (YAML: composite, lambda_hier, lambda_morph, gate_k, "
+        "tversky_alpha, tversky_beta, ontology, ...; default: the paper's values)",
+    )
     score.set_defaults(func=cmd_mavic_score)
     weights = sub.add_parser(
-        "weights", help="PMI weights of the morphology features from a training table",
+        "weights",
+        help="PMI weights of the morphology features from a training table",
         description="PMI(m_f; y) = log((p(m_f=1, y) + eps) / (p(m_f=1) p(y) + eps)) for every feature of the "
-                    "declared schemas and every diagnosis of --input (CSV or Parquet: attributes (a JSON object), "
-                    "modality, diagnosis); writes diagnosis, feature, pmi, weight (max(pmi, pmi_floor)) to --output.")
+        "declared schemas and every diagnosis of --input (CSV or Parquet: attributes (a JSON object), "
+        "modality, diagnosis); writes diagnosis, feature, pmi, weight (max(pmi, pmi_floor)) to --output.",
+    )
     weights.add_argument("--input", required=True, type=path_flag, metavar="TRAINING_TABLE", help="the training table")
     weights.add_argument("--output", required=True, type=path_flag, metavar="PMI_FILE", help=".csv or .parquet")
-    weights.add_argument("--config", type=path_flag, metavar="FILE",
-                         help="a declared MAVIC config (pmi_eps, pmi_floor)")
+    weights.add_argument(
+        "--config", type=path_flag, metavar="FILE", help="a declared MAVIC config (pmi_eps, pmi_floor)"
+    )
     weights.set_defaults(func=cmd_mavic_weights)

@@ -30,9 +30,11 @@ def cmd_protocol_check(args) -> int:
 
     protocol = load_protocol(args.file)
     rules = ", ".join(f"{r.metric} ({r.unit})" for r in protocol.rules)
-    print(f"{args.file}: ok: version {protocol.version}, sha256 {protocol.sha256}, alpha {protocol.alpha:g} "
-          f"({protocol.multiplicity}), horizon {protocol.horizon_clusters} clusters, min {protocol.min_clusters} "
-          f"clusters, {len(protocol.rules)} rules ({rules}), {len(protocol.sites)} site overrides")
+    print(
+        f"{args.file}: ok: version {protocol.version}, sha256 {protocol.sha256}, alpha {protocol.alpha:g} "
+        f"({protocol.multiplicity}), horizon {protocol.horizon_clusters} clusters, min {protocol.min_clusters} "
+        f"clusters, {len(protocol.rules)} rules ({rules}), {len(protocol.sites)} site overrides"
+    )
     return 0
 
 
@@ -50,8 +52,12 @@ def read_monitor(lake: Path):
     except (OSError, ValueError) as err:
         raise RecordError(str(lake), None, f"not a readable lake: {str(err).splitlines()[0]}") from None
     if not has:
-        raise RecordError(str(lake), None, f"the lake has no {MONITOR_TABLE!r} table: run `autheval monitor run "
-                                           f"--lake {lake}` (or the recurring job) first")
+        raise RecordError(
+            str(lake),
+            None,
+            f"the lake has no {MONITOR_TABLE!r} table: run `autheval monitor run "
+            f"--lake {lake}` (or the recurring job) first",
+        )
     return store.read(MONITOR_TABLE)
 
 
@@ -85,18 +91,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.set_defaults(func=cmd_protocol_check)
 
     p = subparsers.add_parser(
-        "monitor", help="watch a deployment: the state of every site x model version x rule, or one run",
+        "monitor",
+        help="watch a deployment: the state of every site x model version x rule, or one run",
         description="Monitoring a deployment (docs/monitoring.md). `status` prints the latest look of every "
-                    "(site, model_version, rule) from the lake's monitor table and exits 0 when nothing alerts, "
-                    "3 when something does (2: bad input). `run` lands every complete file waiting in "
-                    "<lake>/landing/ and runs the recurring job (trend, monitor) in this process, for cron "
-                    "or any scheduler; it exits 0, 3 when something alerts, 1 on failure.")
+        "(site, model_version, rule) from the lake's monitor table and exits 0 when nothing alerts, "
+        "3 when something does (2: bad input). `run` lands every complete file waiting in "
+        "<lake>/landing/ and runs the recurring job (trend, monitor) in this process, for cron "
+        "or any scheduler; it exits 0, 3 when something alerts, 1 on failure.",
+    )
     sub = p.add_subparsers(dest="monitor_command", required=True)
     status = sub.add_parser("status", help="print the current state of every site x model version x rule")
     status.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
     status.set_defaults(func=cmd_monitor_status)
     run = sub.add_parser("run", help="land waiting files and run the recurring job once, in this process")
     run.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
-    run.add_argument("--protocol", type=path_flag, default=None, metavar="FILE",
-                     help="the acceptance protocol (default: the packaged one, `autheval protocol show`)")
+    run.add_argument(
+        "--protocol",
+        type=path_flag,
+        default=None,
+        metavar="FILE",
+        help="the acceptance protocol (default: the packaged one, `autheval protocol show`)",
+    )
     run.set_defaults(func=cmd_monitor_run)

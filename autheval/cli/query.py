@@ -159,19 +159,30 @@ def positive_int(text: str) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `query` to the `autheval` parser."""
     p = subparsers.add_parser(
-        "query", help="read-only SQL over the lake's catalog, streamed to stdout",
+        "query",
+        help="read-only SQL over the lake's catalog, streamed to stdout",
         description="Run one read-only statement (SELECT, WITH ... SELECT, DESCRIBE, SHOW, EXPLAIN [ANALYZE] of a "
-                    "SELECT) over the lake's catalog and stream the result to stdout. Anything else (COPY, "
-                    "EXPORT, ATTACH, SET, PRAGMA, CREATE, EXPLAIN ANALYZE of anything but a SELECT, several "
-                    "statements, reading files other than those the catalog's views read) is refused with "
-                    "exit code 2. A large sort spills to a private temporary folder outside the lake, capped "
-                    "at 4 GiB or half its free space ($AUTHEVAL_QUERY_SPILL sets another cap) and removed "
-                    "at exit.")
-    p.add_argument("sql", help="one SQL statement, e.g. \"select * from estimates\"")
+        "SELECT) over the lake's catalog and stream the result to stdout. Anything else (COPY, "
+        "EXPORT, ATTACH, SET, PRAGMA, CREATE, EXPLAIN ANALYZE of anything but a SELECT, several "
+        "statements, reading files other than those the catalog's views read) is refused with "
+        "exit code 2. A large sort spills to a private temporary folder outside the lake, capped "
+        "at 4 GiB or half its free space ($AUTHEVAL_QUERY_SPILL sets another cap) and removed "
+        "at exit.",
+    )
+    p.add_argument("sql", help='one SQL statement, e.g. "select * from estimates"')
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
-    p.add_argument("--snapshot", type=positive_int, default=None, metavar="N",
-                   help="read kept snapshot N instead of the served one (`select * from lake_snapshots` lists them)")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="table (aligned text), csv, or json (one array of row objects; JSON has no NaN or "
-                        "Infinity, so non-finite numbers are written as null)")
+    p.add_argument(
+        "--snapshot",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="read kept snapshot N instead of the served one (`select * from lake_snapshots` lists them)",
+    )
+    p.add_argument(
+        "--format",
+        choices=["table", "csv", "json"],
+        default="table",
+        help="table (aligned text), csv, or json (one array of row objects; JSON has no NaN or "
+        "Infinity, so non-finite numbers are written as null)",
+    )
     p.set_defaults(func=cmd_query)

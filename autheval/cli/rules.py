@@ -23,9 +23,11 @@ def cmd_rules_check(args) -> int:
 
     rule_file = load_rules(args.file)
     rules = rule_file.rules
-    print(f"{args.file}: ok: version {rules.version}, sha256 {rule_file.sha256}, "
-          f"{len(rules.profiles)} profiles ({', '.join(rules.profiles)}), "
-          f"missing age and site -> {rules.profile_assignment.missing_age_and_site}")
+    print(
+        f"{args.file}: ok: version {rules.version}, sha256 {rule_file.sha256}, "
+        f"{len(rules.profiles)} profiles ({', '.join(rules.profiles)}), "
+        f"missing age and site -> {rules.profile_assignment.missing_age_and_site}"
+    )
     return 0
 
 

@@ -12,8 +12,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from autheval.errors import RecordError
 from autheval.cli.flags import SEED_MAX, check_seed, path_flag
+from autheval.errors import RecordError
 
 SYNTH_SEED = 20260706  # = autheval.raw.synth.SYNTH_SEED (AuthEval's data seed), kept here for a quick CLI
 DEFAULT_SIZE = (1024, 768)
@@ -53,8 +53,14 @@ def cohort_estimate(n: int, size=DEFAULT_SIZE) -> tuple[float, float, str]:
     pixels = size[0] * size[1]
     n_bytes = n * (BYTES_PER_PIXEL * pixels + BYTES_PER_IMAGE)
     seconds = n * (SECONDS_PER_PIXEL * pixels + SECONDS_PER_IMAGE)
-    return n_bytes, seconds, (f"{n:,} images of {size[0]} x {size[1]}: about {_size_text(n_bytes)} on disk and "
-                              f"{_time_text(seconds)} to write here")
+    return (
+        n_bytes,
+        seconds,
+        (
+            f"{n:,} images of {size[0]} x {size[1]}: about {_size_text(n_bytes)} on disk and "
+            f"{_time_text(seconds)} to write here"
+        ),
+    )
 
 
 def check_cohort_size(n: int, out: Path, size=DEFAULT_SIZE, confirm: bool | None = False) -> str:
@@ -64,7 +70,9 @@ def check_cohort_size(n: int, out: Path, size=DEFAULT_SIZE, confirm: bool | None
     if n < 1:
         raise RecordError("--n", None, f"must be a positive number of images, got {n}")
     if not all(SIDE_MIN <= side <= SIDE_MAX for side in size):
-        raise RecordError("--size", None, f"each side must be from {SIDE_MIN} to {SIDE_MAX} pixels, got {size[0]} {size[1]}")
+        raise RecordError(
+            "--size", None, f"each side must be from {SIDE_MIN} to {SIDE_MAX} pixels, got {size[0]} {size[1]}"
+        )
     n_bytes, seconds, line = cohort_estimate(n, size)
     existing = Path(out).absolute()
     while not existing.exists():
@@ -74,8 +82,11 @@ def check_cohort_size(n: int, out: Path, size=DEFAULT_SIZE, confirm: bool | None
         raise RecordError("--n", None, f"{line}, and {existing} has {_size_text(free)} free")
     if not confirm and (n_bytes > CONFIRM_BYTES or seconds > CONFIRM_SECONDS):
         limit = f"more than {_size_text(CONFIRM_BYTES)} or {_time_text(CONFIRM_SECONDS)}"
-        how = ("write it with `autheval synth --n N --out DIR --yes` and give demo `--input DIR`" if confirm is None
-               else "add --yes to write it")
+        how = (
+            "write it with `autheval synth --n N --out DIR --yes` and give demo `--input DIR`"
+            if confirm is None
+            else "add --yes to write it"
+        )
         raise RecordError("--n", None, f"{line}: {limit}; {how}")
     return line
 
@@ -88,12 +99,20 @@ def write_synthetic_cohort(n: int, out: Path, *, seed: int = SYNTH_SEED, size=DE
     from autheval.raw.synth import synth_cohort
 
     console = Console(stderr=True)
-    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), console=console, transient=True, disable=not console.is_terminal) as bar:
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
         task = bar.add_task("writing images", total=n)
         try:
-            return synth_cohort(n, out, seed=seed, size=tuple(size), overwrite=overwrite,
-                                progress=lambda: bar.advance(task))
+            return synth_cohort(
+                n, out, seed=seed, size=tuple(size), overwrite=overwrite, progress=lambda: bar.advance(task)
+            )
         except FileExistsError as err:
             raise RecordError("--out", None, f"{err}; add --overwrite to replace them") from err
 
@@ -121,27 +140,48 @@ def cmd_synth(args) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `synth` subcommand to the `autheval` parser."""
     p = subparsers.add_parser(
-        "synth", help="write a synthetic ISIC-2019-shaped cohort (CSV files + JPEG images)",
+        "synth",
+        help="write a synthetic ISIC-2019-shaped cohort (CSV files + JPEG images)",
         description="Write a synthetic cohort in the exact layout of the official ISIC 2019 training files: "
-                    "ISIC_2019_Training_Metadata.csv, ISIC_2019_Training_GroundTruth.csv and "
-                    "ISIC_2019_Training_Input/<image>.jpg, with multi-image lesions, exact duplicates and near "
-                    "duplicates (synth_truth.csv says which). The same seed gives the same bytes. Use the folder "
-                    "with `autheval demo --source isic2019 --input DIR`.")
+        "ISIC_2019_Training_Metadata.csv, ISIC_2019_Training_GroundTruth.csv and "
+        "ISIC_2019_Training_Input/<image>.jpg, with multi-image lesions, exact duplicates and near "
+        "duplicates (synth_truth.csv says which). The same seed gives the same bytes. Use the folder "
+        "with `autheval demo --source isic2019 --input DIR`.",
+    )
     p.add_argument("--n", type=int, help="number of images to write (required)")
     p.add_argument("--out", type=path_flag, metavar="DIR", help="output folder (created if missing; required)")
-    p.add_argument("--seed", type=int, default=SYNTH_SEED,
-                   help=f"generator seed, an integer from 0 to {SEED_MAX} (default {SYNTH_SEED})")
-    p.add_argument("--size", type=int, nargs=2, default=DEFAULT_SIZE, metavar=("W", "H"),
-                   help=f"image size in pixels, each side from {SIDE_MIN} to {SIDE_MAX} (default 1024 768)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=SYNTH_SEED,
+        help=f"generator seed, an integer from 0 to {SEED_MAX} (default {SYNTH_SEED})",
+    )
+    p.add_argument(
+        "--size",
+        type=int,
+        nargs=2,
+        default=DEFAULT_SIZE,
+        metavar=("W", "H"),
+        help=f"image size in pixels, each side from {SIDE_MIN} to {SIDE_MAX} (default 1024 768)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the images already in DIR")
-    p.add_argument("--yes", action="store_true",
-                   help=f"write a cohort estimated above {_size_text(CONFIRM_BYTES)} or {_time_text(CONFIRM_SECONDS)} "
-                        "(the estimate is printed on stderr before any image is written)")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"write a cohort estimated above {_size_text(CONFIRM_BYTES)} or {_time_text(CONFIRM_SECONDS)} "
+        "(the estimate is printed on stderr before any image is written)",
+    )
     p.set_defaults(func=cmd_synth, synth_parser=p)
-    register_deployment(p.add_subparsers(dest="synth_kind", metavar="[deployment]", required=False,
-                                         title="other synthetic data",
-                                         description="`autheval synth deployment --help`: monthly logs of a "
-                                                     "simulated deployment (site, model version, time stamp)"))
+    register_deployment(
+        p.add_subparsers(
+            dest="synth_kind",
+            metavar="[deployment]",
+            required=False,
+            title="other synthetic data",
+            description="`autheval synth deployment --help`: monthly logs of a "
+            "simulated deployment (site, model version, time stamp)",
+        )
+    )
 
 
 def cmd_synth_deployment(args) -> int:
@@ -152,8 +192,13 @@ def cmd_synth_deployment(args) -> int:
 
     check_seed(args.seed)  # every flag before anything is written
     check_output_dir(args.out, "--out")
-    model = DeploymentModel(sites=args.sites, months=args.months, clusters_per_month=args.clusters_per_month,
-                            model_version=args.model_version, start=args.start)
+    model = DeploymentModel(
+        sites=args.sites,
+        months=args.months,
+        clusters_per_month=args.clusters_per_month,
+        model_version=args.model_version,
+        start=args.start,
+    )
     check_model(model)  # the size first: a drift is validated against it
     drifts = tuple(parse_drift(spec, args.sites, args.months) for spec in args.drift or ())
     model = replace(model, drifts=drifts)
@@ -170,28 +215,47 @@ def register_deployment(subparsers: argparse._SubParsersAction) -> None:
     from autheval.monitoring.deployment_flags import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
 
     p = subparsers.add_parser(
-        "deployment", help="monthly logs of a simulated deployment (null, or with planted drift)",
+        "deployment",
+        help="monthly logs of a simulated deployment (null, or with planted drift)",
         description="Write one role-separated log per site and month (the AuthEval log schema plus site, "
-                    "model_version, timestamp and risk_stratum; lesion clusters of several images, some seen "
-                    "again in a later month) from a declared generative model: a stationary deployment, or "
-                    "planted changes from a given month (docs/monitoring.md, the deployment simulator). "
-                    "deployment.json beside the logs holds the model and the true gap per site and month. "
-                    "Drop the logs in <lake>/landing/ and run `autheval monitor run --lake DIR`. The same "
-                    "seed gives the same bytes.")
+        "model_version, timestamp and risk_stratum; lesion clusters of several images, some seen "
+        "again in a later month) from a declared generative model: a stationary deployment, or "
+        "planted changes from a given month (docs/monitoring.md, the deployment simulator). "
+        "deployment.json beside the logs holds the model and the true gap per site and month. "
+        "Drop the logs in <lake>/landing/ and run `autheval monitor run --lake DIR`. The same "
+        "seed gives the same bytes.",
+    )
     p.add_argument("--sites", type=int, required=True, help="number of sites (site-1 ... site-N)")
     p.add_argument("--months", type=int, required=True, help="number of months (one log per site and month)")
     p.add_argument("--out", type=path_flag, required=True, metavar="DIR", help="output folder (created if missing)")
-    p.add_argument("--drift", action="append", metavar="SPEC",
-                   help=f"a planted change (repeatable): {DRIFT_SYNTAX}; kinds: {', '.join(DRIFT_KINDS)} "
-                        "(amount: the gap's change in simulator units = local-utility points per image; the "
-                        "intervention rate's change; the share of the case mix moved to the `to` stratum)")
-    p.add_argument("--clusters-per-month", type=int, default=40, metavar="K",
-                   help="lesion clusters per site and month (default 40, about 100 images)")
-    p.add_argument("--seed", type=int, default=DEPLOYMENT_SEED,
-                   help=f"generator seed, an integer from 0 to {SEED_MAX} (default {DEPLOYMENT_SEED})")
+    p.add_argument(
+        "--drift",
+        action="append",
+        metavar="SPEC",
+        help=f"a planted change (repeatable): {DRIFT_SYNTAX}; kinds: {', '.join(DRIFT_KINDS)} "
+        "(amount: the gap's change in simulator units = local-utility points per image; the "
+        "intervention rate's change; the share of the case mix moved to the `to` stratum)",
+    )
+    p.add_argument(
+        "--clusters-per-month",
+        type=int,
+        default=40,
+        metavar="K",
+        help="lesion clusters per site and month (default 40, about 100 images)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=DEPLOYMENT_SEED,
+        help=f"generator seed, an integer from 0 to {SEED_MAX} (default {DEPLOYMENT_SEED})",
+    )
     p.add_argument("--start", default=START, metavar="YYYY-MM", help=f"the first month (default {START})")
-    p.add_argument("--model-version", default="model-1", metavar="NAME",
-                   help="the model version the logs name (default model-1; a drift's version= names another)")
+    p.add_argument(
+        "--model-version",
+        default="model-1",
+        metavar="NAME",
+        help="the model version the logs name (default model-1; a drift's version= names another)",
+    )
     p.add_argument("--format", choices=("csv", "parquet"), default="csv", help="log file format (default csv)")
     p.add_argument("--overwrite", action="store_true", help="replace the logs already in DIR")
     p.set_defaults(func=cmd_synth_deployment)

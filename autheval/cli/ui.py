@@ -10,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from autheval.errors import RecordError
 from autheval.cli.common import DEFAULT_LAKE, _progress
 from autheval.cli.flags import path_flag
+from autheval.errors import RecordError
 
 
 def _check_port(port: int) -> None:
@@ -27,8 +27,11 @@ def _check_port(port: int) -> None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as err:
-            raise RecordError("--port", None, f"127.0.0.1:{port} is not free ({err.strerror or err}); "
-                              "stop what serves there or choose another port") from err
+            raise RecordError(
+                "--port",
+                None,
+                f"127.0.0.1:{port} is not free ({err.strerror or err}); stop what serves there or choose another port",
+            ) from err
 
 
 def cmd_ui(args) -> int:
@@ -79,8 +82,9 @@ def _serve(command: list[str], env: dict) -> int:
     previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in stops}
     try:
         # a signal this process handles is at its default in the child after exec (an ignored one is not)
-        process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, process_group=0,
-                                   preexec_fn=_interrupt_when_orphaned)
+        process = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_interrupt_when_orphaned
+        )
         while process.poll() is None and not received:
             time.sleep(0.2)
         if received:
@@ -130,7 +134,7 @@ def _group_runs(process) -> bool:
             stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (name) ": state, ppid, pgrp, ...
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (name) ": state, ppid, pgrp, ...
         if len(fields) > 2 and fields[2] == str(process.pid) and fields[0] != "Z":
             return True
     return False

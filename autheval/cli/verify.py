@@ -23,10 +23,12 @@ def cmd_verify(args) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `verify` to the `autheval` parser."""
     p = subparsers.add_parser(
-        "verify", help="re-derive a run from its receipt and compare every output",
+        "verify",
+        help="re-derive a run from its receipt and compare every output",
         description="Re-hash the inputs a receipt.json names (written by evaluate, compare and every lake run "
-                    "of demo), re-run its command into a temporary folder, and compare every output with the "
-                    "receipt's SHA-256: one line per output (identical / DIFFERENT / missing / new), changed "
-                    "inputs and packages named. Exit 0 when every output is identical, 1 otherwise.")
+        "of demo), re-run its command into a temporary folder, and compare every output with the "
+        "receipt's SHA-256: one line per output (identical / DIFFERENT / missing / new), changed "
+        "inputs and packages named. Exit 0 when every output is identical, 1 otherwise.",
+    )
     p.add_argument("receipt", type=path_flag, metavar="RECEIPT", help="a receipt.json")
     p.set_defaults(func=cmd_verify)

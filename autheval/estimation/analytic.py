@@ -15,13 +15,13 @@ A number the record level cannot support is not reported here either (the same a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import NormalDist
-from typing import Sequence
 
 import pyarrow as pa
 
-from autheval.records.cluster_stats import register_cluster_stats
 from autheval.estimation.estimators import DEFAULT_QUANTILES, METRICS, UNITS, EstimationResult, availability
+from autheval.records.cluster_stats import register_cluster_stats
 from autheval.records.registration import register_records
 from autheval.records.schema import RecordSet
 from warehouse.sql import connect, load_sql
@@ -81,28 +81,32 @@ def delta_method_rows(
                 row = by_key.get((records_of.analysis, unit, metric), {})
                 avail = availability(records_of, metric)
                 keep = avail.available
-                rows.append({
-                    "analysis": records_of.analysis,
-                    "unit": unit,
-                    "metric": metric,
-                    "interval_method": DELTA_METHOD,
-                    "estimate": row.get("estimate") if keep else None,
-                    "std_error": row.get("std_error") if keep else None,
-                    "ci_lower": row.get("ci_lower") if keep else None,
-                    "ci_upper": row.get("ci_upper") if keep else None,
-                    "n_clusters": records_of.n_clusters,
-                    "available": keep,
-                    "status": avail.status,
-                    "reason": avail.reason,
-                })
+                rows.append(
+                    {
+                        "analysis": records_of.analysis,
+                        "unit": unit,
+                        "metric": metric,
+                        "interval_method": DELTA_METHOD,
+                        "estimate": row.get("estimate") if keep else None,
+                        "std_error": row.get("std_error") if keep else None,
+                        "ci_lower": row.get("ci_lower") if keep else None,
+                        "ci_upper": row.get("ci_upper") if keep else None,
+                        "n_clusters": records_of.n_clusters,
+                        "available": keep,
+                        "status": avail.status,
+                        "reason": avail.reason,
+                    }
+                )
     return rows
 
 
 def bootstrap_rows(result: EstimationResult) -> list[dict]:
     """The bootstrap estimates of `result` in INTERVAL_COLUMNS, named by their scheme."""
     method = bootstrap_method(result.scheme)
-    return [{**{c: row.get(c) for c in INTERVAL_COLUMNS}, "interval_method": method, "std_error": None}
-            for row in result.estimates]
+    return [
+        {**{c: row.get(c) for c in INTERVAL_COLUMNS}, "interval_method": method, "std_error": None}
+        for row in result.estimates
+    ]
 
 
 def interval_table(result: EstimationResult, delta_rows: Sequence[dict]) -> pa.Table:
@@ -123,14 +127,20 @@ def side_by_side(result: EstimationResult, delta_rows: Sequence[dict]) -> list[d
             continue
         width = boot["ci_upper"] - boot["ci_lower"]
         shift = max(abs(delta["ci_lower"] - boot["ci_lower"]), abs(delta["ci_upper"] - boot["ci_upper"]))
-        out.append({
-            "analysis": boot["analysis"], "unit": boot["unit"], "metric": boot["metric"],
-            "estimate": boot["estimate"],
-            "bootstrap_lower": boot["ci_lower"], "bootstrap_upper": boot["ci_upper"],
-            "delta_lower": delta["ci_lower"], "delta_upper": delta["ci_upper"],
-            "width_ratio": (delta["ci_upper"] - delta["ci_lower"]) / width if width > 0 else None,
-            "end_shift": shift / width if width > 0 else None,
-        })
+        out.append(
+            {
+                "analysis": boot["analysis"],
+                "unit": boot["unit"],
+                "metric": boot["metric"],
+                "estimate": boot["estimate"],
+                "bootstrap_lower": boot["ci_lower"],
+                "bootstrap_upper": boot["ci_upper"],
+                "delta_lower": delta["ci_lower"],
+                "delta_upper": delta["ci_upper"],
+                "width_ratio": (delta["ci_upper"] - delta["ci_lower"]) / width if width > 0 else None,
+                "end_shift": shift / width if width > 0 else None,
+            }
+        )
     return out
 
 
@@ -148,12 +158,16 @@ def reference_comparison(reps: int = 5000) -> list[dict]:
 
 def main() -> None:
     """Print the README's comparison table (markdown)."""
-    print("| analysis | unit | metric | estimate | bootstrap_reference 95% | delta_method 95% | width ratio | end shift |")
+    print(
+        "| analysis | unit | metric | estimate | bootstrap_reference 95% | delta_method 95% | width ratio | end shift |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in reference_comparison():
-        print(f"| {r['analysis']} | {r['unit']} | {r['metric']} | {r['estimate']:.4f} | "
-              f"[{r['bootstrap_lower']:.4f}, {r['bootstrap_upper']:.4f}] | "
-              f"[{r['delta_lower']:.4f}, {r['delta_upper']:.4f}] | {r['width_ratio']:.3f} | {r['end_shift']:.3f} |")
+        print(
+            f"| {r['analysis']} | {r['unit']} | {r['metric']} | {r['estimate']:.4f} | "
+            f"[{r['bootstrap_lower']:.4f}, {r['bootstrap_upper']:.4f}] | "
+            f"[{r['delta_lower']:.4f}, {r['delta_upper']:.4f}] | {r['width_ratio']:.3f} | {r['end_shift']:.3f} |"
+        )
 
 
 if __name__ == "__main__":

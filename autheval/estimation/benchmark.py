@@ -41,29 +41,78 @@ BENCHMARK_COLUMNS = ("item_id", "image_id", "image_path", "question", "options",
 REQUIRED_COLUMNS = ("item_id", "question", "options", "answer", "axis", "task")
 # the lake's images columns an item takes: its path, then the groupings of sql/proposals/benchmark_items.sql
 IMAGE_COLUMNS = ("image_id", "path", "sex", "anatomic_site", "fitzpatrick_skin_type", "ita_category")
-ITEMS_SCHEMA = pa.schema([
-    ("row_index", pa.int64()), ("item_id", pa.string()), ("image_id", pa.string()), ("image_path", pa.string()),
-    ("question", pa.string()), ("options", pa.list_(pa.string())), ("answer", pa.string()),
-    ("answer_index", pa.int32()), ("axis", pa.string()), ("task", pa.string()), ("group", pa.string()),
-])
-RESULTS_SCHEMA = pa.schema([
-    ("mechanism", pa.string()), ("model", pa.string()), ("model_revision", pa.string()), ("item_id", pa.string()),
-    ("cluster_id", pa.string()), ("axis", pa.string()), ("task", pa.string()), ("group", pa.string()),
-    ("lake_group", pa.string()), ("input_sha256", pa.string()), ("options", pa.list_(pa.string())), ("loglik", pa.list_(pa.float64())),
-    ("prob", pa.list_(pa.float64())), ("choice", pa.int32()), ("answer_index", pa.int32()), ("correct", pa.bool_()),
-])
-ACCURACY_SCHEMA = pa.schema([
-    ("mechanism", pa.string()), ("model", pa.string()), ("model_revision", pa.string()), ("scope", pa.string()),
-    ("axis", pa.string()), ("task", pa.string()), ("n_items", pa.int64()), ("n_clusters", pa.int64()),
-    ("n_correct", pa.int64()), ("accuracy", pa.float64()), ("ci_lower", pa.float64()), ("ci_upper", pa.float64()),
-    ("reps", pa.int64()), ("reps_undefined", pa.int64()), ("available", pa.bool_()), ("reason", pa.string()),
-])
-FAIRNESS_SCHEMA = pa.schema([
-    ("mechanism", pa.string()), ("model", pa.string()), ("task", pa.string()), ("grouping", pa.string()),
-    ("n_groups", pa.int64()), ("groups", pa.string()), ("worst_group", pa.string()), ("best_group", pa.string()),
-    ("min_accuracy", pa.float64()), ("max_accuracy", pa.float64()), ("fairness_ratio", pa.float64()),
-    ("smallest_group_items", pa.int64()), ("smallest_group_clusters", pa.int64()),
-])
+ITEMS_SCHEMA = pa.schema(
+    [
+        ("row_index", pa.int64()),
+        ("item_id", pa.string()),
+        ("image_id", pa.string()),
+        ("image_path", pa.string()),
+        ("question", pa.string()),
+        ("options", pa.list_(pa.string())),
+        ("answer", pa.string()),
+        ("answer_index", pa.int32()),
+        ("axis", pa.string()),
+        ("task", pa.string()),
+        ("group", pa.string()),
+    ]
+)
+RESULTS_SCHEMA = pa.schema(
+    [
+        ("mechanism", pa.string()),
+        ("model", pa.string()),
+        ("model_revision", pa.string()),
+        ("item_id", pa.string()),
+        ("cluster_id", pa.string()),
+        ("axis", pa.string()),
+        ("task", pa.string()),
+        ("group", pa.string()),
+        ("lake_group", pa.string()),
+        ("input_sha256", pa.string()),
+        ("options", pa.list_(pa.string())),
+        ("loglik", pa.list_(pa.float64())),
+        ("prob", pa.list_(pa.float64())),
+        ("choice", pa.int32()),
+        ("answer_index", pa.int32()),
+        ("correct", pa.bool_()),
+    ]
+)
+ACCURACY_SCHEMA = pa.schema(
+    [
+        ("mechanism", pa.string()),
+        ("model", pa.string()),
+        ("model_revision", pa.string()),
+        ("scope", pa.string()),
+        ("axis", pa.string()),
+        ("task", pa.string()),
+        ("n_items", pa.int64()),
+        ("n_clusters", pa.int64()),
+        ("n_correct", pa.int64()),
+        ("accuracy", pa.float64()),
+        ("ci_lower", pa.float64()),
+        ("ci_upper", pa.float64()),
+        ("reps", pa.int64()),
+        ("reps_undefined", pa.int64()),
+        ("available", pa.bool_()),
+        ("reason", pa.string()),
+    ]
+)
+FAIRNESS_SCHEMA = pa.schema(
+    [
+        ("mechanism", pa.string()),
+        ("model", pa.string()),
+        ("task", pa.string()),
+        ("grouping", pa.string()),
+        ("n_groups", pa.int64()),
+        ("groups", pa.string()),
+        ("worst_group", pa.string()),
+        ("best_group", pa.string()),
+        ("min_accuracy", pa.float64()),
+        ("max_accuracy", pa.float64()),
+        ("fairness_ratio", pa.float64()),
+        ("smallest_group_items", pa.int64()),
+        ("smallest_group_clusters", pa.int64()),
+    ]
+)
 
 
 # ---------------------------------------------------------------- the file
@@ -97,11 +146,13 @@ def _as_text(table: pa.Table, source: str) -> pa.Table:
         if name == "options" and (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
             if not is_text_type(kind.value_type):
                 raise RecordError(source, "options", f"a list of options must hold text; got {kind}")
-            column = pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in column.to_pylist()],
-                              pa.string())
+            column = pa.array(
+                [None if v is None else json.dumps(v, ensure_ascii=False) for v in column.to_pylist()], pa.string()
+            )
         elif name == "options" and not is_text_type(kind) and not pa.types.is_null(kind):
-            raise RecordError(source, "options", f"must be text (a JSON list or options joined by '|') or a list of "
-                              f"text; got {kind}")
+            raise RecordError(
+                source, "options", f"must be text (a JSON list or options joined by '|') or a list of text; got {kind}"
+            )
         columns[name] = column.cast(pa.string())
     return pa.table(columns)
 
@@ -122,7 +173,9 @@ def read_benchmark(path: str | Path) -> pa.Table:
         raise first_violation(source, violations[0], "item")
     items = con.table("parsed_benchmark").order("row_index").arrow().read_all()
     paths = []
-    for row_index, item_id, given in zip(*(items.column(c).to_pylist() for c in ("row_index", "item_id", "image_path"))):
+    for row_index, item_id, given in zip(
+        *(items.column(c).to_pylist() for c in ("row_index", "item_id", "image_path"))
+    ):
         if given is None or not given.strip():
             paths.append(None)
             continue
@@ -131,13 +184,21 @@ def read_benchmark(path: str | Path) -> pa.Table:
         if not resolved.is_file():
             raise first_violation(source, (0, "image_path", "no such image file", row_index, item_id, given, 1), "item")
         paths.append(str(resolved))
-    return pa.table({
-        "row_index": items.column("row_index"), "item_id": items.column("item_id"),
-        "image_id": _blank_is_null(items.column("image_id")), "image_path": pa.array(paths, pa.string()),
-        "question": items.column("question"), "options": items.column("option_list"),
-        "answer": items.column("answer_text"), "answer_index": items.column("answer_index"),
-        "axis": items.column("axis"), "task": items.column("task"), "group": _blank_is_null(items.column("group")),
-    }).cast(ITEMS_SCHEMA)
+    return pa.table(
+        {
+            "row_index": items.column("row_index"),
+            "item_id": items.column("item_id"),
+            "image_id": _blank_is_null(items.column("image_id")),
+            "image_path": pa.array(paths, pa.string()),
+            "question": items.column("question"),
+            "options": items.column("option_list"),
+            "answer": items.column("answer_text"),
+            "answer_index": items.column("answer_index"),
+            "axis": items.column("axis"),
+            "task": items.column("task"),
+            "group": _blank_is_null(items.column("group")),
+        }
+    ).cast(ITEMS_SCHEMA)
 
 
 def _blank_is_null(column) -> pa.Array:
@@ -153,16 +214,31 @@ def benchmark_items(benchmark: pa.Table, images: pa.Table, clusters: pa.Table, s
     missing = pa.nulls(images.num_rows, pa.string())
     con = connect()
     con.register("benchmark", benchmark)
-    con.register("images", pa.table({c: images.column(c) if c in images.column_names else missing
-                                     for c in IMAGE_COLUMNS}))
+    con.register(
+        "images", pa.table({c: images.column(c) if c in images.column_names else missing for c in IMAGE_COLUMNS})
+    )
     con.register("clusters", clusters.select(["image_id", "cluster_id"]))
     items = run(con, "proposals/benchmark_items")
-    unknown = [row for row in items.select(["row_index", "item_id", "image_id", "image_path"]).to_pylist()
-               if row["image_path"] is None]
+    unknown = [
+        row
+        for row in items.select(["row_index", "item_id", "image_id", "image_path"]).to_pylist()
+        if row["image_path"] is None
+    ]
     if unknown:
         first = unknown[0]
-        raise first_violation(source, (0, "image_id", "unknown image id (not in the lake's images) and no image_path",
-                                       first["row_index"], first["item_id"], first["image_id"], len(unknown)), "item")
+        raise first_violation(
+            source,
+            (
+                0,
+                "image_id",
+                "unknown image id (not in the lake's images) and no image_path",
+                first["row_index"],
+                first["item_id"],
+                first["image_id"],
+                len(unknown),
+            ),
+            "item",
+        )
     return items
 
 
@@ -212,13 +288,18 @@ def accuracy_table(results: pa.Table, reps: int, seed: int, lower: float = 0.025
 def _sums_table(start: int, sums: np.ndarray, n_scopes: int) -> pa.Table:
     """Replicate sums (rows x 2S: items and correct per scope) in long form: scope_index, rep, n, n_correct."""
     rows = sums.shape[0]
-    return pa.table({
-        "scope_index": pa.array(np.tile(np.arange(n_scopes, dtype=np.int64), rows)),
-        "rep": pa.array(np.repeat(np.arange(start, start + rows, dtype=np.int64), n_scopes) if start >= 0
-                        else np.full(rows * n_scopes, -1, dtype=np.int64)),
-        "n": pa.array(sums[:, 0::2].ravel()),
-        "n_correct": pa.array(sums[:, 1::2].ravel()),
-    })
+    return pa.table(
+        {
+            "scope_index": pa.array(np.tile(np.arange(n_scopes, dtype=np.int64), rows)),
+            "rep": pa.array(
+                np.repeat(np.arange(start, start + rows, dtype=np.int64), n_scopes)
+                if start >= 0
+                else np.full(rows * n_scopes, -1, dtype=np.int64)
+            ),
+            "n": pa.array(sums[:, 0::2].ravel()),
+            "n_correct": pa.array(sums[:, 1::2].ravel()),
+        }
+    )
 
 
 def fairness_table(results: pa.Table) -> pa.Table:
@@ -237,6 +318,21 @@ def not_scored(mechanisms, reason_of) -> pa.Table:
 
 
 def _not_scored(mechanism: str, reason: str) -> dict:
-    return {"mechanism": mechanism, "model": None, "model_revision": None, "scope": "all", "axis": None, "task": None,
-            "n_items": 0, "n_clusters": 0, "n_correct": 0, "accuracy": None, "ci_lower": None, "ci_upper": None,
-            "reps": 0, "reps_undefined": 0, "available": False, "reason": reason}
+    return {
+        "mechanism": mechanism,
+        "model": None,
+        "model_revision": None,
+        "scope": "all",
+        "axis": None,
+        "task": None,
+        "n_items": 0,
+        "n_clusters": 0,
+        "n_correct": 0,
+        "accuracy": None,
+        "ci_lower": None,
+        "ci_upper": None,
+        "reps": 0,
+        "reps_undefined": 0,
+        "available": False,
+        "reason": reason,
+    }

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -75,8 +75,9 @@ def block_rows(n_clusters: int, n_columns: int, reps: int, block_values: int | N
     return max(1, min(reps, REP_BLOCK, (block_values or BLOCK_VALUES) // max(n_clusters, n_columns, 1)))
 
 
-def stream_counts(seed: int, g: int, sizes: Sequence[int], prefetch: bool = False,
-                  compiled: bool | None = None) -> Iterator[np.ndarray]:
+def stream_counts(
+    seed: int, g: int, sizes: Sequence[int], prefetch: bool = False, compiled: bool | None = None
+) -> Iterator[np.ndarray]:
     """The stream `seed` as consecutive (rows x G) float64 multiplicity arrays, `sizes` replicates at a
     time: compiled (autheval/estimation/compiled_stream.py; default: where it is built) or numpy's `integers` and
     one `bincount` (each row's draws offset by row * G), its fallback: the same whole numbers either
@@ -182,8 +183,10 @@ def lockstep_blocks(
     matrices = [np.ascontiguousarray(m, dtype=np.float64) for _, m in streams]
     width = sum(max(m.shape[0], m.shape[1], 1) for m in matrices)
     rows = block_rows(width, 1, reps, block_values)
-    blocks = [product_blocks(seed, reps, m, block_values=rows * max(m.shape[0], m.shape[1], 1))
-              for (seed, _), m in zip(streams, matrices)]
+    blocks = [
+        product_blocks(seed, reps, m, block_values=rows * max(m.shape[0], m.shape[1], 1))
+        for (seed, _), m in zip(streams, matrices)
+    ]
     for parts in zip(*blocks):
         yield parts[0][0], [sums for _, sums in parts]
 
@@ -219,7 +222,9 @@ class Progress:
 
 
 def stream_sums(
-    streams: Sequence[tuple[int, np.ndarray]], reps: int, workers: int | None = None,
+    streams: Sequence[tuple[int, np.ndarray]],
+    reps: int,
+    workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[np.ndarray]:
     """The (reps x k) replicate sums of each independent stream (seed, G x k matrix), the streams
@@ -232,7 +237,7 @@ def stream_sums(
     workers = min(len(streams), workers or available_cores())
     counter = Progress(reps * len(streams), progress)
     order = sorted(range(len(streams)), key=lambda i: -streams[i][1].shape[0])
-    ahead = set(order[len(order) - (workers - 1):]) if workers > 1 else set()
+    ahead = set(order[len(order) - (workers - 1) :]) if workers > 1 else set()
 
     stop = threading.Event()  # set when the caller gave up (Ctrl-C): each thread ends after its block
 

@@ -63,8 +63,11 @@ class CompiledStream:
         a, c = 1, 0  # `lanes` steps at once: state * a + c
         for _ in range(lanes):
             a, c = (a * MULTIPLIER) & MASK128, (c * MULTIPLIER + inc) & MASK128
-        head = ([x >> 64 for x in first] + [x & MASK64 for x in first]
-                + [a >> 64, a & MASK64, c >> 64, c & MASK64, 2 * raws])  # position: buffer empty
+        head = (
+            [x >> 64 for x in first]
+            + [x & MASK64 for x in first]
+            + [a >> 64, a & MASK64, c >> 64, c & MASK64, 2 * raws]
+        )  # position: buffer empty
         self.state = np.zeros(layout["state_len"], dtype=np.uint64)
         self.state[: len(head)] = head
 

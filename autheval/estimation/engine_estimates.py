@@ -34,12 +34,12 @@ POINT_REP = -1  # the point estimate: every cluster once, in the replicate layou
 
 def check_engine_scheme(scheme: str) -> None:
     if scheme not in SCHEMES:
-        raise EngineError(f"--scheme {scheme}: runs on the duckdb engine only; with --engine spark use "
-                          f"{' or '.join(SCHEMES)}")
+        raise EngineError(
+            f"--scheme {scheme}: runs on the duckdb engine only; with --engine spark use {' or '.join(SCHEMES)}"
+        )
 
 
-def reference_weight_blocks(seed: int, n_clusters: int, reps: int,
-                            block_values: int = WEIGHT_BLOCK_VALUES):
+def reference_weight_blocks(seed: int, n_clusters: int, reps: int, block_values: int = WEIGHT_BLOCK_VALUES):
     """Yield Arrow tables (n_clusters, rep, cluster_rank, mult): the multiplicity of every cluster rank
     drawn in each replicate of numpy's `default_rng(seed).integers(0, G, size=G)` stream (AuthEval's
     reference bootstrap; drawing several replicates at once gives the identical stream), mult > 0 only.
@@ -53,19 +53,24 @@ def reference_weight_blocks(seed: int, n_clusters: int, reps: int,
         rep = (flat // g + start).astype(np.int64)
         rank = (flat % g).astype(np.int32)
         mult = counts.ravel()[flat]
-        yield pa.table({"n_clusters": pa.array(np.full(len(rep), g, np.int32)), "rep": rep,
-                        "cluster_rank": rank, "mult": mult})
+        yield pa.table(
+            {"n_clusters": pa.array(np.full(len(rep), g, np.int32)), "rep": rep, "cluster_rank": rank, "mult": mult}
+        )
 
 
 def point_weights(cluster_counts) -> pa.Table:
     """replicate_weights of the point (rep -1): weight 1 on every cluster rank of every cluster count."""
     sizes = [int(g) for g in cluster_counts]
-    return pa.table({
-        "n_clusters": pa.array(np.repeat(np.array(sizes, np.int32), sizes)),
-        "rep": pa.array(np.full(sum(sizes), POINT_REP, np.int64)),
-        "cluster_rank": pa.array(np.concatenate([np.arange(g, dtype=np.int32) for g in sizes] or [np.array([], np.int32)])),
-        "mult": pa.array(np.ones(sum(sizes))),
-    })
+    return pa.table(
+        {
+            "n_clusters": pa.array(np.repeat(np.array(sizes, np.int32), sizes)),
+            "rep": pa.array(np.full(sum(sizes), POINT_REP, np.int64)),
+            "cluster_rank": pa.array(
+                np.concatenate([np.arange(g, dtype=np.int32) for g in sizes] or [np.array([], np.int32)])
+            ),
+            "mult": pa.array(np.ones(sum(sizes))),
+        }
+    )
 
 
 def replicate_id_blocks(reps: int, block_reps: int = POISSON_BLOCK_REPS):
@@ -92,14 +97,16 @@ def records_on_engine(engine: Engine, con, recordsets=()) -> None:
         given = dict(records.dataset.columns)
         given.setdefault("cluster_id", given["case_id"])  # the log schema's default: every case its own cluster
         # row_index is the rule check's (done here, by DuckDB): the engine's records carry none
-        engine.create_column_view(raw, files, {c: given.get(c) for c in LOG_COLUMNS},
-                                  {"analysis": records.analysis, "row_index": ""})
+        engine.create_column_view(
+            raw, files, {c: given.get(c) for c in LOG_COLUMNS}, {"analysis": records.analysis, "row_index": ""}
+        )
         statements.append(load_sql("records/records_dataset_canonical").replace("{raw}", quote_identifier(raw)))
     engine.create_union_view("records", statements)
 
 
-def replicate_metrics_on_engine(engine: Engine, con, scheme: str, reps: int, seed: int, recordsets=(),
-                                stats_back: bool = True) -> None:
+def replicate_metrics_on_engine(
+    engine: Engine, con, scheme: str, reps: int, seed: int, recordsets=(), stats_back: bool = True
+) -> None:
     """Compute cluster_stats and replicate_metrics on `engine` from the records (`records_on_engine`:
     Parquet datasets read by the engine, else the `records` registered on the local DuckDB `con`),
     and leave replicate_metrics (and, with `stats_back`, cluster_stats: the paired contrasts' cluster

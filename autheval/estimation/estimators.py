@@ -21,18 +21,30 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from autheval.estimation.bootstrap import (POISSON_BLOCK, Progress, lockstep_blocks, one_blas_thread, poisson_products,
-                                stream_sums)
-from autheval.records.cluster_stats import register_cluster_stats
 from autheval.errors import RecordError
-from autheval.estimation.multiplicity import (DEFAULT_CONTRAST_FAMILY, DEFAULT_QUANTILES, TESTED_METRICS, add_adjusted_columns, alpha_of,
-                                   contrast_family)
+from autheval.estimation.bootstrap import (
+    POISSON_BLOCK,
+    Progress,
+    lockstep_blocks,
+    one_blas_thread,
+    poisson_products,
+    stream_sums,
+)
+from autheval.estimation.multiplicity import (
+    DEFAULT_CONTRAST_FAMILY,
+    DEFAULT_QUANTILES,
+    TESTED_METRICS,
+    add_adjusted_columns,
+    alpha_of,
+    contrast_family,
+)
+from autheval.records.cluster_stats import register_cluster_stats
 from autheval.records.registration import register_records
 from autheval.records.schema import FULL, PROPOSAL_ONLY, RecordSet
 from autheval.records.warnings import warn
@@ -74,8 +86,9 @@ def no_local(records: RecordSet, metric: str) -> str:
     if records.n_local == 0:
         return NO_LOCAL
     # validation refuses a score on some changed rows only: here it is on unchanged rows only
-    return (f"utility_proposed_local is given only on rows where the action was not changed, so {metric} "
-            "is not recoverable")
+    return (
+        f"utility_proposed_local is given only on rows where the action was not changed, so {metric} is not recoverable"
+    )
 
 
 @dataclass(frozen=True)
@@ -153,11 +166,24 @@ MATRIX_TO_SUMS = {
     "mean_exec": "c_exec", "mean_prop": "c_prop", "mean_gap": "c_gap", "mean_glob": "c_glob",
     "mean_total_gap": "c_total_gap", "mean_utility_gap": "c_utility_gap",
 }  # fmt: skip
-EVALUATOR_TO_SUMS = {"s": "w_s", "n": "w_n", "m": "c_m", "k": "c_k"}  # sql/estimates/evaluator_clusters.sql -> evaluator_sums
+EVALUATOR_TO_SUMS = {
+    "s": "w_s",
+    "n": "w_n",
+    "m": "c_m",
+    "k": "c_k",
+}  # sql/estimates/evaluator_clusters.sql -> evaluator_sums
 
 
-def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, columns: dict[str, str],
-                   progress=None, scheme: str = "reference") -> None:
+def _stream_metrics(
+    con,
+    sums_name: str,
+    metrics_sql: str,
+    streams,
+    reps: int,
+    columns: dict[str, str],
+    progress=None,
+    scheme: str = "reference",
+) -> None:
     """Append to replicate_metrics the metrics of every replicate of row blocks sharing resamples,
     {(seed, G): [(labels, G x len(columns) matrix)]}: one block of replicates at a time, all streams in
     lockstep (numpy's streams, or the poisson weights), is registered as `sums_name` and turned into
@@ -167,8 +193,12 @@ def _stream_metrics(con, sums_name: str, metrics_sql: str, streams, reps: int, c
     for seed, g in keys:
         members = [m for _, m in streams[(seed, g)]]
         matrices.append((seed, members[0] if len(members) == 1 else np.hstack(members)))  # one analysis: no copy
-    counter = Progress(reps, None if progress is None else (
-        lambda done, total: progress(f"bootstrap: {done:,} of {total:,} replicates ({scheme} scheme)")))
+    counter = Progress(
+        reps,
+        None
+        if progress is None
+        else (lambda done, total: progress(f"bootstrap: {done:,} of {total:,} replicates ({scheme} scheme)")),
+    )
     blocks = lockstep_blocks(matrices, reps) if scheme == "reference" else _poisson_blocks(matrices, reps)
     for start, sums_per_stream in _merged_blocks(blocks, METRICS_BLOCK_REPS, counter):
         parts = []
@@ -253,7 +283,9 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
     values = con.table("evaluator_clusters").select(*EVALUATOR_TO_SUMS).fetchnumpy()  # numbers only
     streams: dict = {}
     first = 0
-    for analysis, metric, seed_offset, n_clusters in con.execute(load_sql("estimates/evaluator_stream_runs")).fetchall():
+    for analysis, metric, seed_offset, n_clusters in con.execute(
+        load_sql("estimates/evaluator_stream_runs")
+    ).fetchall():
         part = slice(first, first + n_clusters)  # the run of this stream's clusters, in rank order
         first += n_clusters
         if (analysis, metric) in skip:
@@ -261,11 +293,20 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
         stream = (seed + int(seed_offset), int(n_clusters))
         labels = {"analysis": analysis, "metric": metric}
         streams.setdefault(stream, []).append((labels, {c: values[c][part] for c in EVALUATOR_TO_SUMS}))
-    jobs = [(stream_seed, np.column_stack([m[c] for _, m in members for c in EVALUATOR_TO_SUMS]))
-            for (stream_seed, _), members in streams.items()]
-    report = None if progress is None else (
-        lambda done, total: progress(f"bootstrap: {done // max(len(jobs), 1):,} of {reps:,} replicates "
-                                     f"({len(jobs)} evaluator streams on {min(len(jobs), available_cores())} threads)"))
+    jobs = [
+        (stream_seed, np.column_stack([m[c] for _, m in members for c in EVALUATOR_TO_SUMS]))
+        for (stream_seed, _), members in streams.items()
+    ]
+    report = (
+        None
+        if progress is None
+        else (
+            lambda done, total: progress(
+                f"bootstrap: {done // max(len(jobs), 1):,} of {reps:,} replicates "
+                f"({len(jobs)} evaluator streams on {min(len(jobs), available_cores())} threads)"
+            )
+        )
+    )
     all_sums = stream_sums(jobs, reps, progress=report)
     created = False
     for start in range(0, reps, POISSON_BLOCK_REPS):  # every stream's block in one insert
@@ -300,13 +341,17 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
             matrix[at, j] = batch.column(column).to_numpy(zero_copy_only=False)
     streams, first = {}, 0
     for analysis, n_clusters in runs:
-        streams.setdefault((seed, int(n_clusters)), []).append(({"analysis": analysis}, matrix[first : first + n_clusters]))
+        streams.setdefault((seed, int(n_clusters)), []).append(
+            ({"analysis": analysis}, matrix[first : first + n_clusters])
+        )
         first += n_clusters
     # What DuckDB still does here (replicate sums, intervals) is small; the cluster statistics it keeps
     # spill. So this process holds the matrix beside DuckDB's floor, not beside its whole limit
     # (10^7 clusters: 1.28 GB of matrix beside up to 1.5 GB of DuckDB buffers).
     con.execute(load_sql("warehouse/duckdb_memory_limit").replace("{limit}", quote_literal(f"{MIN_MEMORY_MB}MB")))
-    _stream_metrics(con, "replicate_sums", "estimates/replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme)
+    _stream_metrics(
+        con, "replicate_sums", "estimates/replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme
+    )
 
 
 # The in-process schemes hold a (clusters x statistics) matrix of doubles: the reference scheme 16
@@ -315,8 +360,11 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
 # a block at a time). Working copies: the fetched matrix, the live columns the products read and their
 # transposed copy for one-replicate products (autheval/estimation/bootstrap.py product_blocks); poisson
 # multiplies slices of the fetched matrix itself.
-MATRIX_STATISTICS = {"reference": len(MATRIX_TO_SUMS), "evaluator": 8 * len(EVALUATOR_TO_SUMS),
-                     "poisson": len(MATRIX_TO_SUMS)}
+MATRIX_STATISTICS = {
+    "reference": len(MATRIX_TO_SUMS),
+    "evaluator": 8 * len(EVALUATOR_TO_SUMS),
+    "poisson": len(MATRIX_TO_SUMS),
+}
 MATRIX_COPIES = {"reference": 3, "evaluator": 3, "poisson": 1}
 MEMORY_LIMIT_VARIABLE = "AUTHEVAL_MEMORY_LIMIT"
 
@@ -360,11 +408,18 @@ def check_matrix_memory(scheme: str, recordsets: Sequence[RecordSet]) -> None:
     declared = os.environ.get(MEMORY_LIMIT_VARIABLE, "").strip()
     where = f"{MEMORY_LIMIT_VARIABLE}={declared}" if declared else "available memory"
     poisson = matrix_bytes("poisson", clusters)
-    fix = (f"use --scheme poisson (its weights are hashed a block at a time: one copy, {_size(poisson)})"
-           if scheme != "poisson" and poisson <= limit else "use --engine spark (the statistics stay on the engine)")
-    raise RecordError("--scheme", None, f"the {scheme} scheme holds {clusters:,} clusters x "
-                      f"{MATRIX_STATISTICS[scheme]} statistics as doubles in this process, {_size(need)} with its "
-                      f"working copies, more than the {_size(limit)} of {where}; {fix}")
+    fix = (
+        f"use --scheme poisson (its weights are hashed a block at a time: one copy, {_size(poisson)})"
+        if scheme != "poisson" and poisson <= limit
+        else "use --engine spark (the statistics stay on the engine)"
+    )
+    raise RecordError(
+        "--scheme",
+        None,
+        f"the {scheme} scheme holds {clusters:,} clusters x "
+        f"{MATRIX_STATISTICS[scheme]} statistics as doubles in this process, {_size(need)} with its "
+        f"working copies, more than the {_size(limit)} of {where}; {fix}",
+    )
 
 
 def check_reps(reps: int) -> int:
@@ -372,8 +427,12 @@ def check_reps(reps: int) -> int:
     if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)):
         raise RecordError("--reps", None, f"must be a whole number, got {reps!r}")
     if not 1 <= reps <= MAX_REPS:
-        raise RecordError("--reps", None, f"must be between 1 and {MAX_REPS:,} (got {reps:,}); "
-                          "intervals keep every replicate value, so memory grows with replicates")
+        raise RecordError(
+            "--reps",
+            None,
+            f"must be between 1 and {MAX_REPS:,} (got {reps:,}); "
+            "intervals keep every replicate value, so memory grows with replicates",
+        )
     return int(reps)
 
 
@@ -382,34 +441,43 @@ def warn_if_no_contrast(arms: Sequence[str], contrasts: Sequence) -> bool:
     if contrasts:
         return False
     if len(arms) < 2:
-        warn(f"compare was given one arm ({', '.join(arms) or 'none'}): no paired contrast was asked; "
-             "give a second --arm (or use evaluate)")
+        warn(
+            f"compare was given one arm ({', '.join(arms) or 'none'}): no paired contrast was asked; "
+            "give a second --arm (or use evaluate)"
+        )
     else:
         warn("compare: no paired contrast was asked")
     return True
 
 
-def degenerate_warnings(result: "EstimationResult") -> list[str]:
+def degenerate_warnings(result: EstimationResult) -> list[str]:
     """Why some intervals of `result` mean little: one cluster, fewer than MIN_STABLE_REPS replicates,
     an interval that does not contain its own point estimate, or too few replicates for any contrast to
     pass the multiplicity adjustment (the smallest p-value is 2 / (B + 1))."""
     messages = []
     if result.reps < MIN_STABLE_REPS:
-        messages.append(f"{result.reps} bootstrap replicates (fewer than {MIN_STABLE_REPS}): the interval "
-                        "ends are noisy; use --reps 1000 or more")
+        messages.append(
+            f"{result.reps} bootstrap replicates (fewer than {MIN_STABLE_REPS}): the interval "
+            "ends are noisy; use --reps 1000 or more"
+        )
     if result.contrasts:
         m = max(c["family_size"] or 1 for c in result.contrasts)
         alpha, smallest = alpha_of(result.quantiles), min(1.0, 2.0 * m / (result.reps + 1))
         if smallest >= alpha:
-            messages.append(f"{m} contrasts per unit: with {result.reps} replicates no Holm-adjusted p-value can "
-                            f"fall below {alpha:g} (the smallest is {smallest:.3g}); use --reps "
-                            f"{math.ceil(2 * m / alpha)} or more")
+            messages.append(
+                f"{m} contrasts per unit: with {result.reps} replicates no Holm-adjusted p-value can "
+                f"fall below {alpha:g} (the smallest is {smallest:.3g}); use --reps "
+                f"{math.ceil(2 * m / alpha)} or more"
+            )
     for analysis, records in result.records.items():
-        rows = [r for r in result.estimates if r["analysis"] == analysis and r["available"]
-                and r["ci_lower"] is not None]
+        rows = [
+            r for r in result.estimates if r["analysis"] == analysis and r["available"] and r["ci_lower"] is not None
+        ]
         if rows and records.n_clusters == 1:
-            messages.append(f"{analysis}: one cluster, so every replicate resamples the same cluster and "
-                            "the intervals are degenerate")
+            messages.append(
+                f"{analysis}: one cluster, so every replicate resamples the same cluster and "
+                "the intervals are degenerate"
+            )
             continue
         outside = []
         for r in rows:
@@ -418,8 +486,10 @@ def degenerate_warnings(result: "EstimationResult") -> list[str]:
             if est is not None and not (lo - tol <= est <= hi + tol):
                 outside.append(f"{r['metric']} ({r['unit']})")
         if outside:
-            messages.append(f"{analysis}: the interval excludes its own point estimate for {', '.join(outside)} "
-                            "(a skewed or degenerate bootstrap distribution)")
+            messages.append(
+                f"{analysis}: the interval excludes its own point estimate for {', '.join(outside)} "
+                "(a skewed or degenerate bootstrap distribution)"
+            )
     return messages
 
 
@@ -501,8 +571,9 @@ def estimate(
 
     if contrasts:
         result.contrasts = _paired_contrasts(con, by_name, contrasts, q)
-        add_adjusted_columns(result.contrasts, [contrast_family(family, r["unit"]) for r in result.contrasts],
-                             (lower, upper), con)
+        add_adjusted_columns(
+            result.contrasts, [contrast_family(family, r["unit"]) for r in result.contrasts], (lower, upper), con
+        )
     result.warnings = degenerate_warnings(result)
     for message in result.warnings:
         warn(message)
@@ -511,8 +582,12 @@ def estimate(
 
 def _unsupported(by_name: dict[str, RecordSet]) -> frozenset[tuple[str, str]]:
     """(analysis, metric) pairs whose record level supports no number: nothing to resample."""
-    return frozenset((analysis, metric) for analysis, records in by_name.items() for metric in METRICS
-                     if not availability(records, metric).available)
+    return frozenset(
+        (analysis, metric)
+        for analysis, records in by_name.items()
+        for metric in METRICS
+        if not availability(records, metric).available
+    )
 
 
 def _cases(n) -> str:
@@ -526,7 +601,9 @@ def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
             if arm not in by_name:
                 raise RecordError("--contrast", None, f"unknown arm {arm!r} (arms: {', '.join(by_name)})")
             if not availability(by_name[arm], "Delta_authority").available:
-                raise RecordError(by_name[arm].source, "utility_proposed_local", "Delta_authority is not recoverable, so no contrast")
+                raise RecordError(
+                    by_name[arm].source, "utility_proposed_local", "Delta_authority is not recoverable, so no contrast"
+                )
         pairs.append({"contrast": f"{arm_a} minus {arm_b}", "arm_a": arm_a, "arm_b": arm_b})
     con.register("contrast_pairs", pa.Table.from_pylist(pairs))
     mismatch = sql.rows(con, "estimates/paired_clusters_mismatch")

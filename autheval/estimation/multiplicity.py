@@ -24,7 +24,7 @@ the gap metrics are tested (TESTED_METRICS: zero means no difference there). The
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,11 +55,13 @@ def subgroup_family(analysis: str, unit: str, metric: str) -> str:
 def adjust(families: Sequence[str | None], p_values: Sequence[float | None], con=None) -> list[dict]:
     """Per row, in order: family_size, p_adjusted (Holm) and q_value (BH) over the rows of its family;
     all None where the row has no p-value or no family."""
-    tested = pa.table({
-        "row_id": pa.array(range(len(p_values)), pa.int64()),
-        "family": pa.array(list(families), pa.string()),
-        "p_value": pa.array([None if f is None else p for f, p in zip(families, p_values)], pa.float64()),
-    })
+    tested = pa.table(
+        {
+            "row_id": pa.array(range(len(p_values)), pa.int64()),
+            "family": pa.array(list(families), pa.string()),
+            "p_value": pa.array([None if f is None else p for f, p in zip(families, p_values)], pa.float64()),
+        }
+    )
     con = con or connect(threads=1)
     con.register("tested", tested)
     try:
@@ -70,8 +72,9 @@ def adjust(families: Sequence[str | None], p_values: Sequence[float | None], con
     return [dict(zip(("family_size", "p_adjusted", "q_value"), found.get(i, empty))) for i in range(len(p_values))]
 
 
-def add_adjusted_columns(rows: list[dict], families: Sequence[str | None], quantiles: tuple[float, float],
-                         con=None) -> None:
+def add_adjusted_columns(
+    rows: list[dict], families: Sequence[str | None], quantiles: tuple[float, float], con=None
+) -> None:
     """Add ADJUSTED_COLUMNS to each row (which holds its `p_value`; None: not tested)."""
     alpha = alpha_of(quantiles)
     families = [f if r.get("p_value") is not None else None for r, f in zip(rows, families)]
@@ -87,19 +90,26 @@ def adjust_subgroups(subgroups: pa.Table, quantiles: tuple[float, float] | None 
     metrics, each family every estimable group of one analysis in one unit and metric."""
     if quantiles is None:
         quantiles = DEFAULT_QUANTILES
-    rows = subgroups.select([c for c in ("analysis", "unit", "metric", "ci_lower", "ci_upper", "p_value")
-                             if c in subgroups.column_names]).to_pylist()
+    rows = subgroups.select(
+        [c for c in ("analysis", "unit", "metric", "ci_lower", "ci_upper", "p_value") if c in subgroups.column_names]
+    ).to_pylist()
     families = []
     for r in rows:
         tested = r.get("metric") in TESTED_METRICS and r.get("p_value") is not None
         families.append(subgroup_family(r["analysis"], r["unit"], r["metric"]) if tested else None)
-        r["excludes_zero"] = (bool(r["ci_lower"] > 0 or r["ci_upper"] < 0)
-                              if tested and r["ci_lower"] is not None else None)
+        r["excludes_zero"] = (
+            bool(r["ci_lower"] > 0 or r["ci_upper"] < 0) if tested and r["ci_lower"] is not None else None
+        )
     add_adjusted_columns(rows, families, quantiles)
     added = [c for c in ("excludes_zero", *ADJUSTED_COLUMNS) if c not in subgroups.column_names or c != "p_value"]
     out = subgroups.drop_columns([c for c in added if c in subgroups.column_names])
-    types = {"family_size": pa.int64(), "adjustment": pa.string(), "family": pa.string(),
-             "excludes_zero_adjusted": pa.bool_(), "excludes_zero": pa.bool_()}
+    types = {
+        "family_size": pa.int64(),
+        "adjustment": pa.string(),
+        "family": pa.string(),
+        "excludes_zero_adjusted": pa.bool_(),
+        "excludes_zero": pa.bool_(),
+    }
     for name in added:  # p_value stays where the subgroups table has it (beside the interval)
         out = out.append_column(name, pa.array([r.get(name) for r in rows], types.get(name, pa.float64())))
     return out

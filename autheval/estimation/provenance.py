@@ -39,8 +39,13 @@ def combined_sha256(hashes) -> str:
     return hashlib.sha256("\n".join(sorted(h or "" for h in hashes)).encode()).hexdigest()
 
 
-def stamp(table: pa.Table, provenance: Provenance, data_sha256: dict[str, str] | None = None,
-          key: str = "analysis", rules: dict[str, tuple[str | None, str | None]] | None = None) -> pa.Table:
+def stamp(
+    table: pa.Table,
+    provenance: Provenance,
+    data_sha256: dict[str, str] | None = None,
+    key: str = "analysis",
+    rules: dict[str, tuple[str | None, str | None]] | None = None,
+) -> pa.Table:
     """`table` with the PROVENANCE columns set (replaced where present, appended otherwise), in that
     order at its end. `data_sha256` maps the `key` column's value to its data hash, for the rows that
     do not name their own (a subgroup names its group's); `rules` maps it to (rule_version, rule_sha256) where an analysis's rules
@@ -59,8 +64,9 @@ def stamp(table: pa.Table, provenance: Provenance, data_sha256: dict[str, str] |
     for name in PROVENANCE:
         if name in table.column_names:
             table = table.drop_columns([name])
-        table = table.append_column(pa.field(name, _TYPES.get(name, pa.string())),
-                                    pa.array(values[name], _TYPES.get(name, pa.string())))
+        table = table.append_column(
+            pa.field(name, _TYPES.get(name, pa.string())), pa.array(values[name], _TYPES.get(name, pa.string()))
+        )
     return table
 
 
@@ -68,8 +74,9 @@ def run_provenance(records: pa.Table, declared: RuleFile, engine: str, scheme: s
     """The run's provenance and each analysis's rules: a reviewed cohort's records name the rules that
     scored them; the reference study's traces are the study's declared rules (the lake's
     scores_reproduced_by_declared_rules check proves it). `declared`: the run's rules, parsed once."""
-    provenance = Provenance(scheme=scheme, seed=seed, reps=reps, engine=engine,
-                            rule_version=declared.version, rule_sha256=declared.sha256)
+    provenance = Provenance(
+        scheme=scheme, seed=seed, reps=reps, engine=engine, rule_version=declared.version, rule_sha256=declared.sha256
+    )
     rules: dict[str, tuple[str | None, str | None]] = {}
     if "rule_sha256" in records.column_names:
         columns = (records.column(c).to_pylist() for c in ("analysis", "rule_version", "rule_sha256"))
@@ -80,8 +87,12 @@ def run_provenance(records: pa.Table, declared: RuleFile, engine: str, scheme: s
 
 def analysis_names(records: pa.Table) -> dict[str, tuple[str, str]]:
     """analysis -> (mechanism, regime), from the records."""
-    return dict(zip(records.column("analysis").to_pylist(),
-                    zip(records.column("mechanism").to_pylist(), records.column("regime").to_pylist())))
+    return dict(
+        zip(
+            records.column("analysis").to_pylist(),
+            zip(records.column("mechanism").to_pylist(), records.column("regime").to_pylist()),
+        )
+    )
 
 
 def with_names(table: pa.Table, names: dict[str, tuple[str, str]]) -> pa.Table:
@@ -92,5 +103,7 @@ def with_names(table: pa.Table, names: dict[str, tuple[str, str]]) -> pa.Table:
             table = table.drop_columns([name])
     at = table.column_names.index("analysis") + 1
     for offset, name in enumerate(("mechanism", "regime")):
-        table = table.add_column(at + offset, name, pa.array([names.get(k, (None, None))[offset] for k in keys], pa.string()))
+        table = table.add_column(
+            at + offset, name, pa.array([names.get(k, (None, None))[offset] for k in keys], pa.string())
+        )
     return table

@@ -71,6 +71,9 @@ def estimates_table(result: EstimationResult | None, model: str | dict[str, str]
 
 def contrasts_table(result: EstimationResult | None) -> pa.Table:
     """The paired contrasts of `result` (None: an empty table with the contrasts' schema)."""
-    rows = [] if result is None else [{**c, "scheme": result.scheme, "reps": result.reps, "seed": result.seed}
-                                      for c in result.contrasts]
+    rows = (
+        []
+        if result is None
+        else [{**c, "scheme": result.scheme, "reps": result.reps, "seed": result.seed} for c in result.contrasts]
+    )
     return _table((*CONTRAST_COLUMNS[:1], "arm_a", "arm_b", *CONTRAST_COLUMNS[1:], "scheme", "reps", "seed"), rows)

@@ -19,15 +19,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autheval.estimation.estimators import DEFAULT_REPS, estimate
-from autheval.records.recordsets import recordsets_by
 from autheval.estimation.study import estimates_table
+from autheval.records.recordsets import recordsets_by
 from warehouse.sql import connect, load_sql, to_table
 
 GROUPINGS = ("sex", "age_band", "anatomic_site", "profile", "source", "fitzpatrick_skin_type", "ita_category")
 MIN_CLUSTERS = 30  # fewer clusters in a group: its bootstrap interval is not trustworthy
 MIN_IMAGES = 30
-IMAGE_COLUMNS = ("image_id", "sex", "age", "anatomic_site", "source", "fitzpatrick_skin_type", "ita_category",
-                 "ideal_action_level")
+IMAGE_COLUMNS = (
+    "image_id",
+    "sex",
+    "age",
+    "anatomic_site",
+    "source",
+    "fitzpatrick_skin_type",
+    "ita_category",
+    "ideal_action_level",
+)
 GROUP_COLUMNS = ("analysis", "grouping", "group_value", "n_images", "n_clusters", "estimable", "reason",
                  "accuracy_proposal", "balanced_accuracy_proposal", "accuracy_selected",
                  "balanced_accuracy_selected")  # fmt: skip
@@ -55,9 +63,17 @@ def _images_with_every_column(images: pa.Table) -> pa.Table:
     return pa.table(columns)
 
 
-def subgroup_tables(records: pa.Table, images: pa.Table, contexts: pa.Table, groupings=GROUPINGS,
-                    min_clusters: int = MIN_CLUSTERS, min_images: int = MIN_IMAGES, reps: int = DEFAULT_REPS,
-                    scheme: str = "reference", seed: int | None = None) -> SubgroupTables:
+def subgroup_tables(
+    records: pa.Table,
+    images: pa.Table,
+    contexts: pa.Table,
+    groupings=GROUPINGS,
+    min_clusters: int = MIN_CLUSTERS,
+    min_images: int = MIN_IMAGES,
+    reps: int = DEFAULT_REPS,
+    scheme: str = "reference",
+    seed: int | None = None,
+) -> SubgroupTables:
     """Estimators, accuracies and fairness per (analysis, grouping, group) of a review's records."""
     unknown = sorted(set(groupings) - set(GROUPINGS))
     if unknown:
@@ -70,16 +86,23 @@ def subgroup_tables(records: pa.Table, images: pa.Table, contexts: pa.Table, gro
     sizes = con.execute(load_sql("estimates/subgroup_accuracy")).arrow().read_all()
 
     estimable, reasons = [], []
-    for n_images, n_clusters, value in zip(sizes.column("n_images").to_pylist(), sizes.column("n_clusters").to_pylist(),
-                                           sizes.column("group_value").to_pylist()):
+    for n_images, n_clusters, value in zip(
+        sizes.column("n_images").to_pylist(),
+        sizes.column("n_clusters").to_pylist(),
+        sizes.column("group_value").to_pylist(),
+    ):
         if n_clusters < min_clusters or n_images < min_images:
             estimable.append(False)
-            reasons.append(f"not estimable: {n_images} images in {n_clusters} clusters "
-                           f"(declared minimum {min_images} images, {min_clusters} clusters)")
+            reasons.append(
+                f"not estimable: {n_images} images in {n_clusters} clusters "
+                f"(declared minimum {min_images} images, {min_clusters} clusters)"
+            )
         else:
             estimable.append(True)
             reasons.append(None)
-    groups = sizes.append_column("estimable", pa.array(estimable, pa.bool_())).append_column("reason", pa.array(reasons, pa.string()))
+    groups = sizes.append_column("estimable", pa.array(estimable, pa.bool_())).append_column(
+        "reason", pa.array(reasons, pa.string())
+    )
     groups = groups.select(list(GROUP_COLUMNS))
     con.register("subgroup_sizes", groups)
     fairness = con.execute(load_sql("estimates/fairness")).arrow().read_all()
@@ -89,13 +112,25 @@ def subgroup_tables(records: pa.Table, images: pa.Table, contexts: pa.Table, gro
     labels = {f"{a} | {g} = {v}": (a, g, v) for a, g, v in keys}
     result = None
     if labels:
-        recordsets = recordsets_by(con, "subgroup_members", "estimates/subgroup_records", [
-            (label, {"analysis": a, "grouping": g, "group_value": v}) for label, (a, g, v) in labels.items()])
+        recordsets = recordsets_by(
+            con,
+            "subgroup_members",
+            "estimates/subgroup_records",
+            [(label, {"analysis": a, "grouping": g, "group_value": v}) for label, (a, g, v) in labels.items()],
+        )
         result = estimate(recordsets, scheme=scheme, reps=reps, seed=seed)
     con.register("subgroup_estimates", estimates_table(result))
-    con.register("subgroup_labels", pa.table({
-        "label": pa.array(list(labels), pa.string()),
-        **{c: pa.array([k[i] for k in labels.values()], pa.string())
-           for i, c in enumerate(("analysis", "grouping", "group_value"))}}))
+    con.register(
+        "subgroup_labels",
+        pa.table(
+            {
+                "label": pa.array(list(labels), pa.string()),
+                **{
+                    c: pa.array([k[i] for k in labels.values()], pa.string())
+                    for i, c in enumerate(("analysis", "grouping", "group_value"))
+                },
+            }
+        ),
+    )
     subgroups = con.execute(load_sql("estimates/subgroups")).arrow().read_all()
     return SubgroupTables(subgroups, fairness, groups)

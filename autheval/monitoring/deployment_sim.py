@@ -40,8 +40,8 @@ from statistics import NormalDist
 import numpy as np
 import pyarrow as pa
 
-from autheval.monitoring.deployment_flags import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
 from autheval.errors import RecordError
+from autheval.monitoring.deployment_flags import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
 
 SEVERITY = (0.5, 1.0, 2.0, 4.0)  # per risk stratum (the default rules' severity multipliers)
@@ -57,8 +57,18 @@ RECUR = 0.10  # share of a month's clusters that are earlier lesions seen again
 OFF_LEVEL = 0.15  # an unchanged image's action one level off its stratum
 MAX_SITES, MAX_MONTHS, MAX_CLUSTERS = 1000, 600, 10_000_000
 RATE_MIN, RATE_MAX = 0.001, 0.999
-LOG_COLUMNS = ("case_id", "cluster_id", "proposed_action", "executed_action", "utility_executed_local",
-               "utility_proposed_local", "utility_proposed_global", "site", "model_version", "timestamp")
+LOG_COLUMNS = (
+    "case_id",
+    "cluster_id",
+    "proposed_action",
+    "executed_action",
+    "utility_executed_local",
+    "utility_proposed_local",
+    "utility_proposed_global",
+    "site",
+    "model_version",
+    "timestamp",
+)
 
 
 @dataclass(frozen=True)
@@ -159,8 +169,12 @@ def check_model(model: DeploymentModel) -> None:
             raise RecordError(flag, None, f"must be from 1 to {top}, got {value}")
     total = model.sites * model.months * model.clusters_per_month
     if model.clusters_per_month < 1 or total > MAX_CLUSTERS:
-        raise RecordError("--clusters-per-month", None, f"must be at least 1, with sites x months x clusters "
-                          f"at most {MAX_CLUSTERS:,}, got {model.clusters_per_month} ({total:,} clusters)")
+        raise RecordError(
+            "--clusters-per-month",
+            None,
+            f"must be at least 1, with sites x months x clusters "
+            f"at most {MAX_CLUSTERS:,}, got {model.clusters_per_month} ({total:,} clusters)",
+        )
     if not re.fullmatch(r"[0-9]{4}-(0[1-9]|1[0-2])", model.start):
         raise RecordError("--start", None, f"must be a month YYYY-MM, got {model.start!r}")
     if not re.fullmatch(r"[A-Za-z0-9._+-]+", model.model_version):
@@ -169,11 +183,16 @@ def check_model(model: DeploymentModel) -> None:
     bad = np.argwhere((rates < RATE_MIN) | (rates > RATE_MAX))
     if len(bad):
         s, m = bad[0]
-        causes = [d.spec for d in model.drifts if d.kind == "review_capacity" and d.site in (None, s + 1)
-                  and d.start <= m + 1]
-        raise RecordError("--drift", None, f"the intervention rate of {site_name(s + 1)} in month {m + 1} would be "
-                          f"{rates[s, m]:.3f}; review_capacity drifts must keep it within ({RATE_MIN}, {RATE_MAX})",
-                          "from " + ", ".join(map(repr, causes)) if causes else None)
+        causes = [
+            d.spec for d in model.drifts if d.kind == "review_capacity" and d.site in (None, s + 1) and d.start <= m + 1
+        ]
+        raise RecordError(
+            "--drift",
+            None,
+            f"the intervention rate of {site_name(s + 1)} in month {m + 1} would be "
+            f"{rates[s, m]:.3f}; review_capacity drifts must keep it within ({RATE_MIN}, {RATE_MAX})",
+            "from " + ", ".join(map(repr, causes)) if causes else None,
+        )
 
 
 def parameters(model: DeploymentModel) -> dict[str, np.ndarray]:
@@ -221,10 +240,19 @@ def truth(model: DeploymentModel) -> list[dict]:
             rate = par["rate"][s, m]
             gap = rate * delta_base * float(np.dot(present, w))
             to_date += gap
-            rows.append({"site": site_name(s + 1), "month": m + 1, "period": month_label(model.start, m),
-                         "model_version": par["version"][s, m], "intervention_rate": rate,
-                         "delta": gap / rate, "Delta_authority": gap, "Delta_authority_to_date": to_date / (m + 1),
-                         "case_mix": dict(zip(RISK_LEVELS, map(float, present)))})
+            rows.append(
+                {
+                    "site": site_name(s + 1),
+                    "month": m + 1,
+                    "period": month_label(model.start, m),
+                    "model_version": par["version"][s, m],
+                    "intervention_rate": rate,
+                    "delta": gap / rate,
+                    "Delta_authority": gap,
+                    "Delta_authority_to_date": to_date / (m + 1),
+                    "case_mix": dict(zip(RISK_LEVELS, map(float, present))),
+                }
+            )
     return rows
 
 
@@ -304,9 +332,19 @@ def simulate(model: DeploymentModel, seed: int = DEPLOYMENT_SEED, deployments: i
     worse = gap <= 0  # the proposal scores d below the executed action, or (a positive gap) above it
     u_executed = np.where(worse, base, base - gap)
     u_proposed = np.where(worse, base + gap, base)
-    return Cases(deployment=ds[img_slot] // S, site=site_i, month=month_i, cluster=lesion_i, stratum=stratum,
-                 proposed=proposed, executed=executed, u_executed=u_executed, u_proposed=u_proposed,
-                 u_global=_utility(stratum, proposed), second=rng.random(n))
+    return Cases(
+        deployment=ds[img_slot] // S,
+        site=site_i,
+        month=month_i,
+        cluster=lesion_i,
+        stratum=stratum,
+        proposed=proposed,
+        executed=executed,
+        u_executed=u_executed,
+        u_proposed=u_proposed,
+        u_global=_utility(stratum, proposed),
+        second=rng.random(n),
+    )
 
 
 def _days(period: str) -> int:
@@ -336,21 +374,25 @@ def log_tables(model: DeploymentModel, cases: Cases) -> dict[tuple[int, int], pa
             seconds = np.floor(np.sort(cases.second[rows]) * _days(period) * 86400).astype("int64")
             stamps = (np.datetime64(f"{period}-01T00:00:00") + seconds.astype("timedelta64[s]")).astype(str)
             numbers = pa.array(np.arange(1, len(rows) + 1))
-            out[s, m] = pa.table({
-                "case_id": pc.binary_join_element_wise(
-                    f"{site}-{period}-", pc.utf8_lpad(pc.cast(numbers, pa.string()), 6, "0"), ""),
-                "cluster_id": pc.binary_join_element_wise(
-                    f"{site}-lesion-", pc.utf8_lpad(pc.cast(pa.array(cases.cluster[rows]), pa.string()), 7, "0"), ""),
-                "proposed_action": actions.take(pa.array(cases.proposed[rows])),
-                "executed_action": actions.take(pa.array(cases.executed[rows])),
-                "utility_executed_local": pa.array(np.round(cases.u_executed[rows], 6) + 0.0),
-                "utility_proposed_local": pa.array(np.round(cases.u_proposed[rows], 6) + 0.0),
-                "utility_proposed_global": pa.array(np.round(cases.u_global[rows], 6) + 0.0),
-                "site": pa.array([site] * len(rows), pa.string()),
-                "model_version": pa.array([par["version"][s, m]] * len(rows), pa.string()),
-                "timestamp": pa.array(list(stamps), pa.string()),
-                "risk_stratum": strata.take(pa.array(cases.stratum[rows])),
-            })
+            out[s, m] = pa.table(
+                {
+                    "case_id": pc.binary_join_element_wise(
+                        f"{site}-{period}-", pc.utf8_lpad(pc.cast(numbers, pa.string()), 6, "0"), ""
+                    ),
+                    "cluster_id": pc.binary_join_element_wise(
+                        f"{site}-lesion-", pc.utf8_lpad(pc.cast(pa.array(cases.cluster[rows]), pa.string()), 7, "0"), ""
+                    ),
+                    "proposed_action": actions.take(pa.array(cases.proposed[rows])),
+                    "executed_action": actions.take(pa.array(cases.executed[rows])),
+                    "utility_executed_local": pa.array(np.round(cases.u_executed[rows], 6) + 0.0),
+                    "utility_proposed_local": pa.array(np.round(cases.u_proposed[rows], 6) + 0.0),
+                    "utility_proposed_global": pa.array(np.round(cases.u_global[rows], 6) + 0.0),
+                    "site": pa.array([site] * len(rows), pa.string()),
+                    "model_version": pa.array([par["version"][s, m]] * len(rows), pa.string()),
+                    "timestamp": pa.array(list(stamps), pa.string()),
+                    "risk_stratum": strata.take(pa.array(cases.stratum[rows])),
+                }
+            )
     return out
 
 
@@ -360,29 +402,46 @@ def model_json(model: DeploymentModel, seed: int) -> str:
 
     declared = asdict(replace(model, drifts=()))
     declared["drifts"] = [d.spec or asdict(d) for d in model.drifts]
-    declared.update(cluster_shape=CLUSTER_SHAPE, case_shape=CASE_SHAPE, tau=TAU, images_per_cluster=1 + IMAGES_EXTRA,
-                    off_level=OFF_LEVEL, severity=list(SEVERITY), unit="local-utility points per image")
-    doc = {"simulator": "autheval.monitoring.deployment_sim", "software_version": __version__, "seed": seed,
-           "model": declared, "truth": truth(model)}
+    declared.update(
+        cluster_shape=CLUSTER_SHAPE,
+        case_shape=CASE_SHAPE,
+        tau=TAU,
+        images_per_cluster=1 + IMAGES_EXTRA,
+        off_level=OFF_LEVEL,
+        severity=list(SEVERITY),
+        unit="local-utility points per image",
+    )
+    doc = {
+        "simulator": "autheval.monitoring.deployment_sim",
+        "software_version": __version__,
+        "seed": seed,
+        "model": declared,
+        "truth": truth(model),
+    }
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
 
-def write_deployment(model: DeploymentModel, out: Path, seed: int = DEPLOYMENT_SEED, fmt: str = "csv",
-                     overwrite: bool = False) -> list[Path]:
+def write_deployment(
+    model: DeploymentModel, out: Path, seed: int = DEPLOYMENT_SEED, fmt: str = "csv", overwrite: bool = False
+) -> list[Path]:
     """Write one log per (site, month) as <out>/<site>_<YYYY-MM>.<csv|parquet>, and deployment.json
     (the declared model and its truth; not a log, so landing ignores it). Returns the log paths."""
-    from pyarrow import csv
     import pyarrow.parquet as pq
+    from pyarrow import csv
 
     from warehouse.atomic import atomic_path, atomic_write_text
 
     check_model(model)
-    names = {(s, m): f"{site_name(s + 1)}_{month_label(model.start, m)}.{fmt}"
-             for s in range(model.sites) for m in range(model.months)}
+    names = {
+        (s, m): f"{site_name(s + 1)}_{month_label(model.start, m)}.{fmt}"
+        for s in range(model.sites)
+        for m in range(model.months)
+    }
     existing = [n for n in names.values() if (out / n).exists()]
     if existing and not overwrite:
-        raise RecordError("--out", None, f"{out / existing[0]} exists ({len(existing)} logs in all); add --overwrite "
-                          "to replace them")
+        raise RecordError(
+            "--out", None, f"{out / existing[0]} exists ({len(existing)} logs in all); add --overwrite to replace them"
+        )
     tables = log_tables(model, simulate(model, seed))
     out.mkdir(parents=True, exist_ok=True)
     paths = []

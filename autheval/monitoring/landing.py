@@ -37,11 +37,11 @@ import pyarrow.compute as pc
 
 from autheval.errors import RecordError
 from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS, METRICS, UNITS, EstimationResult, estimate
+from autheval.estimation.study import estimates_table
 from autheval.io import CSV_SUFFIXES, PARQUET_SUFFIXES, file_sha256, read_table
 from autheval.records.read import records_from_table
-from autheval.records.schema import TRACE_TO_LOG, RecordSet, header_names
 from autheval.records.recordsets import recordsets_by
-from autheval.estimation.study import estimates_table
+from autheval.records.schema import TRACE_TO_LOG, RecordSet, header_names
 from warehouse.atomic import atomic_write_text, current_umask
 from warehouse.lake import Lake
 from warehouse.sql import connect, load_sql, to_table
@@ -67,8 +67,10 @@ NAME_MAX = 255  # bytes in one file name (Linux, macOS, Windows)
 # the temporary name the reason is written under (warehouse.atomic: `.<name>.<8 characters>.tmp`)
 STORED_NAME_MAX = NAME_MAX - len(f"9999{SEPARATOR}") - len(".reason.txt") - len("..12345678.tmp")
 SHORTENED = "~"  # marks where a shortened stored name was cut
-LINK_REASON = ("a symbolic link: landing stores real files only and never follows a link out of its "
-               "folder; copy the file in (cp, or write and rename) instead of linking it")
+LINK_REASON = (
+    "a symbolic link: landing stores real files only and never follows a link out of its "
+    "folder; copy the file in (cp, or write and rename) instead of linking it"
+)
 
 
 class LandingChanged(RuntimeError):
@@ -115,9 +117,9 @@ def stored_name(key: str, name: str) -> str:
         return full
     lower = name.lower()
     ending = next((s for s in CSV_SUFFIXES + PARQUET_SUFFIXES if lower.endswith(s)), "")
-    ending = name[len(name) - len(ending):]
+    ending = name[len(name) - len(ending) :]
     budget = STORED_NAME_MAX - len(os.fsencode(f"{key}{SEPARATOR}{SHORTENED}{ending}"))
-    head = os.fsencode(name[:len(name) - len(ending)])[:budget]
+    head = os.fsencode(name[: len(name) - len(ending)])[:budget]
     head = head.decode("utf-8", "ignore") if _is_utf8(name) else os.fsdecode(head)
     return f"{key}{SEPARATOR}{head}{SHORTENED}{ending}"
 
@@ -170,7 +172,9 @@ class Landed:
     def landing(self) -> Path:
         if self.source is not None:
             return self.source.parent
-        return self.path.parent.parent if self.path.parent.name in (PROCESSED, REJECTED, DUPLICATES) else self.path.parent
+        return (
+            self.path.parent.parent if self.path.parent.name in (PROCESSED, REJECTED, DUPLICATES) else self.path.parent
+        )
 
     @property
     def label(self) -> str:
@@ -267,8 +271,9 @@ def already_handled(landing: Path, lake: Lake, key: str) -> str | None:
     return None
 
 
-def read_landed(path: Path, key: str | None = None, name: str | None = None,
-                sha256: str | None = None, source: str | None = None) -> tuple[RecordSet, pa.Table]:
+def read_landed(
+    path: Path, key: str | None = None, name: str | None = None, sha256: str | None = None, source: str | None = None
+) -> tuple[RecordSet, pa.Table]:
     """Validate a landed log; return its records and the canonical table with `period`,
     `landed_file` (the name it was dropped under), `landed_key` (its content key) and `record_level`
     columns. Raises RecordError (file, column, rule, example) on bad input, LandingChanged when the
@@ -292,10 +297,15 @@ def read_landed(path: Path, key: str | None = None, name: str | None = None,
     records = records_from_table(raw, source, key, sha256, used=(*PERIOD_COLUMNS, *DEPLOYMENT_COLUMNS, STRATUM_COLUMN))
     con = connect()
     n = raw.num_rows
-    con.register("landed_raw", pa.table({
-        "row_index": pa.array(range(n), pa.int64()),
-        **{c: raw.column(c) if c in raw.column_names else pa.nulls(n, pa.string()) for c in PERIOD_COLUMNS},
-    }))
+    con.register(
+        "landed_raw",
+        pa.table(
+            {
+                "row_index": pa.array(range(n), pa.int64()),
+                **{c: raw.column(c) if c in raw.column_names else pa.nulls(n, pa.string()) for c in PERIOD_COLUMNS},
+            }
+        ),
+    )
     periods = con.execute(load_sql("recurring/landed_periods")).arrow().read_all()
     bad = pc.and_(pc.is_null(periods.column("period")), pc.is_valid(periods.column("period_source")))
     missing = pc.is_null(periods.column("period_source"))
@@ -335,15 +345,22 @@ def _deployment(raw: pa.Table, source: str) -> dict[str, pa.ChunkedArray]:
         if column == STRATUM_COLUMN:
             out[column] = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
             continue
-        for mask, rule in ((pc.or_kleene(pc.is_null(values), pc.equal(values, "")),
-                            f"must not be empty (leave the column out and every row is {UNSPECIFIED!r})"),
-                           (pc.equal(pc.utf8_lower(values), POOLED),
-                            f"{POOLED!r} names the rows pooled over every {column}; give another name")):
+        for mask, rule in (
+            (
+                pc.or_kleene(pc.is_null(values), pc.equal(values, "")),
+                f"must not be empty (leave the column out and every row is {UNSPECIFIED!r})",
+            ),
+            (
+                pc.equal(pc.utf8_lower(values), POOLED),
+                f"{POOLED!r} names the rows pooled over every {column}; give another name",
+            ),
+        ):
             hits = pc.indices_nonzero(pc.fill_null(mask, True))
             if len(hits):
                 first = hits[0].as_py()
-                raise RecordError(source, column, rule,
-                                  f"row {first + 1}, value {values[first].as_py()!r}; {len(hits)} rows in all")
+                raise RecordError(
+                    source, column, rule, f"row {first + 1}, value {values[first].as_py()!r}; {len(hits)} rows in all"
+                )
         out[column] = values
     return out
 
@@ -476,8 +493,9 @@ def _look(path: Path, landing: Path, lake: Lake, previous: dict, seen: dict, req
     reason = already_handled(landing, lake, key)
     if reason:
         seen.pop(path.name)
-        tick.duplicates.append(set_aside(Landed(path, path.name, sha), f"{path.name}: not landed again; {reason}",
-                                         DUPLICATES))
+        tick.duplicates.append(
+            set_aside(Landed(path, path.name, sha), f"{path.name}: not landed again; {reason}", DUPLICATES)
+        )
     elif key not in requested:  # a second identical waiting file is a duplicate once the first lands
         requested.add(key)
         tick.requests.append((key, path.name, f"{key}-{signature[0]}-{signature[1]}"))
@@ -531,9 +549,18 @@ def _pool_rows(con, pool: str, slices: dict[Slice, list[str]], reps: int) -> tup
         for period in [None, *periods]:
             shown_period = ALL_PERIODS if period is None else period
             labels[f"{pool}/{site}/{version}/{shown_period}"] = (site, version, period, shown_period)
-    groups = [(analysis, {"pool": pool, "period": period, "site": None if site == POOLED else site,
-                          "model_version": None if version == POOLED else version})
-              for analysis, (site, version, period, _) in labels.items()]
+    groups = [
+        (
+            analysis,
+            {
+                "pool": pool,
+                "period": period,
+                "site": None if site == POOLED else site,
+                "model_version": None if version == POOLED else version,
+            },
+        )
+        for analysis, (site, version, period, _) in labels.items()
+    ]
     try:
         recordsets = recordsets_by(con, LANDED_TABLE, "recurring/landed_all_to_date", groups)
         distinct: dict[str, RecordSet] = {}
@@ -550,8 +577,16 @@ def _pool_rows(con, pool: str, slices: dict[Slice, list[str]], reps: int) -> tup
     for records in recordsets:  # in label order; a slice with the same records as another copies its rows
         site, version, _, shown_period = labels[records.analysis]
         for row in by_analysis[distinct[records.data_sha256].analysis]:
-            rows.append({**row, "site": site, "model_version": version, "period": shown_period, "pool": pool,
-                         "source": records.source})
+            rows.append(
+                {
+                    **row,
+                    "site": site,
+                    "model_version": version,
+                    "period": shown_period,
+                    "pool": pool,
+                    "source": records.source,
+                }
+            )
     return rows, None
 
 
@@ -609,5 +644,8 @@ def trend_plot_table(trend: pa.Table) -> pa.Table:
     pools = set(trend.column("pool").to_pylist())
     if len(pools) <= 1:
         return trend
-    labels = [f"{period} ({pool})" for period, pool in zip(trend.column("period").to_pylist(), trend.column("pool").to_pylist())]
+    labels = [
+        f"{period} ({pool})"
+        for period, pool in zip(trend.column("period").to_pylist(), trend.column("pool").to_pylist())
+    ]
     return trend.set_column(trend.schema.get_field_index("period"), "period", pa.array(labels, pa.string()))

@@ -37,10 +37,10 @@ import pyarrow as pa
 
 from autheval.errors import RecordError
 from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS, availability, estimate
-from autheval.monitoring.landing import LANDED_TABLE, TREND_SCHEME, with_deployment_columns
-from autheval.monitoring.protocol import CASE_MIX_DIMENSIONS, MONITORED_METRICS, Protocol
 from autheval.estimation.provenance import Provenance, stamp
 from autheval.io import table_sha256
+from autheval.monitoring.landing import LANDED_TABLE, TREND_SCHEME, with_deployment_columns
+from autheval.monitoring.protocol import CASE_MIX_DIMENSIONS, Protocol
 from autheval.records.read import records_from_table
 from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, RecordSet
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
@@ -135,8 +135,9 @@ def rho2_for_horizon(alpha: float, horizon_clusters: int) -> float:
     return (log_term + math.log(log_term + 1.0)) / float(horizon_clusters)
 
 
-def confidence_sequences(con, cluster_stats_table: str, alpha: float, horizon_clusters: int,
-                         bounds: pa.Table | None = None) -> pa.Table:
+def confidence_sequences(
+    con, cluster_stats_table: str, alpha: float, horizon_clusters: int, bounds: pa.Table | None = None
+) -> pa.Table:
     """The confidence sequence of every monitored metric in both units for every analysis of
     `cluster_stats_table` (a table on `con` in sql/records/cluster_stats.sql's layout: one row per analysis and
     cluster; an analysis is one look), at level `alpha`, tuned to `horizon_clusters`: analysis, unit,
@@ -145,7 +146,9 @@ def confidence_sequences(con, cluster_stats_table: str, alpha: float, horizon_cl
     one row per analysis and rule with the bounds and the anytime-valid `p_value` against them.
     Everything is set-based SQL: one pass over the cluster rows whatever the number of analyses."""
     if cluster_stats_table != "cluster_stats":
-        con.execute(load_sql("recurring/monitor_cluster_stats_view").replace("{table}", quote_identifier(cluster_stats_table)))
+        con.execute(
+            load_sql("recurring/monitor_cluster_stats_view").replace("{table}", quote_identifier(cluster_stats_table))
+        )
     to_table(con, "monitor_delta_method", "estimates/delta_method", {"z_lower": 0.0, "z_upper": 0.0})
     return _sequences(con, alpha, horizon_clusters, bounds)
 
@@ -201,8 +204,10 @@ class _Slice:
 
     @property
     def filters(self) -> dict:
-        return {"site": None if self.site == "all" else self.site,
-                "model_version": None if self.model_version == "all" else self.model_version}
+        return {
+            "site": None if self.site == "all" else self.site,
+            "model_version": None if self.model_version == "all" else self.model_version,
+        }
 
 
 def _slices(con) -> list[_Slice]:
@@ -234,12 +239,15 @@ def _reason(row: dict, unavailable: str | None) -> str:
     if unavailable:
         return unavailable
     if row["estimate"] is None or row["cs_lower"] is None or math.isnan(row["cs_lower"]):
-        return (f"no confidence sequence: {row['n_clusters'] or 0} clusters to date"
-                + (" (delta needs a changed case)" if row["metric"] == "delta" else " (needs at least 2)"))
+        return f"no confidence sequence: {row['n_clusters'] or 0} clusters to date" + (
+            " (delta needs a changed case)" if row["metric"] == "delta" else " (needs at least 2)"
+        )
     band = f"[{row['cs_lower']:.4g}, {row['cs_upper']:.4g}] at level {row['alpha_adjusted']:.3g}"
     if row["n_clusters"] < row["min_clusters"]:
-        return (f"{row['n_clusters']} clusters to date, fewer than the protocol's min_clusters "
-                f"{row['min_clusters']}: no decision yet (CS {band})")
+        return (
+            f"{row['n_clusters']} clusters to date, fewer than the protocol's min_clusters "
+            f"{row['min_clusters']}: no decision yet (CS {band})"
+        )
     if row["status"] == "alert":
         side = "below" if row["lower"] is not None and row["cs_upper"] < row["lower"] else "above"
         return f"the confidence sequence {band} lies wholly {side} the bounds {bounds}"
@@ -258,13 +266,19 @@ def _slice_records(con, slices: list[_Slice]) -> tuple[dict[tuple[int, int], Rec
         if piece.alias_of is not None:
             continue
         for look, period in reversed(piece.looks):
-            part = con.execute(load_sql("recurring/monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
+            part = (
+                con.execute(load_sql("recurring/monitor_look_records"), {**piece.filters, "period": period})
+                .arrow()
+                .read_all()
+            )
             source = f"lake:{LANDED_TABLE}/{piece.site}/{piece.model_version}"
             try:
                 records = records_from_table(part, source, str(index), "")  # each look names its own hash
             except RecordError as err:
-                failed[(index, look)] = (f"the landed logs of {piece.site} / {piece.model_version} to {period} cannot "
-                                         f"be pooled: {str(err).splitlines()[0]}")
+                failed[(index, look)] = (
+                    f"the landed logs of {piece.site} / {piece.model_version} to {period} cannot "
+                    f"be pooled: {str(err).splitlines()[0]}"
+                )
                 continue
             earlier = [k for k, _ in piece.looks if k <= look and (index, k) not in failed]
             found.update({(index, k): records for k in earlier})
@@ -285,8 +299,9 @@ def _look_level(counts: dict) -> tuple[str, bool]:
     return ROLE_SEPARATED, False
 
 
-def _look_recordsets(whole: dict[tuple[int, int], RecordSet], sums: dict[tuple[int, int], dict],
-                     hashes: dict[tuple[int, int], str]) -> dict[str, RecordSet]:
+def _look_recordsets(
+    whole: dict[tuple[int, int], RecordSet], sums: dict[tuple[int, int], dict], hashes: dict[tuple[int, int], str]
+) -> dict[str, RecordSet]:
     """What each look's records support (level and counts: sql/recurring/monitor_look_sums.sql) as a RecordSet
     without rows, for autheval.estimation.estimators.availability."""
     out = {}
@@ -295,15 +310,24 @@ def _look_recordsets(whole: dict[tuple[int, int], RecordSet], sums: dict[tuple[i
             continue
         level, has_local = _look_level(counts)
         out[f"{index}/{look}"] = replace(
-            whole[(index, look)], analysis=f"{index}/{look}", level=level, has_local=has_local,
-            has_global=counts["n_global"] > 0, n_cases=counts["n_cases"], n_clusters=counts["n_clusters"],
-            n_changed=counts["n_changed"], n_local=counts["n_local"], rows=None,
-            data_sha256=hashes[(index, look)])
+            whole[(index, look)],
+            analysis=f"{index}/{look}",
+            level=level,
+            has_local=has_local,
+            has_global=counts["n_global"] > 0,
+            n_cases=counts["n_cases"],
+            n_clusters=counts["n_clusters"],
+            n_changed=counts["n_changed"],
+            n_local=counts["n_local"],
+            rows=None,
+            data_sha256=hashes[(index, look)],
+        )
     return out
 
 
-def _bootstrap(con, slices: list[_Slice], whole: dict[tuple[int, int], RecordSet],
-               reps: int) -> tuple[dict, str | None]:
+def _bootstrap(
+    con, slices: list[_Slice], whole: dict[tuple[int, int], RecordSet], reps: int
+) -> tuple[dict, str | None]:
     """(analysis, unit, metric) -> (ci_lower, ci_upper) of the fixed-sample bootstrap (TREND_SCHEME) of
     every look, or the reason there is none. Each look's records are read and validated here: the
     bootstrap resamples them (reps = 0: none, and no such cost)."""
@@ -314,9 +338,16 @@ def _bootstrap(con, slices: list[_Slice], whole: dict[tuple[int, int], RecordSet
         for look, period in piece.looks:
             if (index, look) not in whole:
                 continue
-            part = con.execute(load_sql("recurring/monitor_look_records"), {**piece.filters, "period": period}).arrow().read_all()
-            recordsets.append(records_from_table(part, f"{whole[(index, look)].source}/{period}", f"{index}/{look}",
-                                                 table_sha256(part)))
+            part = (
+                con.execute(load_sql("recurring/monitor_look_records"), {**piece.filters, "period": period})
+                .arrow()
+                .read_all()
+            )
+            recordsets.append(
+                records_from_table(
+                    part, f"{whole[(index, look)].source}/{period}", f"{index}/{look}", table_sha256(part)
+                )
+            )
     try:
         result = estimate(recordsets, scheme=TREND_SCHEME, reps=reps)
     except (RecordError, ValueError) as err:
@@ -350,10 +381,16 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
     con = connect(threads=1)  # same inputs, same bytes
     con.register(LANDED_TABLE, landed)
     slices = _slices(con)
-    con.register("monitor_slices", pa.table({
-        "slice": pa.array([i for i, s in enumerate(slices) if s.alias_of is None], pa.int64()),
-        "site": [s.site for s in slices if s.alias_of is None],
-        "model_version": [s.model_version for s in slices if s.alias_of is None]}))
+    con.register(
+        "monitor_slices",
+        pa.table(
+            {
+                "slice": pa.array([i for i, s in enumerate(slices) if s.alias_of is None], pa.int64()),
+                "site": [s.site for s in slices if s.alias_of is None],
+                "model_version": [s.model_version for s in slices if s.alias_of is None],
+            }
+        ),
+    )
     to_table(con, "monitor_look_sums", "recurring/monitor_look_sums")
     sums = {(r["slice"], r["look"]): r for r in rows(con, "recurring/monitor_look_profiles")}
     whole, failed_looks = _slice_records(con, slices)
@@ -377,13 +414,33 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
             records = recordsets.get(label)
             available = records is not None and availability(records, rule.metric).available
             decidable = available and cs is not None and cs["n_clusters"] >= min_clusters
-            looks.append({"hypothesis": h, "look": look, "period": period,
-                          "p_value": cs["p_value"] if decidable else None, "alpha": alpha, "tested": available})
-    hypothesis_looks = pa.Table.from_pylist(looks, schema=pa.schema([
-        ("hypothesis", pa.int64()), ("look", pa.int64()), ("period", pa.string()), ("p_value", pa.float64()),
-        ("alpha", pa.float64()), ("tested", pa.bool_())]))
-    levels = {(r["hypothesis"], r["period"]): r
-              for r in adjusted_levels(con, hypothesis_looks, protocol.multiplicity).to_pylist()}
+            looks.append(
+                {
+                    "hypothesis": h,
+                    "look": look,
+                    "period": period,
+                    "p_value": cs["p_value"] if decidable else None,
+                    "alpha": alpha,
+                    "tested": available,
+                }
+            )
+    hypothesis_looks = pa.Table.from_pylist(
+        looks,
+        schema=pa.schema(
+            [
+                ("hypothesis", pa.int64()),
+                ("look", pa.int64()),
+                ("period", pa.string()),
+                ("p_value", pa.float64()),
+                ("alpha", pa.float64()),
+                ("tested", pa.bool_()),
+            ]
+        ),
+    )
+    levels = {
+        (r["hypothesis"], r["period"]): r
+        for r in adjusted_levels(con, hypothesis_looks, protocol.multiplicity).to_pylist()
+    }
 
     decisions = []
     for row in looks:
@@ -391,13 +448,22 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
         label = f"{index}/{row['look']}"
         cs = cs_rows.get((label, rule.metric, rule.unit)) or {}
         level = levels.get((row["hypothesis"], row["period"]))
-        decisions.append({
-            "row_id": len(decisions), "available": bool(row["tested"]),
-            "estimate": cs.get("estimate"), "sigma": cs.get("sigma"), "n_clusters": cs.get("n_clusters"),
-            "rho2": cs.get("rho2"), "alpha_adjusted": level["alpha_adjusted"] if level else alpha,
-            "min_clusters": min_clusters, "lower": rule.lower, "upper": rule.upper,
-            "p_running": level["p_running"] if level else None, "family_size": level["family_size"] if level else None,
-        })
+        decisions.append(
+            {
+                "row_id": len(decisions),
+                "available": bool(row["tested"]),
+                "estimate": cs.get("estimate"),
+                "sigma": cs.get("sigma"),
+                "n_clusters": cs.get("n_clusters"),
+                "rho2": cs.get("rho2"),
+                "alpha_adjusted": level["alpha_adjusted"] if level else alpha,
+                "min_clusters": min_clusters,
+                "lower": rule.lower,
+                "upper": rule.upper,
+                "p_running": level["p_running"] if level else None,
+                "family_size": level["family_size"] if level else None,
+            }
+        )
     decided = _decide(con, decisions)
 
     provenance = Provenance(scheme=TREND_SCHEME, seed=DEFAULT_SEEDS[TREND_SCHEME], reps=reps)
@@ -409,22 +475,36 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
         records = recordsets.get(label)
         status = decided[decision["row_id"]]
         out = {
-            "site": piece.site, "model_version": piece.model_version, "mechanism": MECHANISM,
-            "metric": rule.metric, "unit": rule.unit, "period": row["period"], "look": row["look"],
+            "site": piece.site,
+            "model_version": piece.model_version,
+            "mechanism": MECHANISM,
+            "metric": rule.metric,
+            "unit": rule.unit,
+            "period": row["period"],
+            "look": row["look"],
             "n_clusters": records.n_clusters if records else decision["n_clusters"],
             "estimate": decision["estimate"] if decision["available"] else None,
             "cs_lower": status["cs_lower"] if decision["available"] else None,
             "cs_upper": status["cs_upper"] if decision["available"] else None,
-            "lower": rule.lower, "upper": rule.upper, "status": status["status"],
-            "alpha": alpha, "alpha_adjusted": decision["alpha_adjusted"], "p_value": decision["p_running"],
-            "family_size": decision["family_size"], "multiplicity": protocol.multiplicity,
-            "horizon_clusters": protocol.horizon_clusters, "min_clusters": min_clusters,
-            "interval_method": INTERVAL_METHOD, "ci_method": ci_method,
-            "protocol_version": protocol.version, "protocol_sha256": protocol.sha256,
-            "data_sha256": hashes.get((index, row["look"])), "rule_version": None,
+            "lower": rule.lower,
+            "upper": rule.upper,
+            "status": status["status"],
+            "alpha": alpha,
+            "alpha_adjusted": decision["alpha_adjusted"],
+            "p_value": decision["p_running"],
+            "family_size": decision["family_size"],
+            "multiplicity": protocol.multiplicity,
+            "horizon_clusters": protocol.horizon_clusters,
+            "min_clusters": min_clusters,
+            "interval_method": INTERVAL_METHOD,
+            "ci_method": ci_method,
+            "protocol_version": protocol.version,
+            "protocol_sha256": protocol.sha256,
+            "data_sha256": hashes.get((index, row["look"])),
+            "rule_version": None,
         }
         ci = intervals.get((label, rule.unit, rule.metric))
-        out["ci_lower"], out["ci_upper"] = (ci if ci and decision["available"] else (None, None))
+        out["ci_lower"], out["ci_upper"] = ci if ci and decision["available"] else (None, None)
         unavailable = failed.get(label)
         if unavailable is None and records is not None and not decision["available"]:
             unavailable = f"{rule.metric} is not available: {availability(records, rule.metric).reason}"
@@ -435,11 +515,16 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
     rows_out.extend(_alias_rows(rows_out, slices))
     order = {(s.site, s.model_version): i for i, s in enumerate(slices)}
     rows_out.sort(key=lambda r: (order[(r["site"], r["model_version"])], _rule_order(protocol, r), r["look"]))
-    table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in MONITOR_SCHEMA} for r in rows_out],
-                                 schema=MONITOR_SCHEMA)
+    table = pa.Table.from_pylist(
+        [{f.name: r.get(f.name) for f in MONITOR_SCHEMA} for r in rows_out], schema=MONITOR_SCHEMA
+    )
     table = stamp(table, provenance).select(MONITOR_SCHEMA.names).cast(MONITOR_SCHEMA)
-    site_hashes = {(piece.site, period): hashes[(i, look)] for i, piece in enumerate(slices)
-                   if piece.alias_of is None and piece.model_version == "all" for look, period in piece.looks}
+    site_hashes = {
+        (piece.site, period): hashes[(i, look)]
+        for i, piece in enumerate(slices)
+        if piece.alias_of is None and piece.model_version == "all"
+        for look, period in piece.looks
+    }
     for piece in slices:  # a site with one model version: its site slice is that cell's
         if piece.alias_of is not None and piece.model_version == "all" and piece.site != "all":
             cell = next(i for i, s in enumerate(slices) if (s.site, s.model_version) == piece.alias_of)
@@ -473,11 +558,26 @@ def _cs_rows(con, slices, hypotheses, protocol) -> dict:
     by_alpha: dict[float, list[dict]] = {}
     for index, rule, alpha, _ in hypotheses:
         for look, _period in slices[index].looks:
-            by_alpha.setdefault(alpha, []).append({"analysis": f"{index}/{look}", "rule": f"{rule.metric}/{rule.unit}",
-                                                   "unit": rule.unit, "metric": rule.metric,
-                                                   "lower": rule.lower, "upper": rule.upper})
-    schema = pa.schema([("analysis", pa.string()), ("rule", pa.string()), ("unit", pa.string()),
-                        ("metric", pa.string()), ("lower", pa.float64()), ("upper", pa.float64())])
+            by_alpha.setdefault(alpha, []).append(
+                {
+                    "analysis": f"{index}/{look}",
+                    "rule": f"{rule.metric}/{rule.unit}",
+                    "unit": rule.unit,
+                    "metric": rule.metric,
+                    "lower": rule.lower,
+                    "upper": rule.upper,
+                }
+            )
+    schema = pa.schema(
+        [
+            ("analysis", pa.string()),
+            ("rule", pa.string()),
+            ("unit", pa.string()),
+            ("metric", pa.string()),
+            ("lower", pa.float64()),
+            ("upper", pa.float64()),
+        ]
+    )
     for alpha, bounds in by_alpha.items():
         table = _sequences(con, alpha, protocol.horizon_clusters, pa.Table.from_pylist(bounds, schema=schema))
         for row in table.to_pylist():
@@ -489,12 +589,23 @@ def _decide(con, decisions: list[dict]) -> dict[int, dict]:
     """row_id -> cs_lower, cs_upper (at the adjusted level) and status (sql/recurring/monitor_status.sql)."""
     if not decisions:
         return {}
-    schema = pa.schema([("row_id", pa.int64()), ("available", pa.bool_()), ("estimate", pa.float64()),
-                        ("sigma", pa.float64()), ("n_clusters", pa.int64()), ("rho2", pa.float64()),
-                        ("alpha_adjusted", pa.float64()), ("min_clusters", pa.int64()),
-                        ("lower", pa.float64()), ("upper", pa.float64())])
-    con.register("monitor_decisions", pa.Table.from_pylist([{k: d[k] for k in schema.names} for d in decisions],
-                                                           schema=schema))
+    schema = pa.schema(
+        [
+            ("row_id", pa.int64()),
+            ("available", pa.bool_()),
+            ("estimate", pa.float64()),
+            ("sigma", pa.float64()),
+            ("n_clusters", pa.int64()),
+            ("rho2", pa.float64()),
+            ("alpha_adjusted", pa.float64()),
+            ("min_clusters", pa.int64()),
+            ("lower", pa.float64()),
+            ("upper", pa.float64()),
+        ]
+    )
+    con.register(
+        "monitor_decisions", pa.Table.from_pylist([{k: d[k] for k in schema.names} for d in decisions], schema=schema)
+    )
     try:
         return {r["row_id"]: r for r in rows(con, "recurring/monitor_status")}
     finally:
@@ -545,12 +656,23 @@ def alerts(monitor: pa.Table) -> list[dict]:
             if row["status"] != "alert":
                 break
             first = row
-        out.append({"alert_id": alert_id(latest, first["period"]), **{k: latest[k] for k in ALERT_KEYS},
-                    "period": latest["period"], "first_period": first["period"], "look": latest["look"],
-                    "n_clusters": latest["n_clusters"], "estimate": latest["estimate"],
-                    "cs_lower": latest["cs_lower"], "cs_upper": latest["cs_upper"],
-                    "alpha_adjusted": latest["alpha_adjusted"], "reason": latest["reason"],
-                    "protocol_version": latest["protocol_version"], "protocol_sha256": latest["protocol_sha256"]})
+        out.append(
+            {
+                "alert_id": alert_id(latest, first["period"]),
+                **{k: latest[k] for k in ALERT_KEYS},
+                "period": latest["period"],
+                "first_period": first["period"],
+                "look": latest["look"],
+                "n_clusters": latest["n_clusters"],
+                "estimate": latest["estimate"],
+                "cs_lower": latest["cs_lower"],
+                "cs_upper": latest["cs_upper"],
+                "alpha_adjusted": latest["alpha_adjusted"],
+                "reason": latest["reason"],
+                "protocol_version": latest["protocol_version"],
+                "protocol_sha256": latest["protocol_sha256"],
+            }
+        )
     out.sort(key=lambda a: (a["site"], a["model_version"], a["metric"], a["unit"]))
     return out
 
@@ -559,17 +681,27 @@ def status_report(monitor: pa.Table) -> tuple[list[str], int]:
     """The lines `autheval monitor status` prints (the latest look of every (site, model_version,
     mechanism, rule)) and its exit code: 3 when any alerts, else 0."""
     lines, code = [], 0
-    latest = sorted((row for row, _ in _latest(monitor)),
-                    key=lambda r: (r["site"] == "all", r["site"], r["model_version"] == "all", r["model_version"],
-                                   r["metric"], r["unit"]))
+    latest = sorted(
+        (row for row, _ in _latest(monitor)),
+        key=lambda r: (
+            r["site"] == "all",
+            r["site"],
+            r["model_version"] == "all",
+            r["model_version"],
+            r["metric"],
+            r["unit"],
+        ),
+    )
     for row in latest:
         if row["status"] == "alert":
             code = 3
         estimate = "n/a" if row["estimate"] is None else f"{row['estimate']:.4g}"
-        lines.append(f"{row['status'].upper():12s} {row['site']} / {row['model_version']} / {row['mechanism']}: "
-                     f"{row['metric']} ({row['unit']}) {_bounds_text(row['lower'], row['upper'])}, period "
-                     f"{row['period']} (look {row['look']}), {row['n_clusters'] or 0} clusters, estimate {estimate}: "
-                     f"{row['reason']}")
+        lines.append(
+            f"{row['status'].upper():12s} {row['site']} / {row['model_version']} / {row['mechanism']}: "
+            f"{row['metric']} ({row['unit']}) {_bounds_text(row['lower'], row['upper'])}, period "
+            f"{row['period']} (look {row['look']}), {row['n_clusters'] or 0} clusters, estimate {estimate}: "
+            f"{row['reason']}"
+        )
     if not lines:
         lines.append("no monitored looks yet: nothing has landed")
     return lines, code
@@ -578,7 +710,9 @@ def status_report(monitor: pa.Table) -> tuple[list[str], int]:
 # --- case mix -----------------------------------------------------------------------------------------
 
 
-CASE_MIX_PRIOR = 0.5  # Jeffreys' Dirichlet(1/2, ...): the estimated-baseline test's mixtures (sql/recurring/monitor_case_mix.sql)
+CASE_MIX_PRIOR = (
+    0.5  # Jeffreys' Dirichlet(1/2, ...): the estimated-baseline test's mixtures (sql/recurring/monitor_case_mix.sql)
+)
 CASE_MIX_VOCABULARY = {  # the categories a dimension takes; any other a site shows ('missing', 'unspecified'...) joins
     "proposed_action": ACTIONS,
     "risk_stratum": RISK_LEVELS,
@@ -592,16 +726,36 @@ def case_mix_tests(con, protocol: Protocol) -> list[dict]:
     landed_records: per site, look, dimension and category the clusters, shares, the log Bayes factor
     (or e-value) and the anytime-valid p-value, before any multiplicity correction."""
     to_table(con, "monitor_case_mix_counts", "recurring/monitor_case_mix_counts")
-    reference = [{"dimension": d, "category": c, "share": s}
-                 for d, shares in protocol.case_mix_reference.items() for c, s in shares.items()]
-    con.register("monitor_case_mix_reference", pa.Table.from_pylist(reference, schema=pa.schema(
-        [("dimension", pa.string()), ("category", pa.string()), ("share", pa.float64())])))
-    con.register("monitor_case_mix_vocabulary", pa.table({
-        "dimension": [d for d, cats in CASE_MIX_VOCABULARY.items() for _ in cats],
-        "category": [c for cats in CASE_MIX_VOCABULARY.values() for c in cats]}))
-    return rows(con, "recurring/monitor_case_mix", {"baseline_periods": protocol.baseline_periods,
-                                          "concentration": float(protocol.case_mix_concentration),
-                                          "prior": CASE_MIX_PRIOR})
+    reference = [
+        {"dimension": d, "category": c, "share": s}
+        for d, shares in protocol.case_mix_reference.items()
+        for c, s in shares.items()
+    ]
+    con.register(
+        "monitor_case_mix_reference",
+        pa.Table.from_pylist(
+            reference,
+            schema=pa.schema([("dimension", pa.string()), ("category", pa.string()), ("share", pa.float64())]),
+        ),
+    )
+    con.register(
+        "monitor_case_mix_vocabulary",
+        pa.table(
+            {
+                "dimension": [d for d, cats in CASE_MIX_VOCABULARY.items() for _ in cats],
+                "category": [c for cats in CASE_MIX_VOCABULARY.values() for c in cats],
+            }
+        ),
+    )
+    return rows(
+        con,
+        "recurring/monitor_case_mix",
+        {
+            "baseline_periods": protocol.baseline_periods,
+            "concentration": float(protocol.case_mix_concentration),
+            "prior": CASE_MIX_PRIOR,
+        },
+    )
 
 
 def case_mix_table(con, protocol: Protocol, hashes: dict[tuple[str, str], str]) -> pa.Table:
@@ -622,17 +776,37 @@ def case_mix_table(con, protocol: Protocol, hashes: dict[tuple[str, str], str]) 
         else:
             bf = math.exp(r["log_bayes_factor"]) if r["log_bayes_factor"] < 709 else math.inf
             shifted = r["p_value"] <= level
-            against = ("the declared reference" if declared
-                       else f"the clusters of the site's first {protocol.baseline_periods} periods")
+            against = (
+                "the declared reference"
+                if declared
+                else f"the clusters of the site's first {protocol.baseline_periods} periods"
+            )
             verdict = "shifted" if shifted else "no shift shown"
-            reason = (f"{r['dimension']} mix {verdict} against {against}: anytime p = {r['p_value']:.3g} "
-                      f"{'<=' if shifted else '>'} {level:.3g} (alpha {protocol.alpha:g} over {len(tests)} site x "
-                      "dimension tests)")
-        out.append({"site": r["site"], "period": r["period"], "look": r["look"], "dimension": r["dimension"],
-                    "category": r["category"], "count": r["count"], "baseline_share": r["baseline_share"],
-                    "share": r["share"], "bayes_factor": bf, "p_value": r["p_value"], "shifted": shifted,
-                    "reason": reason, "alpha": level, "protocol_version": protocol.version,
-                    "protocol_sha256": protocol.sha256, "data_sha256": hashes.get((r["site"], r["period"]))})
+            reason = (
+                f"{r['dimension']} mix {verdict} against {against}: anytime p = {r['p_value']:.3g} "
+                f"{'<=' if shifted else '>'} {level:.3g} (alpha {protocol.alpha:g} over {len(tests)} site x "
+                "dimension tests)"
+            )
+        out.append(
+            {
+                "site": r["site"],
+                "period": r["period"],
+                "look": r["look"],
+                "dimension": r["dimension"],
+                "category": r["category"],
+                "count": r["count"],
+                "baseline_share": r["baseline_share"],
+                "share": r["share"],
+                "bayes_factor": bf,
+                "p_value": r["p_value"],
+                "shifted": shifted,
+                "reason": reason,
+                "alpha": level,
+                "protocol_version": protocol.version,
+                "protocol_sha256": protocol.sha256,
+                "data_sha256": hashes.get((r["site"], r["period"])),
+            }
+        )
     dims = {d: i for i, d in enumerate(CASE_MIX_DIMENSIONS)}
     out.sort(key=lambda r: (r["site"], r["look"], dims.get(r["dimension"], 99), r["category"]))
     return pa.Table.from_pylist(out, schema=CASE_MIX_SCHEMA)

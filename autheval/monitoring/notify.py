@@ -20,10 +20,10 @@ import shlex
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from autheval import __version__
 from warehouse.atomic import atomic_write_text
@@ -52,8 +52,9 @@ def alert_payload(alert: dict, lake_root: Path | str) -> dict:
 def check_notifier(command: str, url: str) -> None:
     """A notifier is a command or a URL (http:// or https://), not both; raises ValueError (one line)."""
     if command and url:
-        raise ValueError("declare one notifier: a command (AUTHEVAL_NOTIFY_COMMAND) or a URL (AUTHEVAL_NOTIFY_URL), "
-                         "not both")
+        raise ValueError(
+            "declare one notifier: a command (AUTHEVAL_NOTIFY_COMMAND) or a URL (AUTHEVAL_NOTIFY_URL), not both"
+        )
     if command and not shlex.split(command):
         raise ValueError(f"notifier command {command!r} is empty")
     if url and not url.lower().startswith(("http://", "https://")):
@@ -75,10 +76,16 @@ def send(payload: dict, command: str = "", url: str = "", timeout: float = 30.0)
             raise NotifyError(f"notifier command {argv[0]}: {getattr(err, 'strerror', None) or err}") from None
         if done.returncode != 0:
             said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise NotifyError(f"notifier command {argv[0]} exited {done.returncode}" + (f": {said[-1]}" if said else ""))
+            raise NotifyError(
+                f"notifier command {argv[0]} exited {done.returncode}" + (f": {said[-1]}" if said else "")
+            )
     elif url:
-        request = urllib.request.Request(url, data=body, method="POST", headers={
-            "Content-Type": "application/json", "User-Agent": f"autheval/{__version__}"})
+        request = urllib.request.Request(
+            url,
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", "User-Agent": f"autheval/{__version__}"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 response.read()
@@ -137,7 +144,7 @@ def notify_new(lake_root: Path | str, alerts: Iterable[dict], deliver: Callable[
             except NotifyError as err:
                 result.failed.append((alert_id, str(err)))
                 continue
-            done[alert_id] = {"sent_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "alert": payload}
+            done[alert_id] = {"sent_at": datetime.now(UTC).isoformat(timespec="seconds"), "alert": payload}
             atomic_write_text(root / NOTIFIED, json.dumps({"notified": done}, indent=1, sort_keys=True) + "\n")
             result.sent.append(alert_id)
     return result

@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from autheval.estimation.estimators import UNITS
-from autheval.review.rules import RuleError, _KeyedError, _key_path, _load_yaml, _rule_text
+from autheval.review.rules import RuleError, _key_path, _KeyedError, _load_yaml, _rule_text
 
 DEFAULT_PROTOCOL = files("autheval") / "data" / "protocol.yaml"
 MONITORED_METRICS = ("Delta_authority", "intervention_rate", "delta", "J", "J_auth")
@@ -76,8 +76,11 @@ def _unique_rules(rules):
     seen: dict[tuple[str, str], int] = {}
     for i, rule in enumerate(rules):
         if rule.key in seen:
-            raise _KeyedError((i,), f"rule {rule.metric} / {rule.unit} is given twice (rules[{seen[rule.key]}] "
-                                    "and here): give each metric and unit once")
+            raise _KeyedError(
+                (i,),
+                f"rule {rule.metric} / {rule.unit} is given twice (rules[{seen[rule.key]}] "
+                "and here): give each metric and unit once",
+            )
         seen[rule.key] = i
     return rules
 
@@ -101,8 +104,10 @@ class Protocol(_Strict):
     baseline_periods: Annotated[int, Field(strict=True, ge=1, le=1000)] = 3
     multiplicity: Literal[MULTIPLICITY] = "holm"  # type: ignore[valid-type]
     case_mix_concentration: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False, strict=True)] = 100.0
-    case_mix_reference: dict[Literal[CASE_MIX_DIMENSIONS],  # type: ignore[valid-type]
-                             dict[Annotated[str, Field(min_length=1)], Share]] = {}
+    case_mix_reference: dict[
+        Literal[CASE_MIX_DIMENSIONS],  # type: ignore[valid-type]
+        dict[Annotated[str, Field(min_length=1)], Share],
+    ] = {}
     sites: dict[Annotated[str, Field(min_length=1)], SiteOverride] = {}
     rules: list[Rule] = Field(min_length=1)
 
@@ -138,9 +143,11 @@ class Protocol(_Strict):
         override = self.sites.get(site)
         if override is None:
             return self.alpha, self.min_clusters, list(self.rules)
-        return (override.alpha if override.alpha is not None else self.alpha,
-                override.min_clusters if override.min_clusters is not None else self.min_clusters,
-                list(override.rules) if override.rules is not None else list(self.rules))
+        return (
+            override.alpha if override.alpha is not None else self.alpha,
+            override.min_clusters if override.min_clusters is not None else self.min_clusters,
+            list(override.rules) if override.rules is not None else list(self.rules),
+        )
 
 
 def default_protocol_text() -> str:

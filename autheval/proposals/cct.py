@@ -39,9 +39,9 @@ USES = {"single": (), "vote": (), "meanprob": (), "confonly": ("lam",), "consonl
 class VariantProbabilities:
     """The validated input as a dense array: probs[case, variant, option]."""
 
-    case_ids: np.ndarray   # (N,) sorted case ids (strings)
+    case_ids: np.ndarray  # (N,) sorted case ids (strings)
     options: tuple[str, ...]
-    probs: np.ndarray      # (N, K, M) float64
+    probs: np.ndarray  # (N, K, M) float64
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ class Aggregate:
     method: str
     case_ids: np.ndarray
     options: tuple[str, ...]
-    prob: np.ndarray        # (N, M)
-    order: np.ndarray       # (N, M) option indices, best first
+    prob: np.ndarray  # (N, M)
+    order: np.ndarray  # (N, M) option indices, best first
     lam: float | None
     beta: float | None
 
@@ -64,12 +64,14 @@ class Aggregate:
     def long_table(self) -> pa.Table:
         """`case_id, option, prob, rank`, one row per case and option, in case then rank order."""
         n, m = self.order.shape
-        return pa.table({
-            "case_id": pa.array(np.repeat(self.case_ids, m).tolist(), pa.string()),
-            "option": pa.array(np.asarray(self.options, dtype=object)[self.order].ravel().tolist(), pa.string()),
-            "prob": pa.array(np.take_along_axis(self.prob, self.order, axis=1).ravel(), pa.float64()),
-            "rank": pa.array(np.tile(np.arange(m, dtype=np.int64), n), pa.int64()),
-        })
+        return pa.table(
+            {
+                "case_id": pa.array(np.repeat(self.case_ids, m).tolist(), pa.string()),
+                "option": pa.array(np.asarray(self.options, dtype=object)[self.order].ravel().tolist(), pa.string()),
+                "prob": pa.array(np.take_along_axis(self.prob, self.order, axis=1).ravel(), pa.float64()),
+                "rank": pa.array(np.tile(np.arange(m, dtype=np.int64), n), pa.int64()),
+            }
+        )
 
     def proposals(self, mechanism: str | None = None, source: str = "model", model: str | None = None) -> pa.Table:
         """The aggregate as a proposal mechanism in the `proposals` contract; p_* is the aggregated prob
@@ -77,8 +79,9 @@ class Aggregate:
         if self.options != ACTIONS:
             raise ValueError(f"proposals need the four actions {ACTIONS} as options, got {self.options}")
         slates = np.asarray([int(o[1:]) for o in self.options])[self.order]
-        return proposals_table(mechanism or f"CCT {self.method}", self.case_ids.tolist(), slates, self.prob, source,
-                               model)
+        return proposals_table(
+            mechanism or f"CCT {self.method}", self.case_ids.tolist(), slates, self.prob, source, model
+        )
 
 
 def _fail(source: str, column: str | None, rule: str, example: str | None = None):
@@ -130,7 +133,12 @@ def _numbers(column: pa.ChunkedArray, source: str, name: str, integer: bool) -> 
     if integer:
         if (values != np.round(values)).any() or (values < 0).any():
             row = int(np.flatnonzero((values != np.round(values)) | (values < 0))[0])
-            _fail(source, name, "must be a non-negative integer (0 = the original prompt)", f"row {row + 1}: {values[row]}")
+            _fail(
+                source,
+                name,
+                "must be a non-negative integer (0 = the original prompt)",
+                f"row {row + 1}: {values[row]}",
+            )
         return values.astype(np.int64)
     return values
 
@@ -157,8 +165,9 @@ def variant_probabilities(table: pa.Table, source: str = "input") -> VariantProb
     unknown = sorted(set(option.tolist()) - set(ACTIONS))
     if unknown:
         row = int(np.flatnonzero(option == unknown[0])[0])
-        _fail(source, "option", f"unknown option {unknown[0]!r}; expected one of {', '.join(ACTIONS)}",
-              f"row {row + 1}")
+        _fail(
+            source, "option", f"unknown option {unknown[0]!r}; expected one of {', '.join(ACTIONS)}", f"row {row + 1}"
+        )
     if ((prob < 0) | (prob > 1)).any():
         row = int(np.flatnonzero((prob < 0) | (prob > 1))[0])
         _fail(source, "prob", "probabilities must lie in [0, 1]", f"row {row + 1}: {prob[row]}")
@@ -175,25 +184,41 @@ def variant_probabilities(table: pa.Table, source: str = "input") -> VariantProb
     np.add.at(counts, (case_code, variant, option_code), 1)
     if (counts > 1).any():
         c, v, o = np.argwhere(counts > 1)[0]
-        _fail(source, "option", "each case, variant and option must appear once",
-              f"case {case_ids[c]!r}, variant {v}, option {options[o]!r} appears {counts[c, v, o]} times")
+        _fail(
+            source,
+            "option",
+            "each case, variant and option must appear once",
+            f"case {case_ids[c]!r}, variant {v}, option {options[o]!r} appears {counts[c, v, o]} times",
+        )
     per_variant = counts.sum(axis=2)
     if (per_variant == 0).any():
         c, v = np.argwhere(per_variant == 0)[0]
-        _fail(source, "variant", f"every case needs all {k} variants (0..{k - 1})",
-              f"case {case_ids[c]!r} lacks variant {v}")
+        _fail(
+            source,
+            "variant",
+            f"every case needs all {k} variants (0..{k - 1})",
+            f"case {case_ids[c]!r} lacks variant {v}",
+        )
     if (counts == 0).any():
         c, v, o = np.argwhere(counts == 0)[0]
-        _fail(source, "option", f"every variant needs all {m} options",
-              f"case {case_ids[c]!r}, variant {v} lacks option {options[o]!r}")
+        _fail(
+            source,
+            "option",
+            f"every variant needs all {m} options",
+            f"case {case_ids[c]!r}, variant {v} lacks option {options[o]!r}",
+        )
     probs = np.zeros((n, k, m), dtype=np.float64)
     probs[case_code, variant, option_code] = prob
     sums = probs.sum(axis=2)
     off = np.abs(sums - 1.0) > PROBABILITY_SUM_TOLERANCE
     if off.any():
         c, v = np.argwhere(off)[0]
-        _fail(source, "prob", "each case's probabilities for one variant must sum to 1 within 1e-6",
-              f"case {case_ids[c]!r}, variant {v}: sum {float(sums[c, v])!r}")
+        _fail(
+            source,
+            "prob",
+            "each case's probabilities for one variant must sum to 1 within 1e-6",
+            f"case {case_ids[c]!r}, variant {v}: sum {float(sums[c, v])!r}",
+        )
     return VariantProbabilities(case_ids.astype(object), options, probs)
 
 
@@ -220,7 +245,9 @@ def variant_weights(probs: np.ndarray, lam: float, beta: float) -> np.ndarray:
     return weights / weights.sum(axis=1, keepdims=True)
 
 
-def aggregate(data: VariantProbabilities, method: str, lam: float | None = None, beta: float | None = None) -> Aggregate:
+def aggregate(
+    data: VariantProbabilities, method: str, lam: float | None = None, beta: float | None = None
+) -> Aggregate:
     """Run one aggregator over every case at once."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
@@ -228,7 +255,7 @@ def aggregate(data: VariantProbabilities, method: str, lam: float | None = None,
     used_lam = (DEFAULT_LAM if lam is None else float(lam)) if "lam" in USES[method] else None
     used_beta = (DEFAULT_BETA if beta is None else float(beta)) if "beta" in USES[method] else None
     for name, value in (("lam", used_lam), ("beta", used_beta)):
-        if value is not None and not np.isfinite(value):   # NaN weights would give NaN probabilities
+        if value is not None and not np.isfinite(value):  # NaN weights would give NaN probabilities
             raise ValueError(f"CCT {method}: {name} must be a finite number, got {value}")
     if method == "single":
         q = probs[:, 0, :]
@@ -249,20 +276,34 @@ def aggregate(data: VariantProbabilities, method: str, lam: float | None = None,
     return Aggregate(method, data.case_ids, data.options, np.asarray(q, dtype=np.float64), order, used_lam, used_beta)
 
 
-def aggregate_table(table: pa.Table, method: str, lam: float | None = None, beta: float | None = None,
-                    source: str = "input") -> pa.Table:
+def aggregate_table(
+    table: pa.Table, method: str, lam: float | None = None, beta: float | None = None, source: str = "input"
+) -> pa.Table:
     """`(case_id, variant, option, prob)` -> `(case_id, option, prob, rank)` for one method."""
     return aggregate(variant_probabilities(table, source), method, lam, beta).long_table()
 
 
-def cct_proposals(table: pa.Table, method: str, lam: float | None = None, beta: float | None = None,
-                  mechanism: str | None = None, source: str = "model", model: str | None = None) -> tuple[pa.Table, dict]:
+def cct_proposals(
+    table: pa.Table,
+    method: str,
+    lam: float | None = None,
+    beta: float | None = None,
+    mechanism: str | None = None,
+    source: str = "model",
+    model: str | None = None,
+) -> tuple[pa.Table, dict]:
     """One CCT arm for the lake: its `proposals` rows (case_id = image_id) and its metadata; `model` (the
     scorer) is named if they break a proposals rule."""
     data = variant_probabilities(table, "variant probabilities")
     result = aggregate(data, method, lam, beta)
-    meta = {"method": method, "lam": result.lam, "beta": result.beta, "n_cases": int(len(data.case_ids)),
-            "n_variants": int(data.probs.shape[1]), "options": list(data.options)}
+    meta = {
+        "method": method,
+        "lam": result.lam,
+        "beta": result.beta,
+        "n_cases": int(len(data.case_ids)),
+        "n_variants": int(data.probs.shape[1]),
+        "options": list(data.options),
+    }
     return result.proposals(mechanism, source, model), meta
 
 
@@ -270,12 +311,16 @@ def variant_table_from_scores(scores: pa.Table) -> pa.Table:
     """A scorer's wide rows (`image_id, variant, p_very_low ... p_high`, one per image and prompt variant)
     as the long `(case_id, variant, option, prob)` table the aggregators read (level k = action a_k)."""
     n, m = scores.num_rows, len(PROBABILITY_COLUMNS)
-    probs = np.column_stack([np.asarray(scores.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
-                             for c in PROBABILITY_COLUMNS])
-    return pa.table({
-        "case_id": pa.array(np.repeat(np.asarray(scores.column("image_id").to_pylist(), dtype=object), m).tolist(),
-                            pa.string()),
-        "variant": pa.array(np.repeat(np.asarray(scores.column("variant").to_pylist(), dtype=np.int64), m)),
-        "option": pa.array(list(ACTIONS) * n, pa.string()),
-        "prob": pa.array(probs.ravel(), pa.float64()),
-    })
+    probs = np.column_stack(
+        [np.asarray(scores.column(c).to_numpy(zero_copy_only=False), dtype=np.float64) for c in PROBABILITY_COLUMNS]
+    )
+    return pa.table(
+        {
+            "case_id": pa.array(
+                np.repeat(np.asarray(scores.column("image_id").to_pylist(), dtype=object), m).tolist(), pa.string()
+            ),
+            "variant": pa.array(np.repeat(np.asarray(scores.column("variant").to_pylist(), dtype=np.int64), m)),
+            "option": pa.array(list(ACTIONS) * n, pa.string()),
+            "prob": pa.array(probs.ravel(), pa.float64()),
+        }
+    )

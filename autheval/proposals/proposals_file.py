@@ -24,8 +24,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
-from autheval.raw.ingest import RISK
 from autheval.io import read_table
+from autheval.raw.ingest import RISK
 from autheval.records.schema import check_column_types, closest_name, is_text_type
 from autheval.records.warnings import warn
 from autheval.vocabulary import PROBABILITY_COLUMNS, PROPOSALS_COLUMNS, PROPOSALS_SCHEMA
@@ -69,17 +69,23 @@ def _as_text_columns(table: pa.Table, source: str, default_mechanism: str | None
 
 def _check_types(table: pa.Table, source: str) -> None:
     """Each contract column of a Parquet file in a type it can mean, else one line naming it."""
-    check_column_types(table, source, text=("mechanism", "image_id", "a_head", "diagnosis", "source"),
-                       numbers=PROBABILITY_COLUMNS)
+    check_column_types(
+        table, source, text=("mechanism", "image_id", "a_head", "diagnosis", "source"), numbers=PROBABILITY_COLUMNS
+    )
     if "slate" in table.column_names:
         kind = table.schema.field("slate").type
         listed = (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and is_text_type(kind.value_type)
         if not (listed or is_text_type(kind) or pa.types.is_null(kind)):
-            raise RecordError(source, "slate", f"must be text (\"a2 a1 a3 a0\") or a list of text; got {kind}")
+            raise RecordError(source, "slate", f'must be text ("a2 a1 a3 a0") or a list of text; got {kind}')
 
 
-def proposals_from_table(table: pa.Table, source: str, image_ids: pa.Array | None = None,
-                         default_mechanism: str | None = None, origin: str = "file") -> pa.Table:
+def proposals_from_table(
+    table: pa.Table,
+    source: str,
+    image_ids: pa.Array | None = None,
+    default_mechanism: str | None = None,
+    origin: str = "file",
+) -> pa.Table:
     """Validate a proposals table and return it in the contract. `image_ids`, when given, is the
     evaluated image set: an id outside it is an error. `origin` fills the `source` column."""
     if table.num_rows == 0:
@@ -90,7 +96,9 @@ def proposals_from_table(table: pa.Table, source: str, image_ids: pa.Array | Non
     known = pa.table({"image_id": pa.array([] if image_ids is None else image_ids, pa.string())})
     con.register("known_images", known)
     con.register("known_diagnoses", pa.table({"diagnosis": sorted(RISK)}))
-    violations = con.execute(load_sql("proposals/proposals_file_validate"), {"check_images": image_ids is not None}).fetchall()
+    violations = con.execute(
+        load_sql("proposals/proposals_file_validate"), {"check_images": image_ids is not None}
+    ).fetchall()
     if violations:
         raise first_violation(source, violations[0], "image")
     result = con.execute(load_sql("proposals/proposals_file_slates"), {"source": origin}).arrow().read_all()
@@ -117,18 +125,32 @@ def check_coverage(proposals: pa.Table, evaluated_ids: pa.Array, source: str, sp
     mechanism, n_evaluated, n_covered, missing, outside = row
     where = f"the {n_evaluated} evaluated images (split {split!r})"
     if n_covered == 0:
-        raise RecordError(source, "mechanism", f"mechanism {mechanism!r} proposes for none of {where}; it would "
-                          "vanish from the estimates", f"its first image {outside!r} is not evaluated")
-    raise RecordError(source, "mechanism", f"mechanism {mechanism!r} must propose for every one of {where}: "
-                      f"{n_evaluated - n_covered} have no proposal (every mechanism is compared on the same "
-                      "clusters)", f"e.g. image {missing!r}")
+        raise RecordError(
+            source,
+            "mechanism",
+            f"mechanism {mechanism!r} proposes for none of {where}; it would vanish from the estimates",
+            f"its first image {outside!r} is not evaluated",
+        )
+    raise RecordError(
+        source,
+        "mechanism",
+        f"mechanism {mechanism!r} must propose for every one of {where}: "
+        f"{n_evaluated - n_covered} have no proposal (every mechanism is compared on the same "
+        "clusters)",
+        f"e.g. image {missing!r}",
+    )
 
 
 def evaluated_image_ids(clusters: pa.Table, split: str) -> pa.Array:
     """The images the review runs on: the clustered images of split `split` ('all': every one)."""
     con = connect()
     con.register("clusters", clusters.select(["image_id", "split"]))
-    return con.execute(load_sql("proposals/proposals_evaluated_images"), {"split": split}).arrow().read_all().column("image_id")
+    return (
+        con.execute(load_sql("proposals/proposals_evaluated_images"), {"split": split})
+        .arrow()
+        .read_all()
+        .column("image_id")
+    )
 
 
 def precheck_proposals(path: str | Path, freeze: str | Path | None = None, split: str = "test") -> pa.Table:
@@ -161,6 +183,9 @@ def combine_proposals(parts: list[pa.Table]) -> pa.Table:
     for k, part in enumerate(parts):
         for name in dict.fromkeys(part.column("mechanism").to_pylist()):
             if seen.setdefault(name, k) != k:
-                raise RecordError("proposals", "mechanism", f"mechanism {name!r} is given twice (by a file and a "
-                                  "model, or by two models); rename one")
+                raise RecordError(
+                    "proposals",
+                    "mechanism",
+                    f"mechanism {name!r} is given twice (by a file and a model, or by two models); rename one",
+                )
     return pa.concat_tables(parts) if parts else PROPOSALS_SCHEMA.empty_table()

@@ -14,8 +14,13 @@ from importlib.resources import files
 import numpy as np
 import pyarrow as pa
 
-from autheval.vocabulary import (ACTIONS, MODEL_PROPOSALS_SCHEMA, PROBABILITY_COLUMNS, PROBABILITY_SUM_TOLERANCE,
-                                 RISK_SCORES)
+from autheval.vocabulary import (
+    ACTIONS,
+    MODEL_PROPOSALS_SCHEMA,
+    PROBABILITY_COLUMNS,
+    PROBABILITY_SUM_TOLERANCE,
+    RISK_SCORES,
+)
 
 
 def policy_id(bias: float) -> str:
@@ -76,8 +81,14 @@ def published_thresholds() -> dict:
     return json.loads(text)
 
 
-def proposals_table(mechanism: str, image_ids, slates: np.ndarray, probabilities: np.ndarray | None = None,
-                    source: str = "model", model: str | None = None) -> pa.Table:
+def proposals_table(
+    mechanism: str,
+    image_ids,
+    slates: np.ndarray,
+    probabilities: np.ndarray | None = None,
+    source: str = "model",
+    model: str | None = None,
+) -> pa.Table:
     """Rows of the lake's `proposals` contract: slate as action strings, head = slate[0], p_* per level
     (null when the mechanism has no probabilities). Checked by `check_proposals` (`model` names the
     model that made them in the error)."""
@@ -87,8 +98,14 @@ def proposals_table(mechanism: str, image_ids, slates: np.ndarray, probabilities
     outside = (slates < 0) | (slates >= len(ACTIONS))
     if outside.any():
         row = int(np.flatnonzero(outside.any(axis=1))[0])
-        _refuse(mechanism, model, "slate levels must be 0..3 (actions a0..a3)", image_ids[row], slates[row].tolist(),
-                int(outside.any(axis=1).sum()))
+        _refuse(
+            mechanism,
+            model,
+            "slate levels must be 0..3 (actions a0..a3)",
+            image_ids[row],
+            slates[row].tolist(),
+            int(outside.any(axis=1).sum()),
+        )
     labels = action_labels(slates)
     columns = {
         "mechanism": pa.array([mechanism] * n, pa.string()),
@@ -104,8 +121,11 @@ def proposals_table(mechanism: str, image_ids, slates: np.ndarray, probabilities
 
 
 def _refuse(mechanism, model, rule: str, image_id, value, n_rows: int):
-    where = f"proposals of mechanism {mechanism!r} made by model {model}" if model else \
-        f"proposals of mechanism {mechanism!r}"
+    where = (
+        f"proposals of mechanism {mechanism!r} made by model {model}"
+        if model
+        else f"proposals of mechanism {mechanism!r}"
+    )
     raise ValueError(f"{where}: {rule} (image {str(image_id)!r}: {value}; {n_rows} row(s) in all)")
 
 
@@ -133,20 +153,24 @@ def check_proposals(table: pa.Table, model: str | None = None) -> pa.Table:
     if duplicate.any():
         refuse(duplicate, "one row per (mechanism, image_id): duplicate", lambda r: ids[r])
     nulls = np.column_stack([np.asarray(table.column(c).is_null()) for c in PROBABILITY_COLUMNS])
-    p = np.column_stack([np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=np.float64)
-                         for c in PROBABILITY_COLUMNS])
+    p = np.column_stack(
+        [np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=np.float64) for c in PROBABILITY_COLUMNS]
+    )
     given = ~nulls.all(axis=1)
     shown = lambda r: p[r].tolist()  # noqa: E731
-    for bad, rule in ((nulls.any(axis=1) & given, "give all four probabilities or none"),
-                      (given & ~np.isfinite(p).all(axis=1), "probabilities must be finite numbers"),
-                      (given & (p < 0).any(axis=1), "probabilities must not be negative"),
-                      (given & (np.abs(p.sum(axis=1) - 1.0) > PROBABILITY_SUM_TOLERANCE), "probabilities must sum to 1 within 1e-6")):
+    for bad, rule in (
+        (nulls.any(axis=1) & given, "give all four probabilities or none"),
+        (given & ~np.isfinite(p).all(axis=1), "probabilities must be finite numbers"),
+        (given & (p < 0).any(axis=1), "probabilities must not be negative"),
+        (given & (np.abs(p.sum(axis=1) - 1.0) > PROBABILITY_SUM_TOLERANCE), "probabilities must sum to 1 within 1e-6"),
+    ):
         if bad.any():
             refuse(bad, rule, shown)
     slates = table.column("slate").to_pylist()
     heads = table.column("a_head").to_pylist()
-    bad = np.asarray([s is None or len(s) not in (2, 4) or len(set(s)) != len(s) or not set(s) <= set(ACTIONS)
-                      for s in slates])
+    bad = np.asarray(
+        [s is None or len(s) not in (2, 4) or len(set(s)) != len(s) or not set(s) <= set(ACTIONS) for s in slates]
+    )
     if bad.any():
         refuse(bad, "the slate must be 2 or 4 distinct actions among a0 a1 a2 a3, best first", lambda r: slates[r])
     bad = np.asarray([h != s[0] for h, s in zip(heads, slates)])
@@ -162,6 +186,5 @@ def frozen_head_proposals(frozen_heads: pa.Table) -> pa.Table:
     parts = []
     for mechanism, column in (("LLaVA-Med head", "llava_med_head"), ("CLIP probe", "clip_probe_head")):
         heads = action_levels(frozen_heads.column(column).to_pylist())
-        parts.append(proposals_table(mechanism, image_ids, nearest_level_slates(heads),
-                                     source="frozen_proposal_heads"))
+        parts.append(proposals_table(mechanism, image_ids, nearest_level_slates(heads), source="frozen_proposal_heads"))
     return pa.concat_tables(parts)

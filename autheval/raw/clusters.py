@@ -21,14 +21,16 @@ from warehouse.sql import connect, load_sql
 KEY_RULES = ("auto", "patient_lesion_image", "lesion_image", "image")
 SEPARATOR = "\x1f"
 
-CLUSTERS_SCHEMA = pa.schema([
-    ("image_id", pa.string()),
-    ("cluster_id", pa.string()),
-    ("base_node", pa.string()),
-    ("duplicate_group", pa.string()),
-    ("cluster_size", pa.int64()),
-    ("split_key", pa.string()),
-])
+CLUSTERS_SCHEMA = pa.schema(
+    [
+        ("image_id", pa.string()),
+        ("cluster_id", pa.string()),
+        ("base_node", pa.string()),
+        ("duplicate_group", pa.string()),
+        ("cluster_size", pa.int64()),
+        ("split_key", pa.string()),
+    ]
+)
 
 
 def cluster_id_from_nodes(base_nodes) -> str:
@@ -88,11 +90,13 @@ def assign_clusters(
     rule = choose_key_rule(images, key_rule)
     n = images.num_rows
     nulls = pa.nulls(n, pa.string())
-    cluster_input = pa.table({
-        "image_id": images.column("image_id").cast(pa.string()),
-        "lesion_id": _blank_to_null(images.column("lesion_id")) if "lesion_id" in images.column_names else nulls,
-        "patient_id": _blank_to_null(images.column("patient_id")) if "patient_id" in images.column_names else nulls,
-    })
+    cluster_input = pa.table(
+        {
+            "image_id": images.column("image_id").cast(pa.string()),
+            "lesion_id": _blank_to_null(images.column("lesion_id")) if "lesion_id" in images.column_names else nulls,
+            "patient_id": _blank_to_null(images.column("patient_id")) if "patient_id" in images.column_names else nulls,
+        }
+    )
     con = connect()
     con.register("cluster_input", cluster_input)
     base = con.execute(load_sql("duplicates/raw_cluster_base"), {"rule": rule}).arrow().read_all()
@@ -119,8 +123,9 @@ def assign_clusters(
             force(image_id, node)
     duplicate_group = [None] * n
     if exact_groups is not None:
-        for image_id, group in zip(exact_groups.column("image_id").to_pylist(),
-                                   exact_groups.column("exact_group_id").to_pylist()):
+        for image_id, group in zip(
+            exact_groups.column("image_id").to_pylist(), exact_groups.column("exact_group_id").to_pylist()
+        ):
             force(image_id, "forced:" + group)
             if image_id in position:
                 duplicate_group[position[image_id]] = group
@@ -133,19 +138,27 @@ def assign_clusters(
     _, labels = connected_components(graph, directed=False)
     comp = labels[np.array([node_index[b] for b in base_nodes], dtype=np.int64)] if n else np.zeros(0, np.int64)
 
-    con.register("cluster_members", pa.table({
-        "image_id": pa.array(image_ids, pa.string()),
-        "comp": pa.array(comp.astype(np.int64)),
-        "base_node": pa.array(base_nodes, pa.string()),
-    }))
+    con.register(
+        "cluster_members",
+        pa.table(
+            {
+                "image_id": pa.array(image_ids, pa.string()),
+                "comp": pa.array(comp.astype(np.int64)),
+                "base_node": pa.array(base_nodes, pa.string()),
+            }
+        ),
+    )
     ids = con.execute(load_sql("duplicates/raw_cluster_ids")).arrow().read_all()
     group_of = dict(zip(image_ids, duplicate_group))
     out_ids = ids.column("image_id").to_pylist()
-    return pa.table({
-        "image_id": ids.column("image_id"),
-        "cluster_id": ids.column("cluster_id"),
-        "base_node": ids.column("base_node"),
-        "duplicate_group": pa.array([group_of[i] for i in out_ids], pa.string()),
-        "cluster_size": ids.column("cluster_size"),
-        "split_key": pa.array([split_key_name(rule, cluster_input, has_unions)] * len(out_ids), pa.string()),
-    }, schema=CLUSTERS_SCHEMA)
+    return pa.table(
+        {
+            "image_id": ids.column("image_id"),
+            "cluster_id": ids.column("cluster_id"),
+            "base_node": ids.column("base_node"),
+            "duplicate_group": pa.array([group_of[i] for i in out_ids], pa.string()),
+            "cluster_size": ids.column("cluster_size"),
+            "split_key": pa.array([split_key_name(rule, cluster_input, has_unions)] * len(out_ids), pa.string()),
+        },
+        schema=CLUSTERS_SCHEMA,
+    )

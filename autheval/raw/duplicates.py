@@ -25,36 +25,42 @@ from warehouse.sql import connect, load_sql
 
 USES = ("report", "cluster", "drop")
 
-COMPONENTS_SCHEMA = pa.schema([
-    ("component_id", pa.string()),
-    ("component_size", pa.int64()),
-    ("component_crosses_split", pa.bool_()),
-    ("threshold", pa.int32()),
-    ("exact_hash_duplicate", pa.bool_()),
-    ("image_id", pa.string()),
-    ("split", pa.string()),
-    ("image_hash", pa.string()),
-])
-DUPLICATES_SCHEMA = pa.schema([
-    ("hash_kind", pa.string()),
-    ("threshold", pa.int32()),
-    ("use", pa.string()),
-    ("component_id", pa.string()),
-    ("component_size", pa.int64()),
-    ("component_crosses_split", pa.bool_()),
-    ("exact_group_id", pa.string()),
-    ("exact_hash_duplicate", pa.bool_()),
-    ("image_id", pa.string()),
-    ("split", pa.string()),
-    ("image_hash", pa.string()),
-])
-REMOVALS_SCHEMA = pa.schema([
-    ("removed_image_id", pa.string()),
-    ("kept_image_id", pa.string()),
-    ("component_id", pa.string()),
-    ("hash_kind", pa.string()),
-    ("threshold", pa.int32()),
-])
+COMPONENTS_SCHEMA = pa.schema(
+    [
+        ("component_id", pa.string()),
+        ("component_size", pa.int64()),
+        ("component_crosses_split", pa.bool_()),
+        ("threshold", pa.int32()),
+        ("exact_hash_duplicate", pa.bool_()),
+        ("image_id", pa.string()),
+        ("split", pa.string()),
+        ("image_hash", pa.string()),
+    ]
+)
+DUPLICATES_SCHEMA = pa.schema(
+    [
+        ("hash_kind", pa.string()),
+        ("threshold", pa.int32()),
+        ("use", pa.string()),
+        ("component_id", pa.string()),
+        ("component_size", pa.int64()),
+        ("component_crosses_split", pa.bool_()),
+        ("exact_group_id", pa.string()),
+        ("exact_hash_duplicate", pa.bool_()),
+        ("image_id", pa.string()),
+        ("split", pa.string()),
+        ("image_hash", pa.string()),
+    ]
+)
+REMOVALS_SCHEMA = pa.schema(
+    [
+        ("removed_image_id", pa.string()),
+        ("kept_image_id", pa.string()),
+        ("component_id", pa.string()),
+        ("hash_kind", pa.string()),
+        ("threshold", pa.int32()),
+    ]
+)
 PAIRS_SCHEMA = pa.schema([("hid_a", pa.int64()), ("hid_b", pa.int64()), ("distance", pa.int32())])
 
 
@@ -82,11 +88,13 @@ def band_layout(k: int) -> pa.Table:
     m = min(int(k) + 1, 64)
     widths = [64 // m + (1 if j < 64 % m else 0) for j in range(m)]
     los = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(int)
-    return pa.table({
-        "band": pa.array(range(m), pa.int32()),
-        "lo": pa.array(los.tolist(), pa.int32()),
-        "mask": pa.array([(1 << w) - 1 for w in widths], pa.uint64()),
-    })
+    return pa.table(
+        {
+            "band": pa.array(range(m), pa.int32()),
+            "lo": pa.array(los.tolist(), pa.int32()),
+            "mask": pa.array([(1 << w) - 1 for w in widths], pa.uint64()),
+        }
+    )
 
 
 def _values_table(values) -> pa.Table:
@@ -154,11 +162,13 @@ def components(hashes: pa.Table, k: int, splits: pa.Table | None = None, method:
     image_comp = labels[inverse]
     sizes = np.bincount(image_comp, minlength=int(image_comp.max()) + 1 if len(image_comp) else 0)
     keep = sizes[image_comp] >= 2 if len(image_comp) else np.zeros(0, dtype=bool)
-    members = pa.table({
-        "image_id": table.column("image_id").filter(pa.array(keep)),
-        "comp": pa.array(image_comp[keep].astype(np.int64)),
-        "phash": pa.array(phash[keep], pa.uint64()),
-    })
+    members = pa.table(
+        {
+            "image_id": table.column("image_id").filter(pa.array(keep)),
+            "comp": pa.array(image_comp[keep].astype(np.int64)),
+            "phash": pa.array(phash[keep], pa.uint64()),
+        }
+    )
     con = connect()
     con.register("component_members", members)
     con.register("image_splits", _splits_table(splits))
@@ -194,22 +204,34 @@ def find_duplicates(
         if rule.threshold == 0:  # the exact groups themselves, under their AuthEval names
             comp_ids = [group_of[i] for i in ids]
         n = comps.num_rows
-        parts.append(pa.table({
-            "hash_kind": pa.array([rule.hash_kind] * n, pa.string()),
-            "threshold": pa.array([rule.threshold] * n, pa.int32()),
-            "use": pa.array([rule.use] * n, pa.string()),
-            "component_id": pa.array(comp_ids, pa.string()),
-            "component_size": comps.column("component_size"),
-            "component_crosses_split": comps.column("component_crosses_split"),
-            "exact_group_id": pa.array([group_of.get(i) for i in ids], pa.string()),
-            "exact_hash_duplicate": comps.column("exact_hash_duplicate"),
-            "image_id": comps.column("image_id"),
-            "split": comps.column("split"),
-            "image_hash": comps.column("image_hash"),
-        }, schema=DUPLICATES_SCHEMA))
+        parts.append(
+            pa.table(
+                {
+                    "hash_kind": pa.array([rule.hash_kind] * n, pa.string()),
+                    "threshold": pa.array([rule.threshold] * n, pa.int32()),
+                    "use": pa.array([rule.use] * n, pa.string()),
+                    "component_id": pa.array(comp_ids, pa.string()),
+                    "component_size": comps.column("component_size"),
+                    "component_crosses_split": comps.column("component_crosses_split"),
+                    "exact_group_id": pa.array([group_of.get(i) for i in ids], pa.string()),
+                    "exact_hash_duplicate": comps.column("exact_hash_duplicate"),
+                    "image_id": comps.column("image_id"),
+                    "split": comps.column("split"),
+                    "image_hash": comps.column("image_hash"),
+                },
+                schema=DUPLICATES_SCHEMA,
+            )
+        )
     table = pa.concat_tables(parts) if parts else DUPLICATES_SCHEMA.empty_table()
-    return table.sort_by([("hash_kind", "ascending"), ("threshold", "ascending"), ("use", "ascending"),
-                          ("component_id", "ascending"), ("image_id", "ascending")])
+    return table.sort_by(
+        [
+            ("hash_kind", "ascending"),
+            ("threshold", "ascending"),
+            ("use", "ascending"),
+            ("component_id", "ascending"),
+            ("image_id", "ascending"),
+        ]
+    )
 
 
 def with_splits(duplicates: pa.Table, splits: pa.Table) -> pa.Table:
@@ -249,8 +271,15 @@ def removals(duplicates: pa.Table) -> pa.Table:
         kept = find(r["image_id"])
         if r["image_id"] != kept and r["image_id"] not in seen:
             seen.add(r["image_id"])
-            rows.append(dict(removed_image_id=r["image_id"], kept_image_id=kept, component_id=r["component_id"],
-                             hash_kind=r["hash_kind"], threshold=r["threshold"]))
+            rows.append(
+                dict(
+                    removed_image_id=r["image_id"],
+                    kept_image_id=kept,
+                    component_id=r["component_id"],
+                    hash_kind=r["hash_kind"],
+                    threshold=r["threshold"],
+                )
+            )
     return pa.Table.from_pylist(rows, schema=REMOVALS_SCHEMA)
 
 
@@ -259,9 +288,14 @@ def union_groups(duplicates: pa.Table) -> pa.Table:
     (which clusters.assign_clusters takes separately)."""
     mask = pc.and_(pc.equal(duplicates.column("use"), "cluster"), pc.greater(duplicates.column("threshold"), 0))
     chosen = duplicates.filter(mask)
-    group = [f"{k}:le{t}:{c}" for k, t, c in zip(chosen.column("hash_kind").to_pylist(),
-                                                  chosen.column("threshold").to_pylist(),
-                                                  chosen.column("component_id").to_pylist())]
+    group = [
+        f"{k}:le{t}:{c}"
+        for k, t, c in zip(
+            chosen.column("hash_kind").to_pylist(),
+            chosen.column("threshold").to_pylist(),
+            chosen.column("component_id").to_pylist(),
+        )
+    ]
     return pa.table({"image_id": chosen.column("image_id"), "group_id": pa.array(group, pa.string())})
 
 

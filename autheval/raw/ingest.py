@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from autheval.errors import RecordError
-from autheval.raw.isic_metadata import validate_rows
 from autheval.io import file_sha256
+from autheval.raw.isic_metadata import validate_rows
 from autheval.vocabulary import RISK_LEVELS
 from warehouse.sql import connect, load_sql
 
@@ -66,64 +66,89 @@ ALIASES = {
 # One-hot columns searched for the row maximum, in this order (UNK deliberately absent, spec 1.2.3).
 ONE_HOT = ("MEL", "NV", "BCC", "AK", "AKIEC", "BKL", "DF", "VASC", "SCC")
 
-RISK = {"NV": "very_low", "VASC": "very_low", "DF": "very_low", "BKL": "low",
-        "AK": "moderate", "AKIEC": "moderate", "BCC": "moderate", "SCC": "high", "MEL": "high"}
+RISK = {
+    "NV": "very_low",
+    "VASC": "very_low",
+    "DF": "very_low",
+    "BKL": "low",
+    "AK": "moderate",
+    "AKIEC": "moderate",
+    "BCC": "moderate",
+    "SCC": "high",
+    "MEL": "high",
+}
 # Spelled-out diagnoses of ISIC-Archive / HAM10000-style files -> ISIC 2019 code.
 DIAGNOSIS_NAMES = {
     "melanoma": "MEL",
-    "nevus": "NV", "melanocytic nevus": "NV", "melanocytic nevi": "NV",
+    "nevus": "NV",
+    "melanocytic nevus": "NV",
+    "melanocytic nevi": "NV",
     "basal cell carcinoma": "BCC",
-    "actinic keratosis": "AK", "actinic keratoses": "AK",
+    "actinic keratosis": "AK",
+    "actinic keratoses": "AK",
     "actinic keratoses and intraepithelial carcinoma": "AKIEC",
-    "intraepithelial carcinoma": "AKIEC", "bowen's disease": "AKIEC",
-    "benign keratosis": "BKL", "benign keratosis-like lesions": "BKL", "pigmented benign keratosis": "BKL",
-    "seborrheic keratosis": "BKL", "solar lentigo": "BKL", "lichenoid keratosis": "BKL",
-    "lentigo nos": "BKL", "lichen planus like keratosis": "BKL",
+    "intraepithelial carcinoma": "AKIEC",
+    "bowen's disease": "AKIEC",
+    "benign keratosis": "BKL",
+    "benign keratosis-like lesions": "BKL",
+    "pigmented benign keratosis": "BKL",
+    "seborrheic keratosis": "BKL",
+    "solar lentigo": "BKL",
+    "lichenoid keratosis": "BKL",
+    "lentigo nos": "BKL",
+    "lichen planus like keratosis": "BKL",
     "dermatofibroma": "DF",
-    "vascular lesion": "VASC", "vascular lesions": "VASC",
+    "vascular lesion": "VASC",
+    "vascular lesions": "VASC",
     "squamous cell carcinoma": "SCC",
 }
 PROFILES = ("BCN_like", "HAM_like", "MSK_like", "RURAL_like")
 
-IMAGES_SCHEMA = pa.schema([
-    ("image_id", pa.string()),
-    ("lesion_id", pa.string()),
-    ("patient_id", pa.string()),
-    ("age", pa.float64()),
-    ("sex", pa.string()),
-    ("anatomic_site", pa.string()),
-    ("diagnosis", pa.string()),
-    ("risk_stratum", pa.string()),
-    ("ideal_action_level", pa.int32()),
-    ("age_bin", pa.string()),
-    ("site_profile", pa.string()),
-    ("site_id", pa.string()),
-    ("path", pa.string()),
-    ("source", pa.string()),
-    ("profile_signature", pa.string()),
-    ("sex_norm", pa.string()),
-    ("site_norm", pa.string()),
-    ("row_index", pa.int64()),
-    # by the ISIC Archive's schema (autheval/raw/isic_metadata.py): the type where the source records a valid one
-    ("fitzpatrick_skin_type", pa.string()),
-])
-REPORT_SCHEMA = pa.schema([
-    ("source", pa.string()),
-    ("row_number", pa.int64()),  # 1-based data row in that file (header not counted); null: not a row
-    ("image_id", pa.string()),
-    ("column_name", pa.string()),
-    ("reason", pa.string()),
-    ("value", pa.string()),
-    ("action", pa.string()),  # excluded | kept | ignored | recorded
-])
-INPUT_FILES_SCHEMA = pa.schema([
-    ("role", pa.string()),
-    ("path", pa.string()),
-    ("bytes", pa.int64()),
-    ("sha256", pa.string()),
-    ("expected_sha256", pa.string()),
-    ("checksum_ok", pa.bool_()),
-])
+IMAGES_SCHEMA = pa.schema(
+    [
+        ("image_id", pa.string()),
+        ("lesion_id", pa.string()),
+        ("patient_id", pa.string()),
+        ("age", pa.float64()),
+        ("sex", pa.string()),
+        ("anatomic_site", pa.string()),
+        ("diagnosis", pa.string()),
+        ("risk_stratum", pa.string()),
+        ("ideal_action_level", pa.int32()),
+        ("age_bin", pa.string()),
+        ("site_profile", pa.string()),
+        ("site_id", pa.string()),
+        ("path", pa.string()),
+        ("source", pa.string()),
+        ("profile_signature", pa.string()),
+        ("sex_norm", pa.string()),
+        ("site_norm", pa.string()),
+        ("row_index", pa.int64()),
+        # by the ISIC Archive's schema (autheval/raw/isic_metadata.py): the type where the source records a valid one
+        ("fitzpatrick_skin_type", pa.string()),
+    ]
+)
+REPORT_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("row_number", pa.int64()),  # 1-based data row in that file (header not counted); null: not a row
+        ("image_id", pa.string()),
+        ("column_name", pa.string()),
+        ("reason", pa.string()),
+        ("value", pa.string()),
+        ("action", pa.string()),  # excluded | kept | ignored | recorded
+    ]
+)
+INPUT_FILES_SCHEMA = pa.schema(
+    [
+        ("role", pa.string()),
+        ("path", pa.string()),
+        ("bytes", pa.int64()),
+        ("sha256", pa.string()),
+        ("expected_sha256", pa.string()),
+        ("checksum_ok", pa.bool_()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -195,12 +220,14 @@ def diagnosis_map() -> pa.Table:
     aliases.update(DIAGNOSIS_NAMES)
     names = sorted(aliases)
     codes = [aliases[a] for a in names]
-    return pa.table({
-        "alias": names,
-        "code": codes,
-        "risk_stratum": [RISK[c] for c in codes],
-        "ideal_action_level": pa.array([RISK_LEVELS.index(RISK[c]) for c in codes], pa.int32()),
-    })
+    return pa.table(
+        {
+            "alias": names,
+            "code": codes,
+            "risk_stratum": [RISK[c] for c in codes],
+            "ideal_action_level": pa.array([RISK_LEVELS.index(RISK[c]) for c in codes], pa.int32()),
+        }
+    )
 
 
 def read_csv(path: str | Path, con: duckdb.DuckDBPyConnection) -> pa.Table:
@@ -244,8 +271,12 @@ def _refuse_spaced_ids(values: list, source: str, column: str, what: str) -> Non
     """An id that begins or ends with whitespace (or is blank) is a broken file: one RecordError line."""
     for i, value in enumerate(values):
         if value is not None and value != value.strip():
-            raise RecordError(source, column, f"must not begin or end with whitespace (it would be another {what} "
-                              "than the same id without it)", f"data row {i + 1}, value {value!r}")
+            raise RecordError(
+                source,
+                column,
+                f"must not begin or end with whitespace (it would be another {what} than the same id without it)",
+                f"data row {i + 1}, value {value!r}",
+            )
 
 
 def _inside(path: str, root: str) -> str | None:
@@ -277,8 +308,12 @@ def _one_hot_diagnosis(table: pa.Table, source: str) -> tuple[list, np.ndarray]:
             except ValueError:
                 values[i, j] = np.nan
             if not np.isfinite(values[i, j]):
-                raise RecordError(source, column, "one-hot label must be a finite number (0.0 or 1.0)",
-                                  f"data row {i + 1}, value {text!r}")
+                raise RecordError(
+                    source,
+                    column,
+                    "one-hot label must be a finite number (0.0 or 1.0)",
+                    f"data row {i + 1}, value {text!r}",
+                )
     best = values.argmax(axis=1)
     top = values.max(axis=1)
     ties = (values == top[:, None]).sum(axis=1) > 1
@@ -297,8 +332,9 @@ def _locate_images(image_ids: list, image_dir: Path, image_zip: Path | None) -> 
             names = [m for m in archive.namelist() if not m.endswith("/")]
         members = {Path(m).name: m for m in names}
         root = str(image_zip.resolve())
-        paths = [None if i is None else f"{root}!{members.get(f'{i}.jpg', f'{IMAGE_FOLDER}/{i}.jpg')}"
-                 for i in image_ids]
+        paths = [
+            None if i is None else f"{root}!{members.get(f'{i}.jpg', f'{IMAGE_FOLDER}/{i}.jpg')}" for i in image_ids
+        ]
         return paths, {f"{root}!{m}" for m in names}
     root = image_dir.resolve()
     return [None if i is None else str(root / f"{i}.jpg") for i in image_ids], None
@@ -330,8 +366,12 @@ def ingest(
         raise RecordError(msource, None, "file has no data rows")
     id_col = find_column(meta, "image_id")
     if id_col is None:
-        raise RecordError(msource, "image", "required image id column is missing "
-                          f"(expected one of {', '.join(ALIASES['image_id'])}); found {', '.join(meta.column_names)}")
+        raise RecordError(
+            msource,
+            "image",
+            "required image id column is missing "
+            f"(expected one of {', '.join(ALIASES['image_id'])}); found {', '.join(meta.column_names)}",
+        )
     ids = meta.column(id_col).to_pylist()
     n = meta.num_rows
     report_rows: list[dict] = []
@@ -356,8 +396,11 @@ def ingest(
         label_table = read_csv(labels, con)
         lid_col = find_column(label_table, "image_id")
         if lid_col is None:
-            raise RecordError(lsource, "image", "required image id column is missing "
-                              f"(expected one of {', '.join(ALIASES['image_id'])})")
+            raise RecordError(
+                lsource,
+                "image",
+                f"required image id column is missing (expected one of {', '.join(ALIASES['image_id'])})",
+            )
         label_ids = label_table.column(lid_col).to_pylist()
         empty = [i for i, v in enumerate(label_ids) if v is None]
         if empty:
@@ -366,8 +409,12 @@ def ingest(
         dup = _first_duplicate(label_ids)
         if dup is not None:
             row, value, count = dup
-            raise RecordError(lsource, lid_col, "image ids must be unique in the labels file",
-                              f"data row {row + 1}, id {value!r}; {count} rows share an id")
+            raise RecordError(
+                lsource,
+                lid_col,
+                "image ids must be unique in the labels file",
+                f"data row {row + 1}, id {value!r}; {count} rows share an id",
+            )
         # Bring over only label columns the metadata does not already have (spec 1.2.1).
         meta_names = {c.lower() for c in meta.column_names}
         extra = [c for c in label_table.column_names if c != lid_col and c.lower() not in meta_names]
@@ -377,8 +424,17 @@ def ingest(
         meta_ids = set(v for v in ids if v is not None)
         for i, lid in enumerate(label_ids):
             if lid not in meta_ids:
-                report_rows.append(dict(source=lsource, row_number=i + 1, image_id=lid, column_name=lid_col,
-                                        reason="label_without_metadata", value=None, action="ignored"))
+                report_rows.append(
+                    dict(
+                        source=lsource,
+                        row_number=i + 1,
+                        image_id=lid,
+                        column_name=lid_col,
+                        reason="label_without_metadata",
+                        value=None,
+                        action="ignored",
+                    )
+                )
         combined = meta
         for name in joined.column_names:
             combined = combined.append_column(name, joined.column(name))
@@ -397,9 +453,13 @@ def ingest(
             diagnosis[i] = codes[k]
             ties[i] = tie[k]
     else:
-        raise RecordError(lsource or msource, "diagnosis", "no diagnosis column (one of "
-                          f"{', '.join(ALIASES['diagnosis'])}) and no one-hot label columns "
-                          f"({', '.join(ONE_HOT)})")
+        raise RecordError(
+            lsource or msource,
+            "diagnosis",
+            "no diagnosis column (one of "
+            f"{', '.join(ALIASES['diagnosis'])}) and no one-hot label columns "
+            f"({', '.join(ONE_HOT)})",
+        )
 
     # Image locations.
     image_dir = image_zip = None
@@ -414,8 +474,10 @@ def ingest(
     in_zip = None
     if path_col is not None:
         base = metadata.resolve().parent
-        located = [None if p is None else str(Path(p) if Path(p).is_absolute() else base / p)
-                   for p in meta.column(path_col).to_pylist()]
+        located = [
+            None if p is None else str(Path(p) if Path(p).is_absolute() else base / p)
+            for p in meta.column(path_col).to_pylist()
+        ]
     else:
         located, in_zip = _locate_images(ids, image_dir or metadata.parent, image_zip)
     # Containment: a file path must resolve inside the input folder (a zip's members are read from it).
@@ -436,29 +498,43 @@ def ingest(
         source = "isic2019" if metadata.name == METADATA_FILE else metadata.stem
     source_values = col("source")
     coverage = sum(v is not None for v in source_values) / n
-    staged = pa.table({
-        "row_index": pa.array(range(n), pa.int64()),
-        "image_id": pa.array(ids, pa.string()),
-        "path": pa.array(paths, pa.string()),
-        "patient_id": pa.array(col("patient_id"), pa.string()),
-        "lesion_id": pa.array(col("lesion_id"), pa.string()),
-        "diagnosis_raw": pa.array(diagnosis, pa.string()),
-        "sex": pa.array(col("sex"), pa.string()),
-        "age_raw": pa.array([_archive_age(v) for v in col("age")], pa.string()),
-        "anatomic_site": pa.array(col("anatomic_site"), pa.string()),
-        "source_raw": pa.array(source_values, pa.string()),
-        "has_label": pa.array(has_label, pa.bool_()),
-        "label_tie": pa.array(ties.tolist(), pa.bool_()),
-    })
+    staged = pa.table(
+        {
+            "row_index": pa.array(range(n), pa.int64()),
+            "image_id": pa.array(ids, pa.string()),
+            "path": pa.array(paths, pa.string()),
+            "patient_id": pa.array(col("patient_id"), pa.string()),
+            "lesion_id": pa.array(col("lesion_id"), pa.string()),
+            "diagnosis_raw": pa.array(diagnosis, pa.string()),
+            "sex": pa.array(col("sex"), pa.string()),
+            "age_raw": pa.array([_archive_age(v) for v in col("age")], pa.string()),
+            "anatomic_site": pa.array(col("anatomic_site"), pa.string()),
+            "source_raw": pa.array(source_values, pa.string()),
+            "has_label": pa.array(has_label, pa.bool_()),
+            "label_tie": pa.array(ties.tolist(), pa.bool_()),
+        }
+    )
     con.register("staged", staged)
     con.register("diagnosis_map", diagnosis_map())
     checks = con.execute(load_sql("ingest/raw_ingest_checks"), {"has_labels": labels is not None}).arrow().read_all()
     excluded = {r["row_index"] for r in checks.to_pylist() if r["action"] == "excluded"}
     for row in checks.to_pylist():
-        column = {"image_id": id_col, "diagnosis": diag_col or "diagnosis",
-                  "age": find_column(meta, "age") or "age"}.get(row["column_name"], row["column_name"])
-        report_rows.append(dict(source=msource, row_number=row["row_index"] + 1, image_id=row["image_id"],
-                                column_name=column, reason=row["reason"], value=row["value"], action=row["action"]))
+        column = {
+            "image_id": id_col,
+            "diagnosis": diag_col or "diagnosis",
+            "age": find_column(meta, "age") or "age",
+        }.get(row["column_name"], row["column_name"])
+        report_rows.append(
+            dict(
+                source=msource,
+                row_number=row["row_index"] + 1,
+                image_id=row["image_id"],
+                column_name=column,
+                reason=row["reason"],
+                value=row["value"],
+                action=row["action"],
+            )
+        )
     for i, path in sorted(outside.items()):
         if i in excluded:
             continue
@@ -467,8 +543,17 @@ def ingest(
             leads = os.path.realpath(path)
         except (OSError, ValueError) as err:
             leads = f"unusable path ({err})"
-        report_rows.append(dict(source=msource, row_number=i + 1, image_id=ids[i], column_name=path_col or id_col,
-                                reason="outside_input_folder", value=f"{path} -> {leads}", action="excluded"))
+        report_rows.append(
+            dict(
+                source=msource,
+                row_number=i + 1,
+                image_id=ids[i],
+                column_name=path_col or id_col,
+                reason="outside_input_folder",
+                value=f"{path} -> {leads}",
+                action="excluded",
+            )
+        )
     if check_files:
         referenced = {p for p in located if p is not None}
         for i in range(n):
@@ -476,27 +561,62 @@ def ingest(
                 continue
             if not (paths[i] in in_zip if in_zip is not None else os.path.isfile(paths[i])):
                 excluded.add(i)
-                report_rows.append(dict(source=msource, row_number=i + 1, image_id=ids[i], column_name=id_col,
-                                        reason="missing_image", value=paths[i], action="excluded"))
+                report_rows.append(
+                    dict(
+                        source=msource,
+                        row_number=i + 1,
+                        image_id=ids[i],
+                        column_name=id_col,
+                        reason="missing_image",
+                        value=paths[i],
+                        action="excluded",
+                    )
+                )
         if image_dir is not None and image_dir.is_dir() and path_col is None:
             folder = image_dir.resolve()
             for entry in sorted(image_dir.iterdir()):  # by name, as the metadata locates them (links not followed)
                 if entry.suffix.lower() == ".jpg" and str(folder / entry.name) not in referenced:
-                    report_rows.append(dict(source=str(image_dir), row_number=None, image_id=entry.stem,
-                                            column_name=None, reason="image_without_metadata",
-                                            value=str(entry), action="ignored"))
+                    report_rows.append(
+                        dict(
+                            source=str(image_dir),
+                            row_number=None,
+                            image_id=entry.stem,
+                            column_name=None,
+                            reason="image_without_metadata",
+                            value=str(entry),
+                            action="ignored",
+                        )
+                    )
     # The ISIC Archive's schema on its own fields: invalid values reported, the image kept (isic_metadata.py);
     # a value already reported by the rules above (e.g. age_not_numeric) is not reported twice.
     problems, fitzpatrick = validate_rows({name: meta.column(name).to_pylist() for name in meta.column_names})
     reported = {(r["row_number"], r["column_name"]) for r in report_rows if r["source"] == msource}
     for i, column, reason, value in problems:
         if i not in excluded and (i + 1, column) not in reported:
-            report_rows.append(dict(source=msource, row_number=i + 1, image_id=ids[i], column_name=column,
-                                    reason=reason, value=value, action="kept"))
+            report_rows.append(
+                dict(
+                    source=msource,
+                    row_number=i + 1,
+                    image_id=ids[i],
+                    column_name=column,
+                    reason=reason,
+                    value=value,
+                    action="kept",
+                )
+            )
     con.register("excluded", pa.table({"row_index": pa.array(sorted(excluded), pa.int64())}))
-    table = con.execute(load_sql("ingest/images_raw"), {
-        "profiles": list(PROFILES), "use_source": coverage > 0.5, "default_source": source,
-    }).arrow().read_all()
+    table = (
+        con.execute(
+            load_sql("ingest/images_raw"),
+            {
+                "profiles": list(PROFILES),
+                "use_source": coverage > 0.5,
+                "default_source": source,
+            },
+        )
+        .arrow()
+        .read_all()
+    )
     rows = table.column("row_index").to_pylist()
     table = table.append_column("fitzpatrick_skin_type", pa.array([fitzpatrick[i] for i in rows], pa.string()))
     images_table = table.select(IMAGES_SCHEMA.names).cast(IMAGES_SCHEMA)
@@ -506,15 +626,32 @@ def ingest(
         expected = OFFICIAL_SHA256.get(path.name)
         digest = file_sha256(path) if checksums else None
         ok = None if expected is None or digest is None else digest == expected
-        file_rows.append(dict(role=role, path=str(path), bytes=path.stat().st_size, sha256=digest,
-                              expected_sha256=expected, checksum_ok=ok))
+        file_rows.append(
+            dict(
+                role=role,
+                path=str(path),
+                bytes=path.stat().st_size,
+                sha256=digest,
+                expected_sha256=expected,
+                checksum_ok=ok,
+            )
+        )
         if ok is False:
             if strict_checksums:
-                raise RecordError(str(path), None, "SHA-256 differs from the published checksum",
-                                  f"expected {expected}, got {digest}")
-            report_rows.append(dict(source=str(path), row_number=None, image_id=None, column_name=None,
-                                    reason="checksum_mismatch", value=f"expected {expected}, got {digest}",
-                                    action="recorded"))
+                raise RecordError(
+                    str(path), None, "SHA-256 differs from the published checksum", f"expected {expected}, got {digest}"
+                )
+            report_rows.append(
+                dict(
+                    source=str(path),
+                    row_number=None,
+                    image_id=None,
+                    column_name=None,
+                    reason="checksum_mismatch",
+                    value=f"expected {expected}, got {digest}",
+                    action="recorded",
+                )
+            )
     return Ingested(
         images=images_table,
         report=pa.Table.from_pylist(report_rows, schema=REPORT_SCHEMA),

@@ -91,8 +91,13 @@ def _check(row: dict, column_of: dict[str, str]) -> tuple[list[tuple[str, str, s
                     errors.append((parts, "invalid_isic_metadata", str(error["input"])))
             else:  # a rule between two fields: the first one's column and value, with the Archive's message
                 field = (error.get("ctx") or {}).get("field1")
-                errors.append((column_of.get(field, field or ""), "inconsistent_isic_metadata",
-                               f"{row.get(field)} ({error['msg']})"))
+                errors.append(
+                    (
+                        column_of.get(field, field or ""),
+                        "inconsistent_isic_metadata",
+                        f"{row.get(field)} ({error['msg']})",
+                    )
+                )
         return errors, fitzpatrick_type(row.get(FITZPATRICK))
 
 

@@ -35,16 +35,18 @@ from PIL import Image
 HASH_KINDS = ("autheval", "autheval_draft", "imagehash")
 DRAFT_SIZE = (256, 192)  # draft-mode target: JPEG decodes at the smallest scale (1/8 .. 1) at least this big
 
-IMAGE_HASHES_SCHEMA = pa.schema([
-    ("image_id", pa.string()),
-    ("hash_kind", pa.string()),
-    ("phash", pa.uint64()),
-    ("image_hash", pa.string()),  # 16 lower-case hex digits of phash
-    ("path", pa.string()),
-    ("size", pa.int64()),
-    ("mtime_ns", pa.int64()),
-    ("format", pa.string()),  # the format Pillow detected in the file's bytes (JPEG, PNG, ...), whatever its name
-])
+IMAGE_HASHES_SCHEMA = pa.schema(
+    [
+        ("image_id", pa.string()),
+        ("hash_kind", pa.string()),
+        ("phash", pa.uint64()),
+        ("image_hash", pa.string()),  # 16 lower-case hex digits of phash
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("format", pa.string()),  # the format Pillow detected in the file's bytes (JPEG, PNG, ...), whatever its name
+    ]
+)
 FAILURES_SCHEMA = pa.schema([("image_id", pa.string()), ("path", pa.string()), ("error", pa.string())])
 
 
@@ -58,7 +60,7 @@ def _dct_matrix(n: int = 32) -> np.ndarray:
 
 
 _DCT32 = _dct_matrix(32)
-_BITS = (np.uint64(1) << np.arange(64, dtype=np.uint64))
+_BITS = np.uint64(1) << np.arange(64, dtype=np.uint64)
 
 
 def autheval_hash_of_grey32(grey32: np.ndarray) -> int:
@@ -128,8 +130,17 @@ def stat_image(path: str) -> tuple[int, int]:
 
 
 # The format a file name promises, by extension (compared with the format found in the bytes).
-FORMAT_OF_SUFFIX = {".jpg": "JPEG", ".jpeg": "JPEG", ".jpe": "JPEG", ".png": "PNG", ".tif": "TIFF",
-                    ".tiff": "TIFF", ".bmp": "BMP", ".gif": "GIF", ".webp": "WEBP"}
+FORMAT_OF_SUFFIX = {
+    ".jpg": "JPEG",
+    ".jpeg": "JPEG",
+    ".jpe": "JPEG",
+    ".png": "PNG",
+    ".tif": "TIFF",
+    ".tiff": "TIFF",
+    ".bmp": "BMP",
+    ".gif": "GIF",
+    ".webp": "WEBP",
+}
 
 
 def named_format(path: str) -> str | None:
@@ -199,11 +210,17 @@ class HashRun:
 def _progress(enabled: bool, total: int):
     if not enabled:
         return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
     from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+    bar = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
     bar.start()
     bar.add_task("hashing images", total=total)
     return bar
@@ -245,9 +262,16 @@ def hash_images(
     paths = images.column("path").to_pylist()
     reuse: dict[tuple[str, str], tuple] = {}
     if previous is not None and previous.num_rows and "format" in previous.column_names:  # older tables: re-hash
-        for row in previous.select(["image_id", "hash_kind", "phash", "path", "size", "mtime_ns", "format"]).to_pylist():
-            reuse[(row["image_id"], row["hash_kind"])] = (row["path"], row["size"], row["mtime_ns"], row["phash"],
-                                                          row["format"])
+        for row in previous.select(
+            ["image_id", "hash_kind", "phash", "path", "size", "mtime_ns", "format"]
+        ).to_pylist():
+            reuse[(row["image_id"], row["hash_kind"])] = (
+                row["path"],
+                row["size"],
+                row["mtime_ns"],
+                row["phash"],
+                row["format"],
+            )
 
     rows: list[dict] = []
     failures: list[dict] = []
@@ -265,8 +289,17 @@ def hash_images(
         for kind in kinds:
             hit = reuse.get((image_id, kind))
             if hit is not None and hit[:3] == (path, size, mtime):
-                rows.append(dict(image_id=image_id, hash_kind=kind, phash=hit[3], path=path, size=size, mtime_ns=mtime,
-                                 format=hit[4]))
+                rows.append(
+                    dict(
+                        image_id=image_id,
+                        hash_kind=kind,
+                        phash=hit[3],
+                        path=path,
+                        size=size,
+                        mtime_ns=mtime,
+                        format=hit[4],
+                    )
+                )
                 n_reused += 1
             else:
                 needed.append(kind)
@@ -285,8 +318,17 @@ def hash_images(
                 continue
             size, mtime = stats[index]
             for kind, value in hashes.items():
-                rows.append(dict(image_id=ids[index], hash_kind=kind, phash=value, path=paths[index],
-                                 size=size, mtime_ns=mtime, format=detected))
+                rows.append(
+                    dict(
+                        image_id=ids[index],
+                        hash_kind=kind,
+                        phash=value,
+                        path=paths[index],
+                        size=size,
+                        mtime_ns=mtime,
+                        format=detected,
+                    )
+                )
         if bar is not None:
             bar.advance(bar.task_ids[0], len(results))
 
@@ -294,10 +336,10 @@ def hash_images(
         if workers == 1 or len(todo) < 2 * workers:
             step = batch_size or 16
             for start in range(0, len(todo), step):
-                collect(_hash_batch(todo[start:start + step]))
+                collect(_hash_batch(todo[start : start + step]))
         else:
             step = batch_size or max(1, min(64, len(todo) // (workers * 8)))
-            batches = [todo[s:s + step] for s in range(0, len(todo), step)]
+            batches = [todo[s : s + step] for s in range(0, len(todo), step)]
             with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
                 for future in as_completed([pool.submit(_hash_batch, b) for b in batches]):
                     collect(future.result())
@@ -324,4 +366,3 @@ def hashes_of_kind(image_hashes: pa.Table, kind: str = "autheval") -> pa.Table:
 
     table = image_hashes.filter(pc.equal(image_hashes.column("hash_kind"), kind))
     return table.select(["image_id", "phash"])
-

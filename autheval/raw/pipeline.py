@@ -49,8 +49,15 @@ def screen_images(ingested: Ingested, hashed: HashRun) -> tuple[pa.Table, pa.Tab
     source = ingested.input_files.column("path")[0].as_py() if ingested.input_files.num_rows else None
 
     def row(image_id, reason, value, action):
-        return dict(source=source, row_number=row_of.get(image_id, -1) + 1, image_id=image_id,
-                    column_name=None, reason=reason, value=value, action=action)
+        return dict(
+            source=source,
+            row_number=row_of.get(image_id, -1) + 1,
+            image_id=image_id,
+            column_name=None,
+            reason=reason,
+            value=value,
+            action=action,
+        )
 
     failures = hashed.failures
     for r in failures.to_pylist():
@@ -81,8 +88,13 @@ class Cohort:
     hashing: HashRun
 
     def tables(self) -> dict[str, pa.Table]:
-        return {"input_files": self.input_files, "image_hashes": self.image_hashes,
-                "hash_failures": self.hash_failures, "images": self.images, "ingest_report": self.ingest_report}
+        return {
+            "input_files": self.input_files,
+            "image_hashes": self.image_hashes,
+            "hash_failures": self.hash_failures,
+            "images": self.images,
+            "ingest_report": self.ingest_report,
+        }
 
 
 def read_cohort(
@@ -99,8 +111,9 @@ def read_cohort(
     """Step 1: ingest the cohort's files, hash its images, screen out the unreadable ones, estimate the
     skin tone of the rest."""
     ingested = ingest_isic2019(input_dir, source=source, checksums=checksums)
-    hashed = hash_images(ingested.images, hash_kinds(kinds, rules), workers=workers, previous=previous_hashes,
-                         progress=progress)
+    hashed = hash_images(
+        ingested.images, hash_kinds(kinds, rules), workers=workers, previous=previous_hashes, progress=progress
+    )
     images, report = screen_images(ingested, hashed)
     images = with_skin_tone(images, workers=workers)
     image_hashes = hashed.table.filter(pc.is_in(hashed.table.column("image_id"), value_set=images.column("image_id")))
@@ -140,7 +153,8 @@ def cluster_images(
         splits = validate_freeze(frozen, clusters, source="split_freeze" if given else str(freeze))
         split_of = dict(zip(splits.column("image_id").to_pylist(), splits.column("split").to_pylist()))
         clusters = clusters.append_column(
-            "split", pa.array([split_of[i] for i in clusters.column("image_id").to_pylist()], pa.string()))
+            "split", pa.array([split_of[i] for i in clusters.column("image_id").to_pylist()], pa.string())
+        )
         split_source = "frozen"
     else:
         splits = assign_splits(clusters, kept, seed=seed)
@@ -182,11 +196,20 @@ def run_raw_path(
     ingest_report, duplicates, duplicate_removals, clusters (image_id, cluster_id, split, ...) and
     duplicate_report (the duplicates with splits and cross-split flags).
     """
-    cohort = read_cohort(input_dir, kinds=kinds, rules=rules, workers=workers, previous_hashes=previous_hashes,
-                         progress=progress, source=source, checksums=checksums)
+    cohort = read_cohort(
+        input_dir,
+        kinds=kinds,
+        rules=rules,
+        workers=workers,
+        previous_hashes=previous_hashes,
+        progress=progress,
+        source=source,
+        checksums=checksums,
+    )
     duplicates, dropped = find_duplicate_tables(cohort.image_hashes, rules)
-    clusters = cluster_images(cohort.images, cohort.image_hashes, duplicates, dropped, freeze=freeze, seed=seed,
-                              key_rule=key_rule)
+    clusters = cluster_images(
+        cohort.images, cohort.image_hashes, duplicates, dropped, freeze=freeze, seed=seed, key_rule=key_rule
+    )
     return {
         **cohort.tables(),
         "duplicates": duplicates,

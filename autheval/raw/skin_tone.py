@@ -50,8 +50,9 @@ CHUNK = 256  # images per rgb2lab call (about 25 MB of float64 at 64 x 64)
 # The six standard ITA categories, darkest first, and their upper edges (degrees; right-closed).
 ITA_CATEGORIES = ("dark", "brown", "tan", "intermediate", "light", "very_light")
 ITA_EDGES = (-30.0, 10.0, 28.0, 41.0, 55.0)
-SKIN_TONE_SCHEMA = pa.schema([("image_id", pa.string()), ("ita", pa.float64()), ("ita_category", pa.string()),
-                              ("ita_method", pa.string())])
+SKIN_TONE_SCHEMA = pa.schema(
+    [("image_id", pa.string()), ("ita", pa.float64()), ("ita_category", pa.string()), ("ita_method", pa.string())]
+)
 
 
 def ita_degrees(lightness, b_star) -> np.ndarray:
@@ -77,7 +78,7 @@ def ita_of_images(rgb: np.ndarray) -> np.ndarray:
     """Estimated ITA (degrees) of each image of an (n, S, S, 3) uint8 or [0, 1] float array (steps 2-4)."""
     frame = np.asarray(rgb)[:, frame_mask(rgb.shape[1:3])]  # (n, pixels of the frame, 3): only these converted
     lab = rgb2lab(frame.astype(np.float64) / 255.0 if frame.dtype == np.uint8 else frame, channel_axis=-1)
-    brighter = np.argsort(lab[..., 0], axis=1, kind="stable")[:, lab.shape[1] // 2:]  # by rank: ties split too
+    brighter = np.argsort(lab[..., 0], axis=1, kind="stable")[:, lab.shape[1] // 2 :]  # by rank: ties split too
     lightness = np.take_along_axis(lab[..., 0], brighter, axis=1)
     b_star = np.take_along_axis(lab[..., 2], brighter, axis=1)
     return np.median(ita_degrees(lightness, b_star), axis=1)
@@ -109,17 +110,20 @@ def skin_tones(images: pa.Table, workers: int | None = None) -> pa.Table:
     workers = max(1, workers or os.cpu_count() or 1)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for start in range(0, len(ids), CHUNK):
-            pixels = list(pool.map(_pixels_or_none, paths[start:start + CHUNK]))
+            pixels = list(pool.map(_pixels_or_none, paths[start : start + CHUNK]))
             good = [i for i, p in enumerate(pixels) if p is not None]
             if good:
                 ita[[start + i for i in good]] = ita_of_images(np.stack([pixels[i] for i in good]))
     finite = np.isfinite(ita)
-    return pa.table({
-        "image_id": pa.array(ids, pa.string()),
-        "ita": pa.array(np.where(finite, ita, 0.0), pa.float64(), mask=~finite),
-        "ita_category": pa.array(ita_category(ita).tolist(), pa.string()),
-        "ita_method": pa.array([ITA_METHOD] * len(ids), pa.string()),
-    }, schema=SKIN_TONE_SCHEMA)
+    return pa.table(
+        {
+            "image_id": pa.array(ids, pa.string()),
+            "ita": pa.array(np.where(finite, ita, 0.0), pa.float64(), mask=~finite),
+            "ita_category": pa.array(ita_category(ita).tolist(), pa.string()),
+            "ita_method": pa.array([ITA_METHOD] * len(ids), pa.string()),
+        },
+        schema=SKIN_TONE_SCHEMA,
+    )
 
 
 def with_skin_tone(images: pa.Table, workers: int | None = None) -> pa.Table:

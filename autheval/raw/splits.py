@@ -31,8 +31,11 @@ def cluster_signatures(clusters: pa.Table, images: pa.Table) -> pa.Table:
     columns = {"image_id": images.column("image_id")}
     for name in ("risk_stratum", "site_profile"):
         columns[name] = images.column(name) if name in images.column_names else pa.nulls(images.num_rows, pa.string())
-    columns["row_index"] = (images.column("row_index") if "row_index" in images.column_names
-                            else pa.array(np.arange(images.num_rows, dtype=np.int64)))
+    columns["row_index"] = (
+        images.column("row_index")
+        if "row_index" in images.column_names
+        else pa.array(np.arange(images.num_rows, dtype=np.int64))
+    )
     con = connect()
     con.register("image_columns", pa.table(columns))
     con.register("image_clusters", clusters.select(["image_id", "cluster_id"]))
@@ -47,8 +50,9 @@ def assign_splits(clusters: pa.Table, images: pa.Table, seed: int = SPLIT_SEED, 
     rng = np.random.default_rng(seed)
     split_of: dict[str, str] = {}
     by_signature: dict[str, list[str]] = {}
-    for cluster_id, signature in zip(signatures.column("cluster_id").to_pylist(),
-                                     signatures.column("signature").to_pylist()):
+    for cluster_id, signature in zip(
+        signatures.column("cluster_id").to_pylist(), signatures.column("signature").to_pylist()
+    ):
         by_signature.setdefault(signature, []).append(cluster_id)
     for signature in sorted(by_signature):
         ids = np.array(sorted(by_signature[signature]), dtype=object)
@@ -57,11 +61,13 @@ def assign_splits(clusters: pa.Table, images: pa.Table, seed: int = SPLIT_SEED, 
         for i, cluster_id in enumerate(ids):
             split_of[cluster_id] = "train" if i < n_train else "val" if i < n_train + n_val else "test"
     cluster_ids = clusters.column("cluster_id").to_pylist()
-    return pa.table({
-        "image_id": clusters.column("image_id"),
-        "cluster_id": clusters.column("cluster_id"),
-        "split": pa.array([split_of[c] for c in cluster_ids], pa.string()),
-    })
+    return pa.table(
+        {
+            "image_id": clusters.column("image_id"),
+            "cluster_id": clusters.column("cluster_id"),
+            "split": pa.array([split_of[c] for c in cluster_ids], pa.string()),
+        }
+    )
 
 
 def crossing_clusters(table: pa.Table) -> pa.Table:
@@ -75,8 +81,12 @@ def check_no_cluster_crosses_split(table: pa.Table, source: str = "splits") -> N
     crossing = crossing_clusters(table)
     if crossing.num_rows:
         first = crossing.slice(0, 1).to_pylist()[0]
-        raise RecordError(source, "split", "a cluster spans more than one split",
-                          f"{first['cluster_id']} in {first['splits']}; {crossing.num_rows} clusters in all")
+        raise RecordError(
+            source,
+            "split",
+            "a cluster spans more than one split",
+            f"{first['cluster_id']} in {first['splits']}; {crossing.num_rows} clusters in all",
+        )
 
 
 def read_freeze(path: str | Path) -> pa.Table:
@@ -99,15 +109,19 @@ def validate_freeze(freeze: pa.Table, computed: pa.Table, source: str = "split_f
     no cluster spanning two splits."""
     for column in ("image_id", "cluster_id", "split"):
         if column not in freeze.column_names:
-            raise RecordError(source, column, "required column is missing",
-                              f"expected {', '.join(FREEZE_COLUMNS)}")
+            raise RecordError(source, column, "required column is missing", f"expected {', '.join(FREEZE_COLUMNS)}")
     con = connect()
-    con.register("frozen_split", pa.table({
-        "row_index": pa.array(np.arange(freeze.num_rows, dtype=np.int64)),
-        "image_id": freeze.column("image_id").cast(pa.string()),
-        "cluster_id": freeze.column("cluster_id").cast(pa.string()),
-        "split": freeze.column("split").cast(pa.string()),
-    }))
+    con.register(
+        "frozen_split",
+        pa.table(
+            {
+                "row_index": pa.array(np.arange(freeze.num_rows, dtype=np.int64)),
+                "image_id": freeze.column("image_id").cast(pa.string()),
+                "cluster_id": freeze.column("cluster_id").cast(pa.string()),
+                "split": freeze.column("split").cast(pa.string()),
+            }
+        ),
+    )
     con.register("computed", computed.select(["image_id", "cluster_id"]))
     violations = con.execute(load_sql("ingest/raw_freeze_checks")).fetchall()
     if violations:
@@ -120,7 +134,11 @@ def validate_freeze(freeze: pa.Table, computed: pa.Table, source: str = "split_f
         if n_rows > 1:
             example += f"; {n_rows} rows in all"
         raise RecordError(source, column, rule, example)
-    table = pa.table({"image_id": freeze.column("image_id").cast(pa.string()),
-                      "cluster_id": freeze.column("cluster_id").cast(pa.string()),
-                      "split": freeze.column("split").cast(pa.string())})
+    table = pa.table(
+        {
+            "image_id": freeze.column("image_id").cast(pa.string()),
+            "cluster_id": freeze.column("cluster_id").cast(pa.string()),
+            "split": freeze.column("split").cast(pa.string()),
+        }
+    )
     return table.sort_by("image_id")

@@ -26,9 +26,9 @@ import io
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -36,8 +36,14 @@ import pyarrow.csv as pacsv
 from PIL import Image, ImageDraw
 from skimage.color import lab2rgb, rgb2lab
 
-from autheval.raw.ingest import (IMAGE_FOLDER, LABEL_COLUMNS, LABELS_FILE, METADATA_COLUMNS, METADATA_FILE,
-                                 SYNTH_MANIFEST)
+from autheval.raw.ingest import (
+    IMAGE_FOLDER,
+    LABEL_COLUMNS,
+    LABELS_FILE,
+    METADATA_COLUMNS,
+    METADATA_FILE,
+    SYNTH_MANIFEST,
+)
 from autheval.raw.phash import autheval_phash, hamming
 from autheval.raw.skin_tone import ita_category, ita_degrees
 from autheval.raw.synth_benchmark import benchmark_image, write_benchmark
@@ -47,22 +53,41 @@ from warehouse.atomic import atomic_path, atomic_write_bytes, atomic_write_text
 SYNTH_SEED = 20260706
 TRUTH_FILE = "synth_truth.csv"
 DIAGNOSES = {"NV": 0.50, "MEL": 0.18, "BCC": 0.13, "BKL": 0.10, "AK": 0.035, "SCC": 0.025, "VASC": 0.01, "DF": 0.01}
-SITES = {"anterior torso": 0.25, "lower extremity": 0.20, "posterior torso": 0.16, "head/neck": 0.12,
-         "upper extremity": 0.12, "palms/soles": 0.03, "lateral torso": 0.02, "oral/genital": 0.01, None: 0.09}
+SITES = {
+    "anterior torso": 0.25,
+    "lower extremity": 0.20,
+    "posterior torso": 0.16,
+    "head/neck": 0.12,
+    "upper extremity": 0.12,
+    "palms/soles": 0.03,
+    "lateral torso": 0.02,
+    "oral/genital": 0.01,
+    None: 0.09,
+}
 # Planted skin tones (autheval/raw/skin_tone.py's ITA categories): a declared distribution over the six, and
 # per category the ITA (degrees) and b* ranges drawn from, inside the bin and away from its edges;
 # L* = 50 + b* tan(ITA), a* uniform in SKIN_A_STAR. Drawn from a stream of their own (SKIN_STREAM).
 SKIN_TONES = {"very_light": 0.22, "light": 0.26, "intermediate": 0.20, "tan": 0.14, "brown": 0.12, "dark": 0.06}
-SKIN_ITA = {"very_light": ((59, 66), (10, 15)), "light": ((45, 51), (12, 18)), "intermediate": ((32, 37), (14, 20)),
-            "tan": ((15, 23), (16, 24)), "brown": ((-22, 3), (16, 24)), "dark": ((-50, -37), (12, 20))}
+SKIN_ITA = {
+    "very_light": ((59, 66), (10, 15)),
+    "light": ((45, 51), (12, 18)),
+    "intermediate": ((32, 37), (14, 20)),
+    "tan": ((15, 23), (16, 24)),
+    "brown": ((-22, 3), (16, 24)),
+    "dark": ((-50, -37), (12, 20)),
+}
 SKIN_A_STAR = (6.0, 14.0)
-SKIN_STREAM = 2 ** 31 + 17  # tags the skin-tone stream [seed, SKIN_STREAM, lesion] apart from the per-image ones
+SKIN_STREAM = 2**31 + 17  # tags the skin-tone stream [seed, SKIN_STREAM, lesion] apart from the per-image ones
 # (core, rim) colours per diagnosis
 COLOURS = {
-    "NV": ((96, 58, 36), (150, 100, 70)), "MEL": ((40, 24, 22), (110, 70, 60)),
-    "BCC": ((190, 120, 120), (215, 160, 150)), "BKL": ((130, 90, 60), (175, 130, 95)),
-    "AK": ((200, 110, 100), (220, 150, 135)), "SCC": ((185, 95, 85), (215, 150, 130)),
-    "VASC": ((150, 30, 60), (190, 80, 100)), "DF": ((140, 90, 75), (185, 135, 115)),
+    "NV": ((96, 58, 36), (150, 100, 70)),
+    "MEL": ((40, 24, 22), (110, 70, 60)),
+    "BCC": ((190, 120, 120), (215, 160, 150)),
+    "BKL": ((130, 90, 60), (175, 130, 95)),
+    "AK": ((200, 110, 100), (220, 150, 135)),
+    "SCC": ((185, 95, 85), (215, 150, 130)),
+    "VASC": ((150, 30, 60), (190, 80, 100)),
+    "DF": ((140, 90, 75), (185, 135, 115)),
 }
 ROLES = ("lesion_view", "exact_duplicate", "near_duplicate")
 REDRAWS = 8  # redraws of an image whose pHash another lesion already has (one is enough in practice)
@@ -108,21 +133,33 @@ def _lesion_params(rng: np.random.Generator, diagnosis: str, skin_rng: np.random
     rng.integers(6), rng.uniform(size=3)  # the former skin palette's draws: every later parameter as before
     skin, skin_ita, skin_tone = planted_skin(skin_rng)
     return {
-        "skin": skin, "skin_ita": skin_ita, "skin_tone": skin_tone,
-        "core": np.clip(core * tone, 0, 255), "rim": np.clip(rim * tone, 0, 255),
-        "radius": rng.uniform(0.12, 0.34), "ratio": rng.uniform(0.55, 1.0), "angle": rng.uniform(0, np.pi),
-        "harmonics": [(k, rng.uniform(0, 0.14 / k ** 0.5), rng.uniform(0, 2 * np.pi)) for k in range(2, 7)],
-        "center": rng.uniform(-0.18, 0.18, 2), "edge": rng.uniform(0.003, 0.015),
-        "gradient": rng.uniform(-0.12, 0.12, 2), "vignette": rng.uniform(0.0, 0.9),
-        "texture_seed": int(rng.integers(2 ** 31)),
+        "skin": skin,
+        "skin_ita": skin_ita,
+        "skin_tone": skin_tone,
+        "core": np.clip(core * tone, 0, 255),
+        "rim": np.clip(rim * tone, 0, 255),
+        "radius": rng.uniform(0.12, 0.34),
+        "ratio": rng.uniform(0.55, 1.0),
+        "angle": rng.uniform(0, np.pi),
+        "harmonics": [(k, rng.uniform(0, 0.14 / k**0.5), rng.uniform(0, 2 * np.pi)) for k in range(2, 7)],
+        "center": rng.uniform(-0.18, 0.18, 2),
+        "edge": rng.uniform(0.003, 0.015),
+        "gradient": rng.uniform(-0.12, 0.12, 2),
+        "vignette": rng.uniform(0.0, 0.9),
+        "texture_seed": int(rng.integers(2**31)),
     }
 
 
 def _view_params(rng: np.random.Generator, first: bool) -> dict:
     if first:
         return {"shift": np.zeros(2), "zoom": 1.0, "turn": 0.0, "light": 1.0, "hairs": int(rng.integers(0, 4))}
-    return {"shift": rng.uniform(-0.15, 0.15, 2), "zoom": rng.uniform(0.75, 1.3), "turn": rng.uniform(0, 2 * np.pi),
-            "light": rng.uniform(0.88, 1.12), "hairs": int(rng.integers(0, 5))}
+    return {
+        "shift": rng.uniform(-0.15, 0.15, 2),
+        "zoom": rng.uniform(0.75, 1.3),
+        "turn": rng.uniform(0, 2 * np.pi),
+        "light": rng.uniform(0.88, 1.12),
+        "hairs": int(rng.integers(0, 5)),
+    }
 
 
 def render_lesion(lesion: dict, view: dict, size: tuple[int, int], seed: int) -> np.ndarray:
@@ -190,10 +227,17 @@ def _near_variant(data: bytes, rng: np.random.Generator) -> tuple[bytes, str, in
         edit = rgb
         if "crop" in kind:
             f = rng.uniform(0.01, 0.03)
-            box = (int(width * f), int(height * f), width - int(width * rng.uniform(0.005, f)), height - int(height * f))
+            box = (
+                int(width * f),
+                int(height * f),
+                width - int(width * rng.uniform(0.005, f)),
+                height - int(height * f),
+            )
             edit = edit.crop(box).resize((width, height), Image.Resampling.BICUBIC)
         if kind == "brightness":
-            edit = Image.fromarray(np.clip(np.asarray(edit, np.float32) * rng.uniform(1.02, 1.05), 0, 255).astype(np.uint8))
+            edit = Image.fromarray(
+                np.clip(np.asarray(edit, np.float32) * rng.uniform(1.02, 1.05), 0, 255).astype(np.uint8)
+            )
         quality = int(rng.integers(60, 80)) if "quality" in kind else 92
         encoded = _jpeg(np.asarray(edit), quality)
         with Image.open(io.BytesIO(encoded)) as check:
@@ -209,8 +253,9 @@ def _phash_of(data: bytes) -> int:
         return autheval_phash(image)
 
 
-def _distinct_view(lesion: dict, view: dict, lesion_index: int, lesion_of_hash: dict, size, image_seed: int,
-                   rng: np.random.Generator) -> bytes:
+def _distinct_view(
+    lesion: dict, view: dict, lesion_index: int, lesion_of_hash: dict, size, image_seed: int, rng: np.random.Generator
+) -> bytes:
     """A view's JPEG whose AuthEval pHash no other lesion's image has: the blobs are simple enough that,
     from a few thousand images on, lesions collide (5 pairs in the demo's 4,000), and exact-hash groups
     always cluster, so a collision would merge two lesions (and mix their risk strata). On a collision
@@ -270,8 +315,15 @@ def synth_cohort(
         meta = {"lesion_id": lesion_id, "age": age, "sex": sex, "site": _draw(rng, SITES), "diagnosis": diagnosis}
         lesions.append((_lesion_params(rng, diagnosis, np.random.default_rng([seed, SKIN_STREAM, len(lesions)])), meta))
         for v in range(views):
-            records.append({"lesion": len(lesions) - 1, "view": _view_params(rng, v == 0), "role": "lesion_view",
-                            "meta": dict(meta), "source": None})
+            records.append(
+                {
+                    "lesion": len(lesions) - 1,
+                    "view": _view_params(rng, v == 0),
+                    "role": "lesion_view",
+                    "meta": dict(meta),
+                    "source": None,
+                }
+            )
     for j in range(n_exact + n_near):
         role = "exact_duplicate" if j < n_exact else "near_duplicate"
         src = int(rng.integers(n_base))
@@ -298,8 +350,15 @@ def synth_cohort(
         if record["role"] == "lesion_view":
             params, _ = lesions[record["lesion"]]
             image_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
-            data = _distinct_view(params, record["view"], record["lesion"], lesion_of_hash, size, image_seed,
-                                  np.random.default_rng([seed, index, 1]))
+            data = _distinct_view(
+                params,
+                record["view"],
+                record["lesion"],
+                lesion_of_hash,
+                size,
+                image_seed,
+                np.random.default_rng([seed, index, 1]),
+            )
             perturbation, distance = None, None
         elif record["role"] == "exact_duplicate":
             data, perturbation, distance = blobs[record["source"]], "byte copy", 0
@@ -314,10 +373,18 @@ def synth_cohort(
         if progress is not None:
             progress()
         skin = lesions[record["lesion"]][0]
-        truth.append({"image": names[index], "role": record["role"],
-                      "source_image": None if record["source"] is None else names[record["source"]],
-                      "lesion_id": record["meta"]["lesion_id"], "perturbation": perturbation,
-                      "autheval_distance": distance, "skin_tone": skin["skin_tone"], "skin_ita": skin["skin_ita"]})
+        truth.append(
+            {
+                "image": names[index],
+                "role": record["role"],
+                "source_image": None if record["source"] is None else names[record["source"]],
+                "lesion_id": record["meta"]["lesion_id"],
+                "perturbation": perturbation,
+                "autheval_distance": distance,
+                "skin_tone": skin["skin_tone"],
+                "skin_ita": skin["skin_ita"],
+            }
+        )
 
     def fmt_age(age):
         return "" if age is None else repr(float(age))
@@ -326,24 +393,53 @@ def synth_cohort(
     label_lines = [",".join(("image",) + LABEL_COLUMNS)]
     for index in sorted(range(len(records)), key=lambda i: names[i]):
         m = records[index]["meta"]
-        meta_lines.append(",".join([names[index], fmt_age(m["age"]), m["site"] or "", m["lesion_id"] or "",
-                                    m["sex"] or ""]))
-        label_lines.append(",".join([names[index]] + ["1.0" if c == m["diagnosis"] else "0.0"
-                                                      for c in LABEL_COLUMNS]))
+        meta_lines.append(
+            ",".join([names[index], fmt_age(m["age"]), m["site"] or "", m["lesion_id"] or "", m["sex"] or ""])
+        )
+        label_lines.append(",".join([names[index]] + ["1.0" if c == m["diagnosis"] else "0.0" for c in LABEL_COLUMNS]))
     publish(atomic_write_text(root / METADATA_FILE, "\n".join(meta_lines) + "\n"))
     publish(atomic_write_text(root / LABELS_FILE, "\n".join(label_lines) + "\n"))
     ordered = sorted(range(len(records)), key=lambda i: names[i])
-    publish(write_proposals(root, [names[i] for i in ordered], [records[i]["meta"]["diagnosis"] for i in ordered], seed))
+    publish(
+        write_proposals(root, [names[i] for i in ordered], [records[i]["meta"]["diagnosis"] for i in ordered], seed)
+    )
     publish(write_benchmark(root, [benchmark_image(names[i], records, lesions, i) for i in ordered], seed))
-    truth_table = pa.Table.from_pylist(sorted(truth, key=lambda r: r["image"]), schema=pa.schema([
-        ("image", pa.string()), ("role", pa.string()), ("source_image", pa.string()), ("lesion_id", pa.string()),
-        ("perturbation", pa.string()), ("autheval_distance", pa.int32()), ("skin_tone", pa.string()),
-        ("skin_ita", pa.float64())]))
+    truth_table = pa.Table.from_pylist(
+        sorted(truth, key=lambda r: r["image"]),
+        schema=pa.schema(
+            [
+                ("image", pa.string()),
+                ("role", pa.string()),
+                ("source_image", pa.string()),
+                ("lesion_id", pa.string()),
+                ("perturbation", pa.string()),
+                ("autheval_distance", pa.int32()),
+                ("skin_tone", pa.string()),
+                ("skin_ita", pa.float64()),
+            ]
+        ),
+    )
     with atomic_path(root / TRUTH_FILE) as tmp:
         pacsv.write_csv(truth_table, tmp)
     publish(root / TRUTH_FILE)
-    publish(atomic_write_text(root / SYNTH_MANIFEST, json.dumps({
-        "generator": "autheval.raw.synth", "version": 1, "n": n, "seed": seed, "size": list(size),
-        "exact_duplicates": n_exact, "near_duplicates": n_near}, indent=2) + "\n"))
-    return SynthCohort(root=root, metadata=root / METADATA_FILE, labels=root / LABELS_FILE, images=folder,
-                       truth=truth_table)
+    publish(
+        atomic_write_text(
+            root / SYNTH_MANIFEST,
+            json.dumps(
+                {
+                    "generator": "autheval.raw.synth",
+                    "version": 1,
+                    "n": n,
+                    "seed": seed,
+                    "size": list(size),
+                    "exact_duplicates": n_exact,
+                    "near_duplicates": n_near,
+                },
+                indent=2,
+            )
+            + "\n",
+        )
+    )
+    return SynthCohort(
+        root=root, metadata=root / METADATA_FILE, labels=root / LABELS_FILE, images=folder, truth=truth_table
+    )

@@ -29,8 +29,14 @@ BENCHMARK_FILE = "benchmark.csv"
 BENCHMARK_COLUMNS = ("item_id", "image_id", "question", "options", "answer", "axis", "task", "group")
 BENCHMARK_IMAGES = 40  # at least this many images (whole lesions) carry items: about 240 items
 DIAGNOSIS_NAMES = {
-    "NV": "melanocytic nevus", "MEL": "melanoma", "BCC": "basal cell carcinoma", "BKL": "benign keratosis",
-    "AK": "actinic keratosis", "SCC": "squamous cell carcinoma", "VASC": "vascular lesion", "DF": "dermatofibroma",
+    "NV": "melanocytic nevus",
+    "MEL": "melanoma",
+    "BCC": "basal cell carcinoma",
+    "BKL": "benign keratosis",
+    "AK": "actinic keratosis",
+    "SCC": "squamous cell carcinoma",
+    "VASC": "vascular lesion",
+    "DF": "dermatofibroma",
 }
 RISK_OPTIONS = {"very_low": "very low", "low": "low", "moderate": "moderate", "high": "high"}
 # The planted features' cut points: the harmonic amplitudes sum to 0.185 on average (uniform draws up to
@@ -46,8 +52,15 @@ def benchmark_image(name: str, records: list[dict], lesions: list, index: int) -
     record = records[index]
     view = record["view"] if record["view"] is not None else records[record["source"]]["view"]
     params, _ = lesions[record["lesion"]]
-    return {"image": name, "lesion": record["lesion"], "diagnosis": record["meta"]["diagnosis"], "border": float(sum(amp for _, amp, _ in params["harmonics"])),
-            "ratio": float(params["ratio"]), "skin_tone": params.get("skin_tone"), "hairs": int(view["hairs"])}
+    return {
+        "image": name,
+        "lesion": record["lesion"],
+        "diagnosis": record["meta"]["diagnosis"],
+        "border": float(sum(amp for _, amp, _ in params["harmonics"])),
+        "ratio": float(params["ratio"]),
+        "skin_tone": params.get("skin_tone"),
+        "hairs": int(view["hairs"]),
+    }
 
 
 def _sample(images: list[dict], rng: np.random.Generator, at_least: int) -> list[dict]:
@@ -75,23 +88,62 @@ def benchmark_items(images: list[dict], seed: int, at_least: int = BENCHMARK_IMA
         others = [c for c in codes if c != truth]
         four = [truth, *(others[int(k)] for k in rng.choice(len(others), 3, replace=False))]
         questions = [
-            ("Diagnosis", "diagnosis_4way_mcq", "Which diagnosis fits this dermoscopy image best?",
-             [DIAGNOSIS_NAMES[c] for c in (four[int(k)] for k in rng.permutation(4))], DIAGNOSIS_NAMES[truth]),
-            ("Diagnosis", "diagnosis_8way_mcq", "Which of these eight diagnoses fits this dermoscopy image best?",
-             [DIAGNOSIS_NAMES[codes[int(k)]] for k in rng.permutation(len(codes))], DIAGNOSIS_NAMES[truth]),
-            ("Diagnosis", "risk_level_mcq", "What is the visual risk level of this lesion?",
-             list(RISK_OPTIONS.values()), RISK_OPTIONS[RISK[truth]]),
-            ("Morphology", "border_mcq", "Is the border of this lesion regular or irregular?",
-             ["regular", "irregular"], "irregular" if image["border"] > IRREGULAR_BORDER else "regular"),
-            ("Morphology", "shape_mcq", "Is this lesion round or elongated?",
-             ["round", "elongated"], "elongated" if image["ratio"] < ELONGATED_RATIO else "round"),
-            ("Morphology", "hair_mcq", "Are hairs visible in this image?", ["no", "yes"],
-             "yes" if image["hairs"] > 0 else "no"),
+            (
+                "Diagnosis",
+                "diagnosis_4way_mcq",
+                "Which diagnosis fits this dermoscopy image best?",
+                [DIAGNOSIS_NAMES[c] for c in (four[int(k)] for k in rng.permutation(4))],
+                DIAGNOSIS_NAMES[truth],
+            ),
+            (
+                "Diagnosis",
+                "diagnosis_8way_mcq",
+                "Which of these eight diagnoses fits this dermoscopy image best?",
+                [DIAGNOSIS_NAMES[codes[int(k)]] for k in rng.permutation(len(codes))],
+                DIAGNOSIS_NAMES[truth],
+            ),
+            (
+                "Diagnosis",
+                "risk_level_mcq",
+                "What is the visual risk level of this lesion?",
+                list(RISK_OPTIONS.values()),
+                RISK_OPTIONS[RISK[truth]],
+            ),
+            (
+                "Morphology",
+                "border_mcq",
+                "Is the border of this lesion regular or irregular?",
+                ["regular", "irregular"],
+                "irregular" if image["border"] > IRREGULAR_BORDER else "regular",
+            ),
+            (
+                "Morphology",
+                "shape_mcq",
+                "Is this lesion round or elongated?",
+                ["round", "elongated"],
+                "elongated" if image["ratio"] < ELONGATED_RATIO else "round",
+            ),
+            (
+                "Morphology",
+                "hair_mcq",
+                "Are hairs visible in this image?",
+                ["no", "yes"],
+                "yes" if image["hairs"] > 0 else "no",
+            ),
         ]
         for axis, task, question, options, answer in questions:
-            rows.append({"item_id": f"{image['image']}:{task}", "image_id": image["image"], "question": question,
-                         "options": json.dumps(options), "answer": answer, "axis": axis, "task": task,
-                         "group": group})
+            rows.append(
+                {
+                    "item_id": f"{image['image']}:{task}",
+                    "image_id": image["image"],
+                    "question": question,
+                    "options": json.dumps(options),
+                    "answer": answer,
+                    "axis": axis,
+                    "task": task,
+                    "group": group,
+                }
+            )
     return sorted(rows, key=lambda r: r["item_id"])
 
 

@@ -42,8 +42,7 @@ MECHANISMS = (
 )
 
 
-def simulate_proposals(image_ids: list[str], levels: np.ndarray, seed: int,
-                       mechanisms=MECHANISMS) -> pa.Table:
+def simulate_proposals(image_ids: list[str], levels: np.ndarray, seed: int, mechanisms=MECHANISMS) -> pa.Table:
     """mechanism, image_id, p_very_low .. p_high (rows sum to 1), one row per (mechanism, image)."""
     levels = np.asarray(levels, dtype=float)
     k = np.arange(len(RISK_LEVELS), dtype=float)
@@ -55,10 +54,15 @@ def simulate_proposals(image_ids: list[str], levels: np.ndarray, seed: int,
         logits -= logits.max(axis=1, keepdims=True)
         probs = np.exp(logits)
         probs /= probs.sum(axis=1, keepdims=True)
-        parts.append(pa.table({
-            "mechanism": [m.name] * len(image_ids), "image_id": list(image_ids),
-            **{c: pa.array(probs[:, j]) for j, c in enumerate(PROBABILITY_COLUMNS)},
-        }))
+        parts.append(
+            pa.table(
+                {
+                    "mechanism": [m.name] * len(image_ids),
+                    "image_id": list(image_ids),
+                    **{c: pa.array(probs[:, j]) for j, c in enumerate(PROBABILITY_COLUMNS)},
+                }
+            )
+        )
     return pa.concat_tables(parts)
 
 

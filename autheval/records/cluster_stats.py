@@ -29,13 +29,22 @@ import tempfile
 import threading
 import uuid
 import weakref
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from autheval.records.registration import register_records
-from warehouse.sql import (available_cores, connect, load_sql, memory_share, sweep_dead_folders, to_parquet,
-                           to_table, with_integers)
+from warehouse.sql import (
+    available_cores,
+    connect,
+    load_sql,
+    memory_share,
+    sweep_dead_folders,
+    to_parquet,
+    to_table,
+    with_integers,
+)
 
 if TYPE_CHECKING:
     from autheval.records.schema import RecordSet
@@ -105,7 +114,7 @@ def _workers(partitions: int) -> int:
     return max(1, min(partitions, available_cores()))
 
 
-def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
+def compute(records: RecordSet, clusters_estimate: int) -> ClusterStatsFile:
     """Sum `records` per cluster (sql/records/cluster_sums.sql) and rank the clusters (sql/records/cluster_stats.sql)
     into a new statistics file: one partition on a cursor of one database (a reference trace's read
     went from 37 to 62 ms here), or
@@ -119,7 +128,9 @@ def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
             con = _small_database().cursor()  # its own views and registrations, gone when it closes
             try:
                 register_records(con, [records])
-                con.sql(with_integers(load_sql("records/cluster_sums"), {"partitions": 1, "partition": 0})).create_view("cluster_sums")
+                con.sql(with_integers(load_sql("records/cluster_sums"), {"partitions": 1, "partition": 0})).create_view(
+                    "cluster_sums"
+                )
                 to_parquet(con, "records/cluster_stats", target)
             finally:
                 con.close()
@@ -132,19 +143,22 @@ def compute(records: "RecordSet", clusters_estimate: int) -> ClusterStatsFile:
     return ClusterStatsFile(target, int(n_clusters), partitions)
 
 
-def _partitioned(records: "RecordSet", partitions: int, target: Path) -> None:
+def _partitioned(records: RecordSet, partitions: int, target: Path) -> None:
     """The partitions' sums on min(partitions, cores) threads, a connection of one DuckDB thread each
     with its share of DuckDB's limit, into files of a private folder (removed after); then the ranks."""
     workers = _workers(partitions)
     work = _folder() / f"sums-{uuid.uuid4().hex}"
     work.mkdir(mode=0o700)
     try:
+
         def one(partition: int) -> Path:
             part = work / f"part-{partition:05d}.parquet"
             con = connect(memory_limit=memory_share(workers), threads=1)
             try:
                 register_records(con, [records])
-                to_parquet(con, "records/cluster_sums", part, integers={"partitions": partitions, "partition": partition})
+                to_parquet(
+                    con, "records/cluster_sums", part, integers={"partitions": partitions, "partition": partition}
+                )
             finally:
                 con.close()
             return part
@@ -172,7 +186,7 @@ def create_cluster_stats(con, name: str = "cluster_stats") -> None:
     to_table(con, name, "records/cluster_stats")  # beside its input, the table cluster_sums
 
 
-def register_cluster_stats(con, recordsets: Sequence["RecordSet"], name: str = "cluster_stats") -> None:
+def register_cluster_stats(con, recordsets: Sequence[RecordSet], name: str = "cluster_stats") -> None:
     """Make the statistics of `recordsets` readable as the view `name` on `con` (their files, read
     where they lie; each record's rows carry its analysis label)."""
     files = [str(r.cluster_stats.path) for r in recordsets]

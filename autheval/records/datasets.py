@@ -9,16 +9,23 @@ and hashing them is autheval/io.py's (`dataset_files`, `data_sha256`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from autheval.errors import RecordError
-from autheval.io import (CSV_SUFFIXES, _check_delimiter, _is_parquet, dataset_files, dataset_sha256, file_sha256,
-                         is_dataset_path)
+from autheval.io import (
+    CSV_SUFFIXES,
+    _check_delimiter,
+    _is_parquet,
+    dataset_files,
+    dataset_sha256,
+    file_sha256,
+    is_dataset_path,
+)
 from autheval.records.schema import LOG_COLUMNS, column_mapping
 from warehouse.sql import load_sql, quote_identifier, quote_literal
 
@@ -73,8 +80,10 @@ class RecordDataset:
 
         given = dict(self.columns)
         given.setdefault("cluster_id", given["case_id"])  # the log schema's default: every case its own cluster
-        exprs = [ConstantExpression(analysis).cast("VARCHAR").alias("analysis"),
-                 ColumnExpression("_autheval_row").alias("row_index")]
+        exprs = [
+            ConstantExpression(analysis).cast("VARCHAR").alias("analysis"),
+            ColumnExpression("_autheval_row").alias("row_index"),
+        ]
         for column in LOG_COLUMNS:
             if column in given:
                 exprs.append(ColumnExpression('"' + given[column].replace('"', '""') + '"').alias(column))
@@ -105,8 +114,9 @@ def _register_filesystem(con, protocol: str, filesystem) -> None:
     con.register_filesystem(seam(filesystem))
 
 
-def open_dataset(source: str | Path, used: tuple[str, ...] = ()) -> tuple[RecordDataset, tuple[str, ...],
-                                                                   Callable[[], str]]:
+def open_dataset(
+    source: str | Path, used: tuple[str, ...] = ()
+) -> tuple[RecordDataset, tuple[str, ...], Callable[[], str]]:
     """(the RecordDataset of a record path or URI, its unused columns, a function giving its data
     hash). Its header is checked (column_mapping) on the file schemas alone: every Parquet file's
     footer must give the first file's columns and types; no row is read."""
@@ -132,13 +142,26 @@ def open_dataset(source: str | Path, used: tuple[str, ...] = ()) -> tuple[Record
             first, first_name = schema, name
             kind, mapping, unused = column_mapping(schema.empty_table(), text if len(paths) == 1 else name, used)
         elif schema != first:
-            raise RecordError(name, _schema_difference(first, schema), f"has other columns or types than "
-                              f"{first_name} (every file of a dataset has the same columns, of the same types)")
+            raise RecordError(
+                name,
+                _schema_difference(first, schema),
+                f"has other columns or types than "
+                f"{first_name} (every file of a dataset has the same columns, of the same types)",
+            )
         n_rows += rows
     protocol = None if location.is_local else f"{FSSPEC_PREFIX}{location.scheme}"
     files = tuple(paths) if location.is_local else tuple(f"{protocol}://{p}" for p in paths)
-    dataset = RecordDataset(text, "parquet", kind, files, tuple(names), tuple(mapping.items()), n_rows,
-                            filesystem=None if location.is_local else location.filesystem, protocol=protocol)
+    dataset = RecordDataset(
+        text,
+        "parquet",
+        kind,
+        files,
+        tuple(names),
+        tuple(mapping.items()),
+        n_rows,
+        filesystem=None if location.is_local else location.filesystem,
+        protocol=protocol,
+    )
     return dataset, unused, lambda: dataset_sha256(location, paths)
 
 
@@ -164,8 +187,9 @@ def _csv_dataset(path: Path, used=()) -> tuple[RecordDataset, tuple[str, ...], C
     kind, mapping, unused = column_mapping(_header_table(header), source, used)
     position = {name: i for i, name in enumerate(header)}
     columns = tuple((dst, f"c{position[src]}") for dst, src in mapping.items())
-    dataset = RecordDataset(source, "csv", kind, (str(path),), (source,), columns, width=len(header),
-                            delimiter=delimiter)
+    dataset = RecordDataset(
+        source, "csv", kind, (str(path),), (source,), columns, width=len(header), delimiter=delimiter
+    )
     return dataset, unused, lambda: file_sha256(path)
 
 

@@ -23,10 +23,10 @@ file whole in autheval/io.py; this module keeps the reading entry points.
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 import duckdb
 import numpy as np
@@ -36,14 +36,24 @@ from autheval.errors import RecordError, first_violation
 from autheval.io import CSV_SUFFIXES, GLOB_CHARACTERS, PARQUET_SUFFIXES, _stream_sha256, is_dataset_path
 from autheval.records import cluster_stats
 from autheval.records.datasets import RecordDataset, _first_line, open_dataset
-from autheval.records.schema import (CANONICAL_COLUMNS, FULL, LOG_COLUMNS, PROPOSAL_ONLY, ROLE_SEPARATED,
-                                     TEXT_COLUMNS, TRACE_TO_LOG, RecordSet, _canonical_columns)
+from autheval.records.schema import (
+    CANONICAL_COLUMNS,
+    FULL,
+    LOG_COLUMNS,
+    PROPOSAL_ONLY,
+    ROLE_SEPARATED,
+    TEXT_COLUMNS,
+    TRACE_TO_LOG,
+    RecordSet,
+    _canonical_columns,
+)
 from autheval.records.warnings import warn
 from warehouse.sql import connect, load_sql, quote_identifier
 
 
-def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str,
-             locate: Callable[[int], tuple[str, int]] | None = None) -> None:
+def validate(
+    con: duckdb.DuckDBPyConnection, source: str, schema: str, locate: Callable[[int], tuple[str, int]] | None = None
+) -> None:
     """Raise RecordError on the first broken rule of `raw_records` (one line with an example): one
     cheap pass finds the broken rules (records/records_validate.sql); only the reported row is then read for
     its id and value, and a repeated id hash is confirmed on the ids themselves. `locate`: for a
@@ -55,8 +65,9 @@ def validate(con: duckdb.DuckDBPyConnection, source: str, schema: str,
                 continue  # two different ids with one hash
             bad_value = case_id
         else:
-            case_id, bad_value = con.execute(load_sql("records/records_violation_detail"),
-                                             {"rule_order": order, "row_index": row_index}).fetchone()
+            case_id, bad_value = con.execute(
+                load_sql("records/records_violation_detail"), {"rule_order": order, "row_index": row_index}
+            ).fetchone()
         if schema == "trace":  # name the column as the file names it
             column = {v: k for k, v in TRACE_TO_LOG.items()}.get(column, column)
         where = source
@@ -96,9 +107,19 @@ def records_from_table(
     level, has_local, counts = _record_level(con)
     canonical = _canonical(raw, con.execute(load_sql("records/records_normalize")).arrow().read_all(), analysis)
     con.unregister("raw_records")
-    return with_cluster_stats(RecordSet(analysis=analysis, source=source, schema=schema, level=level,
-                                        has_local=has_local, data_sha256=data_sha256, rows=canonical,
-                                        unused_columns=unused, **counts))
+    return with_cluster_stats(
+        RecordSet(
+            analysis=analysis,
+            source=source,
+            schema=schema,
+            level=level,
+            has_local=has_local,
+            data_sha256=data_sha256,
+            rows=canonical,
+            unused_columns=unused,
+            **counts,
+        )
+    )
 
 
 def with_cluster_stats(records: RecordSet) -> RecordSet:
@@ -107,11 +128,18 @@ def with_cluster_stats(records: RecordSet) -> RecordSet:
     try:
         stats = cluster_stats.compute(records, records.n_clusters)
     except duckdb.OutOfMemoryException as err:  # what the machine refuses: one line, exit 1
-        raise OSError(errno.ENOMEM, f"out of memory while summing the records per cluster (DuckDB's limit is "
-                      f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}", records.source) from err
+        raise OSError(
+            errno.ENOMEM,
+            f"out of memory while summing the records per cluster (DuckDB's limit is "
+            f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}",
+            records.source,
+        ) from err
     except duckdb.IOException as err:  # a full or read-only temporary folder
-        raise OSError(errno.EIO, f"cannot write the per-cluster sums to the temporary folder (TMPDIR): "
-                      f"{_first_line(err)}", records.source) from err
+        raise OSError(
+            errno.EIO,
+            f"cannot write the per-cluster sums to the temporary folder (TMPDIR): {_first_line(err)}",
+            records.source,
+        ) from err
     return replace(records, n_clusters=stats.n_clusters, cluster_stats=stats)
 
 
@@ -128,8 +156,13 @@ def _record_level(con) -> tuple[str, bool, dict]:
         level, has_local = FULL, True
     else:
         level, has_local = ROLE_SEPARATED, False
-    counts = {"n_cases": n_cases, "n_clusters": n_clusters, "n_changed": n_changed, "n_local": n_local,
-              "has_global": n_global > 0}
+    counts = {
+        "n_cases": n_cases,
+        "n_clusters": n_clusters,
+        "n_changed": n_changed,
+        "n_local": n_local,
+        "has_global": n_global > 0,
+    }
     return level, has_local, counts
 
 
@@ -138,8 +171,9 @@ def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str)
     files, also the view `records` on `con`) validated where it lies, as records_from_table would
     validate its rows held: the same rules and messages, the same data hash (the Arrow IPC bytes of
     records/records_of_analysis.sql's rows, hashed batch by batch as DuckDB streams them), no row held."""
-    dataset = RecordDataset(source, "lake", "log", tuple(files), (source,), tuple((c, c) for c in LOG_COLUMNS),
-                            analysis=analysis)
+    dataset = RecordDataset(
+        source, "lake", "log", tuple(files), (source,), tuple((c, c) for c in LOG_COLUMNS), analysis=analysis
+    )
     digest = _stream_sha256(con.execute(load_sql("records/records_of_analysis"), {"analysis": analysis}).arrow())
     try:
         dataset.scan(con, "record_files")
@@ -151,9 +185,19 @@ def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str)
         con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("record_files")))
     if counts["n_cases"] == 0:
         raise RecordError(source, None, "file has no records")
-    return with_cluster_stats(RecordSet(analysis=analysis, source=source, schema="log", level=level,
-                                        has_local=has_local, data_sha256=digest, rows=None, dataset=dataset,
-                                        **counts))
+    return with_cluster_stats(
+        RecordSet(
+            analysis=analysis,
+            source=source,
+            schema="log",
+            level=level,
+            has_local=has_local,
+            data_sha256=digest,
+            rows=None,
+            dataset=dataset,
+            **counts,
+        )
+    )
 
 
 def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, ...] = ()) -> RecordSet:
@@ -180,8 +224,12 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
                 label = "CSV" if dataset.kind == "csv" else "Parquet"
                 raise RecordError(dataset.source, None, f"cannot be read as {label}: {_first_line(err)}") from err
             except duckdb.OutOfMemoryException as err:  # what the machine refuses: one line, exit 1
-                raise OSError(errno.ENOMEM, f"out of memory while checking the records (DuckDB's limit is "
-                              f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}", dataset.source) from err
+                raise OSError(
+                    errno.ENOMEM,
+                    f"out of memory while checking the records (DuckDB's limit is "
+                    f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}",
+                    dataset.source,
+                ) from err
         finally:
             con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("raw_records")))
             con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("record_files")))
@@ -190,9 +238,20 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
         if counts["n_cases"] == 0:
             raise RecordError(dataset.source, None, "file has no records")
         digest = hashing.result()
-    return with_cluster_stats(RecordSet(analysis=analysis, source=dataset.source, schema=dataset.schema,
-                                        level=level, has_local=has_local, data_sha256=digest, rows=None,
-                                        unused_columns=unused, dataset=dataset, **counts))
+    return with_cluster_stats(
+        RecordSet(
+            analysis=analysis,
+            source=dataset.source,
+            schema=dataset.schema,
+            level=level,
+            has_local=has_local,
+            data_sha256=digest,
+            rows=None,
+            unused_columns=unused,
+            dataset=dataset,
+            **counts,
+        )
+    )
 
 
 def read_records(path: str | Path, analysis: str | None = None, con=None) -> RecordSet:

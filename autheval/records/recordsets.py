@@ -3,7 +3,7 @@ record set per analysis of `records`) and trend (one per pool and period of `lan
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import duckdb
 
@@ -13,8 +13,9 @@ from autheval.records.schema import RecordSet
 from warehouse.sql import load_sql
 
 
-def recordsets_by(con: duckdb.DuckDBPyConnection, table: str, sql_name: str,
-                  groups: Iterable[tuple[str, dict]]) -> list[RecordSet]:
+def recordsets_by(
+    con: duckdb.DuckDBPyConnection, table: str, sql_name: str, groups: Iterable[tuple[str, dict]]
+) -> list[RecordSet]:
     """One RecordSet per (label, parameters) in `groups`: the rows `sql_name` selects from lake table
     `table` (registered on `con`) with those parameters, validated, named `label`, with source
     `lake:<table>/<label>` and the SHA-256 of exactly the rows selected."""

@@ -7,7 +7,8 @@ files where they lie (sql/records/records_dataset_canonical.sql), so no row is h
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -29,8 +30,9 @@ def register_records(con, recordsets: Sequence[RecordSet], name: str = "records"
         if records.rows is not None:
             held = f"record_rows_{i}"
             con.register(held, records.rows)
-            relations.append(con.sql(
-                load_sql("records/records_held_canonical").replace("{rows}", quote_identifier(held))))
+            relations.append(
+                con.sql(load_sql("records/records_held_canonical").replace("{rows}", quote_identifier(held)))
+            )
             continue
         files, raw = f"record_files_{i}", f"record_raw_{i}"
         records.dataset.scan(con, files)

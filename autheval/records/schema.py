@@ -79,7 +79,7 @@ class RecordSet:
     rows: pa.Table | None  # the canonical rows when they are held here (records_from_table), else None
     unused_columns: tuple[str, ...] = ()  # input columns no estimator reads (listed as a warning)
     n_local: int = 0  # rows with utility_proposed_local: a gap it cannot support says whether it was given at all
-    dataset: "RecordDataset | None" = None  # the files the rows are read from, where they lie
+    dataset: RecordDataset | None = None  # the files the rows are read from, where they lie
     # its per-cluster sufficient statistics, summed once when it is read (autheval/records/cluster_stats.py)
     cluster_stats: ClusterStatsFile | None = field(default=None, compare=False, repr=False)
 
@@ -155,8 +155,14 @@ def is_number_column(kind: pa.DataType) -> bool:
     text (a CSV's cells, named when they do not parse). float16 is not one (DuckDB cannot read it)."""
     if pa.types.is_dictionary(kind):
         return is_number_column(kind.value_type)
-    return (pa.types.is_float32(kind) or pa.types.is_float64(kind) or pa.types.is_integer(kind)
-            or pa.types.is_decimal(kind) or is_text_type(kind) or pa.types.is_null(kind))
+    return (
+        pa.types.is_float32(kind)
+        or pa.types.is_float64(kind)
+        or pa.types.is_integer(kind)
+        or pa.types.is_decimal(kind)
+        or is_text_type(kind)
+        or pa.types.is_null(kind)
+    )
 
 
 TEXT_TYPE_RULE = "must be a text column (strings, or integer ids)"
@@ -236,7 +242,11 @@ def column_mapping(table: pa.Table, source: str, used=()) -> tuple[str, dict[str
     for column in required:
         if column not in names:
             raise RecordError(source, column, f"required column is missing for the {schema} schema")
-    check_column_types(table, source, text=[k for k, v in mapping.items() if v in TEXT_ROLE_COLUMNS],
-                       numbers=[k for k, v in mapping.items() if v in NUMBER_ROLE_COLUMNS])
+    check_column_types(
+        table,
+        source,
+        text=[k for k, v in mapping.items() if v in TEXT_ROLE_COLUMNS],
+        numbers=[k for k, v in mapping.items() if v in NUMBER_ROLE_COLUMNS],
+    )
     as_given = dict(zip(table.column_names, original))
     return schema, {dst: as_given[src] for src, dst in mapping.items() if src in names}, unused

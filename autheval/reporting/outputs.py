@@ -44,6 +44,8 @@ PROPOSAL_COLUMNS = (
     "Delta_authority_image_ci_lower", "Delta_authority_image_ci_upper", "Delta_authority_cluster",
     "Delta_authority_cluster_ci_lower", "Delta_authority_cluster_ci_upper",
 )  # fmt: skip
+
+
 # The published paired_contrast.csv columns first, then the multiplicity columns (autheval.estimation.multiplicity).
 def csv_text(columns, rows) -> str:
     buffer = io.StringIO()
@@ -193,8 +195,9 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--output-dir") -> Pat
     return path
 
 
-def write_files(out_dir: str | os.PathLike, files: dict[str, str], flag: str = "--output-dir",
-                receipt: dict | None = None) -> list[Path]:
+def write_files(
+    out_dir: str | os.PathLike, files: dict[str, str], flag: str = "--output-dir", receipt: dict | None = None
+) -> list[Path]:
     """Write {file name: text} into `out_dir` all or nothing: every file goes to a temporary folder inside
     `out_dir`, and only when all are written are they renamed into place (same file system, so each
     rename is atomic). A target that is a folder, or an output folder that cannot be written, is one
@@ -226,14 +229,21 @@ def write_files(out_dir: str | os.PathLike, files: dict[str, str], flag: str = "
     return [out_dir / name for name in files]
 
 
-def write_evaluate_outputs(result: EstimationResult, analysis: str, out_dir: Path, receipt: dict | None = None) -> list[Path]:
+def write_evaluate_outputs(
+    result: EstimationResult, analysis: str, out_dir: Path, receipt: dict | None = None
+) -> list[Path]:
     out_dir = Path(out_dir)
-    files = dict(zip(EVALUATE_FILES, (
-        json.dumps(summary_json(result, analysis), indent=2, allow_nan=False) + "\n",
-        summary_markdown(result, analysis),
-        csv_text(SUMMARY_COLUMNS, authority_summary_rows(result, analysis)),
-        csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
-    )))
+    files = dict(
+        zip(
+            EVALUATE_FILES,
+            (
+                json.dumps(summary_json(result, analysis), indent=2, allow_nan=False) + "\n",
+                summary_markdown(result, analysis),
+                csv_text(SUMMARY_COLUMNS, authority_summary_rows(result, analysis)),
+                csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
+            ),
+        )
+    )
     return write_files(out_dir, files, receipt=receipt)
 
 
@@ -263,9 +273,14 @@ def proposal_rows(result: EstimationResult) -> list[dict]:
 
 def write_compare_outputs(result: EstimationResult, out_dir: Path, receipt: dict | None = None) -> list[Path]:
     out_dir = Path(out_dir)
-    files = dict(zip(COMPARE_FILES, (
-        csv_text(PROPOSAL_COLUMNS, proposal_rows(result)),
-        csv_text(CONTRAST_COLUMNS, result.contrasts),
-        csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
-    )))
+    files = dict(
+        zip(
+            COMPARE_FILES,
+            (
+                csv_text(PROPOSAL_COLUMNS, proposal_rows(result)),
+                csv_text(CONTRAST_COLUMNS, result.contrasts),
+                csv_text(ESTIMATE_COLUMNS, estimate_rows(result)),
+            ),
+        )
+    )
     return write_files(out_dir, files, receipt=receipt)

@@ -33,8 +33,23 @@ from autheval.io import file_sha256, table_sha256
 RECEIPT = "receipt.json"
 RECEIPT_VERSION = 1
 # the packages whose versions can change a number (the core) or a model mechanism's proposals
-KEY_PACKAGES = ("duckdb", "pyarrow", "numpy", "pydantic", "PyYAML", "scipy", "ImageHash", "pillow", "dagster",
-                "torch", "transformers", "peft", "scikit-learn", "ibis-framework", "pyspark")
+KEY_PACKAGES = (
+    "duckdb",
+    "pyarrow",
+    "numpy",
+    "pydantic",
+    "PyYAML",
+    "scipy",
+    "ImageHash",
+    "pillow",
+    "dagster",
+    "torch",
+    "transformers",
+    "peft",
+    "scikit-learn",
+    "ibis-framework",
+    "pyspark",
+)
 
 
 def software_versions() -> dict[str, str]:
@@ -63,8 +78,10 @@ def table_outputs(tables: dict[str, pa.Table], root: str | os.PathLike | None = 
     table's row order is not part of its content), the lake's own folder written as `<lake>` (a
     cohort generated inside the lake is the same cohort wherever the lake lies), without the columns
     that only say when a run happened (RUN_FACT_COLUMNS)."""
-    return [{"name": f"table:{name}", "sha256": table_sha256(canonical(table, root)), "rows": table.num_rows}
-            for name, table in sorted(tables.items())]
+    return [
+        {"name": f"table:{name}", "sha256": table_sha256(canonical(table, root)), "rows": table.num_rows}
+        for name, table in sorted(tables.items())
+    ]
 
 
 # Columns that record when or where a run happened, not what it computed: a file's modification time
@@ -81,8 +98,11 @@ def canonical(table: pa.Table, root: str | os.PathLike | None = None) -> pa.Tabl
         for i, field in enumerate(table.schema):
             if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
                 table = table.set_column(i, field, pc.replace_substring(table.column(i), prefix, "<lake>"))
-    keys = [(f.name, "ascending") for f in table.schema
-            if not (pa.types.is_nested(f.type) or pa.types.is_binary(f.type) or pa.types.is_null(f.type))]
+    keys = [
+        (f.name, "ascending")
+        for f in table.schema
+        if not (pa.types.is_nested(f.type) or pa.types.is_binary(f.type) or pa.types.is_null(f.type))
+    ]
     return table.sort_by(keys).combine_chunks() if keys and table.num_rows else table
 
 
@@ -118,7 +138,9 @@ def read_receipt(path: str | os.PathLike) -> dict:
     if receipt["command"] not in RERUN_TARGET:
         raise RecordError(source, "command", f"must be one of {', '.join(RERUN_TARGET)}, got {receipt['command']!r}")
     argv = receipt["argv"]
-    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) and argv[0] == receipt["command"]):
+    if not (
+        isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) and argv[0] == receipt["command"]
+    ):
         # verify re-runs argv: it must be the named command's own line, never another command
         raise RecordError(source, "argv", f"must be a list of strings starting with the command {receipt['command']!r}")
     return receipt
@@ -158,20 +180,30 @@ def verify(path: str | os.PathLike, workdir: str | os.PathLike | None = None) ->
     inputs = [Verdict(e["path"], e["sha256"], _sha_or_none(e["path"])) for e in receipt["inputs"]]
     now = software_versions()
     recorded = receipt.get("software", {})
-    software = {k: (recorded.get(k), now.get(k)) for k in sorted(set(recorded) | set(now)) if recorded.get(k) != now.get(k)}
+    software = {
+        k: (recorded.get(k), now.get(k)) for k in sorted(set(recorded) | set(now)) if recorded.get(k) != now.get(k)
+    }
     with tempfile.TemporaryDirectory(prefix="autheval-verify-", dir=workdir) as tmp:
         target = Path(tmp) / "out"
         argv = _retargeted(receipt["argv"], RERUN_TARGET[receipt["command"]], str(target))
         run = subprocess.run([sys.executable, "-m", "autheval", *argv], capture_output=True, text=True)
         if run.returncode != 0 and receipt["command"] != "demo":
             lines = (run.stderr or run.stdout).strip().splitlines()
-            return Verification(inputs, [Verdict(o["name"], o["sha256"], None) for o in receipt["outputs"]], software,
-                                rerun_error=lines[-1] if lines else f"exit {run.returncode}")
+            return Verification(
+                inputs,
+                [Verdict(o["name"], o["sha256"], None) for o in receipt["outputs"]],
+                software,
+                rerun_error=lines[-1] if lines else f"exit {run.returncode}",
+            )
         rerun_receipt = target / RECEIPT
         if not rerun_receipt.is_file():
             lines = (run.stderr or run.stdout).strip().splitlines()
-            return Verification(inputs, [Verdict(o["name"], o["sha256"], None) for o in receipt["outputs"]], software,
-                                rerun_error=lines[-1] if lines else "the re-run wrote no receipt")
+            return Verification(
+                inputs,
+                [Verdict(o["name"], o["sha256"], None) for o in receipt["outputs"]],
+                software,
+                rerun_error=lines[-1] if lines else "the re-run wrote no receipt",
+            )
         actual = {o["name"]: o["sha256"] for o in json.loads(rerun_receipt.read_text())["outputs"]}
     outputs = [Verdict(o["name"], o["sha256"], actual.pop(o["name"], None)) for o in receipt["outputs"]]
     outputs += [Verdict(name, None, sha) for name, sha in sorted(actual.items())]  # new outputs: not identical

@@ -7,8 +7,9 @@ import csv
 import io
 import json
 import math
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Iterable, TextIO
+from typing import TextIO
 
 import pyarrow as pa
 

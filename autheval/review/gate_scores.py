@@ -23,9 +23,16 @@ def read_gate_scores(path: str | Path, gate_inputs: pa.Table) -> pa.Table:
         if column not in table.column_names:
             raise RecordError(source, column, "required column is missing (a gate-score file has image_id, s_gate)")
     con = connect()
-    con.register("raw_gate_scores", pa.table({
-        "row_index": pa.array(range(table.num_rows), pa.int64()),
-        "image_id": table.column("image_id").cast(pa.string()), "s_gate": table.column("s_gate").cast(pa.string())}))
+    con.register(
+        "raw_gate_scores",
+        pa.table(
+            {
+                "row_index": pa.array(range(table.num_rows), pa.int64()),
+                "image_id": table.column("image_id").cast(pa.string()),
+                "s_gate": table.column("s_gate").cast(pa.string()),
+            }
+        ),
+    )
     con.register("gate_inputs", gate_inputs.select(["image_id", "split"]))
     violation = con.execute(load_sql("context/gate_scores_validate")).fetchone()
     if violation:

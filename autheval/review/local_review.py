@@ -41,25 +41,48 @@ def rule_tables(rule_file: RuleFile) -> dict[str, pa.Table]:
     rules = rule_file.rules
     level = {a: i for i, a in enumerate(ACTIONS)}
     profiles = [
-        {"profile": name, "profile_index": i, "capacity": level[p.capacity], "floor_policy": p.floor_policy,
-         "floor_shift": rules.floor.shift[p.floor_policy], "w_under": float(p.w_under), "w_over": float(p.w_over)}
+        {
+            "profile": name,
+            "profile_index": i,
+            "capacity": level[p.capacity],
+            "floor_policy": p.floor_policy,
+            "floor_shift": rules.floor.shift[p.floor_policy],
+            "w_under": float(p.w_under),
+            "w_over": float(p.w_over),
+        }
         for i, (name, p) in enumerate(rules.profiles.items())
     ]
     factors = []
     for factor in ("sens", "burden", "aversion"):
         declared = getattr(rules.private_factors, factor)
         for i, lv in enumerate(declared.levels):
-            factors.append({"factor": factor, "level_index": i, "level": lv.name,
-                            "w_under": float(getattr(lv, "w_under", 1.0)), "w_over": float(lv.w_over)})
+            factors.append(
+                {
+                    "factor": factor,
+                    "level_index": i,
+                    "level": lv.name,
+                    "w_under": float(getattr(lv, "w_under", 1.0)),
+                    "w_over": float(lv.w_over),
+                }
+            )
     burden = rules.overrides.patient_burden
     strata = [
-        {"risk_level": r, "level": i, "severity": float(rules.severity[r]), "floor_base": rules.floor.base[r],
-         "burden_keep_level": level[burden.if_band_has[r]], "empty_default_level": level[rules.empty_band_default[r]]}
+        {
+            "risk_level": r,
+            "level": i,
+            "severity": float(rules.severity[r]),
+            "floor_base": rules.floor.base[r],
+            "burden_keep_level": level[burden.if_band_has[r]],
+            "empty_default_level": level[rules.empty_band_default[r]],
+        }
         for i, r in enumerate(RISK_LEVELS)
     ]
-    constants = {"rule_version": [rule_file.version], "rule_sha256": [rule_file.sha256],
-                 "global_w_under": [float(rules.global_utility.w_under)],
-                 "global_w_over": [float(rules.global_utility.w_over)]}
+    constants = {
+        "rule_version": [rule_file.version],
+        "rule_sha256": [rule_file.sha256],
+        "global_w_under": [float(rules.global_utility.w_under)],
+        "global_w_over": [float(rules.global_utility.w_over)],
+    }
     return {
         "rule_profiles": pa.Table.from_pylist(profiles),
         "rule_factor_levels": pa.Table.from_pylist(factors),
@@ -110,7 +133,9 @@ def register_rules(con, rule_file: RuleFile) -> dict[str, object]:
 def _register_regimes(con, regimes) -> None:
     unknown = [r for r in regimes if r not in REGIMES]
     if unknown or not regimes:
-        raise ValueError(f"unknown review regime {unknown[0] if unknown else None!r}: expected some of {', '.join(REGIMES)}")
+        raise ValueError(
+            f"unknown review regime {unknown[0] if unknown else None!r}: expected some of {', '.join(REGIMES)}"
+        )
     con.register("regimes", pa.table({"regime": pa.array(list(dict.fromkeys(regimes)), pa.string())}))
 
 
@@ -159,8 +184,9 @@ class ReviewTables:
     checks: dict
 
 
-def run_review(con, images, clusters, s_gate, proposals, rules: RuleFile | None = None,
-               regimes=REGIMES) -> ReviewTables:
+def run_review(
+    con, images, clusters, s_gate, proposals, rules: RuleFile | None = None, regimes=REGIMES
+) -> ReviewTables:
     """contexts -> selections -> scores -> records for every (mechanism x regime), in one call.
 
     images(image_id, age, anatomic_site, risk_stratum), clusters(image_id, cluster_id),
@@ -174,8 +200,13 @@ def run_review(con, images, clusters, s_gate, proposals, rules: RuleFile | None 
     build_contexts(con, params)
     build_selections(con, params, regimes)
     build_scores(con, params)
-    checks = {name.split("/")[1]: one(con, name) for name in ("context/check_contexts_complete", "review/check_selections_band")}
-    fetch = {name: con.table(name).arrow().read_all() for name in ("contexts", "selections", "review_scores", "records")}
+    checks = {
+        name.split("/")[1]: one(con, name)
+        for name in ("context/check_contexts_complete", "review/check_selections_band")
+    }
+    fetch = {
+        name: con.table(name).arrow().read_all() for name in ("contexts", "selections", "review_scores", "records")
+    }
     return ReviewTables(fetch["contexts"], fetch["selections"], fetch["review_scores"], fetch["records"], checks)
 
 
@@ -197,8 +228,10 @@ def write_review(con, folder, rules: RuleFile | None = None, regimes=REGIMES) ->
     to_table(con, "review_bands", "review/review_bands", params)
     paths = {"contexts": folder / "contexts.parquet"}
     con.table("contexts").write_parquet(str(paths["contexts"]))
-    for sql_name, view, name in (("review/selections_cohort", "selections", "selections"),
-                                 ("scoring/scores_cohort", "review_scores", "scores")):
+    for sql_name, view, name in (
+        ("review/selections_cohort", "selections", "selections"),
+        ("scoring/scores_cohort", "review_scores", "scores"),
+    ):
         if name == "scores":
             _scored_selections(con, params)
         paths[name] = folder / f"{name}.parquet"
@@ -250,8 +283,12 @@ def _bin_scores(rule_file: RuleFile) -> pa.Table:
     """One gate score strictly inside each risk bin of the rules (midpoints between thresholds)."""
     t = list(rule_file.rules.proxy_bins.thresholds)
     edges = [min(0.0, t[0] - 1.0), *t, max(1.0, t[-1] + 1.0)]
-    return pa.table({"bin_level": list(range(len(RISK_LEVELS))),
-                     "s_gate": [(edges[i] + edges[i + 1]) / 2 for i in range(len(RISK_LEVELS))]})
+    return pa.table(
+        {
+            "bin_level": list(range(len(RISK_LEVELS))),
+            "s_gate": [(edges[i] + edges[i + 1]) / 2 for i in range(len(RISK_LEVELS))],
+        }
+    )
 
 
 def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]:
@@ -281,8 +318,9 @@ def reference_checks(rules: RuleFile | None = None, con=None) -> dict[str, dict]
     for option in ("missing_tokens", "nan_age_bin", "image_id"):
         to_table(con, "image_profiles", "ingest/image_profiles", {**params, "missing_rule": option})
         to_table(con, "contexts", "context/contexts", params)
-        out["profile_rule"][option] = one(con, "context/reference_profile_agreement",
-                                            {"diagnostic_image": MISSING_METADATA_IMAGE})
+        out["profile_rule"][option] = one(
+            con, "context/reference_profile_agreement", {"diagnostic_image": MISSING_METADATA_IMAGE}
+        )
 
     # Contexts with the traces' own profiles (the smallest fitting one where several fit).
     con.register("cluster_profiles", con.table("reference_cluster_profiles").arrow().read_all())

@@ -104,8 +104,9 @@ class ProfileAssignment(_Strict):
 
 
 class Floor(_Strict):
-    base: Annotated[dict[str, Annotated[int, Field(ge=0, le=len(ACTIONS) - 1, strict=True)]],
-                    BeforeValidator(_per_risk_level)]
+    base: Annotated[
+        dict[str, Annotated[int, Field(ge=0, le=len(ACTIONS) - 1, strict=True)]], BeforeValidator(_per_risk_level)
+    ]
     shift: dict[Name, Annotated[int, Field(strict=True, ge=-MAX_SHIFT, le=MAX_SHIFT)]] = Field(min_length=1)
 
 
@@ -187,8 +188,9 @@ class Rules(_Strict):
     @classmethod
     def _ordinal(cls, value):
         if list(value) != list(ACTIONS):
-            raise ValueError(f"must be the ordinal action list {', '.join(ACTIONS)} in this order "
-                             f"(got {', '.join(map(str, value))})")
+            raise ValueError(
+                f"must be the ordinal action list {', '.join(ACTIONS)} in this order (got {', '.join(map(str, value))})"
+            )
         return value
 
     @model_validator(mode="after")
@@ -197,13 +199,17 @@ class Rules(_Strict):
         policies = list(self.floor.shift)
         for name, profile in self.profiles.items():
             if profile.floor_policy not in policies:
-                raise _KeyedError(("profiles", name, "floor_policy"),
-                                  f"must be one of {', '.join(policies)} (the keys of floor.shift)")
+                raise _KeyedError(
+                    ("profiles", name, "floor_policy"),
+                    f"must be one of {', '.join(policies)} (the keys of floor.shift)",
+                )
         for override, factor in (("patient_refusal", "aversion"), ("patient_burden", "burden")):
             levels = [level.name for level in getattr(self.private_factors, factor).levels]
             if getattr(self.overrides, override).level not in levels:
-                raise _KeyedError(("overrides", override, "level"),
-                                  f"must be one of {', '.join(levels)} (the levels of private_factors.{factor})")
+                raise _KeyedError(
+                    ("overrides", override, "level"),
+                    f"must be one of {', '.join(levels)} (the levels of private_factors.{factor})",
+                )
         return self
 
 
@@ -322,8 +328,11 @@ class RulesLoader(yaml.SafeLoader):
             if (key.tag, key.value) in first_line:
                 first = first_line[(key.tag, key.value)]
                 where = f"lines {first} and {line}" if first != line else f"on line {line}"
-                raise RuleError(source, _key_path(path + (key.value,)),
-                                f"key given twice ({where}): give each key once (YAML would keep the last silently)")
+                raise RuleError(
+                    source,
+                    _key_path(path + (key.value,)),
+                    f"key given twice ({where}): give each key once (YAML would keep the last silently)",
+                )
             first_line[(key.tag, key.value)] = line
 
     def _check_nodes(self, root, source: str) -> None:
@@ -342,19 +351,28 @@ class RulesLoader(yaml.SafeLoader):
                 stack.pop()
                 size[id(node)] = 1 + sum(size[id(c)] for c, _ in self._children(node, path))
                 if size[id(node)] > MAX_NODES:
-                    raise RuleError(source, _key_path(path) or None,
-                                    f"YAML aliases expand to more than {MAX_NODES} values (an alias bomb?); a rule "
-                                    "file needs far fewer")
+                    raise RuleError(
+                        source,
+                        _key_path(path) or None,
+                        f"YAML aliases expand to more than {MAX_NODES} values (an alias bomb?); a rule "
+                        "file needs far fewer",
+                    )
                 continue
             child, child_path = child
             if id(child) in entered:
                 if id(child) not in size:
-                    raise RuleError(source, _key_path(child_path) or None,
-                                    "a YAML alias refers to a value that contains it (recursive alias)")
+                    raise RuleError(
+                        source,
+                        _key_path(child_path) or None,
+                        "a YAML alias refers to a value that contains it (recursive alias)",
+                    )
                 aliases += 1
                 if aliases > MAX_ALIASES:
-                    raise RuleError(source, _key_path(child_path) or None,
-                                    f"more than {MAX_ALIASES} YAML aliases: a rule file needs few (an alias bomb?)")
+                    raise RuleError(
+                        source,
+                        _key_path(child_path) or None,
+                        f"more than {MAX_ALIASES} YAML aliases: a rule file needs few (an alias bomb?)",
+                    )
                 continue
             self._duplicates(child, child_path, source)
             entered.add(id(child))

@@ -20,5 +20,13 @@ from autheval.reporting.report.queries import REPORT_TABLES, report_queries
 from autheval.reporting.report.sections import build_report
 from autheval.reporting.report.sections_study import headline
 
-__all__ = ["REPORT_TABLES", "ReportInputs", "build_report", "headline", "html_report", "markdown_report",
-           "report_queries", "trend_plot_png"]
+__all__ = [
+    "REPORT_TABLES",
+    "ReportInputs",
+    "build_report",
+    "headline",
+    "html_report",
+    "markdown_report",
+    "report_queries",
+    "trend_plot_png",
+]

@@ -57,28 +57,31 @@ def _html_table(block: Table) -> str:
     def cell(value) -> str:
         text = _fmt(value)
         numeric = isinstance(value, (int, float)) and not isinstance(value, bool) or text[:1] in "+-" or text == "NA"
-        kind = ("todo" if text.startswith(TO_BE_SUPPLIED) else "hash" if _HASH.match(text) else
-                "" if numeric else "text")
+        kind = "todo" if text.startswith(TO_BE_SUPPLIED) else "hash" if _HASH.match(text) else "" if numeric else "text"
         return f"<td{f' class={kind}' if kind else ''}>{html.escape(text)}</td>"
 
     body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in block.rows)
     classes = " ".join(c for c in (block.css, "numbers" if block.numbers else "") if c)
-    table = (f"<div class=scroll><table{f' class={chr(39)}{classes}{chr(39)}' if classes else ''}>{head}{body}"
-             "</table></div>")
+    table = (
+        f"<div class=scroll><table{f' class={chr(39)}{classes}{chr(39)}' if classes else ''}>{head}{body}</table></div>"
+    )
     if block.collapsed:
         return f"<details><summary>{html.escape(block.collapsed)}</summary>{table}</details>"
     return table
 
 
-def html_report(report: Document | ReportInputs | pa.Table, contrasts: pa.Table | None = None,
-                provenance: str | None = None) -> str:
+def html_report(
+    report: Document | ReportInputs | pa.Table, contrasts: pa.Table | None = None, provenance: str | None = None
+) -> str:
     """The report as one self-contained HTML page: inline CSS, plots as data URIs, no script, no link
     off the page; every lake value escaped. Arguments as markdown_report's."""
     doc = _document(report, contrasts, provenance)
     title, lede, sections = doc.title, doc.lede, doc.sections
-    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>"]
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
     for text in lede:
         parts.append(f"<p class='{text.kind}'>{_html_parts(text.parts)}</p>")
     parts.append("<nav>" + "".join(f"<a href='#{s.anchor}'>{html.escape(s.title)}</a>" for s in sections) + "</nav>")

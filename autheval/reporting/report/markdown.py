@@ -34,8 +34,9 @@ def _md_parts(parts: list) -> str:
     return "".join(out).strip()
 
 
-def markdown_report(report: Document | ReportInputs | pa.Table, contrasts: pa.Table | None = None,
-                    provenance: str | None = None) -> str:
+def markdown_report(
+    report: Document | ReportInputs | pa.Table, contrasts: pa.Table | None = None, provenance: str | None = None
+) -> str:
     """The report as Markdown (the plots are the PNG files beside it). `report`: a built report, its
     inputs, or (older callers) the study_summary table with `contrasts` and a provenance line."""
     doc = _document(report, contrasts, provenance)
@@ -56,8 +57,10 @@ def markdown_report(report: Document | ReportInputs | pa.Table, contrasts: pa.Ta
             elif isinstance(block, Table):
                 if block.collapsed:
                     lines += [f"*{_md_text(block.collapsed)}:*", ""]
-                lines += ["| " + " | ".join(_md_cell(c) for c in block.columns) + " |",
-                          "|" + "---|" * len(block.columns)]
+                lines += [
+                    "| " + " | ".join(_md_cell(c) for c in block.columns) + " |",
+                    "|" + "---|" * len(block.columns),
+                ]
                 lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in block.rows]
                 lines.append("")
     return "\n".join(lines)

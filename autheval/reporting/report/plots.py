@@ -56,8 +56,11 @@ def forest_plot_png(summary: pa.Table, contrasts: pa.Table | None = None) -> byt
     panels = []
     for group, rows, contrast_rows_ in _forest_groups(summary, contrasts):
         suffix = f" / {group}"  # a cohort's analyses are '<mechanism> / <regime>': the panel names the regime
-        short = (lambda name: name[: -len(suffix)]) if rows and all(
-            str(r["analysis"]).endswith(suffix) for r in rows) else (lambda name: name)
+        short = (
+            (lambda name: name[: -len(suffix)])
+            if rows and all(str(r["analysis"]).endswith(suffix) for r in rows)
+            else (lambda name: name)
+        )
         labels, points, lows, highs, colours = [], [], [], [], []
         for row in rows:
             for key, unit in UNITS:
@@ -80,8 +83,9 @@ def forest_plot_png(summary: pa.Table, contrasts: pa.Table | None = None) -> byt
     if not panels:
         panels = [("no analyses", ["none"], [None], [None], [None], ["grey"])]
     heights = [0.42 * len(p[1]) + 0.9 for p in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights) + 0.6), dpi=110, squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(10, sum(heights) + 0.6), dpi=110, squeeze=False, gridspec_kw={"height_ratios": heights}
+    )
     for ax, (group, labels, points, lows, highs, colours) in zip(axes[:, 0], panels):
         y = list(range(len(labels)))[::-1]
         for yi, p, lo, hi, c in zip(y, points, lows, highs, colours):
@@ -94,8 +98,11 @@ def forest_plot_png(summary: pa.Table, contrasts: pa.Table | None = None) -> byt
         ax.set_yticks(y, [_mathtext_safe(label) for label in labels], fontsize=8)
         ax.set_ylim(-0.7, len(labels) - 0.3)
         ax.set_title(_mathtext_safe(f"{group}: authority gap Delta = J_auth - J"), fontsize=10, loc="left")
-    axes[-1, 0].set_xlabel("local-utility points per image, 95% whole-cluster bootstrap interval\n"
-                           "blue: image-weighted, orange: cluster-equal, green: paired contrasts", fontsize=8)
+    axes[-1, 0].set_xlabel(
+        "local-utility points per image, 95% whole-cluster bootstrap interval\n"
+        "blue: image-weighted, orange: cluster-equal, green: paired contrasts",
+        fontsize=8,
+    )
     return _png(fig)
 
 
@@ -151,13 +158,16 @@ def monitor_plot_png(series: list[dict]) -> bytes:
 
     sites = list(dict.fromkeys(r["site"] for r in series))
     rules = list(dict.fromkeys((r["metric"], r["unit"], r["lower"], r["upper"]) for r in series))
-    fig, axes = plt.subplots(len(sites), len(rules), figsize=(5.6 * len(rules), 2.7 * len(sites) + 0.5), dpi=100,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(sites), len(rules), figsize=(5.6 * len(rules), 2.7 * len(sites) + 0.5), dpi=100, squeeze=False
+    )
     for i, site in enumerate(sites):
         for j, rule in enumerate(rules):
             ax = axes[i, j]
-            looks = sorted((r for r in series if r["site"] == site
-                            and (r["metric"], r["unit"], r["lower"], r["upper"]) == rule), key=lambda r: r["look"])
+            looks = sorted(
+                (r for r in series if r["site"] == site and (r["metric"], r["unit"], r["lower"], r["upper"]) == rule),
+                key=lambda r: r["look"],
+            )
             if not looks:
                 ax.set_axis_off()
                 continue
@@ -175,12 +185,27 @@ def _monitor_panel(ax, site: str, rule: tuple, looks: list[dict], legend: bool) 
         return np.array([np.nan if r[key] is None else r[key] for r in looks], float)
 
     estimate, lo, hi = values("estimate"), values("ci_lower"), values("ci_upper")
-    ax.fill_between(x, values("cs_lower"), values("cs_upper"), color="#1f77b4", alpha=0.25, lw=0,
-                    label="confidence sequence (anytime-valid)")
+    ax.fill_between(
+        x,
+        values("cs_lower"),
+        values("cs_upper"),
+        color="#1f77b4",
+        alpha=0.25,
+        lw=0,
+        label="confidence sequence (anytime-valid)",
+    )
     known = ~np.isnan(lo) & ~np.isnan(hi) & ~np.isnan(estimate)
     if known.any():
-        ax.errorbar(x[known], estimate[known], yerr=[estimate[known] - lo[known], hi[known] - estimate[known]],
-                    fmt="none", ecolor="#ff7f0e", elinewidth=1.2, capsize=2, label="fixed-sample 95% interval")
+        ax.errorbar(
+            x[known],
+            estimate[known],
+            yerr=[estimate[known] - lo[known], hi[known] - estimate[known]],
+            fmt="none",
+            ecolor="#ff7f0e",
+            elinewidth=1.2,
+            capsize=2,
+            label="fixed-sample 95% interval",
+        )
     ax.plot(x, estimate, "o-", color="#1f77b4", ms=3, lw=1, label="estimate to date")
     alert = np.array([r["status"] == "alert" for r in looks])
     if alert.any():
@@ -191,8 +216,14 @@ def _monitor_panel(ax, site: str, rule: tuple, looks: list[dict], legend: bool) 
     step = max(1, len(looks) // 8)
     ax.set_xticks(x[::step], [_mathtext_safe(str(r["period"])) for r in looks][::step], fontsize=7, rotation=30)
     ax.set_ylabel(_mathtext_safe(f"{AXIS_WORDS.get(metric, metric)}\n({unit.replace('_', '-')})"), fontsize=7)
-    ax.set_title(_mathtext_safe(f"{'all sites' if site == 'all' else site}: {METRIC_WORDS.get(metric, metric)} "
-                                f"({unit.replace('_', '-')}), latest {looks[-1]['status']}"), fontsize=9, loc="left")
+    ax.set_title(
+        _mathtext_safe(
+            f"{'all sites' if site == 'all' else site}: {METRIC_WORDS.get(metric, metric)} "
+            f"({unit.replace('_', '-')}), latest {looks[-1]['status']}"
+        ),
+        fontsize=9,
+        loc="left",
+    )
     if legend:
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))

@@ -11,14 +11,21 @@ from autheval.reporting.report.document import Document, ReportInputs, Text
 from autheval.reporting.report.reporting_items import _items_section
 from autheval.reporting.report.sections_data import _provenance_section, _subgroups_section
 from autheval.reporting.report.sections_monitoring import _monitoring_section, _trend_section
-from autheval.reporting.report.sections_study import (_contrasts_section, _decomposition_section, _forest_section,
-                                                      _levels_section, _summary_section)
+from autheval.reporting.report.sections_study import (
+    _contrasts_section,
+    _decomposition_section,
+    _forest_section,
+    _levels_section,
+    _summary_section,
+)
 from autheval.reporting.report.words import _model_mechanisms, _tiny_models
 
 STUDY_NAMES = {
-    "isic2019_reference": ("AuthEval reference study",
-                           "ISIC 2019 test split, the published case traces "
-                           "(MedGemma readout and two control mechanisms, three review regimes)"),
+    "isic2019_reference": (
+        "AuthEval reference study",
+        "ISIC 2019 test split, the published case traces "
+        "(MedGemma readout and two control mechanisms, three review regimes)",
+    ),
     "synthetic": ("Synthetic ISIC-shaped cohort", "generated metadata, labels and images (not patients)"),
     "isic2019": ("ISIC 2019 cohort", "the ISIC 2019 training files"),
 }
@@ -38,14 +45,26 @@ def _by_analysis(inputs: ReportInputs) -> dict[str, dict]:
 
 def _summary_rows(s: dict) -> dict:
     def est(value, lo=None, hi=None, n=None):
-        return {"estimate": value, "ci_lower": lo, "ci_upper": hi, "available": value is not None, "n": n,
-                "status": "estimated" if value is not None else None}
+        return {
+            "estimate": value,
+            "ci_lower": lo,
+            "ci_upper": hi,
+            "available": value is not None,
+            "n": n,
+            "status": "estimated" if value is not None else None,
+        }
 
-    rows = {("image_weighted", "intervention_rate"): est(s.get("intervention_rate"), n=s.get("n_images")),
-            ("image_weighted", "delta"): est(s.get("delta"))}
+    rows = {
+        ("image_weighted", "intervention_rate"): est(s.get("intervention_rate"), n=s.get("n_images")),
+        ("image_weighted", "delta"): est(s.get("delta")),
+    }
     for key, unit in (("image", "image_weighted"), ("cluster", "cluster_equal")):
-        rows[(unit, "Delta_authority")] = est(s.get(f"Delta_authority_{key}"), s.get(f"Delta_authority_{key}_ci_lower"),
-                                              s.get(f"Delta_authority_{key}_ci_upper"), s.get("n_images"))
+        rows[(unit, "Delta_authority")] = est(
+            s.get(f"Delta_authority_{key}"),
+            s.get(f"Delta_authority_{key}_ci_lower"),
+            s.get(f"Delta_authority_{key}_ci_upper"),
+            s.get("n_images"),
+        )
         rows[(unit, "Delta_authority")]["n_clusters"] = s.get("n_clusters")
     return rows
 
@@ -69,26 +88,63 @@ def build_report(inputs: ReportInputs) -> Document:
         if row.get("mechanism") in tiny_mechanisms and row["analysis"] in entries:
             entries[row["analysis"]]["tiny"] = True
     title = f"{study}: authority-preserving evaluation"
-    lede = [Text([("b", "Study:"), f" {study}. ", ("b", "Source:"), f" {source}. ", ("b", "Analyses:"),
-                  f" {len(entries)} in {len({e.get('study') for e in entries.values()})} group(s). ",
-                  ("b", "Written by"), f" autheval {__version__}"
-                  + (f", run {inputs.lake['run_id']}" if inputs.lake.get("run_id") else "")
-                  + (f", {inputs.lake['written_at']}" if inputs.lake.get("written_at") else "") + "."])]
+    lede = [
+        Text(
+            [
+                ("b", "Study:"),
+                f" {study}. ",
+                ("b", "Source:"),
+                f" {source}. ",
+                ("b", "Analyses:"),
+                f" {len(entries)} in {len({e.get('study') for e in entries.values()})} group(s). ",
+                ("b", "Written by"),
+                f" autheval {__version__}"
+                + (f", run {inputs.lake['run_id']}" if inputs.lake.get("run_id") else "")
+                + (f", {inputs.lake['written_at']}" if inputs.lake.get("written_at") else "")
+                + ".",
+            ]
+        )
+    ]
     if inputs.note:
         lede.append(Text([inputs.note], "note"))
     if source == STUDY_NAMES["synthetic"][1]:
-        lede.append(Text(["The cohort is synthetic: its images and labels are generated, so every number here "
-                          "shows the method at work, not a clinical result."], "callout"))
+        lede.append(
+            Text(
+                [
+                    "The cohort is synthetic: its images and labels are generated, so every number here "
+                    "shows the method at work, not a clinical result."
+                ],
+                "callout",
+            )
+        )
     tiny = _tiny_models(inputs)
     if tiny:
-        lede.append(Text([("b", "Tiny models."), " The model mechanisms (" + ", ".join(_model_mechanisms(inputs))
-                          + ") come from tiny random models (" + ", ".join(tiny) + ") run on the real code path: "
-                          "their proposals are random, so their numbers test the pipeline and say nothing about "
-                          "any real model."], "callout"))
+        lede.append(
+            Text(
+                [
+                    ("b", "Tiny models."),
+                    " The model mechanisms ("
+                    + ", ".join(_model_mechanisms(inputs))
+                    + ") come from tiny random models ("
+                    + ", ".join(tiny)
+                    + ") run on the real code path: "
+                    "their proposals are random, so their numbers test the pipeline and say nothing about "
+                    "any real model.",
+                ],
+                "callout",
+            )
+        )
     sections = [
-        _summary_section(inputs, entries), _decomposition_section(entries), _levels_section(entries),
-        _forest_section(inputs), _contrasts_section(inputs), _subgroups_section(inputs), _trend_section(inputs),
-        _monitoring_section(inputs), _items_section(inputs, entries), _provenance_section(inputs),
+        _summary_section(inputs, entries),
+        _decomposition_section(entries),
+        _levels_section(entries),
+        _forest_section(inputs),
+        _contrasts_section(inputs),
+        _subgroups_section(inputs),
+        _trend_section(inputs),
+        _monitoring_section(inputs),
+        _items_section(inputs, entries),
+        _provenance_section(inputs),
     ]
     return Document(title, lede, sections)
 

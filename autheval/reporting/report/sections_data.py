@@ -13,12 +13,20 @@ from autheval.reporting.report.words import _absent, _cell, _model_names, _num, 
 def _subgroups_section(inputs: ReportInputs) -> Section:
     blocks: list = []
     if not inputs.has("subgroups"):
-        blocks.append(_absent("subgroups") if "subgroups" not in inputs.columns else
-                      Text(["This lake's subgroups table lacks columns the report reads "
-                            "(the adjusted flag among them)."]))
+        blocks.append(
+            _absent("subgroups")
+            if "subgroups" not in inputs.columns
+            else Text(["This lake's subgroups table lacks columns the report reads (the adjusted flag among them)."])
+        )
     elif not inputs.rows("subgroups"):
-        blocks.append(Text(["The subgroups table has no rows: the evaluated records join no subgroup attributes "
-                            "(sex, age, site, profile) in this lake."]))
+        blocks.append(
+            Text(
+                [
+                    "The subgroups table has no rows: the evaluated records join no subgroup attributes "
+                    "(sex, age, site, profile) in this lake."
+                ]
+            )
+        )
     else:
         rows = inputs.rows("subgroups")
         gaps = [r for r in rows if r["estimable"]]
@@ -31,27 +39,74 @@ def _subgroups_section(inputs: ReportInputs) -> Section:
             s["adj"] += bool(r.get("excludes_zero_adjusted"))
             s["raw"] += bool(r.get("excludes_zero"))
         flagged = [r for r in gaps if r.get("excludes_zero_adjusted")]
-        blocks.append(Text([f"The authority gap (image-weighted) within each group of {len(summary)} grouping(s), per "
-                            f"analysis: {len(gaps)} group estimates and {len(small)} groups too small to estimate. ",
-                            ("b", f"{len(flagged)} group gaps exclude zero after the Holm adjustment"),
-                            " over their family (every group of one analysis, unit and metric)."]))
-        blocks.append(Table(["grouping", "groups", "group estimates", "too small", "exclude zero (Holm-adjusted)",
-                             "exclude zero (unadjusted)"],
-                            [[g, len(s["groups"]), s["estimable"], s["small"], s["adj"], s["raw"]]
-                             for g, s in summary.items()]))
+        blocks.append(
+            Text(
+                [
+                    f"The authority gap (image-weighted) within each group of {len(summary)} grouping(s), per "
+                    f"analysis: {len(gaps)} group estimates and {len(small)} groups too small to estimate. ",
+                    ("b", f"{len(flagged)} group gaps exclude zero after the Holm adjustment"),
+                    " over their family (every group of one analysis, unit and metric).",
+                ]
+            )
+        )
+        blocks.append(
+            Table(
+                [
+                    "grouping",
+                    "groups",
+                    "group estimates",
+                    "too small",
+                    "exclude zero (Holm-adjusted)",
+                    "exclude zero (unadjusted)",
+                ],
+                [[g, len(s["groups"]), s["estimable"], s["small"], s["adj"], s["raw"]] for g, s in summary.items()],
+            )
+        )
         if flagged:
             blocks.append(Heading("Group gaps that exclude zero after adjustment"))
-            blocks.append(_rows_table([{**r, "Delta [95% CI]": _cell(r)} for r in flagged],
-                                      ["analysis", "grouping", "group_value", "n_images", "n_clusters",
-                                       "Delta [95% CI]", "p_adjusted", "q_value", "family_size"]))
-        blocks.append(_rows_table([{**r, "Delta [95% CI]": _cell(r)} for r in gaps],
-                                  ["analysis", "grouping", "group_value", "n_images", "n_clusters", "accuracy_proposal",
-                                   "accuracy_selected", "Delta [95% CI]", "p_adjusted", "excludes_zero_adjusted"],
-                                  collapsed=f"Every group's gap ({len(gaps)} rows)", numbers=True))
+            blocks.append(
+                _rows_table(
+                    [{**r, "Delta [95% CI]": _cell(r)} for r in flagged],
+                    [
+                        "analysis",
+                        "grouping",
+                        "group_value",
+                        "n_images",
+                        "n_clusters",
+                        "Delta [95% CI]",
+                        "p_adjusted",
+                        "q_value",
+                        "family_size",
+                    ],
+                )
+            )
+        blocks.append(
+            _rows_table(
+                [{**r, "Delta [95% CI]": _cell(r)} for r in gaps],
+                [
+                    "analysis",
+                    "grouping",
+                    "group_value",
+                    "n_images",
+                    "n_clusters",
+                    "accuracy_proposal",
+                    "accuracy_selected",
+                    "Delta [95% CI]",
+                    "p_adjusted",
+                    "excludes_zero_adjusted",
+                ],
+                collapsed=f"Every group's gap ({len(gaps)} rows)",
+                numbers=True,
+            )
+        )
         if small:
-            blocks.append(_rows_table(small,
-                                      ["analysis", "grouping", "group_value", "n_images", "n_clusters", "reason"],
-                                      collapsed=f"Groups too small to estimate ({len(small)} rows)"))
+            blocks.append(
+                _rows_table(
+                    small,
+                    ["analysis", "grouping", "group_value", "n_images", "n_clusters", "reason"],
+                    collapsed=f"Groups too small to estimate ({len(small)} rows)",
+                )
+            )
     blocks.append(Heading("Fairness"))
     if not inputs.has("fairness"):
         blocks.append(_absent("fairness"))
@@ -59,60 +114,124 @@ def _subgroups_section(inputs: ReportInputs) -> Section:
         blocks.append(Text(["The fairness table has no rows."]))
     else:
         rows = inputs.rows("fairness")
-        blocks.append(Text(["Per analysis and grouping: the worst group and the lowest to highest group accuracy "
-                            "(exact action level) of the proposal and of the selected action; fairness is their "
-                            "ratio (1 = equally accurate in every group)."], "note"))
+        blocks.append(
+            Text(
+                [
+                    "Per analysis and grouping: the worst group and the lowest to highest group accuracy "
+                    "(exact action level) of the proposal and of the selected action; fairness is their "
+                    "ratio (1 = equally accurate in every group)."
+                ],
+                "note",
+            )
+        )
         for role in ("proposal", "selected"):
             known = [r for r in rows if r.get(f"fairness_{role}") is not None]
             if known:
                 low = min(known, key=lambda r: r[f"fairness_{role}"])
-                blocks.append(Text([f"Least fair for the {'proposal' if role == 'proposal' else 'selected action'}: ",
-                                    ("b", f"{_num(low[f'fairness_{role}'], 3, False)}"),
-                                    f" in {low['analysis']} by {low['grouping']} (worst group "
-                                    f"{low[f'worst_group_{role}']})."]))
-        shown = [{"analysis": r["analysis"], "grouping": r["grouping"], "groups": r["n_groups"],
-                  **{f"{role}: {label}": value for role in ("proposal", "selected") for label, value in (
-                      ("worst group", r[f"worst_group_{role}"]),
-                      ("accuracy", f"{_num(r[f'min_accuracy_{role}'], 3, False)} to "
-                                   f"{_num(r[f'max_accuracy_{role}'], 3, False)}"),
-                      ("fairness", r[f"fairness_{role}"]))}} for r in rows]
-        blocks.append(_rows_table(shown, list(shown[0]), numbers=True,
-                                  collapsed=f"Fairness of every analysis and grouping ({len(shown)} rows)"
-                                  if len(shown) > 12 else None))
+                blocks.append(
+                    Text(
+                        [
+                            f"Least fair for the {'proposal' if role == 'proposal' else 'selected action'}: ",
+                            ("b", f"{_num(low[f'fairness_{role}'], 3, False)}"),
+                            f" in {low['analysis']} by {low['grouping']} (worst group {low[f'worst_group_{role}']}).",
+                        ]
+                    )
+                )
+        shown = [
+            {
+                "analysis": r["analysis"],
+                "grouping": r["grouping"],
+                "groups": r["n_groups"],
+                **{
+                    f"{role}: {label}": value
+                    for role in ("proposal", "selected")
+                    for label, value in (
+                        ("worst group", r[f"worst_group_{role}"]),
+                        (
+                            "accuracy",
+                            f"{_num(r[f'min_accuracy_{role}'], 3, False)} to "
+                            f"{_num(r[f'max_accuracy_{role}'], 3, False)}",
+                        ),
+                        ("fairness", r[f"fairness_{role}"]),
+                    )
+                },
+            }
+            for r in rows
+        ]
+        blocks.append(
+            _rows_table(
+                shown,
+                list(shown[0]),
+                numbers=True,
+                collapsed=f"Fairness of every analysis and grouping ({len(shown)} rows)" if len(shown) > 12 else None,
+            )
+        )
     return _section("subgroups", blocks)
 
 
 def _provenance_section(inputs: ReportInputs) -> Section:
     lake = inputs.lake
     blocks: list = [Heading("This report")]
-    run = [["software", f"autheval {__version__}"],
-           ["this run", lake.get("run_id") or "no open run (written outside a lake run)"],
-           ["written at", lake.get("written_at") or "NA"]]
+    run = [
+        ["software", f"autheval {__version__}"],
+        ["this run", lake.get("run_id") or "no open run (written outside a lake run)"],
+        ["written at", lake.get("written_at") or "NA"],
+    ]
     if lake.get("snapshot"):
-        run += [["served snapshot before this run", f"{lake['snapshot']} (run {lake.get('snapshot_run_id')}, committed "
-                 f"{lake.get('committed_at')}, {lake.get('software') or 'software not named'})"]]
+        run += [
+            [
+                "served snapshot before this run",
+                f"{lake['snapshot']} (run {lake.get('snapshot_run_id')}, committed "
+                f"{lake.get('committed_at')}, {lake.get('software') or 'software not named'})",
+            ]
+        ]
     else:
         run += [["served snapshot before this run", "none (this run makes the lake's first snapshot)"]]
     blocks.append(Table(["", ""], run))
     blocks.append(Heading("Estimation"))
     schemes = _schemes(inputs)
     if schemes:
-        blocks.append(_rows_table(schemes, ["scheme", "interval_method", "reps", "seed", "quantile_lower",
-                                            "quantile_upper", "analyses"]))
+        blocks.append(
+            _rows_table(
+                schemes, ["scheme", "interval_method", "reps", "seed", "quantile_lower", "quantile_upper", "analyses"]
+            )
+        )
     else:
         first = inputs.summary.to_pylist()[0] if inputs.summary.num_rows else {}
-        blocks.append(Text([f"Scheme {first.get('scheme')}, {first.get('reps')} whole-cluster bootstrap replicates "
-                            "(the estimates' provenance columns are not in this lake)."]))
+        blocks.append(
+            Text(
+                [
+                    f"Scheme {first.get('scheme')}, {first.get('reps')} whole-cluster bootstrap replicates "
+                    "(the estimates' provenance columns are not in this lake)."
+                ]
+            )
+        )
     blocks.append(Heading("Rules"))
     if inputs.rows("rules"):
         blocks.append(_rows_table(inputs.rows("rules"), list(inputs.rows("rules")[0])))
     else:
-        blocks.append(Text(["No declared rules in this lake (no contexts table): the records' local scores are used as "
-                            "logged (the reference study's come from the published traces)."]))
+        blocks.append(
+            Text(
+                [
+                    "No declared rules in this lake (no contexts table): the records' local scores are used as "
+                    "logged (the reference study's come from the published traces)."
+                ]
+            )
+        )
     blocks.append(Heading("Analyses: record, mechanism and data hash"))
     if inputs.rows("analyses"):
-        wanted = ["study", "analysis", "record_level", "mechanism", "source", "data_sha256", "rule_version",
-                  "rule_sha256", "engine", "software_version"]
+        wanted = [
+            "study",
+            "analysis",
+            "record_level",
+            "mechanism",
+            "source",
+            "data_sha256",
+            "rule_version",
+            "rule_sha256",
+            "engine",
+            "software_version",
+        ]
         blocks.append(_rows_table(inputs.rows("analyses"), [c for c in wanted if c in inputs.rows("analyses")[0]]))
     else:
         blocks.append(Text(["The estimates carry no per-analysis provenance in this lake."]))
@@ -120,21 +239,29 @@ def _provenance_section(inputs: ReportInputs) -> Section:
     if inputs.rows("mechanisms"):
         wanted = ["mechanism", "source", "producer", "producer_sha256", "images"]
         blocks.append(_rows_table(inputs.rows("mechanisms"), [c for c in wanted if c in inputs.rows("mechanisms")[0]]))
-    for part, cols in (("vlm_models",
-                        ["model", "revision", "backend", "method", "device", "dtype", "images", "prompts"]),
-                       ("probe_models", ["model", "images"]),
-                       ("model_runs", ["trainer", "mechanism", "model", "model_revision", "data_sha256", "seed"])):
+    for part, cols in (
+        ("vlm_models", ["model", "revision", "backend", "method", "device", "dtype", "images", "prompts"]),
+        ("probe_models", ["model", "images"]),
+        ("model_runs", ["trainer", "mechanism", "model", "model_revision", "data_sha256", "seed"]),
+    ):
         if inputs.rows(part):
             blocks.append(_rows_table(inputs.rows(part), cols))
     if not _model_names(inputs):
-        blocks.append(Text(["No model ran in the lake: every mechanism's proposals were given (a file or the "
-                            "published heads)."]))
+        blocks.append(
+            Text(["No model ran in the lake: every mechanism's proposals were given (a file or the published heads)."])
+        )
     if inputs.rows("input_files"):
         blocks.append(Heading("Input files"))
-        blocks.append(_rows_table(inputs.rows("input_files"),
-                                  ["name", "location", "sha256", "expected_sha256", "rows"]))
-    missing = [f"{table}.{name}" for table, names in PROVENANCE_FIELDS.items() if table in inputs.columns
-               for name in names if name not in inputs.columns[table]]
+        blocks.append(
+            _rows_table(inputs.rows("input_files"), ["name", "location", "sha256", "expected_sha256", "rows"])
+        )
+    missing = [
+        f"{table}.{name}"
+        for table, names in PROVENANCE_FIELDS.items()
+        if table in inputs.columns
+        for name in names
+        if name not in inputs.columns[table]
+    ]
     if missing:
         blocks.append(Heading("Not in the lake"))
         blocks.append(Text(["Provenance these tables do not carry yet: " + ", ".join(missing) + "."]))

@@ -14,19 +14,45 @@ from autheval.reporting.report.words import METRIC_WORDS, _absent, _cell, _rows_
 
 def _trend_section(inputs: ReportInputs) -> Section:
     if not inputs.has("trend"):
-        return _section("trend", [Text(["This lake has no trend table: nothing has been monitored. Role-separated "
-                                        "or full logs dropped in the landing folder are re-evaluated to date and per "
-                                        "period, with intervals, and reported here."])])
+        return _section(
+            "trend",
+            [
+                Text(
+                    [
+                        "This lake has no trend table: nothing has been monitored. Role-separated "
+                        "or full logs dropped in the landing folder are re-evaluated to date and per "
+                        "period, with intervals, and reported here."
+                    ]
+                )
+            ],
+        )
     rows = inputs.rows("trend")
     if not rows:
         return _section("trend", [Text(["The trend table has no rows: no landed log yet."])])
-    blocks: list = [Text(["Each landed log is pooled by record level; 'all' is every log to date. A number a pool's "
-                          "record cannot support is reported as not recoverable with the reason."], "note")]
-    blocks.append(_rows_table([{**r, "estimate [95% CI]": _cell(r, pct=r["metric"] == "intervention_rate"),
-                                "metric": METRIC_WORDS.get(r["metric"], r["metric"]),
-                                "unit": r["unit"].replace("_", "-")} for r in rows],
-                              ["pool", "period", "unit", "metric", "estimate [95% CI]", "n", "n_clusters", "status",
-                               "reason"], numbers=True))
+    blocks: list = [
+        Text(
+            [
+                "Each landed log is pooled by record level; 'all' is every log to date. A number a pool's "
+                "record cannot support is reported as not recoverable with the reason."
+            ],
+            "note",
+        )
+    ]
+    blocks.append(
+        _rows_table(
+            [
+                {
+                    **r,
+                    "estimate [95% CI]": _cell(r, pct=r["metric"] == "intervention_rate"),
+                    "metric": METRIC_WORDS.get(r["metric"], r["metric"]),
+                    "unit": r["unit"].replace("_", "-"),
+                }
+                for r in rows
+            ],
+            ["pool", "period", "unit", "metric", "estimate [95% CI]", "n", "n_clusters", "status", "reason"],
+            numbers=True,
+        )
+    )
     gap_rows = [r for r in rows if r["metric"] == "Delta_authority" and r["unit"] == "image_weighted"]
     if gap_rows:
         blocks.append(Image("report_trend.png", _trend_png(rows), "the authority gap per period"))
@@ -39,10 +65,12 @@ def _trend_png(rows: list[dict]) -> bytes:
     return trend_plot_png(trend_plot_table(pa.Table.from_pylist(rows)))
 
 
-MONITOR_ABSENT = ("Nothing is monitored in this lake yet. Declare an acceptance protocol (`autheval protocol show` "
-                  "prints the default; `autheval protocol check FILE` validates yours), drop each month's logs in "
-                  "<lake>/landing/ and run `autheval monitor run --lake DIR`: every site x model version x rule then "
-                  "gets a status here, look by look.")
+MONITOR_ABSENT = (
+    "Nothing is monitored in this lake yet. Declare an acceptance protocol (`autheval protocol show` "
+    "prints the default; `autheval protocol check FILE` validates yours), drop each month's logs in "
+    "<lake>/landing/ and run `autheval monitor run --lake DIR`: every site x model version x rule then "
+    "gets a status here, look by look."
+)
 
 
 def _bounds_words(row: dict) -> str:
@@ -64,42 +92,109 @@ def _monitoring_section(inputs: ReportInputs) -> Section:
     """The monitor's status table (latest look of every site x model version x rule), the alerts, the
     per-site picture and the case-mix shifts; the empty state when nothing has landed."""
     if not inputs.has("monitor_latest"):
-        why = ("This lake has no monitor table. " if "monitor" not in inputs.columns else
-               "This lake's monitor table lacks columns the report reads (an older lake). ")
+        why = (
+            "This lake has no monitor table. "
+            if "monitor" not in inputs.columns
+            else "This lake's monitor table lacks columns the report reads (an older lake). "
+        )
         return _section("monitoring", [Text([why + MONITOR_ABSENT])])
     latest = inputs.rows("monitor_latest")
     if not latest:
         return _section("monitoring", [Text(["The monitor table has no rows: no landed log yet. " + MONITOR_ABSENT])])
     alerts = [r for r in latest if r["status"] == "alert"]
     counts = {s: sum(r["status"] == s for r in latest) for s in ("alert", "pass", "insufficient")}
-    blocks: list = [Text([
-        "Each site x model version (and every site pooled: 'all') is watched look by look against the declared "
-        "protocol's rules with an anytime-valid confidence sequence (valid at every look at once, lesion clusters "
-        "as units), drawn at the level the multiplicity correction gives; the fixed-sample bootstrap interval is "
-        "beside it for reference only (acting on it every month would alarm falsely). ",
-        ("b", f"{counts['alert']} alert, {counts['pass']} pass, {counts['insufficient']} insufficient"),
-        f" at the latest look of {len(latest)} site x model version x rule series."], "note")]
+    blocks: list = [
+        Text(
+            [
+                "Each site x model version (and every site pooled: 'all') is watched look by look against the declared "
+                "protocol's rules with an anytime-valid confidence sequence (valid at every look at once, lesion clusters "
+                "as units), drawn at the level the multiplicity correction gives; the fixed-sample bootstrap interval is "
+                "beside it for reference only (acting on it every month would alarm falsely). ",
+                ("b", f"{counts['alert']} alert, {counts['pass']} pass, {counts['insufficient']} insufficient"),
+                f" at the latest look of {len(latest)} site x model version x rule series.",
+            ],
+            "note",
+        )
+    ]
     blocks.append(Heading("Alerts"))
     if alerts:
-        blocks.append(Text([("b", f"{len(alerts)} series alert"), ": the confidence sequence lies wholly outside the "
-                            "protocol's bounds at the latest look."], "callout"))
-        blocks.append(_rows_table([{**r, "rule": _rule_words(r), "bounds": _bounds_words(r),
-                                    "confidence sequence": _band(r, "cs_lower", "cs_upper")} for r in alerts],
-                                  ["site", "model_version", "rule", "bounds", "period", "n_clusters", "estimate",
-                                   "confidence sequence", "alert_since", "reason"], numbers=True))
+        blocks.append(
+            Text(
+                [
+                    ("b", f"{len(alerts)} series alert"),
+                    ": the confidence sequence lies wholly outside the protocol's bounds at the latest look.",
+                ],
+                "callout",
+            )
+        )
+        blocks.append(
+            _rows_table(
+                [
+                    {
+                        **r,
+                        "rule": _rule_words(r),
+                        "bounds": _bounds_words(r),
+                        "confidence sequence": _band(r, "cs_lower", "cs_upper"),
+                    }
+                    for r in alerts
+                ],
+                [
+                    "site",
+                    "model_version",
+                    "rule",
+                    "bounds",
+                    "period",
+                    "n_clusters",
+                    "estimate",
+                    "confidence sequence",
+                    "alert_since",
+                    "reason",
+                ],
+                numbers=True,
+            )
+        )
     else:
         blocks.append(Text(["No site x model version x rule alerts at its latest look."]))
     blocks.append(Heading("Status at the latest look"))
-    blocks.append(_rows_table([{**r, "rule": _rule_words(r), "bounds": _bounds_words(r),
-                                "confidence sequence": _band(r, "cs_lower", "cs_upper"),
-                                "fixed-sample 95% CI": _band(r, "ci_lower", "ci_upper"),
-                                "level": r.get("alpha_adjusted")} for r in latest],
-                              ["site", "model_version", "rule", "bounds", "period", "look", "n_clusters", "estimate",
-                               "confidence sequence", "fixed-sample 95% CI", "level", "status"], numbers=True))
+    blocks.append(
+        _rows_table(
+            [
+                {
+                    **r,
+                    "rule": _rule_words(r),
+                    "bounds": _bounds_words(r),
+                    "confidence sequence": _band(r, "cs_lower", "cs_upper"),
+                    "fixed-sample 95% CI": _band(r, "ci_lower", "ci_upper"),
+                    "level": r.get("alpha_adjusted"),
+                }
+                for r in latest
+            ],
+            [
+                "site",
+                "model_version",
+                "rule",
+                "bounds",
+                "period",
+                "look",
+                "n_clusters",
+                "estimate",
+                "confidence sequence",
+                "fixed-sample 95% CI",
+                "level",
+                "status",
+            ],
+            numbers=True,
+        )
+    )
     series = inputs.rows("monitor_series")
     if series:
-        blocks.append(Image("report_monitor.png", monitor_plot_png(series), "each site's confidence sequence, "
-                            "fixed-sample interval and the protocol's bounds per look"))
+        blocks.append(
+            Image(
+                "report_monitor.png",
+                monitor_plot_png(series),
+                "each site's confidence sequence, fixed-sample interval and the protocol's bounds per look",
+            )
+        )
     blocks.append(Heading("Case mix"))
     mix = inputs.rows("monitor_case_mix")
     if not inputs.has("monitor_case_mix"):
@@ -108,14 +203,28 @@ def _monitoring_section(inputs: ReportInputs) -> Section:
         blocks.append(Text(["The case-mix table has no rows."]))
     else:
         shifted = [r for r in mix if r["shifted"]]
-        blocks.append(Text([("b", f"{len(shifted)} of {len(mix)} site x dimension case mixes have shifted"),
-                            " against the site's baseline at the latest period (a sequential multinomial test, "
-                            "anytime-valid). A shifted case mix changes what the gap means: read the gap of that "
-                            "site beside it."]))
+        blocks.append(
+            Text(
+                [
+                    ("b", f"{len(shifted)} of {len(mix)} site x dimension case mixes have shifted"),
+                    " against the site's baseline at the latest period (a sequential multinomial test, "
+                    "anytime-valid). A shifted case mix changes what the gap means: read the gap of that "
+                    "site beside it.",
+                ]
+            )
+        )
         if shifted:
             blocks.append(Heading("Case-mix shifts"))
-            blocks.append(_rows_table(shifted, ["site", "dimension", "period", "shifted_since", "p_value", "shares"],
-                                      numbers=True))
-        blocks.append(_rows_table(mix, ["site", "dimension", "period", "shifted", "p_value", "shares", "reason"],
-                                  collapsed=f"Every site's case mix at its latest period ({len(mix)} rows)"))
+            blocks.append(
+                _rows_table(
+                    shifted, ["site", "dimension", "period", "shifted_since", "p_value", "shares"], numbers=True
+                )
+            )
+        blocks.append(
+            _rows_table(
+                mix,
+                ["site", "dimension", "period", "shifted", "p_value", "shares", "reason"],
+                collapsed=f"Every site's case mix at its latest period ({len(mix)} rows)",
+            )
+        )
     return _section("monitoring", blocks)

@@ -9,9 +9,20 @@ import pyarrow as pa
 
 from autheval.reporting.report.document import Heading, Image, ReportInputs, Section, Table, Text
 from autheval.reporting.report.plots import MAX_PLOTTED_CONTRAST_ROWS, _forest_groups, forest_plot_png
-from autheval.reporting.report.words import (GLOBAL_METRICS, KEY_METRICS, METRIC_WORDS, _arrow_table, _cell,
-                                             _excludes_zero, _known, _not_reported, _num, _pct, _section,
-                                             _words_of_level)
+from autheval.reporting.report.words import (
+    GLOBAL_METRICS,
+    KEY_METRICS,
+    METRIC_WORDS,
+    _arrow_table,
+    _cell,
+    _excludes_zero,
+    _known,
+    _not_reported,
+    _num,
+    _pct,
+    _section,
+    _words_of_level,
+)
 
 
 def _interval(row: dict, key: str) -> str:
@@ -31,8 +42,11 @@ def headline(row: dict) -> dict:
     """One study_summary row as people read it: p, delta and both gaps with their 95% intervals (NA where
     a number is not estimable, e.g. delta when nothing was changed)."""
     return {
-        "study": row["study"], "analysis": row["analysis"], "images": row["n_images"],
-        "clusters": row["n_clusters"], "p": _rounded(row["intervention_rate"]),
+        "study": row["study"],
+        "analysis": row["analysis"],
+        "images": row["n_images"],
+        "clusters": row["n_clusters"],
+        "p": _rounded(row["intervention_rate"]),
         "delta": _rounded(row["delta"]),
         "Delta image-weighted [95% CI]": _interval(row, "Delta_authority_image"),
         "Delta cluster-equal [95% CI]": _interval(row, "Delta_authority_cluster"),
@@ -40,10 +54,12 @@ def headline(row: dict) -> dict:
 
 
 CONTRAST_FLAG = "excludes zero (Holm-adjusted)"
-CONTRAST_NOTE = ("The flag is the multiplicity-adjusted one: Holm's adjusted bootstrap p-value below the "
-                 "intervals' alpha (0.05 for 95% intervals) over the row's family (every contrast of its study "
-                 "in one unit, family_size tests); the raw interval's flag and the Benjamini-Hochberg q-value "
-                 "are beside it.")
+CONTRAST_NOTE = (
+    "The flag is the multiplicity-adjusted one: Holm's adjusted bootstrap p-value below the "
+    "intervals' alpha (0.05 for 95% intervals) over the row's family (every contrast of its study "
+    "in one unit, family_size tests); the raw interval's flag and the Benjamini-Hochberg q-value "
+    "are beside it."
+)
 
 
 def contrast_rows(contrasts: pa.Table) -> pa.Table:
@@ -51,12 +67,25 @@ def contrast_rows(contrasts: pa.Table) -> pa.Table:
     older lake, without the adjusted columns, keeps its raw flag, named as such)."""
     out = []
     for r in contrasts.to_pylist():
-        row = {"contrast": r["contrast"], "unit": r["unit"], "difference": r["difference"],
-               "ci_lower": r["ci_lower"], "ci_upper": r["ci_upper"]}
+        row = {
+            "contrast": r["contrast"],
+            "unit": r["unit"],
+            "difference": r["difference"],
+            "ci_lower": r["ci_lower"],
+            "ci_upper": r["ci_upper"],
+        }
         if "excludes_zero_adjusted" in r:
-            row.update({CONTRAST_FLAG: r["excludes_zero_adjusted"], "p": r["p_value"],
-                        "p (Holm)": r["p_adjusted"], "q (BH)": r["q_value"], "family": r["family"],
-                        "family_size": r["family_size"], "excludes zero (unadjusted)": r["excludes_zero"]})
+            row.update(
+                {
+                    CONTRAST_FLAG: r["excludes_zero_adjusted"],
+                    "p": r["p_value"],
+                    "p (Holm)": r["p_adjusted"],
+                    "q (BH)": r["q_value"],
+                    "family": r["family"],
+                    "family_size": r["family_size"],
+                    "excludes zero (unadjusted)": r["excludes_zero"],
+                }
+            )
         else:
             row["excludes zero (unadjusted)"] = r.get("excludes_zero")
         out.append(row)
@@ -90,25 +119,38 @@ def analysis_paragraph(analysis: str, entry: dict) -> Text:
     if level:
         head.append(LEVEL_CLAUSE.get(level, f"{_words_of_level(level)} record"))
     if size is not None:
-        head.append(f"{size.get('n')} images in {size.get('n_clusters')} clusters" if size.get("n")
-                    else f"{size.get('n_clusters')} clusters")
+        head.append(
+            f"{size.get('n')} images in {size.get('n_clusters')} clusters"
+            if size.get("n")
+            else f"{size.get('n_clusters')} clusters"
+        )
     parts: list = [("b", analysis), " (" + "; ".join(head) + "). "]
     if _known(p):
-        parts.append(f"The review changed the proposal on p = {_pct(p['estimate'])} of images "
-                     f"[{_pct(p.get('ci_lower'))}, {_pct(p.get('ci_upper'))}]. ")
+        parts.append(
+            f"The review changed the proposal on p = {_pct(p['estimate'])} of images "
+            f"[{_pct(p.get('ci_lower'))}, {_pct(p.get('ci_upper'))}]. "
+        )
     if _known(d):
-        direction = ("the proposal would have scored higher than the action taken" if d["estimate"] > 0 else
-                     "the action taken scored higher than the proposal would have" if d["estimate"] < 0 else
-                     "the action taken scored as the proposal would have")
+        direction = (
+            "the proposal would have scored higher than the action taken"
+            if d["estimate"] > 0
+            else "the action taken scored higher than the proposal would have"
+            if d["estimate"] < 0
+            else "the action taken scored as the proposal would have"
+        )
         parts.append(f"Where it changed it, {direction}: delta = {_cell(d)} local-utility points per changed image. ")
     if _known(gap) and _known(p) and p["estimate"] == 0:
         parts.append("No proposal was changed, so Delta = 0 by identification and delta is undefined. ")
     elif _known(gap):
         clustered = f"; cluster-equal {_cell(gap_c)}" if gap_c is not None else ""
-        parts.append(f"Over all images, Delta = p \u00d7 delta = {_cell(gap)} points per image (image-weighted"
-                     f"{clustered}). ")
-        scores = (f" (J_auth = {_num(j_auth['estimate'])} against J = {_num(j['estimate'])})"
-                  if _known(j) and _known(j_auth) else "")
+        parts.append(
+            f"Over all images, Delta = p \u00d7 delta = {_cell(gap)} points per image (image-weighted{clustered}). "
+        )
+        scores = (
+            f" (J_auth = {_num(j_auth['estimate'])} against J = {_num(j['estimate'])})"
+            if _known(j) and _known(j_auth)
+            else ""
+        )
         if gap["estimate"] > 0:
             meaning = f"under the same local rule the proposal alone scores higher than the executed workflow{scores}"
             verdict = "a proposal-level evaluation overstates this workflow"
@@ -122,8 +164,10 @@ def analysis_paragraph(analysis: str, entry: dict) -> Text:
         if zero is True and verdict:
             parts.append(f"The gap is {sign} and its 95% interval excludes zero: {meaning}, so {verdict}. ")
         elif zero is False:
-            parts.append(f"The point estimate is {sign} ({meaning}), but its 95% interval includes zero: the record "
-                         "does not show a gap in either direction at this sample size. ")
+            parts.append(
+                f"The point estimate is {sign} ({meaning}), but its 95% interval includes zero: the record "
+                "does not show a gap in either direction at this sample size. "
+            )
         else:
             parts.append(f"The gap is {sign}: {meaning}" + (f", so {verdict}" if verdict else "") + ". ")
     missing = _not_reported(entry)
@@ -134,13 +178,20 @@ def analysis_paragraph(analysis: str, entry: dict) -> Text:
 
 
 def _summary_section(inputs: ReportInputs, entries: dict) -> Section:
-    blocks: list = [Text(["How to read: p is the share of images whose proposal the review changed; delta and Delta "
-                          "are points of the declared local utility U_z (0 for the reference action, negative for "
-                          "under- or over-escalation). delta = U_z(proposal) - U_z(selected) averaged over the changed "
-                          "images; Delta = J_auth - J = p \u00d7 delta per image, where J is the executed workflow's "
-                          "mean local score and J_auth the proposal's under the same rule. A positive gap means a "
-                          "proposal-level evaluation overstates the workflow, a negative one that it understates it. "
-                          "Brackets are 95% whole-cluster bootstrap intervals."], "note")]
+    blocks: list = [
+        Text(
+            [
+                "How to read: p is the share of images whose proposal the review changed; delta and Delta "
+                "are points of the declared local utility U_z (0 for the reference action, negative for "
+                "under- or over-escalation). delta = U_z(proposal) - U_z(selected) averaged over the changed "
+                "images; Delta = J_auth - J = p \u00d7 delta per image, where J is the executed workflow's "
+                "mean local score and J_auth the proposal's under the same rule. A positive gap means a "
+                "proposal-level evaluation overstates the workflow, a negative one that it understates it. "
+                "Brackets are 95% whole-cluster bootstrap intervals."
+            ],
+            "note",
+        )
+    ]
     if not entries:
         blocks.append(Text(["The lake holds no estimates: there is nothing to report yet."]))
     blocks += [analysis_paragraph(analysis, entry) for analysis, entry in entries.items()]
@@ -156,28 +207,57 @@ def _metric_rows(entries: dict, metrics: tuple[str, ...], product: bool) -> list
             cells = [_cell(entry.get((unit, m))) for m in metrics]
             if product:
                 p, d = entry.get((unit, "intervention_rate")), entry.get((unit, "delta"))
-                known = (unit == "image_weighted" and p and d and p.get("estimate") is not None
-                         and d.get("estimate") is not None)
+                known = (
+                    unit == "image_weighted"
+                    and p
+                    and d
+                    and p.get("estimate") is not None
+                    and d.get("estimate") is not None
+                )
                 cells.append(_num(p["estimate"] * d["estimate"]) if known else "NA")
             rows.append([analysis, unit.replace("_", "-"), *cells])
     return rows
 
 
 def _decomposition_section(entries: dict) -> Section:
-    blocks: list = [Text(["Each cell is the estimate with its 95% interval in brackets, or the reason it is not a "
-                          "number. J and J_auth are the mean local scores of the executed action and of the proposal; "
-                          "the last column repeats Delta from its parts (image-weighted)."], "note")]
+    blocks: list = [
+        Text(
+            [
+                "Each cell is the estimate with its 95% interval in brackets, or the reason it is not a "
+                "number. J and J_auth are the mean local scores of the executed action and of the proposal; "
+                "the last column repeats Delta from its parts (image-weighted)."
+            ],
+            "note",
+        )
+    ]
     rows = _metric_rows(entries, KEY_METRICS, product=True)
-    blocks.append(Table(["analysis", "unit", *[METRIC_WORDS.get(m, m) for m in KEY_METRICS], "p \u00d7 delta"], rows,
-                        numbers=True) if rows else Text(["No estimates in the lake."]))
+    blocks.append(
+        Table(
+            ["analysis", "unit", *[METRIC_WORDS.get(m, m) for m in KEY_METRICS], "p \u00d7 delta"], rows, numbers=True
+        )
+        if rows
+        else Text(["No estimates in the lake."])
+    )
     if any(e.get(("image_weighted", m), {}).get("available") for e in entries.values() for m in GLOBAL_METRICS):
         blocks.append(Heading("Against the benchmark score"))
-        blocks.append(Text(["J_std is the proposal's global (benchmark) score, the same for every service; "
-                            "Delta_total = J_std - J = Delta_utility + Delta splits the benchmark's distance from the "
-                            "workflow into the local rule's share (Delta_utility = J_std - J_auth) and authority's "
-                            "(Delta)."], "note"))
-        blocks.append(Table(["analysis", "unit", *GLOBAL_METRICS], _metric_rows(entries, GLOBAL_METRICS, product=False),
-                            numbers=True))
+        blocks.append(
+            Text(
+                [
+                    "J_std is the proposal's global (benchmark) score, the same for every service; "
+                    "Delta_total = J_std - J = Delta_utility + Delta splits the benchmark's distance from the "
+                    "workflow into the local rule's share (Delta_utility = J_std - J_auth) and authority's "
+                    "(Delta)."
+                ],
+                "note",
+            )
+        )
+        blocks.append(
+            Table(
+                ["analysis", "unit", *GLOBAL_METRICS],
+                _metric_rows(entries, GLOBAL_METRICS, product=False),
+                numbers=True,
+            )
+        )
     return _section("decomposition", blocks)
 
 
@@ -187,24 +267,50 @@ def _levels_section(entries: dict) -> Section:
         level = entry.get("level")
         missing = _not_reported(entry, KEY_METRICS + GLOBAL_METRICS)
         said = "; ".join(f"{m}: {status}" + (f" ({reason})" if reason else "") for m, status, reason in missing)
-        rows.append([analysis, _words_of_level(level), LEVEL_SUPPORTS.get(level or "", "as its statuses say"),
-                     said or "every number is reported"])
-    blocks: list = [Text(["The record level decides what may be reported: proposal-only recovers nothing; "
-                          "role-separated recovers p and J; full counterfactual recovers J_auth, Delta and delta "
-                          "(when p > 0). A number the record cannot support is reported as not recoverable with "
-                          "the reason, never as a number."], "note")]
-    blocks.append(Table(["analysis", "record level", "supports", "not reported as numbers"], rows)
-                  if rows else Text(["No estimates in the lake."]))
+        rows.append(
+            [
+                analysis,
+                _words_of_level(level),
+                LEVEL_SUPPORTS.get(level or "", "as its statuses say"),
+                said or "every number is reported",
+            ]
+        )
+    blocks: list = [
+        Text(
+            [
+                "The record level decides what may be reported: proposal-only recovers nothing; "
+                "role-separated recovers p and J; full counterfactual recovers J_auth, Delta and delta "
+                "(when p > 0). A number the record cannot support is reported as not recoverable with "
+                "the reason, never as a number."
+            ],
+            "note",
+        )
+    ]
+    blocks.append(
+        Table(["analysis", "record level", "supports", "not reported as numbers"], rows)
+        if rows
+        else Text(["No estimates in the lake."])
+    )
     return _section("levels", blocks)
 
 
 def _forest_section(inputs: ReportInputs) -> Section:
     groups = [g for g, s, _ in _forest_groups(inputs.summary, inputs.contrasts) if s]
-    blocks: list = [Text(["One panel per group (" + ", ".join(groups or ["none"]) + "): the authority gap of each "
-                          "analysis in both units with its 95% interval, and the group's paired contrasts when there "
-                          f"are at most {MAX_PLOTTED_CONTRAST_ROWS} (more are in the table below)."], "note"),
-                    Image("forest_plot.png", forest_plot_png(inputs.summary, inputs.contrasts),
-                          "forest plots of the authority gaps by group")]
+    blocks: list = [
+        Text(
+            [
+                "One panel per group (" + ", ".join(groups or ["none"]) + "): the authority gap of each "
+                "analysis in both units with its 95% interval, and the group's paired contrasts when there "
+                f"are at most {MAX_PLOTTED_CONTRAST_ROWS} (more are in the table below)."
+            ],
+            "note",
+        ),
+        Image(
+            "forest_plot.png",
+            forest_plot_png(inputs.summary, inputs.contrasts),
+            "forest plots of the authority gaps by group",
+        ),
+    ]
     return _section("forest", blocks)
 
 
@@ -219,22 +325,40 @@ def _contrasts_section(inputs: ReportInputs) -> Section:
         kept = [r for r in rows if r["excludes_zero_adjusted"]]
         raw = sum(1 for r in rows if r.get("excludes_zero"))
         lost = sum(1 for r in rows if r.get("excludes_zero") and not r["excludes_zero_adjusted"])
-        text = [("b", f"{len(kept)} of {len(rows)} paired contrasts exclude zero after the Holm adjustment"),
-                " within their family (the headline flag; a difference is the first arm's Delta minus the "
-                "second's on the same clusters)"]
-        text.append(f"; {raw} exclude zero on the raw interval" + (f", {lost} of which do not survive the adjustment"
-                                                                  if lost else "") + ".")
+        text = [
+            ("b", f"{len(kept)} of {len(rows)} paired contrasts exclude zero after the Holm adjustment"),
+            " within their family (the headline flag; a difference is the first arm's Delta minus the "
+            "second's on the same clusters)",
+        ]
+        text.append(
+            f"; {raw} exclude zero on the raw interval"
+            + (f", {lost} of which do not survive the adjustment" if lost else "")
+            + "."
+        )
         blocks.append(Text(text))
         for r in kept[:6]:
-            blocks.append(Text([("b", r["contrast"]), f" ({r['unit'].replace('_', '-')}): difference "
-                                f"{_num(r['difference'])} [{_num(r['ci_lower'])}, {_num(r['ci_upper'])}] local-utility "
-                                f"points per image, Holm p = {_num(r['p_adjusted'], 4, False)} over "
-                                f"{r['family_size']} test(s) of family {r['family']}."]))
+            blocks.append(
+                Text(
+                    [
+                        ("b", r["contrast"]),
+                        f" ({r['unit'].replace('_', '-')}): difference "
+                        f"{_num(r['difference'])} [{_num(r['ci_lower'])}, {_num(r['ci_upper'])}] local-utility "
+                        f"points per image, Holm p = {_num(r['p_adjusted'], 4, False)} over "
+                        f"{r['family_size']} test(s) of family {r['family']}.",
+                    ]
+                )
+            )
         if len(kept) > 6:
             blocks.append(Text([f"... and {len(kept) - 6} more in the table."]))
     else:
-        blocks.append(Text(["This lake's contrasts carry no multiplicity adjustment: the flag below is the raw "
-                            "interval's, one test at a time."]))
+        blocks.append(
+            Text(
+                [
+                    "This lake's contrasts carry no multiplicity adjustment: the flag below is the raw "
+                    "interval's, one test at a time."
+                ]
+            )
+        )
     shown = contrast_rows(contrasts)
     blocks.append(Text([CONTRAST_NOTE], "note"))
     blocks.append(_arrow_table(shown))

@@ -78,14 +78,20 @@ def _not_reported(entry: dict, metrics=KEY_METRICS, unit: str = "image_weighted"
     for metric in metrics:
         row = entry.get((unit, metric))
         if row is not None and (not row.get("available", True) or row.get("estimate") is None) and row.get("status"):
-            out.append((METRIC_WORDS.get(metric, metric), STATUS_WORDS.get(row["status"], row["status"]),
-                        row.get("reason") or ""))
+            out.append(
+                (
+                    METRIC_WORDS.get(metric, metric),
+                    STATUS_WORDS.get(row["status"], row["status"]),
+                    row.get("reason") or "",
+                )
+            )
     return out
 
 
 def _model_names(inputs: ReportInputs) -> list[str]:
-    names = [r["model"] for part in ("vlm_models", "probe_models", "model_runs") for r in inputs.rows(part)
-             if r.get("model")]
+    names = [
+        r["model"] for part in ("vlm_models", "probe_models", "model_runs") for r in inputs.rows(part) if r.get("model")
+    ]
     return list(dict.fromkeys(names))
 
 
