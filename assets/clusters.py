@@ -6,17 +6,22 @@ from __future__ import annotations
 
 from dagster import AssetCheckResult, asset, asset_check
 
-from assets.common import DUPLICATES, check_row, write_table
+from assets.common import DUPLICATES, check_result, check_row, write_table
 from assets.resources import LakeResource, SourceResource
 from autheval.raw.pipeline import cluster_images
 from autheval.reference_data import reference_path
 
 
-@asset(group_name=DUPLICATES, kinds={"parquet"}, deps=["images", "image_hashes", "duplicates", "duplicate_removals"],
-       description=(
-    "image_id, cluster_id, split (+ base_node, duplicate_group, cluster_size, split_key, split_source): "
-    "the evaluation clusters and their split; a cluster never crosses a split. For the reference study "
-    "every frozen cluster id is re-derived and must match."))  # fmt: skip
+@asset(
+    group_name=DUPLICATES,
+    kinds={"parquet"},
+    deps=["images", "image_hashes", "duplicates", "duplicate_removals"],
+    description=(
+        "image_id, cluster_id, split (+ base_node, duplicate_group, cluster_size, split_key, split_source): "
+        "the evaluation clusters and their split; a cluster never crosses a split. For the reference study "
+        "every frozen cluster id is re-derived and must match."
+    ),
+)
 def clusters(lake: LakeResource, source: SourceResource):
     store = lake.lake()
     freeze = str(reference_path("split_freeze")) if source.is_reference else source.freeze or None
@@ -47,7 +52,7 @@ def clusters_unique_ids(lake: LakeResource) -> AssetCheckResult:
 @asset_check(asset=clusters, description="no cluster crosses a split")
 def clusters_within_one_split(lake: LakeResource) -> AssetCheckResult:
     row = check_row(lake.lake(), "duplicates/check_cluster_splits", ["clusters"])
-    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
+    return check_result(row)
 
 
 @asset_check(
@@ -57,4 +62,4 @@ def clusters_within_one_split(lake: LakeResource) -> AssetCheckResult:
 )
 def clusters_context_constant(lake: LakeResource) -> AssetCheckResult:
     row = check_row(lake.lake(), "context/check_cluster_context", ["clusters", "images"])
-    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
+    return check_result(row)

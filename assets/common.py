@@ -7,16 +7,35 @@ from collections.abc import Iterable
 
 import duckdb
 import pyarrow as pa
-from dagster import MaterializeResult, MetadataValue, TableColumn, TableSchema
+from dagster import AssetCheckResult, AssetSpec, MaterializeResult, MetadataValue, TableColumn, TableSchema
 
+from assets.resources import LakeResource, ModelsResource, SourceResource
+from autheval.reference_data import register_reference
 from warehouse.lake import Lake
-from warehouse.sql import connect, one
+from warehouse.sql import connect, one, run
 
 # Groups (stages of the flow) and kinds, so the lineage reads left to right.
 INGEST, DUPLICATES, CONTEXT, PROPOSALS, REVIEW, SCORING, ESTIMATES, REPORTS, RECURRING = (
-    "ingest", "duplicates", "context", "proposals", "review", "scoring", "estimates", "reports",
+    "ingest",
+    "duplicates",
+    "context",
+    "proposals",
+    "review",
+    "scoring",
+    "estimates",
+    "reports",
     "recurring",
-)  # fmt: skip
+)
+
+
+def table_specs(group: str, deps: list, **descriptions: str) -> list[AssetSpec]:
+    """The outputs of a multi-asset whose tables all come from the same inputs: Parquet tables of one
+    stage (`group`) with the same `deps`, declared once so the outputs cannot drift apart, each with its
+    own description (keyword: the table's name)."""
+    return [
+        AssetSpec(name, group_name=group, kinds={"parquet"}, deps=deps, description=text)
+        for name, text in descriptions.items()
+    ]
 
 
 def connect_with(lake: Lake, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConnection:
@@ -25,6 +44,13 @@ def connect_with(lake: Lake, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConne
     for name in tables:
         con.register(name, lake.read(name))
     return con
+
+
+def reference_table(lake: Lake, sql_name: str) -> pa.Table:
+    """The reference study's rows of a table: the SQL file `sql_name` over its embedded published traces
+    (autheval.reference_data.register_reference), how every asset with a reference-study branch reads
+    them."""
+    return run(register_reference(connect_with(lake)), sql_name)
 
 
 def table_schema(table: pa.Table) -> TableSchema:
@@ -50,6 +76,47 @@ def write_table(
     )
 
 
+def model_not_run(models: ModelsResource, source: SourceResource) -> str | None:
+    """Why the model mechanisms do not run here, or None when they do."""
+    if source.is_reference:
+        return "not run: the reference study's proposals are its published traces"
+    if not models.enabled:
+        return "not run: model mechanisms are disabled (ModelsResource.enabled, $AUTHEVAL_MODELS=1, or autheval demo)"
+    return None
+
+
+def open_model_asset(
+    lake: LakeResource,
+    source: SourceResource,
+    models: ModelsResource,
+    outputs: dict[str, pa.Schema],
+    missing: str | None = None,
+) -> tuple[Lake, list[MaterializeResult]]:
+    """How every model asset opens (assets/model_proposals.py, assets/grpo.py), in one place so they all
+    skip alike: its lake, and where it does not run here (model_not_run, or `missing`: why a part it
+    needs is not configured) each of its `outputs` written as an empty table of its schema whose metadata
+    says why, for the asset to return (or yield) and stop; an empty list where it runs. A multi-asset's
+    outputs (more than one) are written under their asset keys."""
+    store = lake.lake()
+    reason = model_not_run(models, source) or missing
+    if not reason:
+        return store, []
+    keyed = len(outputs) > 1
+    return store, [
+        write_table(
+            store, name, schema.empty_table(), {"status": reason}, asset_key=name if keyed else None, status=reason
+        )
+        for name, schema in outputs.items()
+    ]
+
+
+def write_ruled(lake: Lake, name: str, table: pa.Table, rule_file, **extra) -> MaterializeResult:
+    """write_table for a table made under the declared local rules: the rule file's version and SHA-256
+    in its Parquet metadata and in the asset's, the same way for every such table (contexts, scores)."""
+    stamp = {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256}
+    return write_table(lake, name, table, stamp, **stamp, **extra)
+
+
 def check_row(
     lake: Lake,
     sql_name: str,
@@ -66,3 +133,12 @@ def check_row(
     for name, table in (extra or {}).items():
         con.register(name, table)
     return one(con, sql_name)
+
+
+def check_result(row: dict, check_name: str | None = None) -> AssetCheckResult:
+    """An asset check's result from a check SQL file's one row: passed when it counted no
+    `violations`, every field as metadata (as text). One reading of a check row for every asset check
+    (`check_name` names it inside a multi-asset check)."""
+    return AssetCheckResult(
+        check_name=check_name, passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()}
+    )

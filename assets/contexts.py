@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dagster import AssetCheckResult, ResourceParam, asset, asset_check
 
-from assets.common import CONTEXT, connect_with, write_table
+from assets.common import CONTEXT, check_result, connect_with, write_ruled
 from assets.resources import DeclaredRules, LakeResource, SourceResource
 from autheval.review.local_review import build_contexts, register_rules
 from warehouse import sql
@@ -30,19 +30,11 @@ def contexts(lake: LakeResource, source: SourceResource, rules: ResourceParam[De
     params = register_rules(con, rule_file)
     build_contexts(con, params)
     table = con.table("contexts").arrow().read_all()
-    return write_table(
-        store,
-        "contexts",
-        table,
-        {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
-        rule_version=rule_file.version,
-        rule_sha256=rule_file.sha256,
-        evaluated_split=source.evaluate_split,
-    )
+    return write_ruled(store, "contexts", table, rule_file, evaluated_split=source.evaluate_split)
 
 
 @asset_check(asset=contexts, blocking=True, description="every evaluated cluster has a profile and a gate score")
 def contexts_complete(lake: LakeResource) -> AssetCheckResult:
     con = connect_with(lake.lake(), ["contexts"])
     row = sql.one(con, "context/check_contexts_complete")
-    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
+    return check_result(row)

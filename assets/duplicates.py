@@ -18,15 +18,32 @@ from autheval.reference_data import reference_path
 RULES = AUTHEVAL_RULES  # exact groups (always) + threshold 4, report only
 
 
-@multi_asset(name="find_duplicates", specs=[
-    AssetSpec("duplicates", group_name=DUPLICATES, kinds={"parquet"}, deps=["image_hashes"], description=(
-        "hash_kind, threshold, use, component_id, component_size, exact_group_id, image_id, image_hash: "
-        "EXACT_PHASH_ groups and PHASH_ components (size desc, smallest id) of the readable images. "
-        "Cross-split flags are in duplicate_report.")),
-    AssetSpec("duplicate_removals", group_name=DUPLICATES, kinds={"parquet"}, deps=["duplicates"], description=(
-        "removed_image_id, kept_image_id, component_id, hash_kind, threshold: the images a 'drop' rule "
-        "removes (the smallest id of each component is kept); clusters leave them out.")),
-])  # fmt: skip
+@multi_asset(
+    name="find_duplicates",
+    specs=[
+        AssetSpec(
+            "duplicates",
+            group_name=DUPLICATES,
+            kinds={"parquet"},
+            deps=["image_hashes"],
+            description=(
+                "hash_kind, threshold, use, component_id, component_size, exact_group_id, image_id, image_hash: "
+                "EXACT_PHASH_ groups and PHASH_ components (size desc, smallest id) of the readable images. "
+                "Cross-split flags are in duplicate_report."
+            ),
+        ),
+        AssetSpec(
+            "duplicate_removals",
+            group_name=DUPLICATES,
+            kinds={"parquet"},
+            deps=["duplicates"],
+            description=(
+                "removed_image_id, kept_image_id, component_id, hash_kind, threshold: the images a 'drop' rule "
+                "removes (the smallest id of each component is kept); clusters leave them out."
+            ),
+        ),
+    ],
+)
 def find_duplicates(lake: LakeResource):
     store = lake.lake()
     table, dropped = find_duplicate_tables(store.read("image_hashes"), RULES)
@@ -85,13 +102,16 @@ def duplicate_report_matches_published(context, lake: LakeResource, source: Sour
     ours = lake.lake().read("duplicate_report")
     ours = ours.filter(pc.equal(ours.column("threshold"), 4))
     published = pq.read_table(reference_path("phash_duplicate_report"))
-    key = lambda t: sorted(
-        zip(
-            t.column("component_id").to_pylist(),
-            t.column("image_id").to_pylist(),
-            t.column("component_crosses_split").to_pylist(),
+
+    def key(t):
+        return sorted(
+            zip(
+                t.column("component_id").to_pylist(),
+                t.column("image_id").to_pylist(),
+                t.column("component_crosses_split").to_pylist(),
+            )
         )
-    )
+
     same = key(ours) == key(published)
     yield AssetCheckResult(
         check_name="duplicate_report_matches_published",

@@ -8,14 +8,13 @@ import pyarrow.parquet as pq
 from dagster import (
     AssetCheckResult,
     AssetCheckSpec,
-    AssetSpec,
     ResourceParam,
     asset_check,
     multi_asset,
     multi_asset_check,
 )
 
-from assets.common import ESTIMATES, check_row, write_table
+from assets.common import ESTIMATES, check_result, check_row, table_specs, write_table
 from assets.records import records
 from assets.resources import DeclaredRules, EngineResource, LakeResource, SourceResource
 from autheval.estimation.analytic import delta_method_rows, interval_table
@@ -34,43 +33,27 @@ STUDY_CONTRASTS = {"mechanisms": [PUBLISHED_CONTRAST]}
 
 
 @multi_asset(
-    specs=[
-        AssetSpec(
-            "estimates",
-            group_name=ESTIMATES,
-            kinds={"parquet"},
-            deps=[records, "declared_rules"],
-            description=(
-                "analysis, unit, metric, estimate, ci_lower, ci_upper, n, available, status, reason, scheme, "
-                "reps, seed, record_level, data_sha256: J, J_auth, p, delta, Delta (+ J_std, Delta_total, "
-                "Delta_utility where scored) per analysis, image-weighted and cluster-equal, with whole-"
-                "cluster bootstrap intervals; unsupported numbers are reported as not recoverable."
-            ),
+    specs=table_specs(
+        ESTIMATES,
+        [records, "declared_rules"],
+        estimates=(
+            "analysis, unit, metric, estimate, ci_lower, ci_upper, n, available, status, reason, scheme, "
+            "reps, seed, record_level, data_sha256: J, J_auth, p, delta, Delta (+ J_std, Delta_total, "
+            "Delta_utility where scored) per analysis, image-weighted and cluster-equal, with whole-"
+            "cluster bootstrap intervals; unsupported numbers are reported as not recoverable."
         ),
-        AssetSpec(
-            "contrasts",
-            group_name=ESTIMATES,
-            kinds={"parquet"},
-            deps=[records, "declared_rules"],
-            description=(
-                "contrast, unit, difference, ci_lower, ci_upper, excludes_zero: paired differences of the "
-                "authority gap between mechanisms on identical clusters (one shared resampling stream); "
-                "p_value, p_adjusted (Holm), q_value (Benjamini-Hochberg), family (every contrast of the "
-                "study in one unit), family_size, excludes_zero_adjusted (the headline flag)."
-            ),
+        contrasts=(
+            "contrast, unit, difference, ci_lower, ci_upper, excludes_zero: paired differences of the "
+            "authority gap between mechanisms on identical clusters (one shared resampling stream); "
+            "p_value, p_adjusted (Holm), q_value (Benjamini-Hochberg), family (every contrast of the "
+            "study in one unit), family_size, excludes_zero_adjusted (the headline flag)."
         ),
-        AssetSpec(
-            "intervals",
-            group_name=ESTIMATES,
-            kinds={"parquet"},
-            deps=[records, "declared_rules"],
-            description=(
-                "study, analysis, unit, metric, interval_method, estimate, std_error, ci_lower, ci_upper: the "
-                "bootstrap intervals of `estimates` (bootstrap_reference) beside analytic delta-method "
-                "intervals (linearisation over clusters, no replicates), the method named in every row."
-            ),
+        intervals=(
+            "study, analysis, unit, metric, interval_method, estimate, std_error, ci_lower, ci_upper: the "
+            "bootstrap intervals of `estimates` (bootstrap_reference) beside analytic delta-method "
+            "intervals (linearisation over clusters, no replicates), the method named in every row."
         ),
-    ],
+    ),
 )
 def estimates(
     context, lake: LakeResource, source: SourceResource, engine: EngineResource, rules: ResourceParam[DeclaredRules]
@@ -183,7 +166,7 @@ def estimates_gap_identity(lake: LakeResource) -> AssetCheckResult:
 @asset_check(asset="estimates", blocking=True, description="the record level supports every reported number")
 def estimates_supported_by_record_level(lake: LakeResource) -> AssetCheckResult:
     row = check_row(lake.lake(), "estimates/check_estimates_supported", ["estimates"])
-    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
+    return check_result(row)
 
 
 @multi_asset_check(

@@ -1,21 +1,20 @@
 """grpo and grpo_steps: the `VLM GRPO (MAVIC)` mechanism (DermoGPT section 6). The fine-tuned (SFT)
 scorer, merged into one directory, gets a new LoRA adapter trained by GRPO on the MAVIC reward over
 the train split (models/grpo.py); the SFT and GRPO adapters, concatenated into one adapter on the
-original scorer, are then scored on the evaluated split by the same scorer as every model mechanism, so `contrasts` holds it against `VLM LoRA fine-tuned` on
-identical clusters. `grpo_steps` is the run's log, one row per optimizer step.
+original scorer, are then scored on the evaluated split by the same scorer as every model mechanism,
+so `contrasts` holds it against `VLM LoRA fine-tuned` on identical clusters. `grpo_steps` is the run's log,
+one row per optimizer step.
 
 Runs only when ModelsResource.grpo is set (it trains on the fine-tune's adapter, so the fine-tune runs
 too); otherwise both tables are empty and their metadata says why."""
 
 from __future__ import annotations
 
-import pyarrow.compute as pc
 from dagster import AssetSpec, multi_asset
 
-from assets.common import PROPOSALS, connect_with, write_table
-from assets.model_proposals import KINDS, _not_run, _run_entry, sft_adapter_dir
+from assets.common import PROPOSALS, connect_with, open_model_asset, write_table
+from assets.model_proposals import KINDS, _run_entry, adapter_proposals, sft_adapter_dir
 from assets.resources import LakeResource, ModelsResource, SourceResource
-from autheval.proposals.proposals_file import as_contract
 from autheval.vocabulary import PROPOSALS_SCHEMA
 from models.grpo import (
     STEPS_SCHEMA,
@@ -26,10 +25,10 @@ from models.grpo import (
     merge_sft_adapter,
     steps_table,
 )
-from models.scorer import ScorerConfig, proposals_from_scores, public_inputs, score_images
 from warehouse import sql
 
 GRPO_MECHANISM = "VLM GRPO (MAVIC)"
+GRPO_MISSING = "not run: GRPO is not configured (ModelsResource.grpo with finetune, autheval demo --grpo)"
 
 
 @multi_asset(
@@ -61,19 +60,11 @@ GRPO_MECHANISM = "VLM GRPO (MAVIC)"
     ]
 )
 def grpo(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store = lake.lake()
-    reason = _not_run(models, source) or (
-        None
-        if models.grpo and models.finetune
-        else "not run: GRPO is not configured (ModelsResource.grpo with finetune, autheval demo --grpo)"
-    )
-    if reason:
-        yield write_table(
-            store, "grpo", PROPOSALS_SCHEMA.empty_table(), {"status": reason}, asset_key="grpo", status=reason
-        )
-        yield write_table(
-            store, "grpo_steps", STEPS_SCHEMA.empty_table(), {"status": reason}, asset_key="grpo_steps", status=reason
-        )
+    missing = None if models.grpo and models.finetune else GRPO_MISSING
+    outputs = {"grpo": PROPOSALS_SCHEMA, "grpo_steps": STEPS_SCHEMA}
+    store, skipped = open_model_asset(lake, source, models, outputs, missing)
+    if skipped:
+        yield from skipped
         return
     con = connect_with(store, ["images", "clusters"])
     base = models.scorer_model(store)
@@ -89,17 +80,8 @@ def grpo(context, lake: LakeResource, source: SourceResource, models: ModelsReso
     run = grpo_train(sql.run(con, "proposals/grpo_examples", {"split": "train"}), config)
     # base + one adapter (SFT and GRPO concatenated), as every model mechanism is scored
     adapter = combine_adapters(base, sft_adapter, run["adapter_dir"], adapters / f"{base.name}-sft-grpo")
-    inputs = sql.run(con, "proposals/model_scorer_inputs", {"split": source.evaluate_split}).filter(
-        pc.field("evaluated")
-    )
-    scoring = ScorerConfig(
-        model_dir=str(base), adapter_dir=str(adapter), batch_size=models.batch_size, device=models.device_or_none()
-    )
-    scores, meta = score_images(
-        public_inputs(inputs.drop_columns(["evaluated"])), scoring, store.root / "cache" / "scorer", progress=False
-    )
+    table, meta = adapter_proposals(con, store, source, models, base, adapter, GRPO_MECHANISM)
     context.log.info(f"GRPO: {run['steps']} steps on {run['device']}; scored {meta['images_scored']} images")
-    table = as_contract(proposals_from_scores(scores, GRPO_MECHANISM, model=f"{base}+{adapter}"))
     runs = grpo_training_run(run).table(GRPO_MECHANISM, meta["model"], meta["revision"])
     summary = {k: v for k, v in run.items() if k != "step_log"}
     yield write_table(

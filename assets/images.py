@@ -21,31 +21,64 @@ from warehouse import sql
 KINDS = DEFAULT_KINDS  # hash kinds: 'autheval' (the study's) and 'imagehash'
 
 SPECS = [  # in the order they are written (each after what it depends on)
-    AssetSpec("input_files", group_name=INGEST, kinds={"parquet"}, description=(
-        "role, path, bytes, sha256, expected_sha256, checksum_ok: every input file (metadata, labels, "
-        "images folder or zip) with its SHA-256, compared with the published one for official files.")),
-    AssetSpec("image_hashes", group_name=INGEST, kinds={"parquet"}, deps=["input_files"], description=(
-        "image_id, hash_kind, phash (UBIGINT), image_hash (16 hex), path, size, mtime_ns, format (the "
-        "format found in the file's bytes): perceptual hashes per readable image and declared kind. A "
-        "rerun hashes only new or changed files.")),
-    AssetSpec("hash_failures", group_name=INGEST, kinds={"parquet"}, deps=["input_files"], description=(
-        "image_id, path, error: the images that could not be read or decoded (left out of images, one "
-        "unreadable_image row each in ingest_report).")),
-    AssetSpec("images", group_name=INGEST, kinds={"parquet"}, deps=["input_files", "hash_failures"], description=(
-        "Every usable image of the study: image_id, lesion_id, patient_id, age, sex, anatomic_site, "
-        "diagnosis, risk_stratum (the reference state), path, source, fitzpatrick_skin_type (where the "
-        "source records a valid one), ita, ita_category, ita_method (the skin tone estimated from the "
-        "pixels around the lesion: an estimate, not a label). Unreadable images are left out and "
-        "reported in ingest_report.")),
-    AssetSpec("ingest_report", group_name=INGEST, kinds={"parquet"},
-              deps=["input_files", "image_hashes", "hash_failures"], description=(
-        "source, row_number, image_id, column_name, reason, value, action: one row per problem found "
-        "while reading the inputs (excluded, kept, ignored or recorded), e.g. missing_image, "
-        "unreadable_image, format_mismatch, checksum_mismatch, outside_input_folder (an id, path or link "
-        "that leads out of the input folder: never read), invalid_isic_metadata and "
-        "inconsistent_isic_metadata (a value the ISIC Archive's schema refuses: the field and the value; "
-        "kept). Nothing is dropped silently.")),
-]  # fmt: skip
+    AssetSpec(
+        "input_files",
+        group_name=INGEST,
+        kinds={"parquet"},
+        description=(
+            "role, path, bytes, sha256, expected_sha256, checksum_ok: every input file (metadata, labels, "
+            "images folder or zip) with its SHA-256, compared with the published one for official files."
+        ),
+    ),
+    AssetSpec(
+        "image_hashes",
+        group_name=INGEST,
+        kinds={"parquet"},
+        deps=["input_files"],
+        description=(
+            "image_id, hash_kind, phash (UBIGINT), image_hash (16 hex), path, size, mtime_ns, format (the "
+            "format found in the file's bytes): perceptual hashes per readable image and declared kind. A "
+            "rerun hashes only new or changed files."
+        ),
+    ),
+    AssetSpec(
+        "hash_failures",
+        group_name=INGEST,
+        kinds={"parquet"},
+        deps=["input_files"],
+        description=(
+            "image_id, path, error: the images that could not be read or decoded (left out of images, one "
+            "unreadable_image row each in ingest_report)."
+        ),
+    ),
+    AssetSpec(
+        "images",
+        group_name=INGEST,
+        kinds={"parquet"},
+        deps=["input_files", "hash_failures"],
+        description=(
+            "Every usable image of the study: image_id, lesion_id, patient_id, age, sex, anatomic_site, "
+            "diagnosis, risk_stratum (the reference state), path, source, fitzpatrick_skin_type (where the "
+            "source records a valid one), ita, ita_category, ita_method (the skin tone estimated from the "
+            "pixels around the lesion: an estimate, not a label). Unreadable images are left out and "
+            "reported in ingest_report."
+        ),
+    ),
+    AssetSpec(
+        "ingest_report",
+        group_name=INGEST,
+        kinds={"parquet"},
+        deps=["input_files", "image_hashes", "hash_failures"],
+        description=(
+            "source, row_number, image_id, column_name, reason, value, action: one row per problem found "
+            "while reading the inputs (excluded, kept, ignored or recorded), e.g. missing_image, "
+            "unreadable_image, format_mismatch, checksum_mismatch, outside_input_folder (an id, path or link "
+            "that leads out of the input folder: never read), invalid_isic_metadata and "
+            "inconsistent_isic_metadata (a value the ISIC Archive's schema refuses: the field and the value; "
+            "kept). Nothing is dropped silently."
+        ),
+    ),
+]
 
 
 @multi_asset(specs=SPECS, name="ingest")

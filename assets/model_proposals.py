@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from dagster import asset
 
-from assets.common import PROPOSALS, connect_with, write_table
+from assets.common import PROPOSALS, connect_with, open_model_asset, write_table
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.proposals.cct import cct_proposals, variant_table_from_scores
 from autheval.proposals.proposals_file import as_contract, combine_proposals
@@ -56,19 +56,7 @@ MODEL_PROPOSAL_TABLES = ("readout", "probe", "cct_arms", "finetune", "grpo")  # 
 TRAINED_TABLES = ("readout", "probe", "finetune", "grpo")  # the proposals tables that carry a training run
 SCORES_SCHEMA = CACHE_SCHEMA.append(pa.field("variant", pa.int32()))
 KINDS = {"torch", "parquet"}
-
-
-def _not_run(models: ModelsResource, source: SourceResource) -> str | None:
-    """Why the model mechanisms do not run here, or None when they do."""
-    if source.is_reference:
-        return "not run: the reference study's proposals are its published traces"
-    if not models.enabled:
-        return "not run: model mechanisms are disabled (ModelsResource.enabled, $AUTHEVAL_MODELS=1, or autheval demo)"
-    return None
-
-
-def _skipped(store, name: str, schema: pa.Schema, reason: str):
-    return write_table(store, name, schema.empty_table(), {"status": reason}, status=reason)
+FINETUNE_MISSING = "not run: the fine-tune is not configured (ModelsResource.finetune, autheval demo --finetune)"
 
 
 def _json(value) -> str:
@@ -87,10 +75,9 @@ def _json(value) -> str:
     ),
 )
 def vlm_scores(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store = lake.lake()
-    reason = _not_run(models, source)
-    if reason:
-        return _skipped(store, "vlm_scores", SCORES_SCHEMA, reason)
+    store, skipped = open_model_asset(lake, source, models, {"vlm_scores": SCORES_SCHEMA})
+    if skipped:
+        return skipped[0]
     inputs = sql.run(
         connect_with(store, ["images", "clusters"]), "proposals/model_scorer_inputs", {"split": source.evaluate_split}
     )
@@ -124,10 +111,9 @@ def vlm_scores(context, lake: LakeResource, source: SourceResource, models: Mode
     ),
 )
 def readout(lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store = lake.lake()
-    reason = _not_run(models, source)
-    if reason:
-        return _skipped(store, "readout", PROPOSALS_SCHEMA, reason)
+    store, skipped = open_model_asset(lake, source, models, {"readout": PROPOSALS_SCHEMA})
+    if skipped:
+        return skipped[0]
     con = connect_with(store, ["vlm_scores", "clusters", "images"])
     lock, meta = cohort_readout(sql.run(con, "proposals/readout_training_scores"))
     evaluated = sql.run(con, "proposals/evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
@@ -168,10 +154,9 @@ def _run_entry(run: pa.Table) -> dict:
     ),
 )
 def probe_features(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store = lake.lake()
-    reason = _not_run(models, source)
-    if reason:
-        return _skipped(store, "probe_features", FEATURE_SCHEMA, reason)
+    store, skipped = open_model_asset(lake, source, models, {"probe_features": FEATURE_SCHEMA})
+    if skipped:
+        return skipped[0]
     inputs = sql.run(
         connect_with(store, ["images", "clusters"]), "proposals/probe_inputs", {"split": source.evaluate_split}
     )
@@ -197,10 +182,9 @@ def probe_features(context, lake: LakeResource, source: SourceResource, models: 
     ),
 )
 def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store = lake.lake()
-    reason = _not_run(models, source)
-    if reason:
-        return _skipped(store, "probe", PROPOSALS_SCHEMA, reason)
+    store, skipped = open_model_asset(lake, source, models, {"probe": PROPOSALS_SCHEMA})
+    if skipped:
+        return skipped[0]
     con = connect_with(store, ["probe_features", "clusters", "images"])
     config = ProbeConfig(device=models.device_or_none())
     features = store.read("probe_features")
@@ -232,10 +216,9 @@ def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
     ),
 )
 def cct_arms(lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store = lake.lake()
-    reason = _not_run(models, source)
-    if reason:
-        return _skipped(store, "cct_arms", PROPOSALS_SCHEMA, reason)
+    store, skipped = open_model_asset(lake, source, models, {"cct_arms": PROPOSALS_SCHEMA})
+    if skipped:
+        return skipped[0]
     scores = sql.run(
         connect_with(store, ["vlm_scores", "clusters"]),
         "proposals/evaluated_vlm_scores",
@@ -269,14 +252,10 @@ def cct_arms(lake: LakeResource, source: SourceResource, models: ModelsResource)
     ),
 )
 def finetune(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store = lake.lake()
-    reason = _not_run(models, source) or (
-        None
-        if models.finetune
-        else "not run: the fine-tune is not configured (ModelsResource.finetune, autheval demo --finetune)"
-    )
-    if reason:
-        return _skipped(store, "finetune", PROPOSALS_SCHEMA, reason)
+    missing = None if models.finetune else FINETUNE_MISSING
+    store, skipped = open_model_asset(lake, source, models, {"finetune": PROPOSALS_SCHEMA}, missing)
+    if skipped:
+        return skipped[0]
     con = connect_with(store, ["images", "clusters"])
     base = models.scorer_model(store)
     adapter = sft_adapter_dir(store, base)
@@ -290,17 +269,8 @@ def finetune(context, lake: LakeResource, source: SourceResource, models: Models
             max_steps=models.finetune_max_steps or None,
         ),
     )
-    inputs = sql.run(con, "proposals/model_scorer_inputs", {"split": source.evaluate_split}).filter(
-        pc.field("evaluated")
-    )
-    config = ScorerConfig(
-        model_dir=str(base), adapter_dir=str(adapter), batch_size=models.batch_size, device=models.device_or_none()
-    )
-    scores, meta = score_images(
-        public_inputs(inputs.drop_columns(["evaluated"])), config, store.root / "cache" / "scorer", progress=False
-    )
+    table, meta = adapter_proposals(con, store, source, models, base, adapter, FINETUNED)
     context.log.info(f"fine-tuned {run['steps']} steps on {run['device']}; scored {meta['images_scored']} images")
-    table = as_contract(proposals_from_scores(scores, FINETUNED, model=f"{base}+{adapter}"))
     runs = finetune_training_run(run).table(FINETUNED, meta["model"], meta["revision"])
     return write_table(
         store,
@@ -312,6 +282,23 @@ def finetune(context, lake: LakeResource, source: SourceResource, models: Models
         model=meta["model"],
         revision=meta["revision"],
     )
+
+
+def adapter_proposals(con, store, source: SourceResource, models: ModelsResource, base, adapter, mechanism: str):
+    """(proposals, scoring metadata): the evaluated split scored by the scorer `base` with its LoRA
+    `adapter` (resumable cache under <lake>/cache/scorer), as `mechanism`'s proposals in the contract.
+    How every trained mechanism is scored (the fine-tune here, GRPO in assets/grpo.py), so `contrasts`
+    compares them by one code path."""
+    inputs = sql.run(con, "proposals/model_scorer_inputs", {"split": source.evaluate_split}).filter(
+        pc.field("evaluated")
+    )
+    config = ScorerConfig(
+        model_dir=str(base), adapter_dir=str(adapter), batch_size=models.batch_size, device=models.device_or_none()
+    )
+    scores, meta = score_images(
+        public_inputs(inputs.drop_columns(["evaluated"])), config, store.root / "cache" / "scorer", progress=False
+    )
+    return as_contract(proposals_from_scores(scores, mechanism, model=f"{base}+{adapter}")), meta
 
 
 def sft_adapter_dir(store, base) -> Path:

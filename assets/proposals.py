@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import AssetCheckResult, AssetCheckSpec, asset, multi_asset_check
+from dagster import AssetCheckSpec, asset, multi_asset_check
 
-from assets.common import PROPOSALS, check_row, connect_with, write_table
+from assets.common import PROPOSALS, check_result, check_row, reference_table, write_table
 from assets.model_proposals import CCT_CC, CCT_SINGLE, MODEL_PROPOSAL_TABLES, READOUT, model_proposals
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.io import file_sha256
 from autheval.proposals.proposals_file import check_coverage, combine_proposals, evaluated_image_ids, read_proposals
-from autheval.reference_data import REFERENCE_ANALYSES, manifest, reference_path, register_reference
-from warehouse import sql
+from autheval.reference_data import REFERENCE_ANALYSES, manifest, reference_path
 
 
 @asset(
@@ -25,14 +24,15 @@ from warehouse import sql
         "What each proposal mechanism proposed for each image. Raw cohorts: mechanism, image_id, slate "
         "(ranked actions), a_head, p_very_low, p_low, p_moderate, p_high, diagnosis, source: a proposals "
         "file's mechanisms (validated), then, when models are enabled, the lake's model mechanisms (VLM "
-        "readout, CLIP probe, CCT single, CCT cc, and the LoRA fine-tune when configured). Reference study: mechanism, policy_id, image_id, slate_size, a_head of the MedGemma "
+        "readout, CLIP probe, CCT single, CCT cc, and the LoRA fine-tune when configured). Reference study: "
+        "mechanism, policy_id, image_id, slate_size, a_head of the MedGemma "
         "readout, LLaVA-Med head and CLIP probe (their slates are not shipped)."
     ),
 )
 def proposals(lake: LakeResource, source: SourceResource, models: ModelsResource):
     store = lake.lake()
     if source.is_reference:
-        table = sql.run(register_reference(connect_with(store)), "proposals/proposals")
+        table = reference_table(store, "proposals/proposals")
     else:
         table = raw_source_proposals(store, source, models.enabled)
     table = with_producers(table, producers(store, source))
@@ -116,8 +116,4 @@ def proposals_match_frozen_heads(context, lake: LakeResource, source: SourceReso
         return
     frozen = pq.read_table(reference_path("frozen_proposal_heads"))
     row = check_row(lake.lake(), "proposals/check_frozen_heads", ["proposals"], extra={"frozen_heads": frozen})
-    yield AssetCheckResult(
-        check_name="proposals_match_frozen_heads",
-        passed=row["violations"] == 0,
-        metadata={k: str(v) for k, v in row.items()},
-    )
+    yield check_result(row, "proposals_match_frozen_heads")

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pyarrow as pa
 from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, asset_check, multi_asset_check
 
-from assets.common import SCORING, check_row, connect_with, write_table
+from assets.common import SCORING, check_result, check_row, connect_with, reference_table, write_ruled, write_table
 from assets.resources import DeclaredRules, LakeResource, SourceResource
 from assets.selections import selections
 from autheval.raw.ingest import RISK
-from autheval.reference_data import register_reference
 from autheval.review.local_review import (
     PUBLISHED_CONTROL_ROWS,
     PUBLISHED_UZ_ROWS,
@@ -33,28 +32,19 @@ from warehouse import sql
 def scores(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
-        return write_table(
-            store, "scores", sql.run(register_reference(connect_with(store)), "scoring/scores_reference")
-        )
+        return write_table(store, "scores", reference_table(store, "scoring/scores_reference"))
     rule_file = rules.rule_file()
     con = connect_with(store, ["selections", "contexts", "images", "clusters", "proposals"])
     params = register_rules(con, rule_file)
     build_scores(con, params, records=False)
     con.register("diagnosis_risk", pa.table({"diagnosis": list(RISK), "risk_stratum": list(RISK.values())}))
-    return write_table(
-        store,
-        "scores",
-        sql.run(con, "scoring/scores_hierarchical"),
-        {"rule_version": rule_file.version, "rule_sha256": rule_file.sha256},
-        rule_version=rule_file.version,
-        rule_sha256=rule_file.sha256,
-    )
+    return write_ruled(store, "scores", sql.run(con, "scoring/scores_hierarchical"), rule_file)
 
 
 @asset_check(asset=scores, additional_deps=[selections], description="the same action implies the same score")
 def scores_same_action_same_score(lake: LakeResource) -> AssetCheckResult:
     row = check_row(lake.lake(), "scoring/check_same_action_same_score", ["selections", "scores"])
-    return AssetCheckResult(passed=row["violations"] == 0, metadata={k: str(v) for k, v in row.items()})
+    return check_result(row)
 
 
 @multi_asset_check(

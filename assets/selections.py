@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, multi_asset_check
+from dagster import AssetCheckSpec, ResourceParam, asset, multi_asset_check
 
-from assets.common import REVIEW, connect_with, write_table
+from assets.common import REVIEW, check_result, connect_with, reference_table, write_table
 from assets.proposals import proposals
 from assets.resources import DeclaredRules, LakeResource, SourceResource
-from autheval.reference_data import register_reference
 from autheval.review.local_review import build_selections, register_rules
 from warehouse import sql
 
@@ -27,7 +26,7 @@ from warehouse import sql
 def selections(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()
     if source.is_reference:
-        table = sql.run(register_reference(connect_with(store)), "review/selections_reference")
+        table = reference_table(store, "review/selections_reference")
     else:
         rule_file = rules.rule_file()
         con = connect_with(store, ["contexts", "clusters"])
@@ -58,8 +57,4 @@ def selections_band_not_empty(context, lake: LakeResource, source: SourceResourc
         context.log.info("selections_band_not_empty skipped: the reference selections are replayed traces")
         return
     row = sql.one(connect_with(lake.lake(), ["selections"]), "review/check_selections_band")
-    yield AssetCheckResult(
-        check_name="selections_band_not_empty",
-        passed=row["violations"] == 0,
-        metadata={k: str(v) for k, v in row.items()},
-    )
+    yield check_result(row, "selections_band_not_empty")

@@ -6,9 +6,9 @@ min/max group accuracy per grouping. The statistics are autheval/estimation/subg
 from __future__ import annotations
 
 import pyarrow as pa
-from dagster import AssetSpec, ResourceParam, multi_asset
+from dagster import ResourceParam, multi_asset
 
-from assets.common import ESTIMATES, write_table
+from assets.common import ESTIMATES, table_specs, write_table
 from assets.resources import DeclaredRules, LakeResource, SourceResource
 from autheval.estimation.estimators import DEFAULT_SEEDS
 from autheval.estimation.multiplicity import adjust_subgroups, flagged
@@ -19,31 +19,21 @@ from warehouse.sql import connect
 
 
 @multi_asset(
-    specs=[
-        AssetSpec(
-            "subgroups",
-            group_name=ESTIMATES,
-            kinds={"parquet"},
-            deps=["records", "images", "contexts", "declared_rules"],
-            description=(
-                "analysis, grouping, group_value, n_images, n_clusters, estimable, reason, accuracy and balanced "
-                "accuracy of the proposal and of the selected action, then unit, metric, estimate and interval of "
-                "a whole-cluster bootstrap within the group; groups under the declared minimum are not estimable. "
-                "For the gaps: excludes_zero, p_value, p_adjusted (Holm), q_value (BH) over the family of every "
-                "estimable group of the analysis in one unit and metric, excludes_zero_adjusted."
-            ),
+    specs=table_specs(
+        ESTIMATES,
+        ["records", "images", "contexts", "declared_rules"],
+        subgroups=(
+            "analysis, grouping, group_value, n_images, n_clusters, estimable, reason, accuracy and balanced "
+            "accuracy of the proposal and of the selected action, then unit, metric, estimate and interval of "
+            "a whole-cluster bootstrap within the group; groups under the declared minimum are not estimable. "
+            "For the gaps: excludes_zero, p_value, p_adjusted (Holm), q_value (BH) over the family of every "
+            "estimable group of the analysis in one unit and metric, excludes_zero_adjusted."
         ),
-        AssetSpec(
-            "fairness",
-            group_name=ESTIMATES,
-            kinds={"parquet"},
-            deps=["records", "images", "contexts", "declared_rules"],
-            description=(
-                "analysis, grouping, min/max group accuracy for the proposal and for the selected action "
-                "(1 = every group equally accurate), over the estimable groups with a known value."
-            ),
+        fairness=(
+            "analysis, grouping, min/max group accuracy for the proposal and for the selected action "
+            "(1 = every group equally accurate), over the estimable groups with a known value."
         ),
-    ]
+    ),
 )
 def subgroups(context, lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()

@@ -13,6 +13,17 @@ RISK_SCORES = (0.10, 0.38, 0.64, 0.90)  # RS: expected risk score s = p . RS, pe
 PROBABILITY_COLUMNS = tuple(f"p_{level}" for level in RISK_LEVELS)
 PROBABILITY_SUM_TOLERANCE = 1e-6  # the four probabilities of a proposal sum to 1 within this
 SCHEMES = ("reference", "evaluator", "poisson")  # the bootstrap schemes, each named on every output row
+# The AuthEval log schema (a record per case), defined once for the readers (autheval.records.schema) and
+# the simulated deployment's logs (autheval.monitoring.deployment_sim), which add their own columns.
+LOG_COLUMNS = (
+    "case_id",
+    "cluster_id",
+    "proposed_action",
+    "executed_action",
+    "utility_executed_local",
+    "utility_proposed_local",
+    "utility_proposed_global",
+)
 
 # The `proposals` contract, every mechanism's (file-provided or model-made): (column, Arrow type name).
 PROPOSALS_COLUMNS = (

@@ -34,13 +34,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.peer import best_of, example_log, machine_line, peer_table, warm_bytecode
+from benchmarks.peer import (
+    best_of,
+    evaluate_command,
+    example_log,
+    machine_line,
+    peer_table,
+    synthetic_log,
+    table_parser,
+    warm_bytecode,
+)
 
 TRACES = {  # analysis name -> reference table name
-    "Mixed": "trace_mixed", "Capacity ceiling": "trace_capacity_ceiling", "Safety floor": "trace_safety_floor",
-    "MedGemma readout": "trace_medgemma_readout", "LLaVA-Med head": "trace_llava_med_head",
+    "Mixed": "trace_mixed",
+    "Capacity ceiling": "trace_capacity_ceiling",
+    "Safety floor": "trace_safety_floor",
+    "MedGemma readout": "trace_medgemma_readout",
+    "LLaVA-Med head": "trace_llava_med_head",
     "CLIP probe": "trace_clip_probe",
-}  # fmt: skip
+}
 CONTRAST = ("CLIP probe", "LLaVA-Med head")
 
 
@@ -117,18 +129,10 @@ def six_traces(runs: int) -> None:
 
 
 def fixed_cost(runs: int) -> None:
+    """The fixed cost of a command, whole process, best of `runs`: the 4-row example evaluated
+    (peer.evaluate_command) and `autheval --help` with the heavy modules it loads."""
     machine = machine_line()
-    command = [
-        sys.executable,
-        "-m",
-        "autheval",
-        "evaluate",
-        "--input",
-        str(example_log()),
-        "--output-dir",
-        "{out}",
-        "--no-progress",
-    ]
+    command = evaluate_command(example_log(), "{out}")
     with tempfile.TemporaryDirectory() as tmp:
         wall, peak, _ = best_of([c.replace("{out}", tmp) for c in command], runs)
     probe = (
@@ -221,23 +225,14 @@ def scale_child(args) -> None:
 
 
 def scale_run(cases: int, clusters: int, reps: int) -> None:
-    import duckdb
+    """The poisson scheme at scale: a synthetic log (peer.synthetic_log) as Parquet, estimated in a child
+    process (scale_child), its phases and peak memory printed."""
     import pyarrow.parquet as pq
-
-    from warehouse.sql import load_sql
 
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "log.parquet"
         t0 = time.perf_counter()
-        con = duckdb.connect()
-        table = (
-            con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters})
-            .arrow()
-            .read_all()
-        )
-        pq.write_table(table, log)
-        del table
-        con.close()
+        pq.write_table(synthetic_log(cases, clusters), log)
         print(f"\n(generated {cases:,} records in {clusters:,} clusters in {time.perf_counter() - t0:.1f} s)")
         machine = machine_line()
         wall, peak, out = best_of(
@@ -256,7 +251,8 @@ def scale_run(cases: int, clusters: int, reps: int) -> None:
         f"product with the cluster statistics, the join, {r['products_cpu'] - r['weights']:.1f} s)"
     )
     print(
-        f"    SQL           : {r['sql']:7.2f} s  (metrics, intervals, identity check; the cluster statistics are summed in the read)"
+        f"    SQL           : {r['sql']:7.2f} s  (metrics, intervals, identity check; "
+        "the cluster statistics are summed in the read)"
     )
     print(f"    rest          : {other:7.2f} s  (cluster matrix to numpy, replicate rows into DuckDB)")
     print(f"  in all          : {r['read_validate_s'] + r['estimate_s']:7.2f} s  (goal: under 60 s)")
@@ -294,7 +290,8 @@ def inner_loops(clusters: int = 100_000, rows: int = 16, repeats: int = 10) -> N
         same = same and np.array_equal(expected, counts)
     n = repeats * rows * g
     print(
-        f"  {'counting numpy stream, numpy':40s} {numpy_s / n * 1e9:6.2f} ns a draw   ({g:,} clusters, {rows * repeats} replicates)"
+        f"  {'counting numpy stream, numpy':40s} {numpy_s / n * 1e9:6.2f} ns a draw   "
+        f"({g:,} clusters, {rows * repeats} replicates)"
     )
     print(
         f"  {'counting numpy stream, C extension':40s} {c_s / n * 1e9:6.2f} ns a draw   "
@@ -315,9 +312,8 @@ def inner_loops(clusters: int = 100_000, rows: int = 16, repeats: int = 10) -> N
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="example,100k,1m", help="logs of the issue's table (peer.py)")
-    parser.add_argument("--runs", type=int, default=1, help="best of this many runs per table command")
+    """The estimators' benchmarks in turn: the issue's table (peer.py's flags), then the rest of this file's."""
+    parser = table_parser(__doc__, "logs of the issue's table (peer.py)", "best of this many runs per table command")
     parser.add_argument("--cases", type=int, default=10_000_000)
     parser.add_argument("--clusters", type=int, default=1_000_000)
     parser.add_argument("--poisson-reps", type=int, default=1000)

@@ -91,8 +91,16 @@ def paired_contrast(high: dict, low: dict, reps: int = 5000, seed: int = 2026071
 
 # --- AuthEval's generic log evaluator (spec 6.7), the baseline of the `evaluator` scheme -------------
 
-EVALUATOR_OFFSETS = {"J": 0, "intervention_rate": 1, "J_auth": 2, "Delta_authority": 3, "delta": 4,
-                     "J_std": 5, "Delta_total": 6, "Delta_utility": 7}  # fmt: skip
+EVALUATOR_OFFSETS = {
+    "J": 0,
+    "intervention_rate": 1,
+    "J_auth": 2,
+    "Delta_authority": 3,
+    "delta": 4,
+    "J_std": 5,
+    "Delta_total": 6,
+    "Delta_utility": 7,
+}
 
 
 def read_log(path) -> dict:

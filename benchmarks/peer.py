@@ -102,22 +102,44 @@ def best_of(command: list[str], runs: int) -> tuple[float, float, str]:
     return best
 
 
-def write_log(path: Path, cases: int, clusters: int) -> None:
-    """The deterministic synthetic log of sql/records/synthetic_log.sql as CSV (no global utility)."""
+def synthetic_log(cases: int, clusters: int):
+    """The deterministic synthetic log of sql/records/synthetic_log.sql (no global utility) as an Arrow
+    table: the one generator of every benchmark's large logs (here as CSV, benchmarks/estimators.py's as
+    Parquet)."""
     import duckdb
 
     from warehouse.sql import load_sql
 
     con = duckdb.connect()
-    table = (
-        con.execute(load_sql("records/synthetic_log"), {"first_case": 0, "n_cases": cases, "n_clusters": clusters})
-        .arrow()
-        .read_all()
-    )
+    try:
+        params = {"first_case": 0, "n_cases": cases, "n_clusters": clusters}
+        return con.execute(load_sql("records/synthetic_log"), params).arrow().read_all()
+    finally:
+        con.close()
+
+
+def write_log(path: Path, cases: int, clusters: int) -> None:
+    """The synthetic log (synthetic_log) as CSV."""
     from pyarrow import csv as pacsv
 
-    pacsv.write_csv(table, path)
-    con.close()
+    pacsv.write_csv(synthetic_log(cases, clusters), path)
+
+
+def evaluate_command(log: Path, out, *flags: str) -> list[str]:
+    """`autheval evaluate --input LOG [flags] --output-dir OUT --no-progress` in a fresh interpreter: the
+    command every benchmark times, written once."""
+    return [
+        sys.executable,
+        "-m",
+        "autheval",
+        "evaluate",
+        "--input",
+        str(log),
+        *flags,
+        "--output-dir",
+        str(out),
+        "--no-progress",
+    ]
 
 
 def example_log() -> Path:
@@ -128,21 +150,9 @@ def example_log() -> Path:
 
 
 def ours(log: Path, scheme: str, reps: int, out: Path, runs: int) -> tuple[float, float, dict]:
-    command = [
-        sys.executable,
-        "-m",
-        "autheval",
-        "evaluate",
-        "--input",
-        str(log),
-        "--scheme",
-        scheme,
-        "--reps",
-        str(reps),
-        "--output-dir",
-        str(out),
-        "--no-progress",
-    ]
+    """(wall, peak, n, clusters and metrics of the summary) of our `autheval evaluate` on `log` with one
+    scheme, best of `runs` (evaluate_command)."""
+    command = evaluate_command(log, out, "--scheme", scheme, "--reps", str(reps))
     wall, peak, _ = best_of(command, runs)
     summary = json.loads((out / "summary.json").read_text())
     numbers = {
@@ -216,11 +226,21 @@ def print_row(row: dict, reps: int) -> None:
         )
 
 
+def table_parser(doc: str, sizes_help: str, runs_help: str) -> argparse.ArgumentParser:
+    """A benchmark's parser with the issue table's flags (--sizes, --runs), defined once for this script
+    and benchmarks/estimators.py, which prints the same table."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="example,100k,1m", help=sizes_help)
+    parser.add_argument("--runs", type=int, default=1, help=runs_help)
+    return parser
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="example,100k,1m", help="comma-separated: example, 100k, 1m")
+    """The issue's table: the numpy loop against our three schemes, per log size."""
+    parser = table_parser(
+        __doc__, "comma-separated: example, 100k, 1m", "best of this many runs per command (default 1)"
+    )
     parser.add_argument("--reps", type=int, default=5000)
-    parser.add_argument("--runs", type=int, default=1, help="best of this many runs per command (default 1)")
     args = parser.parse_args()
     peer_table([s.strip() for s in args.sizes.split(",") if s.strip()], args.reps, args.runs)
     return 0

@@ -76,7 +76,7 @@ def make_inputs(n_images: int, seed: int = 20260706) -> dict[str, pa.Table]:
     clusters = pa.table({"image_id": ids, "cluster_id": cluster_ids})
     s_gate = pa.table({"image_id": ids, "s_gate": rng.random(n_images)})
 
-    perms = np.array([p for p in __import__("itertools").permutations(range(4))], dtype=np.int32)  # 24 x 4
+    perms = np.array(list(__import__("itertools").permutations(range(4))), dtype=np.int32)  # 24 x 4
     actions = pa.array(list(ACTIONS))
     parts = []
     for mechanism in MECHANISMS:
@@ -170,9 +170,12 @@ def pandas_rowwise(inputs: dict[str, pa.Table]):
         t1, t2, t3 = rules.proxy_bins.thresholds
         bin_ = RISK_LEVELS[3 if s > t3 else 2 if s > t2 else 1 if s > t1 else 0]
         cid = group.name
-        pick = lambda f: getattr(factors, f).levels[
-            h12(f"{rules.context_seed}|{getattr(factors, f).namespace}|{cid}") % len(getattr(factors, f).levels)
-        ]
+
+        def pick(f):
+            return getattr(factors, f).levels[
+                h12(f"{rules.context_seed}|{getattr(factors, f).namespace}|{cid}") % len(getattr(factors, f).levels)
+            ]
+
         sens, burden, aversion = pick("sens"), pick("burden"), pick("aversion")
         p = rules.profiles[profile]
         floor = min(max(rules.floor.base[bin_] + rules.floor.shift[p.floor_policy], 0), 3)

@@ -21,15 +21,21 @@ def _in_order(*groups: str) -> tuple[str, ...]:
 
 # job name -> (its groups in run order, its description)
 JOBS = {
-    "reference_study": (_in_order(INGEST, DUPLICATES, PROPOSALS, REVIEW, SCORING, ESTIMATES, REPORTS),
-                        "The reference AuthEval study from the embedded traces: every table, check and the report."),
-    "raw_path": (_in_order(INGEST, DUPLICATES, CONTEXT),
-                 "A raw ISIC-layout cohort (source synthetic or isic2019): images, hashes, duplicates, clusters, "
-                 "splits, gate proxy and review contexts."),
-    "cohort_study": (STAGES,
-                     "A raw cohort end to end: the raw path, the declared local review of every proposal mechanism "
-                     "under each regime, scores, records, estimates with paired contrasts, subgroups, the report."),
-}  # fmt: skip
+    "reference_study": (
+        _in_order(INGEST, DUPLICATES, PROPOSALS, REVIEW, SCORING, ESTIMATES, REPORTS),
+        "The reference AuthEval study from the embedded traces: every table, check and the report.",
+    ),
+    "raw_path": (
+        _in_order(INGEST, DUPLICATES, CONTEXT),
+        "A raw ISIC-layout cohort (source synthetic or isic2019): images, hashes, duplicates, clusters, "
+        "splits, gate proxy and review contexts.",
+    ),
+    "cohort_study": (
+        STAGES,
+        "A raw cohort end to end: the raw path, the declared local review of every proposal mechanism "
+        "under each regime, scores, records, estimates with paired contrasts, subgroups, the report.",
+    ),
+}
 
 
 def job_stages(job: str) -> tuple[str, ...]:

@@ -36,38 +36,25 @@ from models.scorer import ScorerConfig, load_model, model_revision
 PROMPT_ID = "benchmark_mcq_v1"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 KEY_COLUMNS = ("model", "revision", "prompt_id", "item_id", "input_sha256")
+# What the cache and the benchmark tables share: an item's key (every key column a string) and its
+# options' scores, then the device and dtype that scored it
+_ITEM_FIELDS = [
+    *((column, pa.string()) for column in KEY_COLUMNS),
+    ("options", pa.list_(pa.string())),
+    ("loglik", pa.list_(pa.float64())),
+]
+_RUN_FIELDS = [("device", pa.string()), ("dtype", pa.string())]
 CACHE_SCHEMA = pa.schema(
     [
-        ("model", pa.string()),
-        ("revision", pa.string()),
-        ("prompt_id", pa.string()),
-        ("item_id", pa.string()),
-        ("input_sha256", pa.string()),
-        ("options", pa.list_(pa.string())),
-        ("loglik", pa.list_(pa.float64())),
+        *_ITEM_FIELDS,
         ("n_tokens", pa.list_(pa.int32())),
         ("method", pa.string()),
-        ("device", pa.string()),
-        ("dtype", pa.string()),
+        *_RUN_FIELDS,
         ("scored_at", pa.timestamp("us", tz="UTC")),
     ]
 )
 # What the benchmark tables keep of a scored item (no time stamp: same inputs, same bytes)
-SCORE_SCHEMA = pa.schema(
-    [
-        ("model", pa.string()),
-        ("revision", pa.string()),
-        ("prompt_id", pa.string()),
-        ("item_id", pa.string()),
-        ("input_sha256", pa.string()),
-        ("options", pa.list_(pa.string())),
-        ("loglik", pa.list_(pa.float64())),
-        ("prob", pa.list_(pa.float64())),
-        ("choice", pa.int32()),
-        ("device", pa.string()),
-        ("dtype", pa.string()),
-    ]
-)
+SCORE_SCHEMA = pa.schema([*_ITEM_FIELDS, ("prob", pa.list_(pa.float64())), ("choice", pa.int32()), *_RUN_FIELDS])
 ITEM_COLUMNS = ("item_id", "image_path", "question", "options")
 
 

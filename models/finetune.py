@@ -130,17 +130,26 @@ def _load(model, processor, examples: list[dict], device, dtype) -> dict:
     )
 
 
-def lora_model(model, config: FinetuneConfig):
-    from peft import LoraConfig, get_peft_model
+def lora_config(config):
+    """peft's LoraConfig from a trainer's config (its lora_r, lora_alpha, lora_dropout, target_modules; no
+    bias terms): one place for the fine-tune's and GRPO's adapters (models/grpo.py), so they are built
+    the same way."""
+    from peft import LoraConfig
 
-    lora = LoraConfig(
+    return LoraConfig(
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
         target_modules=config.target_modules,
         bias="none",
     )
-    return get_peft_model(model, lora)  # adapter weights are kept in fp32 under a bf16 base
+
+
+def lora_model(model, config: FinetuneConfig):
+    """`model` with a fresh LoRA adapter from `config` (lora_config), the only weights the fine-tune trains."""
+    from peft import get_peft_model
+
+    return get_peft_model(model, lora_config(config))  # adapter weights are kept in fp32 under a bf16 base
 
 
 def _free_port() -> int:

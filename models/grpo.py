@@ -32,9 +32,10 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from models.finetune import LANGUAGE_MODEL_TARGETS, name_deepspeed_accelerator
+from models.finetune import LANGUAGE_MODEL_TARGETS, lora_config, name_deepspeed_accelerator
 from models.prompts import metadata_value
 from models.training_runs import TrainingRun, facts
+from warehouse.atomic import atomic_dir
 
 PROMPT_ID = "dermogpt_morph_dx_v1"
 # ISIC 2019's eight diagnoses (the S_hier ontology's leaves) and its images' modality
@@ -51,15 +52,35 @@ PROMPT_TEMPLATE = (
 REQUIRED_COLUMNS = ("image_id", "image_path", "reference_diagnosis", "reference_attributes", "modality")
 MAVIC_COMPONENTS = ("r_fmt", "r_acc", "s_hier", "s_morph", "gate", "reward")
 
-STEPS_SCHEMA = pa.schema([
-    ("step", pa.int64()), ("reward", pa.float64()), ("reward_std", pa.float64()), ("r_fmt", pa.float64()),
-    ("r_acc", pa.float64()), ("s_hier", pa.float64()), ("s_morph", pa.float64()), ("gate", pa.float64()),
-    ("kl", pa.float64()), ("loss", pa.float64()), ("lr", pa.float64()), ("completion_tokens", pa.float64()),
-    ("frac_zero_std_groups", pa.float64()), ("seed", pa.int64()), ("mechanism", pa.string()),
-    ("model", pa.string()), ("model_revision", pa.string()), ("config", pa.string()),
-    ("config_sha256", pa.string()), ("reward_form", pa.string()), ("data_sha256", pa.string()),
-    ("engine", pa.string()), ("device", pa.string()), ("dtype", pa.string()), ("software_version", pa.string()),
-])  # fmt: skip
+STEPS_SCHEMA = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("reward", pa.float64()),
+        ("reward_std", pa.float64()),
+        ("r_fmt", pa.float64()),
+        ("r_acc", pa.float64()),
+        ("s_hier", pa.float64()),
+        ("s_morph", pa.float64()),
+        ("gate", pa.float64()),
+        ("kl", pa.float64()),
+        ("loss", pa.float64()),
+        ("lr", pa.float64()),
+        ("completion_tokens", pa.float64()),
+        ("frac_zero_std_groups", pa.float64()),
+        ("seed", pa.int64()),
+        ("mechanism", pa.string()),
+        ("model", pa.string()),
+        ("model_revision", pa.string()),
+        ("config", pa.string()),
+        ("config_sha256", pa.string()),
+        ("reward_form", pa.string()),
+        ("data_sha256", pa.string()),
+        ("engine", pa.string()),
+        ("device", pa.string()),
+        ("dtype", pa.string()),
+        ("software_version", pa.string()),
+    ]
+)
 
 
 class GrpoConfig(BaseModel):
@@ -180,18 +201,10 @@ def merge_sft_adapter(base_dir: str | Path, adapter_dir: str | Path, out_dir: st
     processor = AutoProcessor.from_pretrained(base_dir, backend="pil", local_files_only=True)
     base = AutoModelForImageTextToText.from_pretrained(base_dir, local_files_only=True)
     merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out) as staging:
         merged.save_pretrained(staging)
         processor.save_pretrained(staging)
         (staging / "merged_from.json").write_text(json.dumps(origin, indent=1) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return out
 
 
@@ -233,9 +246,7 @@ def combine_adapters(
     for name in ("sft", "grpo"):
         model.delete_adapter(name)
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out) as staging:
         model.save_pretrained(staging)
         (staging / "finetune_metadata.json").write_text(
             json.dumps(
@@ -254,12 +265,6 @@ def combine_adapters(
             )
             + "\n"
         )
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return out
 
 
@@ -357,7 +362,6 @@ def grpo_train(
     components, KL, loss and learning rate, and what the run read. `reward`: another TRL reward
     function in MAVIC's place (its components are then not logged)."""
     import torch
-    from peft import LoraConfig
     from transformers import AutoModelForImageTextToText, AutoProcessor, set_seed
 
     from autheval.io import table_sha256
@@ -380,13 +384,7 @@ def grpo_train(
     model = AutoModelForImageTextToText.from_pretrained(config.model_dir, dtype=dtype, local_files_only=True)
     reward = reward if reward is not None else MavicReward(weights, mavic_config, ontology)
     components = getattr(reward, "steps", [])
-    lora = LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=config.target_modules,
-        bias="none",
-    )
+    lora = lora_config(config)
     scratch = Path(tempfile.mkdtemp(prefix="grpo-"))
     try:
         args = TrlConfig(

@@ -100,15 +100,20 @@ class OptionHead:
     def heads(self, probabilities: np.ndarray) -> np.ndarray:
         return threshold_heads(expected_risk_scores(probabilities), self.tau)
 
-    def proposals(
-        self,
-        scores: pa.Table,
-        mechanism: str = "LLaVA-style option head",
-        source: str = "model",
-        model: str | None = None,
-    ) -> pa.Table:
+    def proposals(self, scores: pa.Table, mechanism: str = "LLaVA-style option head", **options) -> pa.Table:
+        """The head's proposals over option scores (thresholded_proposals; `options`: source, model)."""
         image_ids, probs = option_probabilities(scores, self.options)
-        return proposals_table(mechanism, image_ids, nearest_level_slates(self.heads(probs)), probs, source, model)
+        return thresholded_proposals(mechanism, image_ids, probs, self.tau, **options)
+
+
+def thresholded_proposals(
+    mechanism: str, image_ids, probabilities: np.ndarray, tau, source: str = "model", model: str | None = None
+) -> pa.Table:
+    """Proposals of a thresholded head: #(tau < p . RS) as the head, nearest-level slates around it, the
+    probabilities as p_*. The option head's rule and the probe's (models/probe.py), kept in one place so
+    the two mechanisms cannot drift apart; `model` is named if they break a proposals rule."""
+    heads = threshold_heads(expected_risk_scores(probabilities), tau)
+    return proposals_table(mechanism, image_ids, nearest_level_slates(heads), probabilities, source, model)
 
 
 def fit_option_head(

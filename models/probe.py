@@ -3,8 +3,8 @@
 Features of each image come from the frozen tower in batches (GPU when present) and are cached in
 Parquet keyed by (model, image_id, SHA-256 of the image's bytes), so a replaced image file is extracted
 again and only rows of the image's current bytes are served. The cache is the scorer's (models/cache.py):
-a folder of part files, each written atomically under a name no other part has, so an interrupted extraction keeps every finished
-batch, a rerun extracts only the missing images, and a new part never replaces an existing one (not
+a folder of part files, each written atomically under a name no other part has, so an interrupted extraction keeps
+every finished batch, a rerun extracts only the missing images, and a new part never replaces an existing one (not
 even after a part was deleted). A tower that outputs NaN or infinity is refused before anything of its
 batch is cached.
 
@@ -27,10 +27,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
 
-from autheval.proposals.slates import expected_risk_scores, nearest_level_slates, proposals_table, threshold_heads
+from autheval.proposals.slates import expected_risk_scores, threshold_heads
 from models import cache
 from models.level_metrics import best_by_spec_order, check_levels, level_metrics
-from models.option_head import fit_tau
+from models.option_head import fit_tau, thresholded_proposals
 from models.training_runs import TrainingRun, facts
 
 PROBE_SEED = 20260710
@@ -208,18 +208,10 @@ class ProbeFit:
         """The operational head: #(tau < p . RS) (not the argmax, spec 9.4)."""
         return threshold_heads(expected_risk_scores(self.probabilities(features)), self.tau)
 
-    def proposals(
-        self,
-        image_ids,
-        features: np.ndarray,
-        mechanism: str = "CLIP probe",
-        source: str = "model",
-        model: str | None = None,
-    ) -> pa.Table:
-        """The locked probe's proposals; `model` (the tower) is named if they break a proposals rule."""
-        probs = self.probabilities(features)
-        heads = threshold_heads(expected_risk_scores(probs), self.tau)
-        return proposals_table(mechanism, image_ids, nearest_level_slates(heads), probs, source, model)
+    def proposals(self, image_ids, features: np.ndarray, mechanism: str = "CLIP probe", **options) -> pa.Table:
+        """The locked probe's proposals, by the option head's rule (thresholded_proposals; `options`: source,
+        `model` (the tower), named if they break a proposals rule)."""
+        return thresholded_proposals(mechanism, image_ids, self.probabilities(features), self.tau, **options)
 
     def training_run(self) -> TrainingRun:
         """The fit's rows of `model_runs`: the epoch table (step = epoch) and, at the chosen epoch, tau

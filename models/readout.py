@@ -282,18 +282,11 @@ def train_readout_table(validation_scores: pa.Table, config: ReadoutConfig | Non
     )
 
 
-def readout_proposals_table(
-    scores: pa.Table,
-    lock: ReadoutLock | None = None,
-    bias: float = 0.0,
-    mechanism: str = "MedGemma readout",
-    source: str = "model",
-    model: str | None = None,
-) -> pa.Table:
-    """The proposals asset's one call: `image_id, p_very_low ... p_high` (a scorer cache) -> proposals."""
-    return readout_proposals(
-        scores.column("image_id").to_pylist(), _probability_matrix(scores), lock, bias, mechanism, source, model
-    )
+def readout_proposals_table(scores: pa.Table, lock: ReadoutLock | None = None, **options) -> pa.Table:
+    """The proposals asset's one call: `image_id, p_very_low ... p_high` (a scorer cache) -> proposals;
+    `options` (bias, mechanism, source, model) are readout_proposals' own, with its defaults, so the two
+    cannot disagree."""
+    return readout_proposals(scores.column("image_id").to_pylist(), _probability_matrix(scores), lock, **options)
 
 
 def readout_training_run(meta: dict) -> TrainingRun:

@@ -55,6 +55,9 @@ MM_TOKENS = 4  # Gemma3 pools the 4x4 patches to 2x2 soft tokens
 # Wider than the usual 0.02, so random logits are far from uniform and the four continuations get
 # clearly different likelihoods (a scoring bug then shows as a large difference, not one in the 7th digit).
 INIT_RANGE = 0.5
+# The tiny dimensions every tower shares, text and vision: 2 layers, hidden 32, 2 heads.
+TINY_LAYERS = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+TINY_VISION = {**TINY_LAYERS, "image_size": IMAGE_SIZE, "patch_size": PATCH_SIZE}
 
 
 def tokenizer_corpus() -> list[str]:
@@ -95,10 +98,42 @@ def _seeded(seed: int):
     return torch.Generator().manual_seed(seed)
 
 
-def _write_manifest(out: Path, kind: str, model_class: str, seed: int) -> None:
-    (out / "tiny_model.json").write_text(
-        json.dumps({"kind": kind, "model_class": model_class, "seed": seed, "random_weights": True}, indent=1) + "\n"
+def _save(out: Path, kind: str, model, processor, seed: int) -> Path:
+    """Save a tiny model and its processor as a checkpoint folder, with the manifest every builder
+    writes the same way: kind, model class and seed (ensure_tiny_model reuses a folder by it)."""
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    manifest = {"kind": kind, "model_class": type(model).__name__, "seed": seed, "random_weights": True}
+    (out / "tiny_model.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return out
+
+
+def _tiny_text(tokenizer, specials: dict) -> dict:
+    """The text-tower settings both tiny VLMs share (one place, so the Gemma3 and Llama towers cannot
+    drift apart): the tiny dimensions, one key/value head, the tokenizer's vocabulary and its pad/eos/bos
+    ids, the wide initialisation."""
+    ids = tokenizer.convert_tokens_to_ids
+    return {
+        "vocab_size": len(tokenizer),
+        **TINY_LAYERS,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 1024,
+        **{f"{name}_id": ids(specials[name]) for name in ("pad_token", "eos_token", "bos_token")},
+        "initializer_range": INIT_RANGE,
+    }
+
+
+def _tiny_clip_vision():
+    """The tiny CLIP vision tower and its image processor, the same for the LLaVA model and the probe's
+    frozen tower."""
+    from transformers import CLIPVisionConfig
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    config = CLIPVisionConfig(**TINY_VISION, projection_dim=32)
+    processor = CLIPImageProcessorPil(
+        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
     )
+    return config, processor
 
 
 def build_tiny_gemma3(out_dir: str | Path, seed: int = 0) -> Path:
@@ -117,30 +152,13 @@ def build_tiny_gemma3(out_dir: str | Path, seed: int = 0) -> Path:
     tokenizer = build_tokenizer(GEMMA3_SPECIALS, GEMMA3_EXTRA, TURN_TOKENS)
     ids = tokenizer.convert_tokens_to_ids
     text = Gemma3TextConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+        **_tiny_text(tokenizer, GEMMA3_SPECIALS),
         head_dim=16,
         query_pre_attn_scalar=16,
         sliding_window=512,
         layer_types=["sliding_attention", "full_attention"],
-        max_position_embeddings=1024,
-        pad_token_id=ids("<pad>"),
-        eos_token_id=ids("<eos>"),
-        bos_token_id=ids("<bos>"),
-        initializer_range=INIT_RANGE,
     )
-    vision = SiglipVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        image_size=IMAGE_SIZE,
-        patch_size=PATCH_SIZE,
-    )
+    vision = SiglipVisionConfig(**TINY_VISION)
     config = Gemma3Config(
         text_config=text,
         vision_config=vision,
@@ -161,43 +179,19 @@ def build_tiny_gemma3(out_dir: str | Path, seed: int = 0) -> Path:
         chat_template=GEMMA3_CHAT_TEMPLATE,
         image_seq_length=MM_TOKENS,
     )
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-    _write_manifest(out, "tiny-gemma3", "Gemma3ForConditionalGeneration", seed)
-    return out
+    return _save(out, "tiny-gemma3", model, processor, seed)
 
 
 def build_tiny_llava(out_dir: str | Path, seed: int = 0) -> Path:
     """LlavaForConditionalGeneration (CLIP vision + Llama text), 2+2 layers, with LlavaProcessor."""
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
-    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+    from transformers import LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
 
     out = Path(out_dir)
     specials = {"pad_token": "<pad>", "eos_token": "</s>", "bos_token": "<s>", "unk_token": "<unk>"}
     tokenizer = build_tokenizer(specials, {"image_token": "<image>"})
     ids = tokenizer.convert_tokens_to_ids
-    text = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        pad_token_id=ids("<pad>"),
-        eos_token_id=ids("</s>"),
-        bos_token_id=ids("<s>"),
-        initializer_range=INIT_RANGE,
-    )
-    vision = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        image_size=IMAGE_SIZE,
-        patch_size=PATCH_SIZE,
-        projection_dim=32,
-    )
+    text = LlamaConfig(**_tiny_text(tokenizer, specials))
+    vision, image_processor = _tiny_clip_vision()
     n_patches = (IMAGE_SIZE // PATCH_SIZE) ** 2
     config = LlavaConfig(
         vision_config=vision,
@@ -209,9 +203,6 @@ def build_tiny_llava(out_dir: str | Path, seed: int = 0) -> Path:
     )
     _seeded(seed)
     model = LlavaForConditionalGeneration(config).eval()
-    image_processor = CLIPImageProcessorPil(
-        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
-    )
     processor = LlavaProcessor(
         image_processor=image_processor,
         tokenizer=tokenizer,
@@ -221,35 +212,18 @@ def build_tiny_llava(out_dir: str | Path, seed: int = 0) -> Path:
         image_token="<image>",
         num_additional_image_tokens=1,
     )
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-    _write_manifest(out, "tiny-llava", "LlavaForConditionalGeneration", seed)
-    return out
+    return _save(out, "tiny-llava", model, processor, seed)
 
 
 def build_tiny_clip_vision(out_dir: str | Path, seed: int = 0) -> Path:
     """CLIPVisionModel (a frozen vision tower for the probe) with its image processor."""
-    from transformers import CLIPVisionConfig, CLIPVisionModel
-    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+    from transformers import CLIPVisionModel
 
     out = Path(out_dir)
-    config = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        image_size=IMAGE_SIZE,
-        patch_size=PATCH_SIZE,
-        projection_dim=32,
-    )
+    config, image_processor = _tiny_clip_vision()
     _seeded(seed)
     model = CLIPVisionModel(config).eval()
-    model.save_pretrained(out)
-    CLIPImageProcessorPil(
-        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
-    ).save_pretrained(out)
-    _write_manifest(out, "tiny-clip-vision", "CLIPVisionModel", seed)
-    return out
+    return _save(out, "tiny-clip-vision", model, image_processor, seed)
 
 
 BUILDERS = {
@@ -262,8 +236,7 @@ BUILDERS = {
 def ensure_tiny_model(kind: str, root: str | Path, seed: int = 0) -> Path:
     """`<root>/<kind>` built once (keyed by seed); a later call with the same seed reuses it. Built into
     a temporary folder and renamed, so a crash never leaves a half-saved model where a loader looks."""
-    import shutil
-    import tempfile
+    from warehouse.atomic import atomic_dir
 
     target = Path(root) / kind
     manifest = target / "tiny_model.json"
@@ -272,14 +245,6 @@ def ensure_tiny_model(kind: str, root: str | Path, seed: int = 0) -> Path:
     from models.device import quiet_transformers
 
     quiet_transformers()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{kind}.", dir=target.parent))
-    try:
+    with atomic_dir(target) as staging:
         BUILDERS[kind](staging, seed=seed)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     return target

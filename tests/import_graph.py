@@ -42,14 +42,21 @@ def _type_checking_block(node: ast.AST) -> bool:
     )
 
 
-def _imported_names(tree: ast.AST, module: str, is_package: bool):
-    """(name, also-a-submodule candidate) for every import statement that runs."""
+def runtime_imports(tree: ast.AST):
+    """Every import statement that runs: all but those inside `if TYPE_CHECKING:` blocks."""
     stack = [tree]
     while stack:
         node = stack.pop()
         if _type_checking_block(node):
             continue
         stack.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+
+
+def _imported_names(tree: ast.AST, module: str, is_package: bool):
+    """(name, also-a-submodule candidate) for every import statement that runs."""
+    for node in runtime_imports(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, None

@@ -29,8 +29,17 @@ from tests.conftest import ROOT
 from warehouse.catalog import query
 from warehouse.lake import DEFAULT_LAKE, Lake
 
-RAW_TABLES = ["input_files", "images", "image_hashes", "hash_failures", "ingest_report", "duplicates",
-              "duplicate_removals", "clusters", "duplicate_report"]  # fmt: skip
+RAW_TABLES = [
+    "input_files",
+    "images",
+    "image_hashes",
+    "hash_failures",
+    "ingest_report",
+    "duplicates",
+    "duplicate_removals",
+    "clusters",
+    "duplicate_report",
+]
 UNREADABLE, PNG_AS_JPG = 3, 5  # positions (in file-name order) of the two spoiled images
 
 
@@ -129,8 +138,15 @@ def test_every_table_carries_row_count_and_column_schema(raw_lake):
     events = {
         e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()
     }
-    assert set(events) == {"input_files", "image_hashes", "hash_failures", "images", "ingest_report", "duplicates",
-                           "duplicate_removals"}  # fmt: skip
+    assert set(events) == {
+        "input_files",
+        "image_hashes",
+        "hash_failures",
+        "images",
+        "ingest_report",
+        "duplicates",
+        "duplicate_removals",
+    }
     lake = Lake(root)
     for name, metadata in events.items():
         table = lake.read(name)

@@ -175,10 +175,12 @@ SUPPORTED_BAD = {
     "J_auth of a role-separated record": supported_row(metric="J_auth", record_level="role_separated"),
     "delta of a role-separated record": supported_row(metric="delta", record_level="role_separated"),
     "Delta_utility of a proposal-only record": supported_row(metric="Delta_utility", record_level="proposal_only"),
-    "a non-zero gap of a role-separated record": supported_row(metric="Delta_authority", record_level="role_separated", estimate=0.1),
+    "a non-zero gap of a role-separated record": supported_row(
+        metric="Delta_authority", record_level="role_separated", estimate=0.1
+    ),
     "J of a proposal-only record": supported_row(metric="J", record_level="proposal_only"),
     "p of a proposal-only record": supported_row(metric="intervention_rate", record_level="proposal_only"),
-}  # fmt: skip
+}
 
 
 def supported(estimates: list[dict]) -> dict:
@@ -241,11 +243,14 @@ def test_frozen_heads_pass():
     assert frozen_heads(proposals(*GOOD_HEADS))["violations"] == 0
 
 
-@pytest.mark.parametrize("label,heads,example", [
-    ("a different head", [*GOOD_HEADS[:3], ("CLIP probe", "i2", "X"), GOOD_HEADS[4]], "CLIP probe / i2"),
-    ("a missing proposal", GOOD_HEADS[1:], "LLaVA-Med head / i1"),
-    ("an empty head", [("LLaVA-Med head", "i1", None), *GOOD_HEADS[1:]], "LLaVA-Med head / i1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "label,heads,example",
+    [
+        ("a different head", [*GOOD_HEADS[:3], ("CLIP probe", "i2", "X"), GOOD_HEADS[4]], "CLIP probe / i2"),
+        ("a missing proposal", GOOD_HEADS[1:], "LLaVA-Med head / i1"),
+        ("an empty head", [("LLaVA-Med head", "i1", None), *GOOD_HEADS[1:]], "LLaVA-Med head / i1"),
+    ],
+)
 def test_frozen_heads_fail(label, heads, example):
     row = frozen_heads(proposals(*heads))
     assert row["violations"] == 1 and row["example"] == example, label
@@ -344,13 +349,16 @@ def test_published_intervals_are_compared_only_at_the_published_replicate_count(
     assert not published_check(other)[0]
 
 
-@pytest.mark.parametrize("metric,unit,column", [
-    ("J_auth", "image_weighted", "estimate"),
-    ("delta", "image_weighted", "ci_lower"),
-    ("intervention_rate", "image_weighted", "ci_upper"),
-    ("Delta_authority", "cluster_equal", "ci_lower"),
-    ("Delta_authority", "cluster_equal", "ci_upper"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "metric,unit,column",
+    [
+        ("J_auth", "image_weighted", "estimate"),
+        ("delta", "image_weighted", "ci_lower"),
+        ("intervention_rate", "image_weighted", "ci_upper"),
+        ("Delta_authority", "cluster_equal", "ci_lower"),
+        ("Delta_authority", "cluster_equal", "ci_upper"),
+    ],
+)
 def test_published_summary_fails_on_any_cell(exact_estimates, metric, unit, column):
     changed = [dict(r) for r in exact_estimates]
     for r in changed:

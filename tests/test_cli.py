@@ -17,7 +17,8 @@ from warehouse.lake import Lake
 def test_evaluate_imports_neither_dagster_nor_torch(tmp_path):
     code = (
         "import sys; from autheval.cli.main import main; "
-        f"main(['evaluate', '--input', {str(reference_file('authority_log_example'))!r}, '--output-dir', {str(tmp_path)!r}, '--reps', '20']); "
+        f"main(['evaluate', '--input', {str(reference_file('authority_log_example'))!r}, "
+        f"'--output-dir', {str(tmp_path)!r}, '--reps', '20']); "
         "print(sorted(m for m in ('dagster', 'torch', 'transformers') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -26,8 +27,19 @@ def test_evaluate_imports_neither_dagster_nor_torch(tmp_path):
 
 
 def test_scheme_reps_seed_are_declared(tmp_out):
-    args = ["evaluate", "--input", str(reference_file("trace_mixed")), "--output-dir", str(tmp_out),
-            "--scheme", "poisson", "--reps", "300", "--seed", "7"]  # fmt: skip
+    args = [
+        "evaluate",
+        "--input",
+        str(reference_file("trace_mixed")),
+        "--output-dir",
+        str(tmp_out),
+        "--scheme",
+        "poisson",
+        "--reps",
+        "300",
+        "--seed",
+        "7",
+    ]
     assert run_cli(*args).returncode == 0
     summary = json.loads((tmp_out / "summary.json").read_text())
     assert (summary["scheme"], summary["bootstrap_reps"], summary["seed"]) == ("poisson", 300, 7)
@@ -41,9 +53,17 @@ def test_scheme_reps_seed_are_declared(tmp_out):
 
 
 def test_compare_default_contrast_is_each_arm_minus_the_first(tmp_out):
-    args = ["compare", "--output-dir", str(tmp_out), "--reps", "200",
-            "--arm", f"low={reference_file('trace_llava_med_head')}",
-            "--arm", f"high={reference_file('trace_clip_probe')}"]  # fmt: skip
+    args = [
+        "compare",
+        "--output-dir",
+        str(tmp_out),
+        "--reps",
+        "200",
+        "--arm",
+        f"low={reference_file('trace_llava_med_head')}",
+        "--arm",
+        f"high={reference_file('trace_clip_probe')}",
+    ]
     result = run_cli(*args)
     assert result.returncode == 0, result.stderr
     rows = read_csv_rows(tmp_out / "paired_contrast.csv")
@@ -257,8 +277,8 @@ def test_warnings_are_one_plain_line_each_on_stderr(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stderr.strip().splitlines()
     assert (
-        "autheval: warning: compare was given one arm (A): no paired contrast was asked; give a second --arm (or use evaluate)"
-        in lines
+        "autheval: warning: compare was given one arm (A): no paired contrast was asked; "
+        "give a second --arm (or use evaluate)" in lines
     )
     assert all(line.startswith("autheval: warning: ") for line in lines), lines
     assert "AuthEvalWarning" not in result.stderr

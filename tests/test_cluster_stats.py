@@ -87,7 +87,10 @@ def test_several_analyses_in_one_call_are_each_alone(scheme):
     c = read(noisy_log(clusters=150, rows=900, seed=5), "arm c")  # the same count as a: one shared stream
     together = estimate([a, b, c], scheme=scheme, reps=1000).estimates
     alone = [row for r in (a, b, c) for row in estimate([r], scheme=scheme, reps=1000).estimates]
-    key = lambda row: (row["analysis"], row["unit"], row["metric"])  # noqa: E731
+
+    def key(row):
+        return (row["analysis"], row["unit"], row["metric"])
+
     assert sorted(together, key=key) == sorted(alone, key=key)
     delta_together = delta_method_rows([a, b, c])
     assert delta_together == [row for r in (a, b, c) for row in delta_method_rows([r])]

@@ -45,7 +45,8 @@ def test_rows_name_the_rule_file_and_records_carry_no_private_context(cohort_lak
     lake, _, _ = cohort_lake
     for table in ("contexts", "selections", "scores", "records"):
         row = query(
-            lake, f"select count(distinct rule_version) as v, min(rule_version) as name from {table}"
+            lake,
+            f"select count(distinct rule_version) as v, min(rule_version) as name from {table}",  # noqa: S608 -- table from the fixed tuple above
         ).to_pylist()[0]
         assert row == {"v": 1, "name": "autheval-reference-1"}, table
     private = {"profile", "sens", "burden", "aversion", "capacity", "floor", "s_gate", "risk_bin"}
@@ -85,7 +86,8 @@ def test_a_bad_proposals_file_is_one_line_and_the_lake_keeps_what_it_had(cohort_
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        f"autheval: error: {bad}: column 'p_very_low': probabilities must sum to 1 within 1e-6 (row 1, image 'x', value '2.0')"
+        f"autheval: error: {bad}: column 'p_very_low': probabilities must sum to 1 within 1e-6 "
+        "(row 1, image 'x', value '2.0')"
     )
     assert {p: p.read_bytes() for p in lake.root.rglob("*.parquet")} == before
     assert lake.snapshot() == served

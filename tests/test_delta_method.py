@@ -1,5 +1,5 @@
-"""Delta-method intervals (sql/estimates/delta_method.sql, autheval/estimation/analytic.py): pinned by an independent numpy
-linearisation over clusters, masked by the record level like the bootstrap, and close to the reference
+"""Delta-method intervals (sql/estimates/delta_method.sql, autheval/estimation/analytic.py): pinned by an independent
+numpy linearisation over clusters, masked by the record level like the bootstrap, and close to the reference
 bootstrap on the published traces (the README's side-by-side table)."""
 
 from __future__ import annotations

@@ -26,17 +26,33 @@ from autheval.records.read import read_records
 from tests.conftest import reference_file
 
 SEED = 20260710
-OFFSETS = {"J": 0, "intervention_rate": 1, "J_auth": 2, "Delta_authority": 3, "delta": 4, "J_std": 5,
-           "Delta_total": 6, "Delta_utility": 7}  # fmt: skip
+OFFSETS = {
+    "J": 0,
+    "intervention_rate": 1,
+    "J_auth": 2,
+    "Delta_authority": 3,
+    "delta": 4,
+    "J_std": 5,
+    "Delta_total": 6,
+    "Delta_utility": 7,
+}
 REPS = 400
 TOL = 1e-12
 
 
 def read_trace(path) -> dict[str, np.ndarray]:
     if str(path).endswith(".csv"):
-        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-            column_types={"image_id": pa.string(), "cluster_id": pa.string(), "a_head": pa.string(),
-                          "a_exec": pa.string()}))  # fmt: skip
+        table = pacsv.read_csv(
+            path,
+            convert_options=pacsv.ConvertOptions(
+                column_types={
+                    "image_id": pa.string(),
+                    "cluster_id": pa.string(),
+                    "a_head": pa.string(),
+                    "a_exec": pa.string(),
+                }
+            ),
+        )
     else:
         table = pq.read_table(path)
     cols = {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}

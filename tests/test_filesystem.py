@@ -43,6 +43,17 @@ def test_an_object_store_uri_keeps_its_scheme():
     assert not location.is_local
 
 
+def test_an_object_store_lake_has_no_catalog_to_query(tmp_path, monkeypatch):
+    """The catalog is a local file: a lake on an object store has none, said in one line (it was an
+    AttributeError of its PurePosixPath root)."""
+    monkeypatch.chdir(tmp_path)
+    lake = Lake(tmp_path / "unused")
+    lake.location = filesystem.LakeLocation(pafs.LocalFileSystem(), "bucket/lake", "s3")  # no credentials needed
+    lake.root = lake.location.local_root()
+    with pytest.raises(FileNotFoundError, match="no catalog at bucket/lake/autheval.duckdb"):
+        query(lake, "select 1")
+
+
 def files_under(folder) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 

@@ -34,8 +34,10 @@ CASES = [
     ("bad split value", [*GOOD[:3], ("i4", "k3", "holdout")], "split", "must be one of train, val, test", "'holdout'"),
     ("image not ingested", [*GOOD, ("i5", "k4", "train")], "image_id", "is not in the ingested images", "'i5'"),
     ("ingested image missing", GOOD[:3], "image_id", "an ingested image is missing from the freeze", "'i4'"),
-    ("cluster id differs", [*GOOD[:3], ("i4", "k2", "val")], "cluster_id", "differs from the cluster id recomputed", "frozen k2, recomputed k3"),
-    ("cluster in two splits", [GOOD[0], ("i2", "k1", "val"), *GOOD[2:]], "split", "a cluster spans more than one split", "k1 in train,val"),
+    ("cluster id differs", [*GOOD[:3], ("i4", "k2", "val")],
+     "cluster_id", "differs from the cluster id recomputed", "frozen k2, recomputed k3"),
+    ("cluster in two splits", [GOOD[0], ("i2", "k1", "val"), *GOOD[2:]],
+     "split", "a cluster spans more than one split", "k1 in train,val"),
 ]  # fmt: skip
 
 

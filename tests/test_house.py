@@ -89,7 +89,7 @@ def test_a_cohort_run_parses_the_declared_rules_once(small_cohort, tmp_path, mon
     lake = Lake(tmp_path / "lake")
     sha = (rules if given == "parsed" else load_rules(rules)).sha256
     for table in ("contexts", "scores", "estimates", "subgroups"):
-        assert query(lake, f"select distinct rule_sha256 as s from {table}").to_pylist() == [{"s": sha}], table  # noqa: S608
+        assert query(lake, f"select distinct rule_sha256 as s from {table}").to_pylist() == [{"s": sha}], table  # noqa: S608 -- table from the fixed tuple above
 
 
 def test_the_declared_rules_are_an_input_of_the_graph():

@@ -18,8 +18,20 @@ from tests.conftest import ROOT, run_cli
 from warehouse.catalog import query
 from warehouse.lake import Lake
 
-TABLES = ["images", "image_hashes", "duplicates", "duplicate_report", "clusters", "proposals", "selections", "scores", "records", "estimates", "contrasts",
-          "study_summary"]  # fmt: skip
+TABLES = [
+    "images",
+    "image_hashes",
+    "duplicates",
+    "duplicate_report",
+    "clusters",
+    "proposals",
+    "selections",
+    "scores",
+    "records",
+    "estimates",
+    "contrasts",
+    "study_summary",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +46,26 @@ def test_every_table_is_parquet_and_a_catalog_view(study_lake):
     lake = Lake(root)
     for name in TABLES:
         assert lake.table_path(name).exists(), name
-        assert query(lake, f"select count(*) as n from {name}").to_pylist()[0]["n"] > 0  # noqa: S608
+        assert query(lake, f"select count(*) as n from {name}").to_pylist()[0]["n"] > 0  # noqa: S608 -- names from the fixed TABLES list
     assert (root / "reports" / "report.html").read_text().count("data:image/png;base64,") == 1
     assert "CLIP probe minus LLaVA-Med head" in (root / "reports" / "report.md").read_text()
 
 
 def test_all_asset_checks_pass(study_lake):
     _, checks = study_lake
-    expected = {"images_unique_ids", "clusters_unique_ids", "clusters_within_one_split", "clusters_context_constant",
-                "proposals_match_frozen_heads", "scores_same_action_same_score", "estimates_gap_identity",
-                "estimates_supported_by_record_level", "estimates_match_published_summary",
-                "duplicate_report_matches_published", "scores_reproduced_by_declared_rules"}  # fmt: skip
+    expected = {
+        "images_unique_ids",
+        "clusters_unique_ids",
+        "clusters_within_one_split",
+        "clusters_context_constant",
+        "proposals_match_frozen_heads",
+        "scores_same_action_same_score",
+        "estimates_gap_identity",
+        "estimates_supported_by_record_level",
+        "estimates_match_published_summary",
+        "duplicate_report_matches_published",
+        "scores_reproduced_by_declared_rules",
+    }
     assert expected <= set(checks)
     assert all(checks.values()), checks
 
@@ -132,7 +153,10 @@ def test_synthetic_cohort_through_the_raw_path(tmp_path):
 
 def test_query_cli_answers_from_the_catalog(study_lake):
     root, _ = study_lake
-    sql = "select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates where metric = 'Delta_authority' and analysis = 'mixed'"
+    sql = (
+        "select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates "
+        "where metric = 'Delta_authority' and analysis = 'mixed'"
+    )
     result = run_cli("query", sql, "--lake", str(root), "--format", "csv")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()

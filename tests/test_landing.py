@@ -17,8 +17,12 @@ from warehouse.lake import Lake
 
 LOG = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local,{col}\n"
 ROLE_LOG = "case_id,cluster_id,proposed_action,executed_action,utility_executed_local,{col}\n"
-JAN = ["a1,k1,a2,a1,-1.0,-2.0,2026-01-03", "a2,k2,a0,a0,0.0,0.0,2026-01-04", "a3,k3,a3,a2,-0.5,-4.0,2026-01-09",
-       "a4,k4,a1,a1,0.0,0.0,2026-01-10"]  # fmt: skip
+JAN = [
+    "a1,k1,a2,a1,-1.0,-2.0,2026-01-03",
+    "a2,k2,a0,a0,0.0,0.0,2026-01-04",
+    "a3,k3,a3,a2,-0.5,-4.0,2026-01-09",
+    "a4,k4,a1,a1,0.0,0.0,2026-01-10",
+]
 FEB = ["b1,k1,a2,a2,-1.0,-1.0,2026-02-01", "b2,k5,a1,a0,-0.5,0.0,2026-02-11", "b3,k6,a3,a1,-2.0,-1.5,2026-02-20"]
 
 
@@ -538,7 +542,8 @@ def test_a_file_that_cannot_be_moved_is_reported_and_the_sensor_goes_on(lake, mo
     tick = landing.watch(lake.landing, Lake(lake.root), lake.cursor)
     assert tick.failed == [
         "stuck copy.csv: not handled this time: Read-only file system",
-        f"stuck link.csv: not landed: {landing.LINK_REASON}; and it cannot be moved to rejected/: Read-only file system",
+        f"stuck link.csv: not landed: {landing.LINK_REASON}; "
+        "and it cannot be moved to rejected/: Read-only file system",
     ]
     assert [name for _, name, _ in tick.requests] == ["feb.csv"]
     assert [ok for _, ok in lake.settle()] == [True]  # the sensor itself never raised

@@ -77,7 +77,9 @@ def test_the_graph_finds_a_lazy_circle_and_an_arrow_up(tmp_path):
             "warehouse/store.py": "def f():\n    from autheval.core import g\n",  # lazy, and up a floor
             "autheval/__init__.py": "",
             "autheval/core.py": "from warehouse.store import f\n",
-            "autheval/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from autheval.cli import x\n",
+            "autheval/typed.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from autheval.cli import x\n"
+            ),
             "autheval/cli/__init__.py": "from autheval import core\n",
         },
     )

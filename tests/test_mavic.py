@@ -200,7 +200,10 @@ def test_the_gate_is_one_half_at_the_group_median():
     ]
     out = score(texts, groups=["a", "a", "a", "b", "b"])
     assert out["s_hier"] == pytest.approx([1.0, 2 / 3, 1 / 3, 1.0, 1 / 3])
-    sigmoid = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+
+    def sigmoid(x):
+        return 1 / (1 + math.exp(-x))
+
     # group a: median 2/3; group b (two completions): median (1 + 1/3) / 2
     assert out["gate"][1] == 0.5
     assert out["gate"] == pytest.approx([sigmoid(10 / 3), 0.5, sigmoid(-10 / 3), sigmoid(10 / 3), sigmoid(-10 / 3)])

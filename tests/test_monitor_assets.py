@@ -23,15 +23,44 @@ from dagster_project.definitions import build_definitions, project_instance, stu
 from dagster_project.demo import QUIET
 from warehouse.lake import Lake
 
-PAYLOAD_NAMES = {"alert_id", "site", "model_version", "mechanism", "metric", "unit", "lower", "upper", "cs_lower",
-                 "cs_upper", "period", "first_period", "protocol_version", "protocol_sha256"}  # fmt: skip
+PAYLOAD_NAMES = {
+    "alert_id",
+    "site",
+    "model_version",
+    "mechanism",
+    "metric",
+    "unit",
+    "lower",
+    "upper",
+    "cs_lower",
+    "cs_upper",
+    "period",
+    "first_period",
+    "protocol_version",
+    "protocol_sha256",
+}
 
 
 def look(site, metric, period, n, status, cs, bounds=(0.05, 0.60), unit="image_weighted"):
-    return {"site": site, "model_version": "model-1", "mechanism": "landed", "metric": metric, "unit": unit,
-            "period": period, "look": n, "n_clusters": 40 * n, "estimate": sum(cs) / 2, "cs_lower": cs[0],
-            "cs_upper": cs[1], "lower": bounds[0], "upper": bounds[1], "status": status, "reason": f"{status} here",
-            "protocol_version": "service-protocol-1", "protocol_sha256": "ab" * 32}  # fmt: skip
+    return {
+        "site": site,
+        "model_version": "model-1",
+        "mechanism": "landed",
+        "metric": metric,
+        "unit": unit,
+        "period": period,
+        "look": n,
+        "n_clusters": 40 * n,
+        "estimate": sum(cs) / 2,
+        "cs_lower": cs[0],
+        "cs_upper": cs[1],
+        "lower": bounds[0],
+        "upper": bounds[1],
+        "status": status,
+        "reason": f"{status} here",
+        "protocol_version": "service-protocol-1",
+        "protocol_sha256": "ab" * 32,
+    }
 
 
 def monitor_of(rows: list[dict]) -> pa.Table:
@@ -300,7 +329,8 @@ def test_the_schedule_is_monthly_utc_unless_configured(monkeypatch):
 
 
 @pytest.mark.parametrize("cron, tz, said", [
-    ("0 6 1 *", None, "monitor schedule cron '0 6 1 *' ($AUTHEVAL_MONITOR_CRON): not a cron schedule; give five fields"),
+    ("0 6 1 *", None,
+     "monitor schedule cron '0 6 1 *' ($AUTHEVAL_MONITOR_CRON): not a cron schedule; give five fields"),
     ("every month", None, "monitor schedule cron 'every month' ($AUTHEVAL_MONITOR_CRON)"),
     (None, "Mars/Olympus", "monitor schedule time zone 'Mars/Olympus' ($AUTHEVAL_MONITOR_TZ): not a time zone"),
 ])  # fmt: skip
@@ -431,7 +461,7 @@ def test_a_demo_lake_answers_for_trend_and_monitor_before_anything_lands(tmp_pat
         ("monitor", MONITOR_SCHEMA.names),
         ("monitor_case_mix", CASE_MIX_SCHEMA.names),
     ):
-        result = run_cli("query", f"select * from {table}", "--lake", str(root), "--format", "csv")
+        result = run_cli("query", f"select * from {table}", "--lake", str(root), "--format", "csv")  # noqa: S608 -- table from the fixed tuple above
         assert result.returncode == 0, result.stderr
         lines = result.stdout.splitlines()
         assert set(named) <= set(lines[0].split(",")), (table, lines[0])

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, reference_file
+from tests.import_graph import runtime_imports
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
@@ -81,12 +82,13 @@ def _requirements(extras=()) -> list[str]:
 
 
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    """The top-level names `path` imports when it runs (an `if TYPE_CHECKING:` block never runs: the type
+    checker's own stubs and the libraries' internals it names there are not the part's dependencies)."""
     names = set()
-    for node in ast.walk(tree):
+    for node in runtime_imports(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             names |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        elif node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
     return names - set(sys.stdlib_module_names) - LOCAL - {"__future__"}
 

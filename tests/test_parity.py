@@ -36,8 +36,14 @@ def test_mixed_summary_matches_published_in_every_cell(source, tmp_out):
         assert_cells_equal(our_row, published_row)
 
 
-TRACES = ["trace_mixed", "trace_capacity_ceiling", "trace_safety_floor",
-          "trace_medgemma_readout", "trace_llava_med_head", "trace_clip_probe"]  # fmt: skip
+TRACES = [
+    "trace_mixed",
+    "trace_capacity_ceiling",
+    "trace_safety_floor",
+    "trace_medgemma_readout",
+    "trace_llava_med_head",
+    "trace_clip_probe",
+]
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +68,11 @@ def test_every_trace_matches_an_independent_numpy_loop(numpy_oracle):
 
 
 def test_paired_contrast_matches_the_numpy_loop(numpy_oracle, tmp_out):
-    arms = {"LLaVA-Med head": "trace_llava_med_head", "MedGemma readout": "trace_medgemma_readout",
-            "CLIP probe": "trace_clip_probe"}  # fmt: skip
+    arms = {
+        "LLaVA-Med head": "trace_llava_med_head",
+        "MedGemma readout": "trace_medgemma_readout",
+        "CLIP probe": "trace_clip_probe",
+    }
     args = ["compare", "--output-dir", str(tmp_out), "--contrast", "CLIP probe minus LLaVA-Med head"]
     for name, table in arms.items():
         args += ["--arm", f"{name}={reference_file(table)}"]

@@ -34,11 +34,16 @@ def log_rows() -> list[dict]:
         for i in range(size):
             changed = i < CHANGED[cluster]
             u_exec = -1.0 - 0.5 * (i % 3)
-            rows.append({
-                "case_id": f"{cluster}-{i}", "cluster_id": cluster, "proposed_action": "a1",
-                "executed_action": "a2" if changed else "a1", "utility_executed_local": u_exec,
-                "utility_proposed_local": u_exec + next(gaps) if changed else u_exec,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "case_id": f"{cluster}-{i}",
+                    "cluster_id": cluster,
+                    "proposed_action": "a1",
+                    "executed_action": "a2" if changed else "a1",
+                    "utility_executed_local": u_exec,
+                    "utility_proposed_local": u_exec + next(gaps) if changed else u_exec,
+                }
+            )
     return rows
 
 

@@ -76,12 +76,30 @@ def sql_weights(pairs: list[tuple[int, int]], seed: int, first_rep: int = 0, rep
     one-cluster analysis per pair (a weight of 0 adds nothing, so its row is absent)."""
     con = duckdb.connect()
     n = len(pairs)
-    con.register("cluster_stats", pa.table({
-        "analysis": [f"p{i}" for i in range(n)], "cluster_id": [f"c{i}" for i in range(n)],
-        "cluster_rank": pa.array([rank for _, rank in pairs], pa.int32()), "n_clusters": [1] * n,
-        **{k: [1.0] * n for k in ("n", "sum_changed", "sum_exec", "sum_prop", "sum_gap", "sum_glob",
-                                  "sum_total_gap", "sum_utility_gap")},
-    }))  # fmt: skip
+    con.register(
+        "cluster_stats",
+        pa.table(
+            {
+                "analysis": [f"p{i}" for i in range(n)],
+                "cluster_id": [f"c{i}" for i in range(n)],
+                "cluster_rank": pa.array([rank for _, rank in pairs], pa.int32()),
+                "n_clusters": [1] * n,
+                **{
+                    k: [1.0] * n
+                    for k in (
+                        "n",
+                        "sum_changed",
+                        "sum_exec",
+                        "sum_prop",
+                        "sum_gap",
+                        "sum_glob",
+                        "sum_total_gap",
+                        "sum_utility_gap",
+                    )
+                },
+            }
+        ),
+    )
     reps = reps if reps is not None else max(rep for rep, _ in pairs) + 1 - first_rep
     rows = con.execute(sql_text("replicates_poisson"), {"first_rep": first_rep, "reps": reps, "seed": seed}).fetchall()
     got = {(row[0], row[1]): row[10] for row in rows}  # (analysis, rep) -> c_n, the total weight
@@ -124,12 +142,30 @@ def test_replicate_blocks_give_the_same_weights():
 def poisson_totals(n_clusters: int, reps: int, seed: int = 20260711) -> np.ndarray:
     """Total weight per replicate over n_clusters clusters, in replicate order."""
     con = duckdb.connect()
-    con.register("cluster_stats", pa.table({
-        "analysis": ["w"] * n_clusters, "cluster_id": [f"c{i}" for i in range(n_clusters)],
-        "cluster_rank": pa.array(range(n_clusters), pa.int32()), "n_clusters": [n_clusters] * n_clusters,
-        **{k: [1.0] * n_clusters for k in ("n", "sum_changed", "sum_exec", "sum_prop", "sum_gap",
-                                           "sum_glob", "sum_total_gap", "sum_utility_gap")},
-    }))  # fmt: skip
+    con.register(
+        "cluster_stats",
+        pa.table(
+            {
+                "analysis": ["w"] * n_clusters,
+                "cluster_id": [f"c{i}" for i in range(n_clusters)],
+                "cluster_rank": pa.array(range(n_clusters), pa.int32()),
+                "n_clusters": [n_clusters] * n_clusters,
+                **{
+                    k: [1.0] * n_clusters
+                    for k in (
+                        "n",
+                        "sum_changed",
+                        "sum_exec",
+                        "sum_prop",
+                        "sum_gap",
+                        "sum_glob",
+                        "sum_total_gap",
+                        "sum_utility_gap",
+                    )
+                },
+            }
+        ),
+    )
     sums = con.execute(sql_text("replicates_poisson"), {"first_rep": 0, "reps": reps, "seed": seed}).fetchnumpy()
     return sums["c_n"][np.argsort(sums["rep"])]
 

@@ -23,14 +23,16 @@ def logs(draw):
         executed = draw(st.sampled_from(ACTIONS)) if changed else proposed
         u_exec = draw(st.floats(min_value=-10, max_value=0, allow_nan=False, width=32))
         u_prop = u_exec if executed == proposed else draw(st.floats(min_value=-10, max_value=0, width=32))
-        rows.append({
-            "case_id": f"case{i:03d}",
-            "cluster_id": f"k{draw(st.integers(0, n_clusters - 1)):03d}",
-            "proposed_action": proposed,
-            "executed_action": executed,
-            "utility_executed_local": float(u_exec),
-            "utility_proposed_local": float(u_prop),
-        })  # fmt: skip
+        rows.append(
+            {
+                "case_id": f"case{i:03d}",
+                "cluster_id": f"k{draw(st.integers(0, n_clusters - 1)):03d}",
+                "proposed_action": proposed,
+                "executed_action": executed,
+                "utility_executed_local": float(u_exec),
+                "utility_proposed_local": float(u_prop),
+            }
+        )
     return rows
 
 

@@ -11,7 +11,7 @@ from autheval import __version__
 from autheval.estimation.provenance import PROVENANCE, Provenance, combined_sha256, stamp
 from autheval.review.rules import load_rules
 from dagster_project.demo import run_stages
-from tests.test_cohort_study import cohort_lake  # noqa: F401 (the module-scoped cohort lake)
+from tests.test_cohort_study import cohort_lake  # noqa: F401 -- a pytest fixture (the module-scoped cohort lake), used by name
 from warehouse.catalog import query
 from warehouse.lake import Lake
 
@@ -30,7 +30,7 @@ def reference_lake(tmp_path_factory):
 def nulls(lake: Lake, table: str, columns) -> dict[str, int]:
     counts = query(
         lake,
-        f"select count(*) as rows, {', '.join(f'count(*) - count({c}) as {c}' for c in columns)} "  # noqa: S608
+        f"select count(*) as rows, {', '.join(f'count(*) - count({c}) as {c}' for c in columns)} "  # noqa: S608 -- the fixed RESULT_TABLES and PROVENANCE names
         f"from {table}",
     ).to_pylist()[0]
     return counts
@@ -45,7 +45,7 @@ def test_every_reference_row_names_its_provenance(reference_lake, table):
     declared = load_rules()
     found = query(
         reference_lake,
-        f"select distinct rule_version, rule_sha256, scheme, seed, reps, engine, "  # noqa: S608
+        f"select distinct rule_version, rule_sha256, scheme, seed, reps, engine, "  # noqa: S608 -- table from the fixed RESULT_TABLES
         f"software_version from {table}",
     ).to_pylist()
     assert found in (
@@ -95,7 +95,7 @@ def test_estimates_name_the_record_set_and_its_mechanism_and_regime(reference_la
     ]
 
 
-def test_every_cohort_row_names_its_provenance(cohort_lake):  # noqa: F811
+def test_every_cohort_row_names_its_provenance(cohort_lake):  # noqa: F811 -- pytest passes the imported fixture by name
     lake, _, _ = cohort_lake
     for table in RESULT_TABLES:
         counts = nulls(lake, table, PROVENANCE)
@@ -124,7 +124,7 @@ def test_stamp_replaces_appends_and_keeps_a_rows_own_hash():
     assert combined_sha256(["x", "y"]) == combined_sha256(["y", "x"]) != combined_sha256(["x", "z"])
 
 
-def test_every_proposal_names_its_producer(reference_lake, cohort_lake):  # noqa: F811
+def test_every_proposal_names_its_producer(reference_lake, cohort_lake):  # noqa: F811 -- pytest passes the imported fixture by name
     from autheval.io import file_sha256
     from autheval.reference_data import manifest
 

@@ -26,7 +26,7 @@ def planted_hashes(n: int, k: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     base = rng.integers(0, 2**64, size=n, dtype=np.uint64)
     extra = []
-    for i in range(n // 3):
+    for _ in range(n // 3):
         value = int(base[rng.integers(n)])
         for bit in rng.choice(64, size=int(rng.integers(1, k + 3)), replace=False):
             value ^= 1 << int(bit)

@@ -139,7 +139,7 @@ def test_appendix_a3_through_the_sql_path(tmp_path):
     ages = {"<30": "25.0", "30-50": "50.0", "50-70": "70.0", "70+": "85.0", "nan": ""}
     rows, gt, ids = [], [], []
     for band, row in APPENDIX_A3.items():
-        for j, (site, short) in enumerate(zip(A3_SITES, row.split())):
+        for site, short in zip(A3_SITES, row.split()):
             image = f"ISIC_{len(ids):07d}"
             rows.append(f"{image},{ages[band]},{'' if site == '__missing_site__' else site},,male")
             gt.append(gt_line(image, "NV"))
@@ -431,5 +431,5 @@ def test_metadata_paths_must_stay_inside_the_input_folder(tmp_path):
     result = ingest(csv, checksums=False)
     assert result.images["image_id"].to_pylist() == ["ISIC_A", "ISIC_D"]
     report = _report(result)
-    assert {k for k in report} == {("ISIC_B", "outside_input_folder"), ("ISIC_C", "outside_input_folder")}
+    assert set(report) == {("ISIC_B", "outside_input_folder"), ("ISIC_C", "outside_input_folder")}
     assert report[("ISIC_B", "outside_input_folder")]["column_name"] == "image_path"

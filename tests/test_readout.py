@@ -168,7 +168,10 @@ def unexplained_images(slates, traces: dict[str, dict]) -> int:
     regimes = list(traces)
     first = traces[regimes[0]]
     possible = explainable([tuple(s) for s in slates], regimes)
-    level = lambda a: int(a[1:])  # noqa: E731
+
+    def level(a):
+        return int(a[1:])
+
     bad = 0
     for i, cluster in enumerate(first["cluster_id"]):
         burden = h12(f"20260706|burden|{cluster}") % 2 == 1

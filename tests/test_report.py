@@ -537,7 +537,7 @@ def test_the_monitoring_section_shows_the_status_the_alerts_the_case_mix_and_eac
     alerting = {
         tuple(c.strip() for c in line.strip("|").split("|")[:3])
         for line in alerts.splitlines()
-        if line.startswith("| site-") or line.startswith("| all")
+        if line.startswith(("| site-", "| all"))
     }
     # the planted drift alerts at its site (and in the pool of every site), nowhere else
     assert alerting == {
@@ -547,7 +547,7 @@ def test_the_monitoring_section_shows_the_status_the_alerts_the_case_mix_and_eac
     }
     assert f"**{len(alerting)} series alert**" in alerts and "| 2026-0" in alerts  # since when
     status = text.split("### Status at the latest look\n", 1)[1].split("\n### ", 1)[0]
-    latest = [line for line in status.splitlines() if line.startswith("| site-") or line.startswith("| all")]
+    latest = [line for line in status.splitlines() if line.startswith(("| site-", "| all"))]
     assert len(latest) == len(
         {(r["site"], r["model_version"], r["metric"], r["unit"]) for r in monitored.table.to_pylist()}
     )  # one row per series: its latest look

@@ -130,7 +130,10 @@ def test_a2_depends_on_the_context_seed():
         pa.table({"image_id": ["i1", "i2"], "s_gate": [0.1, 0.1]}),
         pa.table({"image_id": ["i1", "i2"], "profile": ["RURAL_like"] * 2}),
     )
-    levels = lambda got: [tuple(got[i][k] for k in ("sens", "burden", "aversion")) for i in ids]  # noqa: E731
+
+    def levels(got):
+        return [tuple(got[i][k] for k in ("sens", "burden", "aversion")) for i in ids]
+
     assert levels(contexts_of(*tables, rule_file=other)) != levels(contexts_of(*tables))
 
 

@@ -120,7 +120,10 @@ def test_engine_records_give_the_published_estimates(reference):
         published.append(records_from_table(table, trace, name, table_sha256(table)))
     a = estimate(ours, scheme="reference", reps=1000)
     b = estimate(published, scheme="reference", reps=1000)
-    key = lambda r: (r["analysis"], r["unit"], r["metric"])  # noqa: E731
+
+    def key(r):
+        return (r["analysis"], r["unit"], r["metric"])
+
     assert [(key(r), r["estimate"], r["ci_lower"], r["ci_upper"]) for r in a.estimates] == [
         (key(r), r["estimate"], r["ci_lower"], r["ci_upper"]) for r in b.estimates
     ]

@@ -130,7 +130,8 @@ def test_the_sha256_is_the_files(tmp_path):
         ),
         (
             lambda d: d["profile_assignment"].update(missing_age_and_site="guess"),
-            "rules.yaml: profile_assignment.missing_age_and_site: must be one of 'missing_tokens', 'nan_age_bin', 'image_id'",
+            "rules.yaml: profile_assignment.missing_age_and_site: must be one of "
+            "'missing_tokens', 'nan_age_bin', 'image_id'",
         ),
         (
             lambda d: d["private_factors"]["aversion"]["levels"].append({"name": "neutral", "w_over": 1.0}),
@@ -203,7 +204,8 @@ def test_the_sha256_is_the_files(tmp_path):
         ),
         (
             lambda d: d["overrides"]["patient_burden"].update(level="heavy"),
-            "rules.yaml: overrides.patient_burden.level: must be one of low, high (the levels of private_factors.burden)",
+            "rules.yaml: overrides.patient_burden.level: must be one of low, high "
+            "(the levels of private_factors.burden)",
         ),
         (
             lambda d: d["overrides"]["patient_refusal"].update(removes="a4"),

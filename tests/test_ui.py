@@ -19,11 +19,32 @@ import pytest
 from tests.conftest import ROOT
 
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--virtual-time-budget=20000", "--window-size=1800,1100"]  # fmt: skip
-ASSETS = ["images", "clusters", "proposals", "selections", "scores", "records", "estimates", "contrasts",
-          "study_summary", "landed_records", "trend", "catalog"]  # fmt: skip
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=20000",
+    "--window-size=1800,1100",
+]
+ASSETS = [
+    "images",
+    "clusters",
+    "proposals",
+    "selections",
+    "scores",
+    "records",
+    "estimates",
+    "contrasts",
+    "study_summary",
+    "landed_records",
+    "trend",
+    "catalog",
+]
 
 
 def chromium() -> str | None:

@@ -87,8 +87,8 @@ def test_print_warnings_plainly():
     stream = io.StringIO()
     with warnings.catch_warnings():
         print_warnings_plainly(stream)
-        warnings.warn("first", AuthEvalWarning)
-        warnings.warn("first", AuthEvalWarning)  # every time, not once per place
+        warnings.warn("first", AuthEvalWarning, stacklevel=2)
+        warnings.warn("first", AuthEvalWarning, stacklevel=2)  # every time, not once per place
     assert stream.getvalue() == "autheval: warning: first\nautheval: warning: first\n"
 
 

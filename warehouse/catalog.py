@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import duckdb
 import pyarrow as pa
@@ -50,7 +50,7 @@ def catalog_path(lake: Lake) -> Path:
         if not path.exists():
             lake.snapshot()  # raises SnapshotError naming the kept snapshots
         return path
-    return lake.root / CATALOG_NAME
+    return Path(lake.root) / CATALOG_NAME  # a local file, as snapshot_catalog_path's (none on an object store)
 
 
 def _set_lake_variable(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
@@ -230,15 +230,20 @@ def _view_files(con: duckdb.DuckDBPyConnection, lake: Lake) -> list[str]:
             continue
     if not sources:
         return []
-    (template,) = con.execute("SELECT json_serialize_sql('SELECT NULL')").fetchone()
+    row = con.execute("SELECT json_serialize_sql('SELECT NULL')").fetchone()
+    assert row is not None  # a SELECT without FROM: one row
+    (template,) = row
     statement = json.loads(template)
     statement["statements"][0]["node"]["select_list"] = sources
-    (select,) = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(statement)]).fetchone()
+    row = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(statement)]).fetchone()
+    assert row is not None  # a SELECT without FROM: one row
+    (select,) = row
     # evaluated on a connection with no file access at all: the arguments only compute path strings
     evaluate = duckdb.connect(config={"enable_external_access": False, "autoload_known_extensions": False})
     try:
         _set_lake_variable(evaluate, lake)
         values = evaluate.execute(select).fetchone()
+        assert values is not None  # a SELECT without FROM: one row
     finally:
         evaluate.close()
     paths = [p for value in values for p in (value if isinstance(value, list) else [value]) if isinstance(p, str)]
@@ -261,7 +266,9 @@ def _reader_arguments(con: duckdb.DuckDBPyConnection, select: str) -> list[dict]
     """The parsed first argument of every file-reading table function in a SELECT (DuckDB's AST)."""
     import json
 
-    (serialized,) = con.execute("SELECT json_serialize_sql(?)", [select]).fetchone()
+    row = con.execute("SELECT json_serialize_sql(?)", [select]).fetchone()
+    assert row is not None  # a SELECT without FROM: one row
+    (serialized,) = row
     found: list[dict] = []
 
     def walk(node):
@@ -294,7 +301,7 @@ def _matches(path: str) -> list[str]:
     return [path, *sorted(glob.glob(path, recursive="**" in path))]
 
 
-def _inside(path: str, root: Path) -> bool:
+def _inside(path: str, root: PurePath) -> bool:
     """An absolute path inside the lake once links and `..` are resolved."""
     if not os.path.isabs(path):
         return False

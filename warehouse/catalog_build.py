@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import duckdb
 import pyarrow as pa
@@ -19,11 +19,11 @@ CATALOG_NAME = "autheval.duckdb"
 SNAPSHOTS = "snapshots"
 
 
-def snapshot_catalog_path(root: Path, number: int) -> Path:
+def snapshot_catalog_path(root: PurePath, number: int) -> Path:
     return Path(root) / SNAPSHOTS / f"{number:08d}.duckdb"
 
 
-def build_catalog(root: Path, manifest, number: int, keep: int, committed: list) -> Path:
+def build_catalog(root: PurePath, manifest, number: int, keep: int, committed: list) -> Path:
     """Write snapshot `number`'s catalog (views over exactly its files, and the `lake_snapshots`
     table of the `keep` snapshots kept with it, out of the lake's `committed` manifests) to
     snapshots/<number>.duckdb; atomic (temp file, then rename)."""
@@ -33,7 +33,7 @@ def build_catalog(root: Path, manifest, number: int, keep: int, committed: list)
     return write_catalog(Path(root), manifest, snapshot_catalog_path(root, number), kept)
 
 
-def write_catalog(root: Path, manifest, target: Path, kept: list) -> Path:
+def write_catalog(root: PurePath, manifest, target: Path, kept: list) -> Path:
     template = load_sql("warehouse/catalog_view")
     with atomic_path(target) as tmp:
         tmp.unlink()  # DuckDB creates the file itself
@@ -86,7 +86,7 @@ _SNAPSHOT_ROWS = pa.schema(
 )
 
 
-def link_served_catalog(root: Path, number: int) -> Path:
+def link_served_catalog(root: PurePath, number: int) -> Path:
     """Serve snapshot `number`'s catalog as autheval.duckdb: a hard link renamed over the old one (a
     copy where links are not supported), so a reader opens the old catalog or the new one."""
     source = snapshot_catalog_path(root, number)

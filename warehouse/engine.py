@@ -204,6 +204,7 @@ class Engine:
             self.backend.create_table(name, table, temp=True, overwrite=True)
         elif self.config.is_local_spark:
             self._registered += 1
+            assert self.scratch is not None  # a Spark engine's folder (connect), until close
             path = self.scratch / "registered" / f"{name}-{self._registered}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
             pq.write_table(table, path)

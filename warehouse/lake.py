@@ -16,7 +16,7 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
@@ -87,14 +87,14 @@ class Lake:
         entry = self._entries().get(self._check(name)) or {}
         return self._check_partition(partition) in entry.get("partitions", {})
 
-    def partition_path(self, name: str, partition: str) -> Path:
+    def partition_path(self, name: str, partition: str) -> Path | PurePosixPath:
         """The file of one partition as it is read now (a path that does not exist when it is not in
         the lake)."""
         entry = self._entries().get(self._check(name)) or {}
         rel = entry.get("partitions", {}).get(self._check_partition(partition))
         return Path(self._abs(rel)) if rel else self.root / name / f"{partition}.parquet"
 
-    def table_path(self, name: str) -> Path:
+    def table_path(self, name: str) -> Path | PurePosixPath:
         """The file of a one-file table as it is read now (a path that does not exist when the table is
         not in the lake)."""
         files = self.table_files(name)
@@ -152,7 +152,7 @@ class Lake:
             previous = (self.snapshot().tables.get(name) or {}).get("partitions", {})
             return self._write(run.stage_partition(name, partition, previous), table, metadata)
 
-    def publish_path(self, relative: str) -> Path:
+    def publish_path(self, relative: str) -> Path | PurePosixPath:
         """Where to write a file the run publishes at <root>/<relative> (a report): staged in the open
         run and put in place at its commit; without a run, the final path (write it atomically)."""
         run = self.run()

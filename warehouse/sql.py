@@ -237,7 +237,10 @@ def connect(memory_limit: str | None = None, threads: int | None = None):
 
     import duckdb
 
-    config = {"memory_limit": memory_limit or duckdb_memory_limit(), "temp_directory": str(spill_folder())}
+    config: dict[str, str | bool | int | float | list[str]] = {  # duckdb.connect's type (dict is invariant)
+        "memory_limit": memory_limit or duckdb_memory_limit(),
+        "temp_directory": str(spill_folder()),
+    }
     if threads:
         config["threads"] = int(threads)
     return duckdb.connect(config=config)

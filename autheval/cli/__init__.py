@@ -1,1 +1,2 @@
-"""The command line: one module per command, registered by `main`; the only floor that may import `dagster_project`, `assets` or `models`."""
+"""The command line: one module per command, registered by `main`; the only floor that may import
+`dagster_project`, `assets` or `models`."""

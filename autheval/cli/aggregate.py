@@ -8,31 +8,22 @@ atomically, so a failed run leaves no file.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from autheval.cli.flags import check_not_an_input, path_flag
+from autheval.cli.common import write_output
+from autheval.cli.flags import check_not_an_input, output_format, path_flag
 from autheval.errors import RecordError
 
-OUTPUT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 # autheval/cli/main.py lists the command with this line in --help before registering it
 AGGREGATE_HELP = "CCT: aggregate K prompt variants' probabilities into one ranked slate per case"
 
 
-def _output_format(path: Path) -> str:
-    fmt = OUTPUT_SUFFIXES.get(path.suffix.lower())
-    if fmt is None:
-        raise RecordError("--output", None, f"{path}: unknown file type; expected .csv, .parquet or .pq")
-    if path.is_dir():
-        raise RecordError("--output", None, f"{path} is a folder, not a file")
-    return fmt
-
-
 def cmd_aggregate(args) -> int:
+    """`aggregate`: one ranked slate per case from K prompt variants' probabilities, written like every
+    table command's output (flags.output_format, common.write_output)."""
     from autheval.io import read_table
     from autheval.proposals.cct import USES, aggregate_table
-    from warehouse.atomic import atomic_path
 
-    fmt = _output_format(args.output)
+    fmt = output_format(args.output)
     check_not_an_input([args.output], [("--input", args.input)], "--output")
     for flag, value in (("lam", args.lam), ("beta", args.beta)):
         if value is not None and flag not in USES[args.method]:
@@ -41,15 +32,7 @@ def cmd_aggregate(args) -> int:
             )
     source = str(args.input)
     result = aggregate_table(read_table(args.input), args.method, args.lam, args.beta, source=source)
-    with atomic_path(args.output) as tmp:
-        if fmt == "csv":
-            from pyarrow import csv
-
-            csv.write_csv(result, tmp)
-        else:
-            import pyarrow.parquet as pq
-
-            pq.write_table(result, tmp)
+    write_output(result, args.output, fmt)
     print(args.output)
     return 0
 

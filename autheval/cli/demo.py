@@ -16,6 +16,24 @@ from autheval.cli.flags import path_flag
 from autheval.errors import RecordError
 from warehouse.sql import load_sql
 
+# The demo's path flags, in the order they are checked and written into the receipt
+PATH_FLAGS = (
+    "--input",
+    "--freeze",
+    "--proposals",
+    "--rules",
+    "--gate-scores",
+    "--scorer-dir",
+    "--vision-dir",
+    "--benchmark",
+)
+
+
+def _path_flags(args) -> list[tuple[str, Path | None]]:
+    """(flag, value) of every path flag (PATH_FLAGS): one list for the checks and the receipt, so a new
+    path flag cannot be checked in one place and forgotten in another."""
+    return [(flag, getattr(args, flag[2:].replace("-", "_"))) for flag in PATH_FLAGS]
+
 
 def _check_demo_flags(args):
     """Everything `demo` is told is checked before Dagster starts: one line naming the flag, exit 2.
@@ -26,38 +44,11 @@ def _check_demo_flags(args):
 
     check_output_dir(args.lake, "--lake")
     check_reps(args.reps)
-    check_inputs_outside(
-        args.lake,
-        [
-            (flag, getattr(args, flag[2:].replace("-", "_")))
-            for flag in (
-                "--input",
-                "--freeze",
-                "--proposals",
-                "--rules",
-                "--gate-scores",
-                "--scorer-dir",
-                "--vision-dir",
-                "--benchmark",
-            )
-        ],
-        "--lake",
-    )
+    check_inputs_outside(args.lake, _path_flags(args), "--lake")
     if args.min_group_clusters < 1:
         raise RecordError("--min-group-clusters", None, f"must be at least 1, got {args.min_group_clusters}")
     if args.source == "reference":
-        for flag, value in (
-            ("--input", args.input),
-            ("--freeze", args.freeze),
-            ("--proposals", args.proposals),
-            ("--rules", args.rules),
-            ("--gate-scores", args.gate_scores),
-            ("--scorer-dir", args.scorer_dir),
-            ("--vision-dir", args.vision_dir),
-            ("--benchmark", args.benchmark),
-            ("--finetune", args.finetune or None),
-            ("--grpo", args.grpo or None),
-        ):
+        for flag, value in [*_path_flags(args), ("--finetune", args.finetune or None), ("--grpo", args.grpo or None)]:
             if value is not None:
                 raise RecordError(
                     flag, None, "is for the synthetic and isic2019 sources; the reference source is embedded"
@@ -116,7 +107,6 @@ def _check_demo_flags(args):
 def cmd_demo(args) -> int:
     rules = _check_demo_flags(args)  # before Dagster is imported: a bad flag costs no start-up
 
-
     from assets.resources import ModelsResource, SourceResource
     from dagster_project.demo import COHORT_STAGES, RAW_STAGES, REFERENCE_STAGES, BlockingCheckFailed, run_stages
     from warehouse.lake import DEFAULT_LAKE, Lake
@@ -130,6 +120,7 @@ def cmd_demo(args) -> int:
         grpo=args.grpo,
         grpo_max_steps=args.grpo_steps,
     )
+    extra: tuple[str, ...]  # the assets run after the stages (run_stages)
     if args.source == "reference":
         source, stages, extra = SourceResource(kind="reference", reps=args.reps), REFERENCE_STAGES, ()
     else:
@@ -137,7 +128,7 @@ def cmd_demo(args) -> int:
         if input_dir is None:
             from autheval.cli.synth import write_synthetic_cohort
 
-            input_dir = lake.root / "synthetic_cohort"
+            input_dir = Path(lake.root) / "synthetic_cohort"  # synth_cohort writes a local folder
             _progress(
                 f"Writing a synthetic ISIC-shaped cohort of {args.n} images ({args.size[0]} x {args.size[1]}) "
                 f"to {input_dir}"
@@ -200,7 +191,7 @@ def cmd_demo(args) -> int:
     _print_demo_tables(lake, source, stages)
     lake_flag = "" if lake.root == Lake(DEFAULT_LAKE).root else f" --lake {args.lake}"
     print(
-        'query:  autheval query "select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates"'
+        'query:  autheval query "select analysis, unit, metric, estimate, ci_lower, ci_upper from estimates"'  # noqa: S608 -- a command line printed for the user, never executed here
         f"{lake_flag}"
     )
     return 1 if failed else 0
@@ -214,16 +205,7 @@ def _demo_receipt(args) -> dict:
 
     argv = ["demo", "--source", args.source]
     inputs = []
-    for flag, value in (
-        ("--input", args.input),
-        ("--freeze", args.freeze),
-        ("--proposals", args.proposals),
-        ("--rules", args.rules),
-        ("--gate-scores", args.gate_scores),
-        ("--scorer-dir", args.scorer_dir),
-        ("--vision-dir", args.vision_dir),
-        ("--benchmark", args.benchmark),
-    ):
+    for flag, value in _path_flags(args):
         if value is not None:
             argv += [flag, str(Path(value).resolve())]
             if Path(value).is_file():

@@ -132,7 +132,7 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
-def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, Path]], names=None) -> dict:
+def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, str | Path]], names=None) -> dict:
     """The run's receipt (autheval.reporting.receipt): a command line that re-runs it from anywhere (absolute
     paths, the scheme and seed it resolved to; no --output-dir, which `verify` supplies), every input's
     SHA-256, the configuration."""

@@ -9,12 +9,15 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from autheval.cli.common import DEFAULT_LAKE
 from autheval.errors import RecordError
 
 # One seed range for every scheme and command: numpy's streams take any non-negative integer, the
 # evaluator adds a per-metric offset (at most 7) and the poisson scheme hashes the seed in signed
 # 64-bit SQL integers.
 SEED_MAX = 2**62 - 1
+# What a table-writing command's --output may end in, and the format each ending means
+OUTPUT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
 
 def path_flag(text: str) -> Path:
@@ -23,6 +26,24 @@ def path_flag(text: str) -> Path:
     if not text:
         raise argparse.ArgumentTypeError("must not be empty (an empty path would mean the current folder)")
     return Path(text)
+
+
+def output_format(path: Path) -> str:
+    """The format ("csv" or "parquet") of a table command's --output by its ending, refused in one line
+    naming the flag when the ending is unknown or the path is a folder: one check for every command that
+    writes a table (aggregate, mavic score and weights)."""
+    fmt = OUTPUT_SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        raise RecordError("--output", None, f"{path}: unknown file type; expected .csv, .parquet or .pq")
+    if path.is_dir():
+        raise RecordError("--output", None, f"{path} is a folder, not a file")
+    return fmt
+
+
+def add_lake_flag(parser: argparse.ArgumentParser, kind=path_flag) -> None:
+    """`--lake DIR` as every command that reads a built lake offers it (default warehouse/lake): one
+    wording and default for all of them; `kind` is the argparse type."""
+    parser.add_argument("--lake", type=kind, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
 
 
 def check_seed(seed: int | None, flag: str = "--seed") -> None:
@@ -39,12 +60,12 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return Path(a).resolve() == Path(b).resolve()
 
 
-def check_not_an_input(outputs: Iterable[Path], inputs: Iterable[tuple[str, Path]], flag: str) -> None:
+def check_not_an_input(outputs: Iterable[Path], inputs: Iterable[tuple[str, str | Path | None]], flag: str) -> None:
     """Refuse, in one line naming `flag`, an output file that is an input (or a link to one): writing
     it would replace the input. Checked before any work."""
-    inputs = [(name, Path(path)) for name, path in inputs if path is not None]
+    given = [(name, Path(path)) for name, path in inputs if path is not None]
     for output in outputs:
-        for name, path in inputs:
+        for name, path in given:
             if same_file(output, path):
                 raise RecordError(
                     flag,
@@ -65,3 +86,17 @@ def check_inputs_outside(folder: Path, inputs: Iterable[tuple[str, Path | None]]
                 f"{folder} holds the input {name} {path}, and what is in it is "
                 "rewritten: keep inputs outside the lake folder",
             )
+
+
+def add_show_check(
+    subparsers: argparse._SubParsersAction, name: str, help: str, what: str, show_help: str, show, check
+):
+    """`NAME show` (print the packaged default) and `NAME check FILE` (validate a `what`, YAML: one line
+    naming the key, exit 2 on error) for a declared file: the review's rules and the monitoring
+    protocol are offered the same way, so one function builds both."""
+    p = subparsers.add_parser(name, help=help)
+    sub = p.add_subparsers(dest=f"{name}_command", required=True)
+    sub.add_parser("show", help=show_help).set_defaults(func=show)
+    check_parser = sub.add_parser("check", help=f"validate a {what} (one line naming the key; exit 2 on error)")
+    check_parser.add_argument("file", type=Path, help=f"the {what} (YAML)")
+    check_parser.set_defaults(func=check)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from autheval.cli.flags import check_not_an_input, path_flag
+from autheval.cli.common import write_output
+from autheval.cli.flags import check_not_an_input, output_format, path_flag
 from autheval.errors import RecordError
 
 SCORE_COLUMNS = ("group_id", "completion", "modality", "reference_diagnosis", "reference_attributes")
@@ -58,21 +58,7 @@ def _texts(values: list, source: str, column: str) -> list[str]:
     return out
 
 
-def _write(table, path: Path, fmt: str) -> None:
-    from warehouse.atomic import atomic_path
-
-    with atomic_path(path) as tmp:
-        if fmt == "csv":
-            from pyarrow import csv
-
-            csv.write_csv(table, tmp)
-        else:
-            import pyarrow.parquet as pq
-
-            pq.write_table(table, tmp)
-
-
-def _provenance(table, columns: dict[str, str]):
+def _provenance(table, columns: dict[str, str | None]):
     import pyarrow as pa
 
     from autheval import __version__
@@ -83,14 +69,15 @@ def _provenance(table, columns: dict[str, str]):
 
 
 def cmd_mavic_score(args) -> int:
+    """`mavic score`: every completion's MAVIC reward and its parts, with provenance, written like every
+    table command's output (flags.output_format, common.write_output)."""
     import pyarrow as pa
 
-    from autheval.cli.aggregate import _output_format
     from autheval.io import file_sha256, read_table
     from models.mavic import OUTPUT_KEYS, load_config, load_weights, score_completions
     from models.ontology import load_ontology
 
-    fmt = _output_format(args.output)
+    fmt = output_format(args.output)
     inputs = [("--input", args.input), ("--weights", args.weights), ("--config", args.config)]
     check_not_an_input([args.output], inputs, "--output")
     config = load_config(args.config)
@@ -130,17 +117,18 @@ def cmd_mavic_score(args) -> int:
             "data_sha256": file_sha256(args.input),
         },
     )
-    _write(table, args.output, fmt)
+    write_output(table, args.output, fmt)
     print(args.output)
     return 0
 
 
 def cmd_mavic_weights(args) -> int:
-    from autheval.cli.aggregate import _output_format
+    """`mavic weights`: PMI weights of the morphology features, with provenance, written like every table
+    command's output (flags.output_format, common.write_output)."""
     from autheval.io import file_sha256, read_table
     from models.mavic import load_config, pmi_weights, weights_table
 
-    fmt = _output_format(args.output)
+    fmt = output_format(args.output)
     check_not_an_input([args.output], [("--input", args.input), ("--config", args.config)], "--output")
     config = load_config(args.config)
     source = str(args.input)
@@ -161,7 +149,7 @@ def cmd_mavic_weights(args) -> int:
             "data_sha256": file_sha256(args.input),
         },
     )
-    _write(table, args.output, fmt)
+    write_output(table, args.output, fmt)
     print(args.output)
     return 0
 

@@ -12,9 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from autheval.cli.flags import path_flag
+from autheval.cli.flags import add_lake_flag, add_show_check, path_flag
 
-DEFAULT_LAKE = Path("warehouse") / "lake"  # warehouse.lake.DEFAULT_LAKE (as autheval/cli/common.py spells it)
 MONITOR_TABLE = "monitor"
 
 
@@ -82,13 +81,15 @@ def cmd_monitor_run(args) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `protocol show|check FILE` and `monitor status|run` to the `autheval` parser."""
-    p = subparsers.add_parser("protocol", help="the declared acceptance protocol of a monitored deployment (YAML)")
-    sub = p.add_subparsers(dest="protocol_command", required=True)
-    show = sub.add_parser("show", help="print the default protocol")
-    show.set_defaults(func=cmd_protocol_show)
-    check = sub.add_parser("check", help="validate a protocol file (one line naming the key; exit 2 on error)")
-    check.add_argument("file", type=Path, help="the protocol file (YAML)")
-    check.set_defaults(func=cmd_protocol_check)
+    add_show_check(
+        subparsers,
+        "protocol",
+        "the declared acceptance protocol of a monitored deployment (YAML)",
+        "protocol file",
+        "print the default protocol",
+        cmd_protocol_show,
+        cmd_protocol_check,
+    )
 
     p = subparsers.add_parser(
         "monitor",
@@ -101,10 +102,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = p.add_subparsers(dest="monitor_command", required=True)
     status = sub.add_parser("status", help="print the current state of every site x model version x rule")
-    status.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
+    add_lake_flag(status)
     status.set_defaults(func=cmd_monitor_status)
     run = sub.add_parser("run", help="land waiting files and run the recurring job once, in this process")
-    run.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
+    add_lake_flag(run)
     run.add_argument(
         "--protocol",
         type=path_flag,

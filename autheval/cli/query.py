@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autheval.cli.common import DEFAULT_LAKE
+from autheval.cli.flags import add_lake_flag
 
 
 def cmd_query(args) -> int:
@@ -75,15 +75,15 @@ class _CtrlCStopsQueries:
         self._pipe = None
         if threading.current_thread() is not threading.main_thread():
             return self
-        self._pipe = os.pipe()
-        os.set_blocking(self._pipe[1], False)
-        self._previous = signal.set_wakeup_fd(self._pipe[1])
+        self._pipe = pipe = os.pipe()
+        os.set_blocking(pipe[1], False)
+        self._previous = signal.set_wakeup_fd(pipe[1])
 
         def watch():  # after a Ctrl-C, again every 0.1 s: one that lands before the query starts is lost
             stopping = False
             while True:
-                if select.select([self._pipe[0]], [], [], 0.1 if stopping else None)[0]:
-                    data = os.read(self._pipe[0], 64)
+                if select.select([pipe[0]], [], [], 0.1 if stopping else None)[0]:
+                    data = os.read(pipe[0], 64)
                     if not data:
                         return
                     stopping = stopping or signal.SIGINT in data
@@ -170,7 +170,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "at exit.",
     )
     p.add_argument("sql", help='one SQL statement, e.g. "select * from estimates"')
-    p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
+    add_lake_flag(p, Path)
     p.add_argument(
         "--snapshot",
         type=positive_int,

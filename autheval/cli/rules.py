@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+from autheval.cli.flags import add_show_check
 
 
 def cmd_rules_show(args) -> int:
@@ -33,10 +34,12 @@ def cmd_rules_check(args) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `rules show` and `rules check FILE` to the `autheval` parser."""
-    p = subparsers.add_parser("rules", help="the declared local rules of the simulated review (YAML)")
-    sub = p.add_subparsers(dest="rules_command", required=True)
-    show = sub.add_parser("show", help="print the default rule file (the published study's values)")
-    show.set_defaults(func=cmd_rules_show)
-    check = sub.add_parser("check", help="validate a rule file (one line naming the key; exit 2 on error)")
-    check.add_argument("file", type=Path, help="the rule file (YAML)")
-    check.set_defaults(func=cmd_rules_check)
+    add_show_check(
+        subparsers,
+        "rules",
+        "the declared local rules of the simulated review (YAML)",
+        "rule file",
+        "print the default rule file (the published study's values)",
+        cmd_rules_show,
+        cmd_rules_check,
+    )

@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from autheval.cli.common import DEFAULT_LAKE, _progress
-from autheval.cli.flags import path_flag
+from autheval.cli.common import _progress
+from autheval.cli.flags import add_lake_flag
 from autheval.errors import RecordError
 
 
@@ -144,5 +144,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `ui` to the `autheval` parser."""
     p = subparsers.add_parser("ui", help="the Dagster UI for this project on 127.0.0.1")
     p.add_argument("--port", type=int, default=3000, help="port (default 3000)")
-    p.add_argument("--lake", type=path_flag, default=DEFAULT_LAKE, help=f"lake folder (default {DEFAULT_LAKE})")
+    add_lake_flag(p)
     p.set_defaults(func=cmd_ui)

@@ -1,1 +1,2 @@
-"""Estimation (stage `estimates`): point estimates, bootstraps, the delta method, other engines, multiplicity, subgroups and provenance."""
+"""Estimation (stage `estimates`): point estimates, bootstraps, the delta method, other engines, multiplicity,
+subgroups and provenance."""

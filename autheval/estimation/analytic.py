@@ -20,7 +20,13 @@ from statistics import NormalDist
 
 import pyarrow as pa
 
-from autheval.estimation.estimators import DEFAULT_QUANTILES, METRICS, UNITS, EstimationResult, availability
+from autheval.estimation.estimators import (
+    DEFAULT_QUANTILES,
+    EstimationResult,
+    availability_columns,
+    kept_values,
+    metric_cells,
+)
 from autheval.records.cluster_stats import register_cluster_stats
 from autheval.records.registration import register_records
 from autheval.records.schema import RecordSet
@@ -29,9 +35,19 @@ from warehouse.sql import connect, load_sql
 DELTA_METHOD = "delta_method"
 INTERVAL_METHODS = ("bootstrap_reference", "bootstrap_evaluator", "bootstrap_poisson", DELTA_METHOD)
 INTERVAL_COLUMNS = (
-    "analysis", "unit", "metric", "interval_method", "estimate", "std_error", "ci_lower", "ci_upper",
-    "n_clusters", "available", "status", "reason",
-)  # fmt: skip
+    "analysis",
+    "unit",
+    "metric",
+    "interval_method",
+    "estimate",
+    "std_error",
+    "ci_lower",
+    "ci_upper",
+    "n_clusters",
+    "available",
+    "status",
+    "reason",
+)
 
 
 def bootstrap_method(scheme: str) -> str:
@@ -74,30 +90,17 @@ def delta_method_rows(
         engine.create("cluster_stats", "records/portable_cluster_stats")
         computed = engine.read("estimates/delta_method", params).to_pylist()
     by_key = {(r["analysis"], r["unit"], r["metric"]): r for r in computed}
-    rows = []
-    for records_of in recordsets:
-        for unit in UNITS:
-            for metric in METRICS:
-                row = by_key.get((records_of.analysis, unit, metric), {})
-                avail = availability(records_of, metric)
-                keep = avail.available
-                rows.append(
-                    {
-                        "analysis": records_of.analysis,
-                        "unit": unit,
-                        "metric": metric,
-                        "interval_method": DELTA_METHOD,
-                        "estimate": row.get("estimate") if keep else None,
-                        "std_error": row.get("std_error") if keep else None,
-                        "ci_lower": row.get("ci_lower") if keep else None,
-                        "ci_upper": row.get("ci_upper") if keep else None,
-                        "n_clusters": records_of.n_clusters,
-                        "available": keep,
-                        "status": avail.status,
-                        "reason": avail.reason,
-                    }
-                )
-    return rows
+    return [
+        {
+            "analysis": records.analysis,
+            "unit": unit,
+            "metric": metric,
+            "interval_method": DELTA_METHOD,
+            **kept_values(row, avail, "estimate", "std_error", "ci_lower", "ci_upper"),
+            **availability_columns(records, avail),
+        }
+        for records, unit, metric, row, avail in metric_cells(recordsets, by_key)
+    ]
 
 
 def bootstrap_rows(result: EstimationResult) -> list[dict]:

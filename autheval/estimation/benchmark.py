@@ -172,7 +172,7 @@ def read_benchmark(path: str | Path) -> pa.Table:
     if violations:
         raise first_violation(source, violations[0], "item")
     items = con.table("parsed_benchmark").order("row_index").arrow().read_all()
-    paths = []
+    paths: list[str | None] = []
     for row_index, item_id, given in zip(
         *(items.column(c).to_pylist() for c in ("row_index", "item_id", "image_path"))
     ):

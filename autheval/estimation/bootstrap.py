@@ -34,6 +34,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from functools import partial
+from typing import cast
 
 import numpy as np
 
@@ -91,7 +93,7 @@ def stream_counts(
         from autheval.estimation.compiled_stream import CompiledStream
 
         stream = CompiledStream(seed, g)
-        spare = {}  # two buffers per height, used in turn
+        spare: dict[int, list[np.ndarray]] = {}  # two buffers per height, used in turn
 
         def count(rows: int) -> np.ndarray:
             pair = spare.setdefault(rows, [np.empty((rows, g)), np.empty((rows, g))])
@@ -252,24 +254,35 @@ def stream_sums(
             counter.add(sums.shape[0])
         return out
 
+    # `one` gives None only once `stop` is set, and then this call raises: every stream's sums are here
     if workers < 2:
-        return [one(i) for i in range(len(streams))]
+        return cast(list[np.ndarray], [one(i) for i in range(len(streams))])
     with one_blas_thread(), ThreadPoolExecutor(workers, thread_name_prefix="autheval-streams") as pool:
         try:
             done = dict(zip(order, pool.map(one, order)))
         except BaseException:  # KeyboardInterrupt in this thread: the pool's exit waits a block, not a stream
             stop.set()
             raise
-    return [done[i] for i in range(len(streams))]
+    return cast(list[np.ndarray], [done[i] for i in range(len(streams))])
 
 
 # --- the `poisson` scheme's weights, the hash of sql/estimates/portable_replicates_poisson.sql in C and numpy -----
 
 HASH_PRIME = 2147483647  # 2^31 - 1: the modulus of the portable integer hash
 # The Poisson(1) CDF at 0..10 (sql/estimates/portable_replicates_poisson.sql's thresholds on u = k / HASH_PRIME).
-POISSON_CDF = (0.36787944117144233, 0.7357588823428847, 0.9196986029286058, 0.9810118431238463,
-               0.9963401531726563, 0.9994058151824183, 0.999916758850712, 0.9999897508033253,
-               0.999998874797402, 0.9999998885745216, 0.9999999899522336)  # fmt: skip
+POISSON_CDF = (
+    0.36787944117144233,
+    0.7357588823428847,
+    0.9196986029286058,
+    0.9810118431238463,
+    0.9963401531726563,
+    0.9994058151824183,
+    0.999916758850712,
+    0.9999897508033253,
+    0.999998874797402,
+    0.9999998885745216,
+    0.9999999899522336,
+)
 POISSON_CHUNK = 1 << 12  # clusters per piece: a block's weights of a piece (8 MB) written then multiplied
 # while warm (10^7 clusters x 256 replicates: 5.4 s against 7.6 s with pieces of 2^14, measured here)
 POISSON_BLOCK = 256  # replicates per block
@@ -368,7 +381,7 @@ def poisson_products(
         with one_blas_thread() if pool else nullcontext():
             for block in blocks:
                 first, rows = block
-                parts = pool.map(lambda part: piece(block, part), pieces) if pool else (piece(block, p) for p in pieces)
+                parts = pool.map(partial(piece, block), pieces) if pool else (piece(block, p) for p in pieces)
                 for product in parts:
                     out[first : first + rows] += product
     finally:

@@ -13,15 +13,15 @@ Schemes (declared on every output row):
   (asymptotically equivalent) bootstrap for logs too large for the exact schemes.
 
 A scheme changes intervals only: every scheme's point estimates are one computation
-(estimates/replicates_point.sql through estimates/replicate_metrics.sql, rep -1), so Delta = p * delta holds on the point in
-both units whatever the scheme.
+(estimates/replicates_point.sql through estimates/replicate_metrics.sql, rep -1), so Delta = p * delta holds on the
+point in both units whatever the scheme.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -160,18 +160,57 @@ class EstimationResult:
 
 # sql/records/cluster_matrix.sql column -> replicate-sum column (estimates/replicates_point.sql layout)
 MATRIX_TO_SUMS = {
-    "n": "w_n", "sum_changed": "w_changed", "sum_exec": "w_exec", "sum_prop": "w_prop",
-    "sum_gap": "w_gap", "sum_glob": "w_glob", "sum_total_gap": "w_total_gap",
-    "sum_utility_gap": "w_utility_gap", "one": "c_n", "mean_changed": "c_changed",
-    "mean_exec": "c_exec", "mean_prop": "c_prop", "mean_gap": "c_gap", "mean_glob": "c_glob",
-    "mean_total_gap": "c_total_gap", "mean_utility_gap": "c_utility_gap",
-}  # fmt: skip
+    "n": "w_n",
+    "sum_changed": "w_changed",
+    "sum_exec": "w_exec",
+    "sum_prop": "w_prop",
+    "sum_gap": "w_gap",
+    "sum_glob": "w_glob",
+    "sum_total_gap": "w_total_gap",
+    "sum_utility_gap": "w_utility_gap",
+    "one": "c_n",
+    "mean_changed": "c_changed",
+    "mean_exec": "c_exec",
+    "mean_prop": "c_prop",
+    "mean_gap": "c_gap",
+    "mean_glob": "c_glob",
+    "mean_total_gap": "c_total_gap",
+    "mean_utility_gap": "c_utility_gap",
+}
 EVALUATOR_TO_SUMS = {
     "s": "w_s",
     "n": "w_n",
     "m": "c_m",
     "k": "c_k",
 }  # sql/estimates/evaluator_clusters.sql -> evaluator_sums
+
+
+def metric_cells(recordsets: Iterable[RecordSet], computed: Mapping[tuple[str, str, str], dict]):
+    """(records, unit, metric, its computed row ({} where none), availability) for every analysis, unit
+    and metric, in that order: the loop every interval table runs (the bootstrap's here, the delta
+    method's in autheval/estimation/analytic.py), so both report and withhold a metric the same way."""
+    for records in recordsets:
+        for unit in UNITS:
+            for metric in METRICS:
+                row = computed.get((records.analysis, unit, metric), {})
+                yield records, unit, metric, row, availability(records, metric)
+
+
+def kept_values(row: dict, avail: Availability, *names: str) -> dict:
+    """`names` from a computed row where the record level supports the metric, else None (never a
+    number the records cannot support)."""
+    return {name: row.get(name) if avail.available else None for name in names}
+
+
+def availability_columns(records: RecordSet, avail: Availability) -> dict:
+    """The columns that close every interval row, whatever its method: clusters, availability, status
+    and the reason a metric is withheld."""
+    return {
+        "n_clusters": records.n_clusters,
+        "available": avail.available,
+        "status": avail.status,
+        "reason": avail.reason,
+    }
 
 
 def _stream_metrics(
@@ -339,7 +378,8 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
         at = batch.column("matrix_row").to_numpy(zero_copy_only=False)
         for j, column in enumerate(MATRIX_TO_SUMS):
             matrix[at, j] = batch.column(column).to_numpy(zero_copy_only=False)
-    streams, first = {}, 0
+    streams: dict[tuple[int, int], list[tuple[dict, np.ndarray]]] = {}
+    first = 0
     for analysis, n_clusters in runs:
         streams.setdefault((seed, int(n_clusters)), []).append(
             ({"analysis": analysis}, matrix[first : first + n_clusters])
@@ -537,30 +577,21 @@ def estimate(
     result = EstimationResult(scheme, reps, seed, (lower, upper), by_name)
 
     computed = {(r["analysis"], r["unit"], r["metric"]): r for r in sql.rows(con, "estimates/intervals", q)}
-    for analysis, records in by_name.items():
-        for unit in UNITS:
-            for metric in METRICS:
-                row = computed.get((analysis, unit, metric), {})  # absent: no rows to resample
-                avail = availability(records, metric)
-                keep = avail.available
-                n = records.n_changed if metric == "delta" else records.n_cases
-                result.estimates.append(
-                    {
-                        "analysis": analysis,
-                        "unit": unit,
-                        "metric": metric,
-                        "estimate": row.get("estimate") if keep else None,
-                        "ci_lower": row.get("ci_lower") if keep else None,
-                        "ci_upper": row.get("ci_upper") if keep else None,
-                        "p_value": row.get("p_value") if keep and metric in TESTED_METRICS else None,
-                        "n": n if keep else 0,
-                        "n_clusters": records.n_clusters,
-                        "available": keep,
-                        "status": avail.status,
-                        "reason": avail.reason,
-                        "reps_undefined": row.get("reps_undefined") if keep else None,
-                    }
-                )
+    for records, unit, metric, row, avail in metric_cells(by_name.values(), computed):  # {}: no rows to resample
+        keep = avail.available
+        n = records.n_changed if metric == "delta" else records.n_cases
+        result.estimates.append(
+            {
+                "analysis": records.analysis,
+                "unit": unit,
+                "metric": metric,
+                **kept_values(row, avail, "estimate", "ci_lower", "ci_upper"),
+                "p_value": row.get("p_value") if keep and metric in TESTED_METRICS else None,
+                "n": n if keep else 0,
+                **availability_columns(records, avail),
+                "reps_undefined": row.get("reps_undefined") if keep else None,
+            }
+        )
 
     for row in sql.rows(con, "estimates/identity_check"):  # the point in both units, for every scheme
         records = by_name[row["analysis"]]

@@ -48,11 +48,11 @@ def stamp(
 ) -> pa.Table:
     """`table` with the PROVENANCE columns set (replaced where present, appended otherwise), in that
     order at its end. `data_sha256` maps the `key` column's value to its data hash, for the rows that
-    do not name their own (a subgroup names its group's); `rules` maps it to (rule_version, rule_sha256) where an analysis's rules
-    differ from the run's."""
+    do not name their own (a subgroup names its group's); `rules` maps it to (rule_version, rule_sha256) where an
+    analysis's rules differ from the run's."""
     keys = table.column(key).to_pylist() if table.num_rows and key in table.column_names else [None] * table.num_rows
     default = (provenance.rule_version, provenance.rule_sha256)
-    row_rules = [(rules or {}).get(k, default) for k in keys]
+    row_rules = [default if k is None else (rules or {}).get(k, default) for k in keys]
     named = table.column("data_sha256").to_pylist() if "data_sha256" in table.column_names else [None] * len(keys)
     values = {
         "data_sha256": [own or (data_sha256 or {}).get(k) for own, k in zip(named, keys)],

@@ -13,20 +13,56 @@ from autheval.estimation.multiplicity import ADJUSTED_COLUMNS
 
 CONTRAST_COLUMNS = ("contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero", *ADJUSTED_COLUMNS)
 ESTIMATE_COLUMNS = (
-    "analysis", "unit", "metric", "estimate", "ci_lower", "ci_upper", "p_value", "n", "n_clusters",
-    "available", "status", "reason", "scheme", "interval_method", "reps", "seed", "quantile_lower",
-    "quantile_upper", "record_level", "source", "data_sha256", "model",
-)  # fmt: skip
+    "analysis",
+    "unit",
+    "metric",
+    "estimate",
+    "ci_lower",
+    "ci_upper",
+    "p_value",
+    "n",
+    "n_clusters",
+    "available",
+    "status",
+    "reason",
+    "scheme",
+    "interval_method",
+    "reps",
+    "seed",
+    "quantile_lower",
+    "quantile_upper",
+    "record_level",
+    "source",
+    "data_sha256",
+    "model",
+)
 
 _TYPES = {
-    "analysis": pa.string(), "unit": pa.string(), "metric": pa.string(), "contrast": pa.string(),
-    "status": pa.string(), "reason": pa.string(), "scheme": pa.string(), "interval_method": pa.string(),
+    "analysis": pa.string(),
+    "unit": pa.string(),
+    "metric": pa.string(),
+    "contrast": pa.string(),
+    "status": pa.string(),
+    "reason": pa.string(),
+    "scheme": pa.string(),
+    "interval_method": pa.string(),
     "record_level": pa.string(),
-    "source": pa.string(), "data_sha256": pa.string(), "model": pa.string(), "available": pa.bool_(),
-    "excludes_zero": pa.bool_(), "n": pa.int64(), "n_clusters": pa.int64(), "reps": pa.int64(),
-    "seed": pa.int64(), "excludes_zero_adjusted": pa.bool_(), "adjustment": pa.string(), "family": pa.string(),
-    "family_size": pa.int64(), "arm_a": pa.string(), "arm_b": pa.string(),
-}  # fmt: skip
+    "source": pa.string(),
+    "data_sha256": pa.string(),
+    "model": pa.string(),
+    "available": pa.bool_(),
+    "excludes_zero": pa.bool_(),
+    "n": pa.int64(),
+    "n_clusters": pa.int64(),
+    "reps": pa.int64(),
+    "seed": pa.int64(),
+    "excludes_zero_adjusted": pa.bool_(),
+    "adjustment": pa.string(),
+    "family": pa.string(),
+    "family_size": pa.int64(),
+    "arm_a": pa.string(),
+    "arm_b": pa.string(),
+}
 
 
 def metric_seed(result: EstimationResult, metric: str) -> int:

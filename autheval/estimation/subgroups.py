@@ -2,12 +2,13 @@
 
 Per declared grouping (sex, age band, anatomic site, workflow profile, source, the Fitzpatrick skin type
 where a source records it, and `ita_category`, the skin tone estimated from the pixels, an estimate and
-not a label: autheval/raw/skin_tone.py) and group: the authority-gap estimators with a whole-cluster bootstrap within the group,
-and the accuracy and balanced accuracy of the proposal and of the selected action against the reference
+not a label: autheval/raw/skin_tone.py) and group: the authority-gap estimators with a whole-cluster bootstrap within
+the group, and the accuracy and balanced accuracy of the proposal and of the selected action against the reference
 level. A group below the declared minimum size is reported as not estimable, with the reason, never as a
 number. `fairness` is min/max group accuracy per grouping, for both roles.
 
-SQL: sql/estimates/subgroup_members.sql, sql/estimates/subgroup_accuracy.sql, sql/estimates/subgroup_records.sql, sql/estimates/fairness.sql.
+SQL: sql/estimates/subgroup_members.sql, sql/estimates/subgroup_accuracy.sql, sql/estimates/subgroup_records.sql,
+sql/estimates/fairness.sql.
 No Dagster imports: the lake's `subgroups` asset calls `subgroup_tables` in one line.
 """
 
@@ -36,9 +37,19 @@ IMAGE_COLUMNS = (
     "ita_category",
     "ideal_action_level",
 )
-GROUP_COLUMNS = ("analysis", "grouping", "group_value", "n_images", "n_clusters", "estimable", "reason",
-                 "accuracy_proposal", "balanced_accuracy_proposal", "accuracy_selected",
-                 "balanced_accuracy_selected")  # fmt: skip
+GROUP_COLUMNS = (
+    "analysis",
+    "grouping",
+    "group_value",
+    "n_images",
+    "n_clusters",
+    "estimable",
+    "reason",
+    "accuracy_proposal",
+    "balanced_accuracy_proposal",
+    "accuracy_selected",
+    "balanced_accuracy_selected",
+)
 
 
 @dataclass(frozen=True)
@@ -85,8 +96,9 @@ def subgroup_tables(
     to_table(con, "subgroup_members", "estimates/subgroup_members", {"groupings": list(groupings)})
     sizes = con.execute(load_sql("estimates/subgroup_accuracy")).arrow().read_all()
 
-    estimable, reasons = [], []
-    for n_images, n_clusters, value in zip(
+    estimable: list[bool] = []
+    reasons: list[str | None] = []
+    for n_images, n_clusters, _value in zip(
         sizes.column("n_images").to_pylist(),
         sizes.column("n_clusters").to_pylist(),
         sizes.column("group_value").to_pylist(),

@@ -1,1 +1,2 @@
-"""Recurring evaluation (stage `recurring`): the acceptance protocol, landed logs, the monitor, notifications and the deployment simulator."""
+"""Recurring evaluation (stage `recurring`): the acceptance protocol, landed logs, the monitor, notifications and
+the deployment simulator."""

@@ -43,6 +43,7 @@ import pyarrow as pa
 from autheval.errors import RecordError
 from autheval.monitoring.deployment_flags import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
+from autheval.vocabulary import LOG_COLUMNS as RECORD_COLUMNS
 
 SEVERITY = (0.5, 1.0, 2.0, 4.0)  # per risk stratum (the default rules' severity multipliers)
 GLOBAL_WEIGHT = 1.2  # AuthEval's fixed-weight (global) utility: w_under = w_over = 1.2
@@ -57,18 +58,8 @@ RECUR = 0.10  # share of a month's clusters that are earlier lesions seen again
 OFF_LEVEL = 0.15  # an unchanged image's action one level off its stratum
 MAX_SITES, MAX_MONTHS, MAX_CLUSTERS = 1000, 600, 10_000_000
 RATE_MIN, RATE_MAX = 0.001, 0.999
-LOG_COLUMNS = (
-    "case_id",
-    "cluster_id",
-    "proposed_action",
-    "executed_action",
-    "utility_executed_local",
-    "utility_proposed_local",
-    "utility_proposed_global",
-    "site",
-    "model_version",
-    "timestamp",
-)
+# The AuthEval log schema, then where, by which model and when each case was seen
+LOG_COLUMNS = (*RECORD_COLUMNS, "site", "model_version", "timestamp")
 
 
 @dataclass(frozen=True)

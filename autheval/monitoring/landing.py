@@ -119,8 +119,8 @@ def stored_name(key: str, name: str) -> str:
     ending = next((s for s in CSV_SUFFIXES + PARQUET_SUFFIXES if lower.endswith(s)), "")
     ending = name[len(name) - len(ending) :]
     budget = STORED_NAME_MAX - len(os.fsencode(f"{key}{SEPARATOR}{SHORTENED}{ending}"))
-    head = os.fsencode(name[: len(name) - len(ending)])[:budget]
-    head = head.decode("utf-8", "ignore") if _is_utf8(name) else os.fsdecode(head)
+    cut = os.fsencode(name[: len(name) - len(ending)])[:budget]
+    head = cut.decode("utf-8", "ignore") if _is_utf8(name) else os.fsdecode(cut)
     return f"{key}{SEPARATOR}{head}{SHORTENED}{ending}"
 
 
@@ -592,11 +592,24 @@ def _pool_rows(con, pool: str, slices: dict[Slice, list[str]], reps: int) -> tup
 
 def _failed_rows(pool: str, labels, reps: int, reason: str) -> list[dict]:
     return [
-        {"site": site, "model_version": version, "period": label, "pool": pool, "unit": unit, "metric": metric,
-         "n": 0, "available": False, "status": "not_recoverable", "reason": reason, "scheme": TREND_SCHEME,
-         "reps": reps}
-        for site, version, _, label in labels for unit in UNITS for metric in METRICS
-    ]  # fmt: skip
+        {
+            "site": site,
+            "model_version": version,
+            "period": label,
+            "pool": pool,
+            "unit": unit,
+            "metric": metric,
+            "n": 0,
+            "available": False,
+            "status": "not_recoverable",
+            "reason": reason,
+            "scheme": TREND_SCHEME,
+            "reps": reps,
+        }
+        for site, version, _, label in labels
+        for unit in UNITS
+        for metric in METRICS
+    ]
 
 
 @dataclass(frozen=True)

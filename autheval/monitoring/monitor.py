@@ -40,7 +40,7 @@ from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS, availabi
 from autheval.estimation.provenance import Provenance, stamp
 from autheval.io import table_sha256
 from autheval.monitoring.landing import LANDED_TABLE, TREND_SCHEME, with_deployment_columns
-from autheval.monitoring.protocol import CASE_MIX_DIMENSIONS, Protocol
+from autheval.monitoring.protocol import CASE_MIX_DIMENSIONS, Protocol, Rule
 from autheval.records.read import records_from_table
 from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, RecordSet
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
@@ -51,63 +51,67 @@ INTERVAL_METHOD = "confidence_sequence"
 STATUSES = ("alert", "pass", "insufficient")
 ALERT_ID_LENGTH = 20  # hex digits of the SHA-256 that name an alert
 
-MONITOR_SCHEMA = pa.schema([
-    pa.field("site", pa.string()),
-    pa.field("model_version", pa.string()),
-    pa.field("mechanism", pa.string()),
-    pa.field("metric", pa.string()),
-    pa.field("unit", pa.string()),
-    pa.field("period", pa.string()),
-    pa.field("look", pa.int64()),
-    pa.field("n_clusters", pa.int64()),
-    pa.field("estimate", pa.float64()),
-    pa.field("cs_lower", pa.float64()),
-    pa.field("cs_upper", pa.float64()),
-    pa.field("ci_lower", pa.float64()),
-    pa.field("ci_upper", pa.float64()),
-    pa.field("lower", pa.float64()),
-    pa.field("upper", pa.float64()),
-    pa.field("status", pa.string()),
-    pa.field("reason", pa.string()),
-    pa.field("alpha", pa.float64()),
-    pa.field("alpha_adjusted", pa.float64()),
-    pa.field("p_value", pa.float64()),
-    pa.field("family_size", pa.int64()),
-    pa.field("multiplicity", pa.string()),
-    pa.field("horizon_clusters", pa.int64()),
-    pa.field("min_clusters", pa.int64()),
-    pa.field("interval_method", pa.string()),
-    pa.field("ci_method", pa.string()),
-    pa.field("protocol_version", pa.string()),
-    pa.field("protocol_sha256", pa.string()),
-    pa.field("data_sha256", pa.string()),
-    pa.field("rule_version", pa.string()),
-    pa.field("rule_sha256", pa.string()),
-    pa.field("scheme", pa.string()),
-    pa.field("seed", pa.int64()),
-    pa.field("reps", pa.int64()),
-    pa.field("engine", pa.string()),
-    pa.field("software_version", pa.string()),
-])  # fmt: skip
+MONITOR_SCHEMA = pa.schema(
+    [
+        pa.field("site", pa.string()),
+        pa.field("model_version", pa.string()),
+        pa.field("mechanism", pa.string()),
+        pa.field("metric", pa.string()),
+        pa.field("unit", pa.string()),
+        pa.field("period", pa.string()),
+        pa.field("look", pa.int64()),
+        pa.field("n_clusters", pa.int64()),
+        pa.field("estimate", pa.float64()),
+        pa.field("cs_lower", pa.float64()),
+        pa.field("cs_upper", pa.float64()),
+        pa.field("ci_lower", pa.float64()),
+        pa.field("ci_upper", pa.float64()),
+        pa.field("lower", pa.float64()),
+        pa.field("upper", pa.float64()),
+        pa.field("status", pa.string()),
+        pa.field("reason", pa.string()),
+        pa.field("alpha", pa.float64()),
+        pa.field("alpha_adjusted", pa.float64()),
+        pa.field("p_value", pa.float64()),
+        pa.field("family_size", pa.int64()),
+        pa.field("multiplicity", pa.string()),
+        pa.field("horizon_clusters", pa.int64()),
+        pa.field("min_clusters", pa.int64()),
+        pa.field("interval_method", pa.string()),
+        pa.field("ci_method", pa.string()),
+        pa.field("protocol_version", pa.string()),
+        pa.field("protocol_sha256", pa.string()),
+        pa.field("data_sha256", pa.string()),
+        pa.field("rule_version", pa.string()),
+        pa.field("rule_sha256", pa.string()),
+        pa.field("scheme", pa.string()),
+        pa.field("seed", pa.int64()),
+        pa.field("reps", pa.int64()),
+        pa.field("engine", pa.string()),
+        pa.field("software_version", pa.string()),
+    ]
+)
 
-CASE_MIX_SCHEMA = pa.schema([
-    pa.field("site", pa.string()),
-    pa.field("period", pa.string()),
-    pa.field("look", pa.int64()),
-    pa.field("dimension", pa.string()),
-    pa.field("category", pa.string()),
-    pa.field("count", pa.int64()),
-    pa.field("baseline_share", pa.float64()),
-    pa.field("share", pa.float64()),
-    pa.field("bayes_factor", pa.float64()),
-    pa.field("p_value", pa.float64()),
-    pa.field("shifted", pa.bool_()),
-    pa.field("reason", pa.string()),
-    pa.field("alpha", pa.float64()),
-    pa.field("protocol_version", pa.string()),
-    pa.field("protocol_sha256", pa.string()),
-    pa.field("data_sha256", pa.string()),
-])  # fmt: skip
+CASE_MIX_SCHEMA = pa.schema(
+    [
+        pa.field("site", pa.string()),
+        pa.field("period", pa.string()),
+        pa.field("look", pa.int64()),
+        pa.field("dimension", pa.string()),
+        pa.field("category", pa.string()),
+        pa.field("count", pa.int64()),
+        pa.field("baseline_share", pa.float64()),
+        pa.field("share", pa.float64()),
+        pa.field("bayes_factor", pa.float64()),
+        pa.field("p_value", pa.float64()),
+        pa.field("shifted", pa.bool_()),
+        pa.field("reason", pa.string()),
+        pa.field("alpha", pa.float64()),
+        pa.field("protocol_version", pa.string()),
+        pa.field("protocol_sha256", pa.string()),
+        pa.field("data_sha256", pa.string()),
+    ]
+)
 
 
 def empty_monitor() -> pa.Table:
@@ -405,7 +409,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
     cs_rows = _cs_rows(con, slices, hypotheses, protocol)
 
     # each hypothesis's looks: its p-value (None: not decidable there) and whether it enters a family
-    looks = []
+    looks: list[dict] = []
     for h, (index, rule, alpha, min_clusters) in enumerate(hypotheses):
         piece = slices[index]
         for look, period in piece.looks:
@@ -419,7 +423,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
                     "hypothesis": h,
                     "look": look,
                     "period": period,
-                    "p_value": cs["p_value"] if decidable else None,
+                    "p_value": cs["p_value"] if decidable and cs is not None else None,  # decidable: cs is a row
                     "alpha": alpha,
                     "tested": available,
                 }
@@ -442,7 +446,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
         for r in adjusted_levels(con, hypothesis_looks, protocol.multiplicity).to_pylist()
     }
 
-    decisions = []
+    decisions: list[dict] = []
     for row in looks:
         index, rule, alpha, min_clusters = hypotheses[row["hypothesis"]]
         label = f"{index}/{row['look']}"
@@ -539,10 +543,10 @@ def _rule_order(protocol: Protocol, row: dict) -> int:
     return keys.index(key) if key in keys else len(keys)
 
 
-def _hypotheses(slices: list[_Slice], protocol: Protocol) -> list[tuple[int, object, float, int]]:
+def _hypotheses(slices: list[_Slice], protocol: Protocol) -> list[tuple[int, Rule, float, int]]:
     """(slice index, rule, alpha, min_clusters) of every slice that is not an alias and rule of its
     site (a pooled slice: the protocol's own settings, or the `all` override)."""
-    out = []
+    out: list[tuple[int, Rule, float, int]] = []
     for index, piece in enumerate(slices):
         if piece.alias_of is not None:
             continue

@@ -33,9 +33,26 @@ NOTIFIED_LOCK = Path("monitor") / ".notified.lock"
 PAYLOAD_KIND = "autheval.monitor.alert"
 # what a notification says of an alert (the alert's own keys; bounds and the confidence sequence at the
 # latest look, the period it first alerted in and the latest one, the protocol that decided)
-PAYLOAD_FIELDS = ("alert_id", "site", "model_version", "mechanism", "metric", "unit", "lower", "upper",
-                  "estimate", "cs_lower", "cs_upper", "n_clusters", "period", "first_period", "look",
-                  "alpha_adjusted", "protocol_version", "protocol_sha256")  # fmt: skip
+PAYLOAD_FIELDS = (
+    "alert_id",
+    "site",
+    "model_version",
+    "mechanism",
+    "metric",
+    "unit",
+    "lower",
+    "upper",
+    "estimate",
+    "cs_lower",
+    "cs_upper",
+    "n_clusters",
+    "period",
+    "first_period",
+    "look",
+    "alpha_adjusted",
+    "protocol_version",
+    "protocol_sha256",
+)
 
 
 class NotifyError(RuntimeError):

@@ -19,12 +19,15 @@ from __future__ import annotations
 import hashlib
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from autheval.estimation.estimators import UNITS
 from autheval.review.rules import RuleError, _key_path, _KeyedError, _load_yaml, _rule_text
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 DEFAULT_PROTOCOL = files("autheval") / "data" / "protocol.yaml"
 MONITORED_METRICS = ("Delta_authority", "intervention_rate", "delta", "J", "J_auth")
@@ -178,7 +181,7 @@ def parse_protocol(text: str, source: str = "protocol.yaml") -> Protocol:
     return protocol
 
 
-def _said(error: dict) -> str:
+def _said(error: ErrorDetails) -> str:
     """pydantic's message as a rule: the rule file's wording (autheval.review.rules), and the kinds only a
     protocol meets (an empty list, strict bounds)."""
     ctx = error.get("ctx") or {}

@@ -141,7 +141,7 @@ def check_proposals(table: pa.Table, model: str | None = None) -> pa.Table:
     mechanisms = table.column("mechanism").to_pylist()
     ids = table.column("image_id").to_pylist()
 
-    def refuse(bad: np.ndarray, rule: str, value) -> None:
+    def refuse(bad: np.ndarray | np.bool_, rule: str, value) -> None:  # numpy types .all(axis=1) as either
         row = int(np.flatnonzero(bad)[0])
         _refuse(mechanisms[row], model, rule, ids[row], value(row), int(bad.sum()))
 
@@ -157,7 +157,10 @@ def check_proposals(table: pa.Table, model: str | None = None) -> pa.Table:
         [np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=np.float64) for c in PROBABILITY_COLUMNS]
     )
     given = ~nulls.all(axis=1)
-    shown = lambda r: p[r].tolist()  # noqa: E731
+
+    def shown(r):
+        return p[r].tolist()
+
     for bad, rule in (
         (nulls.any(axis=1) & given, "give all four probabilities or none"),
         (given & ~np.isfinite(p).all(axis=1), "probabilities must be finite numbers"),

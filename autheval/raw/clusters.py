@@ -130,7 +130,7 @@ def assign_clusters(
             if image_id in position:
                 duplicate_group[position[image_id]] = group
     has_unions = unions is not None and unions.num_rows > 0
-    if has_unions:
+    if unions is not None and has_unions:
         for image_id, group in zip(unions.column("image_id").to_pylist(), unions.column("group_id").to_pylist()):
             force(image_id, "forced:" + group)
     size = len(node_index)

@@ -245,7 +245,7 @@ def read_csv(path: str | Path, con: duckdb.DuckDBPyConnection) -> pa.Table:
 
 def find_column(table: pa.Table, canonical: str) -> str | None:
     """The first alias present (case-insensitive exact match), as spelled in the file."""
-    by_lower = {}
+    by_lower: dict[str, str] = {}
     for name in table.column_names:
         by_lower.setdefault(name.lower(), name)
     for alias in ALIASES[canonical]:
@@ -336,8 +336,8 @@ def _locate_images(image_ids: list, image_dir: Path, image_zip: Path | None) -> 
             None if i is None else f"{root}!{members.get(f'{i}.jpg', f'{IMAGE_FOLDER}/{i}.jpg')}" for i in image_ids
         ]
         return paths, {f"{root}!{m}" for m in names}
-    root = image_dir.resolve()
-    return [None if i is None else str(root / f"{i}.jpg") for i in image_ids], None
+    folder = image_dir.resolve()
+    return [None if i is None else str(folder / f"{i}.jpg") for i in image_ids], None
 
 
 def ingest(
@@ -382,8 +382,9 @@ def ingest(
         return table.column(name).to_pylist() if name else [None] * n
 
     for canonical, what in (("lesion_id", "lesion"), ("patient_id", "patient")):
-        if find_column(meta, canonical):
-            _refuse_spaced_ids(col(canonical), msource, find_column(meta, canonical), what)
+        spelled = find_column(meta, canonical)
+        if spelled:
+            _refuse_spaced_ids(col(canonical), msource, spelled, what)
 
     files = [("metadata", metadata)]
     label_table = None
@@ -421,20 +422,10 @@ def ingest(
         position = pc.index_in(pa.array(ids, pa.string()), value_set=pa.array(label_ids, pa.string()))
         has_label = position.is_valid().to_pylist()
         joined = label_table.select(extra).take(position) if extra else pa.table({})
-        meta_ids = set(v for v in ids if v is not None)
+        meta_ids = {v for v in ids if v is not None}
         for i, lid in enumerate(label_ids):
             if lid not in meta_ids:
-                report_rows.append(
-                    dict(
-                        source=lsource,
-                        row_number=i + 1,
-                        image_id=lid,
-                        column_name=lid_col,
-                        reason="label_without_metadata",
-                        value=None,
-                        action="ignored",
-                    )
-                )
+                report_rows.append(report_row(lsource, i + 1, lid, lid_col, "label_without_metadata", None, "ignored"))
         combined = meta
         for name in joined.column_names:
             combined = combined.append_column(name, joined.column(name))
@@ -525,14 +516,8 @@ def ingest(
             "age": find_column(meta, "age") or "age",
         }.get(row["column_name"], row["column_name"])
         report_rows.append(
-            dict(
-                source=msource,
-                row_number=row["row_index"] + 1,
-                image_id=row["image_id"],
-                column_name=column,
-                reason=row["reason"],
-                value=row["value"],
-                action=row["action"],
+            report_row(
+                msource, row["row_index"] + 1, row["image_id"], column, row["reason"], row["value"], row["action"]
             )
         )
     for i, path in sorted(outside.items()):
@@ -544,47 +529,26 @@ def ingest(
         except (OSError, ValueError) as err:
             leads = f"unusable path ({err})"
         report_rows.append(
-            dict(
-                source=msource,
-                row_number=i + 1,
-                image_id=ids[i],
-                column_name=path_col or id_col,
-                reason="outside_input_folder",
-                value=f"{path} -> {leads}",
-                action="excluded",
+            report_row(
+                msource, i + 1, ids[i], path_col or id_col, "outside_input_folder", f"{path} -> {leads}", "excluded"
             )
         )
     if check_files:
         referenced = {p for p in located if p is not None}
         for i in range(n):
-            if i in excluded or paths[i] is None:
+            path = paths[i]
+            if i in excluded or path is None:
                 continue
-            if not (paths[i] in in_zip if in_zip is not None else os.path.isfile(paths[i])):
+            if not (path in in_zip if in_zip is not None else os.path.isfile(path)):
                 excluded.add(i)
-                report_rows.append(
-                    dict(
-                        source=msource,
-                        row_number=i + 1,
-                        image_id=ids[i],
-                        column_name=id_col,
-                        reason="missing_image",
-                        value=paths[i],
-                        action="excluded",
-                    )
-                )
+                report_rows.append(report_row(msource, i + 1, ids[i], id_col, "missing_image", paths[i], "excluded"))
         if image_dir is not None and image_dir.is_dir() and path_col is None:
             folder = image_dir.resolve()
             for entry in sorted(image_dir.iterdir()):  # by name, as the metadata locates them (links not followed)
                 if entry.suffix.lower() == ".jpg" and str(folder / entry.name) not in referenced:
                     report_rows.append(
-                        dict(
-                            source=str(image_dir),
-                            row_number=None,
-                            image_id=entry.stem,
-                            column_name=None,
-                            reason="image_without_metadata",
-                            value=str(entry),
-                            action="ignored",
+                        report_row(
+                            str(image_dir), None, entry.stem, None, "image_without_metadata", str(entry), "ignored"
                         )
                     )
     # The ISIC Archive's schema on its own fields: invalid values reported, the image kept (isic_metadata.py);
@@ -593,17 +557,7 @@ def ingest(
     reported = {(r["row_number"], r["column_name"]) for r in report_rows if r["source"] == msource}
     for i, column, reason, value in problems:
         if i not in excluded and (i + 1, column) not in reported:
-            report_rows.append(
-                dict(
-                    source=msource,
-                    row_number=i + 1,
-                    image_id=ids[i],
-                    column_name=column,
-                    reason=reason,
-                    value=value,
-                    action="kept",
-                )
-            )
+            report_rows.append(report_row(msource, i + 1, ids[i], column, reason, value, "kept"))
     con.register("excluded", pa.table({"row_index": pa.array(sorted(excluded), pa.int64())}))
     table = (
         con.execute(
@@ -622,15 +576,15 @@ def ingest(
     images_table = table.select(IMAGES_SCHEMA.names).cast(IMAGES_SCHEMA)
 
     file_rows = []
-    for role, path in files:
-        expected = OFFICIAL_SHA256.get(path.name)
-        digest = file_sha256(path) if checksums else None
+    for role, input_path in files:
+        expected = OFFICIAL_SHA256.get(input_path.name)
+        digest = file_sha256(input_path) if checksums else None
         ok = None if expected is None or digest is None else digest == expected
         file_rows.append(
             dict(
                 role=role,
-                path=str(path),
-                bytes=path.stat().st_size,
+                path=str(input_path),
+                bytes=input_path.stat().st_size,
                 sha256=digest,
                 expected_sha256=expected,
                 checksum_ok=ok,
@@ -639,17 +593,20 @@ def ingest(
         if ok is False:
             if strict_checksums:
                 raise RecordError(
-                    str(path), None, "SHA-256 differs from the published checksum", f"expected {expected}, got {digest}"
+                    str(input_path),
+                    None,
+                    "SHA-256 differs from the published checksum",
+                    f"expected {expected}, got {digest}",
                 )
             report_rows.append(
-                dict(
-                    source=str(path),
-                    row_number=None,
-                    image_id=None,
-                    column_name=None,
-                    reason="checksum_mismatch",
-                    value=f"expected {expected}, got {digest}",
-                    action="recorded",
+                report_row(
+                    str(input_path),
+                    None,
+                    None,
+                    None,
+                    "checksum_mismatch",
+                    f"expected {expected}, got {digest}",
+                    "recorded",
                 )
             )
     return Ingested(
@@ -673,6 +630,20 @@ def ingest_isic2019(input_dir: str | Path, **options) -> Ingested:
     if options.get("source") is None and (input_dir / SYNTH_MANIFEST).is_file():
         options["source"] = "synthetic"
     return ingest(metadata, labels, images, **options)
+
+
+def report_row(source, row_number, image_id, column_name, reason, value, action) -> dict:
+    """One ingest-report row (REPORT_SCHEMA's columns, in its order): every check that reports a file,
+    a row or an image builds it here, so a new check cannot leave a column out."""
+    return dict(
+        source=source,
+        row_number=row_number,
+        image_id=image_id,
+        column_name=column_name,
+        reason=reason,
+        value=value,
+        action=action,
+    )
 
 
 def report_table(rows: list[dict]) -> pa.Table:

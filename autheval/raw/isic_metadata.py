@@ -90,12 +90,12 @@ def _check(row: dict, column_of: dict[str, str]) -> tuple[list[tuple[str, str, s
                     parts = ",".join(c for c, f in column_of.items() if re.fullmatch(rf"{field}_[1-5]", f))
                     errors.append((parts, "invalid_isic_metadata", str(error["input"])))
             else:  # a rule between two fields: the first one's column and value, with the Archive's message
-                field = (error.get("ctx") or {}).get("field1")
+                first = (error.get("ctx") or {}).get("field1")  # None where the Archive names no field
                 errors.append(
                     (
-                        column_of.get(field, field or ""),
+                        column_of.get(first, first) if first is not None else "",
                         "inconsistent_isic_metadata",
-                        f"{row.get(field)} ({error['msg']})",
+                        f"{row.get(first)} ({error['msg']})",
                     )
                 )
         return errors, fitzpatrick_type(row.get(FITZPATRICK))

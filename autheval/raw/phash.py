@@ -186,7 +186,7 @@ def _error_text(err: Exception) -> str:
 
 
 def _hash_batch(batch: list[tuple[int, str, tuple]]) -> list[tuple[int, dict | None, str | None, str | None]]:
-    results = []
+    results: list[tuple[int, dict | None, str | None, str | None]] = []
     for index, path, kinds in batch:
         try:
             hashes, detected = decode_hashes(read_image_bytes(path), kinds)

@@ -65,7 +65,9 @@ def ita_category(ita) -> np.ndarray:
     ita = np.asarray(ita, float)
     index = np.searchsorted(np.asarray(ITA_EDGES), ita, side="left")  # x <= edge: the lower bin
     names = np.asarray(ITA_CATEGORIES, dtype=object)[np.minimum(index, len(ITA_CATEGORIES) - 1)]
-    return np.where(np.isfinite(ita), names, None)
+    # numpy's stubs give where() no None value (numpy takes it: None in an object array), so mypy picks the
+    # one-argument overload and its tuple
+    return np.where(np.isfinite(ita), names, None)  # type: ignore[return-value]
 
 
 def frame_mask(shape=(ANALYSIS_SIZE, ANALYSIS_SIZE)) -> np.ndarray:
@@ -113,7 +115,7 @@ def skin_tones(images: pa.Table, workers: int | None = None) -> pa.Table:
             pixels = list(pool.map(_pixels_or_none, paths[start : start + CHUNK]))
             good = [i for i, p in enumerate(pixels) if p is not None]
             if good:
-                ita[[start + i for i in good]] = ita_of_images(np.stack([pixels[i] for i in good]))
+                ita[[start + i for i in good]] = ita_of_images(np.stack([p for p in pixels if p is not None]))
     finite = np.isfinite(ita)
     return pa.table(
         {

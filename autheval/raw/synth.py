@@ -302,8 +302,8 @@ def synth_cohort(
     n_base = n - n_exact - n_near
 
     # Lesions and their views.
-    records = []  # dicts: lesion key, metadata, view, role
-    lesions = []
+    records: list[dict] = []  # dicts: lesion key, metadata, view, role
+    lesions: list[tuple[dict, dict]] = []  # (lesion parameters, metadata)
     while len(records) < n_base:
         diagnosis = _draw(rng, DIAGNOSES)
         views = int(min(n_base - len(records), _draw(rng, {1: 0.6, 2: 0.2, 3: 0.12, 4: 0.05, 6: 0.03})))
@@ -338,7 +338,7 @@ def synth_cohort(
 
     order = rng.permutation(len(records))
     start = int(rng.integers(0, 60000))
-    names = [None] * len(records)
+    names = [""] * len(records)  # every one set below (`order` is a permutation)
     for rank, index in enumerate(order):
         suffix = "_downsampled" if rng.random() < 0.04 else ""
         names[index] = f"ISIC_{start + rank:07d}{suffix}"

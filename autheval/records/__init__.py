@@ -1,1 +1,2 @@
-"""Records: reading a log or case trace, its schema and level, datasets, registration on DuckDB, and the per-cluster sufficient statistics."""
+"""Records: reading a log or case trace, its schema and level, datasets, registration on DuckDB, and the
+per-cluster sufficient statistics."""

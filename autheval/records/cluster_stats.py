@@ -2,8 +2,8 @@
 
 Every in-process estimate starts from the same per-cluster sums (sql/records/cluster_stats.sql): the bootstrap
 schemes' matrix, the point estimates, the delta method and the paired contrasts' cluster check. They
-are computed when the record is read (autheval.records.read.with_cluster_stats) and every later step reads the file, so a run with a
-bootstrap and the delta method sums its records once, not once per step.
+are computed when the record is read (autheval.records.read.with_cluster_stats) and every later step reads the file,
+so a run with a bootstrap and the delta method sums its records once, not once per step.
 
 Why partitions: the sums must be added on one DuckDB thread (the same rows, the same bits;
 warehouse.sql.connect), and one thread summing 10^7 clusters of 10^8 records spilled its hash table and
@@ -189,5 +189,8 @@ def create_cluster_stats(con, name: str = "cluster_stats") -> None:
 def register_cluster_stats(con, recordsets: Sequence[RecordSet], name: str = "cluster_stats") -> None:
     """Make the statistics of `recordsets` readable as the view `name` on `con` (their files, read
     where they lie; each record's rows carry its analysis label)."""
-    files = [str(r.cluster_stats.path) for r in recordsets]
+    files = []
+    for r in recordsets:
+        assert r.cluster_stats is not None  # summed when the records were read (records.read.with_cluster_stats)
+        files.append(str(r.cluster_stats.path))
     con.read_parquet(files).create_view(name)

@@ -66,6 +66,7 @@ class RecordDataset:
             _register_filesystem(con, self.protocol, self.filesystem)
         text = load_sql(f"records/records_dataset_{self.kind}").replace("{view}", quote_identifier(view))
         if self.kind == "lake":
+            assert self.analysis is not None  # a lake dataset is one analysis (records.read.lake_analysis_records)
             text = text.replace("{analysis}", quote_literal(self.analysis))
         if self.kind == "csv":
             names = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(self.width)) + "}"

@@ -60,14 +60,18 @@ def validate(
     dataset of several files, row_index -> (the file, the row within it), so the line names both."""
     for order, column, rule, row_index, n_rows in con.execute(load_sql("records/records_validate")).fetchall():
         if order == 2:
-            n_rows, row_index, case_id = con.execute(load_sql("records/records_duplicates")).fetchone()
+            duplicates = con.execute(load_sql("records/records_duplicates")).fetchone()
+            assert duplicates is not None  # an aggregate: one row
+            n_rows, row_index, case_id = duplicates
             if n_rows == 0:
                 continue  # two different ids with one hash
             bad_value = case_id
         else:
-            case_id, bad_value = con.execute(
+            detail = con.execute(
                 load_sql("records/records_violation_detail"), {"rule_order": order, "row_index": row_index}
             ).fetchone()
+            assert detail is not None  # the reported row is in raw_records
+            case_id, bad_value = detail
         if schema == "trace":  # name the column as the file names it
             column = {v: k for k, v in TRACE_TO_LOG.items()}.get(column, column)
         where = source
@@ -122,18 +126,23 @@ def records_from_table(
     )
 
 
+def _out_of_memory(doing: str, err: duckdb.OutOfMemoryException, source: str) -> OSError:
+    """What the machine refuses while reading records, as one line and exit 1 (an OSError naming the
+    source and DuckDB's limit): one wording for every step that can run out of memory."""
+    return OSError(
+        errno.ENOMEM,
+        f"out of memory while {doing} (DuckDB's limit is AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}",
+        source,
+    )
+
+
 def with_cluster_stats(records: RecordSet) -> RecordSet:
     """`records` with its per-cluster statistics summed (autheval/records/cluster_stats.py) and its exact
     cluster count (the profile's `n_clusters` is an estimate that sizes the partitions)."""
     try:
         stats = cluster_stats.compute(records, records.n_clusters)
-    except duckdb.OutOfMemoryException as err:  # what the machine refuses: one line, exit 1
-        raise OSError(
-            errno.ENOMEM,
-            f"out of memory while summing the records per cluster (DuckDB's limit is "
-            f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}",
-            records.source,
-        ) from err
+    except duckdb.OutOfMemoryException as err:
+        raise _out_of_memory("summing the records per cluster", err, records.source) from err
     except duckdb.IOException as err:  # a full or read-only temporary folder
         raise OSError(
             errno.EIO,
@@ -223,13 +232,8 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
                 # a row the reader refuses: a ragged CSV row, bad quoting or encoding, a damaged Parquet page
                 label = "CSV" if dataset.kind == "csv" else "Parquet"
                 raise RecordError(dataset.source, None, f"cannot be read as {label}: {_first_line(err)}") from err
-            except duckdb.OutOfMemoryException as err:  # what the machine refuses: one line, exit 1
-                raise OSError(
-                    errno.ENOMEM,
-                    f"out of memory while checking the records (DuckDB's limit is "
-                    f"AUTHEVAL_DUCKDB_MEMORY): {_first_line(err)}",
-                    dataset.source,
-                ) from err
+            except duckdb.OutOfMemoryException as err:
+                raise _out_of_memory("checking the records", err, dataset.source) from err
         finally:
             con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("raw_records")))
             con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("record_files")))

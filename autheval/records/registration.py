@@ -35,6 +35,7 @@ def register_records(con, recordsets: Sequence[RecordSet], name: str = "records"
             )
             continue
         files, raw = f"record_files_{i}", f"record_raw_{i}"
+        assert records.dataset is not None  # a record holds its rows or names its files
         records.dataset.scan(con, files)
         records.dataset.raw_records(con, files, records.analysis).create_view(raw)
         relations.append(con.sql(load_sql("records/records_dataset_canonical").replace("{raw}", quote_identifier(raw))))

@@ -18,20 +18,12 @@ import pyarrow as pa
 from autheval.errors import RecordError
 from autheval.records.cluster_stats import ClusterStatsFile
 from autheval.records.registration import register_records
+from autheval.vocabulary import LOG_COLUMNS
 from warehouse.sql import connect
 
 if TYPE_CHECKING:
     from autheval.records.datasets import RecordDataset
 
-LOG_COLUMNS = (
-    "case_id",
-    "cluster_id",
-    "proposed_action",
-    "executed_action",
-    "utility_executed_local",
-    "utility_proposed_local",
-    "utility_proposed_global",
-)
 LOG_REQUIRED = ("case_id", "proposed_action", "executed_action", "utility_executed_local")
 TRACE_TO_LOG = {
     "image_id": "case_id",
@@ -45,8 +37,7 @@ TRACE_TO_LOG = {
 TRACE_REQUIRED = ("image_id", "cluster_id", "a_head", "a_exec", "Uz_head", "Uz_exec")
 # Columns of AuthEval's case traces that the estimators recompute from the others (or do not need):
 # known, so neither a near-miss of a name we use nor worth a warning.
-TRACE_DERIVED = ("policy_id", "slate_size", "intervention_type", "intervened", "delta_authority_i",
-                 "delta_utility_i")  # fmt: skip
+TRACE_DERIVED = ("policy_id", "slate_size", "intervention_type", "intervened", "delta_authority_i", "delta_utility_i")
 MAX_EDITS = 2  # an unused column this close to a known name is a misspelling, not an extra column
 
 # Record levels (what a record can support) and the generic evaluator's mode names.
@@ -58,8 +49,15 @@ TEXT_ROLE_COLUMNS = ("case_id", "cluster_id", "proposed_action", "executed_actio
 NUMBER_ROLE_COLUMNS = ("utility_executed_local", "utility_proposed_local", "utility_proposed_global")
 
 TEXT_COLUMNS = ("case_id", "cluster_id", "proposed_action", "executed_action")
-CANONICAL_COLUMNS = ("analysis", "row_index", *TEXT_COLUMNS, "intervened", "utility_executed_local",
-                     "utility_proposed_local", "utility_proposed_global")  # fmt: skip
+CANONICAL_COLUMNS = (
+    "analysis",
+    "row_index",
+    *TEXT_COLUMNS,
+    "intervened",
+    "utility_executed_local",
+    "utility_proposed_local",
+    "utility_proposed_global",
+)
 
 
 @dataclass(frozen=True)
@@ -220,6 +218,8 @@ def column_mapping(table: pa.Table, source: str, used=()) -> tuple[str, dict[str
     original = table.column_names
     table = header_names(table, source)
     names = set(table.column_names)
+    required: tuple[str, ...]
+    known: tuple[str, ...]
     if names & {"case_id", "proposed_action", "executed_action"}:
         schema, mapping, required = "log", {c: c for c in LOG_COLUMNS}, LOG_REQUIRED
         if "executed_action" not in names and "utility_executed_local" not in names:

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from autheval import __version__
@@ -27,23 +28,51 @@ from autheval.reporting.tables import cell
 EVALUATE_FILES = ("summary.json", "summary.md", "authority_summary.csv", "estimates.csv")
 COMPARE_FILES = ("proposal_dependence_summary.csv", "paired_contrast.csv", "estimates.csv")
 SUMMARY_COLUMNS = (
-    "estimand", "n_images", "n_clusters", "J_auth", "J", "intervention_rate", "delta",
-    "Delta_authority", "J_auth_ci_lower", "J_auth_ci_upper", "J_ci_lower", "J_ci_upper",
-    "intervention_rate_ci_lower", "intervention_rate_ci_upper", "delta_ci_lower",
-    "delta_ci_upper", "Delta_authority_ci_lower", "Delta_authority_ci_upper",
-)  # fmt: skip
+    "estimand",
+    "n_images",
+    "n_clusters",
+    "J_auth",
+    "J",
+    "intervention_rate",
+    "delta",
+    "Delta_authority",
+    "J_auth_ci_lower",
+    "J_auth_ci_upper",
+    "J_ci_lower",
+    "J_ci_upper",
+    "intervention_rate_ci_lower",
+    "intervention_rate_ci_upper",
+    "delta_ci_lower",
+    "delta_ci_upper",
+    "Delta_authority_ci_lower",
+    "Delta_authority_ci_upper",
+)
 SUMMARY_METRICS = ("J_auth", "J", "intervention_rate", "delta", "Delta_authority")
 # The published cluster-equal row fills Delta_authority only; the layout is kept exactly.
 CLUSTER_ROW_METRICS = ("Delta_authority",)
 MARKDOWN_ORDER = (
-    "J_std", "J_auth", "J", "intervention_rate", "delta", "Delta_utility", "Delta_authority",
+    "J_std",
+    "J_auth",
+    "J",
+    "intervention_rate",
+    "delta",
+    "Delta_utility",
+    "Delta_authority",
     "Delta_total",
-)  # fmt: skip
+)
 PROPOSAL_COLUMNS = (
-    "proposal", "n_images", "n_clusters", "intervention_rate", "delta", "Delta_authority_image",
-    "Delta_authority_image_ci_lower", "Delta_authority_image_ci_upper", "Delta_authority_cluster",
-    "Delta_authority_cluster_ci_lower", "Delta_authority_cluster_ci_upper",
-)  # fmt: skip
+    "proposal",
+    "n_images",
+    "n_clusters",
+    "intervention_rate",
+    "delta",
+    "Delta_authority_image",
+    "Delta_authority_image_ci_lower",
+    "Delta_authority_image_ci_upper",
+    "Delta_authority_cluster",
+    "Delta_authority_cluster_ci_lower",
+    "Delta_authority_cluster_ci_upper",
+)
 
 
 # The published paired_contrast.csv columns first, then the multiplicity columns (autheval.estimation.multiplicity).
@@ -250,7 +279,7 @@ def write_evaluate_outputs(
 def proposal_rows(result: EstimationResult) -> list[dict]:
     rows = []
     for analysis, records in result.records.items():
-        image = lambda m: result.estimate(analysis, "image_weighted", m)  # noqa: E731
+        image = partial(result.estimate, analysis, "image_weighted")
         cluster = result.estimate(analysis, "cluster_equal", "Delta_authority")
         gap = image("Delta_authority")
         rows.append(

@@ -213,7 +213,7 @@ def verify(path: str | os.PathLike, workdir: str | os.PathLike | None = None) ->
 def _retargeted(argv: list[str], flag: str, target: str) -> list[str]:
     """The recorded command line with its output folder (or lake) replaced by `target`."""
     out, skip = [], False
-    for i, arg in enumerate(argv):
+    for arg in argv:
         if skip:
             skip = False
             continue
@@ -238,6 +238,7 @@ def verification_lines(result: Verification) -> list[str]:
     lines = []
     for v in result.inputs:
         if not v.identical:
+            assert v.expected is not None  # an input's hash is always recorded (verify)
             lines.append(f"input changed: {v.name} (recorded {v.expected[:12]}, now {(v.actual or 'missing')[:12]})")
     for package, (was, now) in result.software.items():
         lines.append(f"software differs: {package} {was or 'absent'} -> {now or 'absent'}")

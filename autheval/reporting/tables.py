@@ -9,9 +9,12 @@ import json
 import math
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import TextIO
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 
 def cell(value) -> str:
@@ -56,7 +59,7 @@ def json_safe(value):
     return value
 
 
-def write_batches(batches: Iterable[pa.RecordBatch], fmt: str, out: TextIO) -> int:
+def write_batches(batches: Iterable[pa.RecordBatch], fmt: str, out: SupportsWrite[str]) -> int:
     """Write record batches to `out` as they come (memory bounded by one batch); returns the row count.
 
     `table`: aligned columns, widths taken from the header and the first batch; `csv`: shortest

@@ -1,9 +1,9 @@
 """The simulated local review as declared rules, in SQL (AuthEval reference spec sections 3 and 4):
 
-    images, clusters, s_gate + rules  -> contexts      (sql/ingest/image_profiles.sql, sql/context/contexts.sql)
-    proposals x contexts x regimes    -> selections    (sql/review/review_bands.sql, sql/review/selections_cohort.sql)
-    selections + contexts + images    -> scores        (sql/scoring/scored_selections.sql, sql/scoring/scores_cohort.sql)
-    the same scored selections        -> records       (sql/review/review_records.sql, the AuthEval log layout)
+    images, clusters, s_gate + rules  -> contexts     (sql/ingest/image_profiles.sql, sql/context/contexts.sql)
+    proposals x contexts x regimes    -> selections   (sql/review/review_bands.sql, sql/review/selections_cohort.sql)
+    selections + contexts + images    -> scores       (sql/scoring/scored_selections.sql, sql/scoring/scores_cohort.sql)
+    the same scored selections        -> records      (sql/review/review_records.sql, the AuthEval log layout)
 
 Everything runs on one DuckDB connection (warehouse.sql.connect()). An asset calls `run_review(...)`
 (Arrow tables in and out) or the stage functions in one line; `write_review(...)` streams the large

@@ -21,7 +21,7 @@ import reprlib
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -29,6 +29,9 @@ from pydantic.functional_validators import BeforeValidator
 
 from autheval.errors import RecordError
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 PROFILE_RULES = ("missing_tokens", "nan_age_bin", "image_id")  # spec 1.5 and 9.1
 DEFAULT_RULES = files("autheval") / "data" / "rules" / "default.yaml"
@@ -60,7 +63,7 @@ Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
-def _per_risk_level(mapping: dict) -> dict:
+def _per_risk_level(mapping: object) -> object:
     """A table keyed by every risk stratum, in the ordinal order, and nothing else."""
     if not isinstance(mapping, dict):
         return mapping  # pydantic names the type error
@@ -262,7 +265,7 @@ def _number(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _rule_text(error: dict) -> str:
+def _rule_text(error: ErrorDetails) -> str:
     """pydantic's message, said as a rule (`must be >= 0 (got -1.2)`); the value's repr is cut short
     (an aliased list can be huge)."""
     kind, ctx, value = error["type"], error.get("ctx") or {}, _Shown(error.get("input"))

@@ -8,132 +8,110 @@
 -- Its linearised variance over clusters, with the small-sample factor G / (G - 1):
 --   Var(R) = G / (G - 1) * sum_c (Y_c - R X_c)^2 / (sum_c X_c)^2,
 -- and the interval R + z * se with z the standard normal quantiles of the requested levels ($z_lower,
--- $z_upper, bound by the caller). Two passes over the G cluster rows, whatever the number of
--- metrics: one aggregate gives every ratio, and one join with that single row per analysis sums the
+-- $z_upper, bound by the caller). Each metric is written once, for both units: every cluster row is
+-- taken twice, its sums as they are (image_weighted) and divided by n_c (cluster_equal), so Y_c and
+-- X_c are one expression per metric. Two passes over those 2G rows, whatever the number of metrics:
+-- one aggregate gives every ratio, and one join with that single row per analysis and unit sums the
 -- squared residuals (summed after R is known, not from raw moments: no cancellation when the
--- residuals are small). NULL where undefined: one cluster (G - 1 = 0), no change (sum X = 0) or an
+-- residuals are small). Dividing and multiplying by 1 are exact, so each unit's numbers are those of
+-- its own sums. NULL where undefined: one cluster (G - 1 = 0), no change (sum X = 0) or an
 -- unscored column. Input: cluster_stats. Output: analysis, unit, metric, estimate, std_error,
 -- ci_lower, ci_upper, n_clusters, interval_method ('delta_method').
-WITH ratios AS (  -- pass 1: every ratio, and the denominators' totals
+WITH units AS (  -- image_weighted takes a cluster's sums as they are, cluster_equal its means
+    SELECT * FROM (VALUES ('image_weighted'), ('cluster_equal')) AS u(unit)
+),
+weighted AS (  -- every cluster once per unit, with the divisor of its sums (1, or its case count)
+    SELECT s.*, u.unit, CASE WHEN u.unit = 'image_weighted' THEN 1e0 ELSE s.n END AS d
+    FROM cluster_stats AS s
+    CROSS JOIN units AS u
+),
+terms AS (  -- per cluster and unit: X_c (cases, changed cases) and the Y_c of every metric
     SELECT
         analysis,
-        CAST(count(*) AS DOUBLE) AS clusters,
-        sum(n) AS total_n,
-        sum(sum_changed) AS total_changed,
-        sum(sum_changed / n) AS total_share_changed,
-        sum(sum_exec) / sum(n) AS iw_j,
-        sum(sum_changed) / sum(n) AS iw_p,
-        sum(sum_prop) / sum(n) AS iw_j_auth,
-        sum(sum_gap) / sum(n) AS iw_gap,
-        sum(sum_gap) / NULLIF(sum(sum_changed), 0) AS iw_delta,
-        sum(sum_glob) / sum(n) AS iw_j_std,
-        sum(sum_total_gap) / sum(n) AS iw_total_gap,
-        sum(sum_utility_gap) / sum(n) AS iw_utility_gap,
-        sum(sum_exec / n) / count(*) AS ce_j,
-        sum(sum_changed / n) / count(*) AS ce_p,
-        sum(sum_prop / n) / count(*) AS ce_j_auth,
-        sum(sum_gap / n) / count(*) AS ce_gap,
-        sum(sum_gap / n) / NULLIF(sum(sum_changed / n), 0) AS ce_delta,
-        sum(sum_glob / n) / count(*) AS ce_j_std,
-        sum(sum_total_gap / n) / count(*) AS ce_total_gap,
-        sum(sum_utility_gap / n) / count(*) AS ce_utility_gap
-    FROM cluster_stats
-    GROUP BY analysis
+        unit,
+        n / d AS x_n,
+        sum_changed / d AS x_changed,
+        sum_exec / d AS y_exec,
+        sum_prop / d AS y_prop,
+        sum_gap / d AS y_gap,
+        sum_glob / d AS y_glob,
+        sum_total_gap / d AS y_total_gap,
+        sum_utility_gap / d AS y_utility_gap
+    FROM weighted
 ),
-residuals AS (  -- pass 2: the squared linearised residuals Y_c - R X_c, summed per analysis
+ratios AS (  -- pass 1: every ratio, and the denominators' totals
     SELECT
-        s.analysis,
-        sum(power(s.sum_exec - r.iw_j * s.n, 2)) AS ss_iw_j,
-        sum(power(s.sum_changed - r.iw_p * s.n, 2)) AS ss_iw_p,
-        sum(power(s.sum_prop - r.iw_j_auth * s.n, 2)) AS ss_iw_j_auth,
-        sum(power(s.sum_gap - r.iw_gap * s.n, 2)) AS ss_iw_gap,
-        sum(power(s.sum_gap - r.iw_delta * s.sum_changed, 2)) AS ss_iw_delta,
-        sum(power(s.sum_glob - r.iw_j_std * s.n, 2)) AS ss_iw_j_std,
-        sum(power(s.sum_total_gap - r.iw_total_gap * s.n, 2)) AS ss_iw_total_gap,
-        sum(power(s.sum_utility_gap - r.iw_utility_gap * s.n, 2)) AS ss_iw_utility_gap,
-        sum(power(s.sum_exec / s.n - r.ce_j, 2)) AS ss_ce_j,
-        sum(power(s.sum_changed / s.n - r.ce_p, 2)) AS ss_ce_p,
-        sum(power(s.sum_prop / s.n - r.ce_j_auth, 2)) AS ss_ce_j_auth,
-        sum(power(s.sum_gap / s.n - r.ce_gap, 2)) AS ss_ce_gap,
-        sum(power(s.sum_gap / s.n - r.ce_delta * (s.sum_changed / s.n), 2)) AS ss_ce_delta,
-        sum(power(s.sum_glob / s.n - r.ce_j_std, 2)) AS ss_ce_j_std,
-        sum(power(s.sum_total_gap / s.n - r.ce_total_gap, 2)) AS ss_ce_total_gap,
-        sum(power(s.sum_utility_gap / s.n - r.ce_utility_gap, 2)) AS ss_ce_utility_gap
-    FROM cluster_stats AS s
-    JOIN ratios AS r ON r.analysis = s.analysis
-    GROUP BY s.analysis
+        analysis,
+        unit,
+        CAST(count(*) AS DOUBLE) AS clusters,
+        sum(x_n) AS total_n,
+        sum(x_changed) AS total_changed,
+        sum(y_exec) / sum(x_n) AS j,
+        sum(x_changed) / sum(x_n) AS p,
+        sum(y_prop) / sum(x_n) AS j_auth,
+        sum(y_gap) / sum(x_n) AS gap,
+        sum(y_gap) / NULLIF(sum(x_changed), 0) AS delta,
+        sum(y_glob) / sum(x_n) AS j_std,
+        sum(y_total_gap) / sum(x_n) AS total_gap,
+        sum(y_utility_gap) / sum(x_n) AS utility_gap
+    FROM terms
+    GROUP BY analysis, unit
 ),
-per_analysis AS (
-    SELECT r.*, e.ss_iw_j, e.ss_iw_p, e.ss_iw_j_auth, e.ss_iw_gap, e.ss_iw_delta, e.ss_iw_j_std,
-           e.ss_iw_total_gap, e.ss_iw_utility_gap, e.ss_ce_j, e.ss_ce_p, e.ss_ce_j_auth, e.ss_ce_gap,
-           e.ss_ce_delta, e.ss_ce_j_std, e.ss_ce_total_gap, e.ss_ce_utility_gap,
+residuals AS (  -- pass 2: the squared linearised residuals Y_c - R X_c, summed per analysis and unit
+    SELECT
+        t.analysis,
+        t.unit,
+        sum(power(t.y_exec - r.j * t.x_n, 2)) AS ss_j,
+        sum(power(t.x_changed - r.p * t.x_n, 2)) AS ss_p,
+        sum(power(t.y_prop - r.j_auth * t.x_n, 2)) AS ss_j_auth,
+        sum(power(t.y_gap - r.gap * t.x_n, 2)) AS ss_gap,
+        sum(power(t.y_gap - r.delta * t.x_changed, 2)) AS ss_delta,
+        sum(power(t.y_glob - r.j_std * t.x_n, 2)) AS ss_j_std,
+        sum(power(t.y_total_gap - r.total_gap * t.x_n, 2)) AS ss_total_gap,
+        sum(power(t.y_utility_gap - r.utility_gap * t.x_n, 2)) AS ss_utility_gap
+    FROM terms AS t
+    JOIN ratios AS r ON r.analysis = t.analysis AND r.unit = t.unit
+    GROUP BY t.analysis, t.unit
+),
+per_unit AS (
+    SELECT r.*, e.ss_j, e.ss_p, e.ss_j_auth, e.ss_gap, e.ss_delta, e.ss_j_std, e.ss_total_gap, e.ss_utility_gap,
            clusters / NULLIF(clusters - 1, 0) AS small_sample  -- G / (G - 1)
     FROM ratios AS r
-    JOIN residuals AS e ON e.analysis = r.analysis
+    JOIN residuals AS e ON e.analysis = r.analysis AND e.unit = r.unit
 ),
-metric_names AS (  -- unit and metric of each output row (a cross join: per_analysis is computed once)
+metric_names AS (  -- the metric of each output row (a cross join: per_unit is computed once)
     SELECT * FROM (VALUES
-        (0, 'image_weighted', 'J'),
-        (1, 'image_weighted', 'intervention_rate'),
-        (2, 'image_weighted', 'J_auth'),
-        (3, 'image_weighted', 'Delta_authority'),
-        (4, 'image_weighted', 'delta'),
-        (5, 'image_weighted', 'J_std'),
-        (6, 'image_weighted', 'Delta_total'),
-        (7, 'image_weighted', 'Delta_utility'),
-        (8, 'cluster_equal', 'J'),
-        (9, 'cluster_equal', 'intervention_rate'),
-        (10, 'cluster_equal', 'J_auth'),
-        (11, 'cluster_equal', 'Delta_authority'),
-        (12, 'cluster_equal', 'delta'),
-        (13, 'cluster_equal', 'J_std'),
-        (14, 'cluster_equal', 'Delta_total'),
-        (15, 'cluster_equal', 'Delta_utility')
-    ) AS names(k, unit, metric)
+        ('J'), ('intervention_rate'), ('J_auth'), ('Delta_authority'), ('delta'), ('J_std'), ('Delta_total'),
+        ('Delta_utility')
+    ) AS names(metric)
 ),
 errors AS (  -- per unit and metric: the ratio and sqrt(G / (G - 1) * sum of squares) / |sum X|
     SELECT
         a.analysis,
-        m.unit,
+        a.unit,
         m.metric,
-        CASE m.k
-            WHEN 0 THEN iw_j
-            WHEN 1 THEN iw_p
-            WHEN 2 THEN iw_j_auth
-            WHEN 3 THEN iw_gap
-            WHEN 4 THEN iw_delta
-            WHEN 5 THEN iw_j_std
-            WHEN 6 THEN iw_total_gap
-            WHEN 7 THEN iw_utility_gap
-            WHEN 8 THEN ce_j
-            WHEN 9 THEN ce_p
-            WHEN 10 THEN ce_j_auth
-            WHEN 11 THEN ce_gap
-            WHEN 12 THEN ce_delta
-            WHEN 13 THEN ce_j_std
-            WHEN 14 THEN ce_total_gap
-            WHEN 15 THEN ce_utility_gap
+        CASE m.metric
+            WHEN 'J' THEN j
+            WHEN 'intervention_rate' THEN p
+            WHEN 'J_auth' THEN j_auth
+            WHEN 'Delta_authority' THEN gap
+            WHEN 'delta' THEN delta
+            WHEN 'J_std' THEN j_std
+            WHEN 'Delta_total' THEN total_gap
+            WHEN 'Delta_utility' THEN utility_gap
         END AS estimate,
-        CASE m.k
-            WHEN 0 THEN sqrt(small_sample * ss_iw_j) / total_n
-            WHEN 1 THEN sqrt(small_sample * ss_iw_p) / total_n
-            WHEN 2 THEN sqrt(small_sample * ss_iw_j_auth) / total_n
-            WHEN 3 THEN sqrt(small_sample * ss_iw_gap) / total_n
-            WHEN 4 THEN sqrt(small_sample * ss_iw_delta) / NULLIF(total_changed, 0)
-            WHEN 5 THEN sqrt(small_sample * ss_iw_j_std) / total_n
-            WHEN 6 THEN sqrt(small_sample * ss_iw_total_gap) / total_n
-            WHEN 7 THEN sqrt(small_sample * ss_iw_utility_gap) / total_n
-            WHEN 8 THEN sqrt(small_sample * ss_ce_j) / clusters
-            WHEN 9 THEN sqrt(small_sample * ss_ce_p) / clusters
-            WHEN 10 THEN sqrt(small_sample * ss_ce_j_auth) / clusters
-            WHEN 11 THEN sqrt(small_sample * ss_ce_gap) / clusters
-            WHEN 12 THEN sqrt(small_sample * ss_ce_delta) / NULLIF(total_share_changed, 0)
-            WHEN 13 THEN sqrt(small_sample * ss_ce_j_std) / clusters
-            WHEN 14 THEN sqrt(small_sample * ss_ce_total_gap) / clusters
-            WHEN 15 THEN sqrt(small_sample * ss_ce_utility_gap) / clusters
+        CASE m.metric
+            WHEN 'J' THEN sqrt(small_sample * ss_j) / total_n
+            WHEN 'intervention_rate' THEN sqrt(small_sample * ss_p) / total_n
+            WHEN 'J_auth' THEN sqrt(small_sample * ss_j_auth) / total_n
+            WHEN 'Delta_authority' THEN sqrt(small_sample * ss_gap) / total_n
+            WHEN 'delta' THEN sqrt(small_sample * ss_delta) / NULLIF(total_changed, 0)
+            WHEN 'J_std' THEN sqrt(small_sample * ss_j_std) / total_n
+            WHEN 'Delta_total' THEN sqrt(small_sample * ss_total_gap) / total_n
+            WHEN 'Delta_utility' THEN sqrt(small_sample * ss_utility_gap) / total_n
         END AS std_error,
         a.clusters
-    FROM per_analysis AS a
+    FROM per_unit AS a
     CROSS JOIN metric_names AS m
 )
 SELECT

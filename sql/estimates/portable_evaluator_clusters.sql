@@ -7,36 +7,37 @@
 -- rank, sum of values (s), case count (n), and the cluster unit's terms m and k (estimates/evaluator_clusters.sql:
 -- the mean and 1; for delta the gap over all the cluster's cases and its share of changed cases).
 -- Unavailable scores are 0.0 here; the caller masks those metrics.
-WITH case_values AS (
-    SELECT analysis, cluster_id, 'J' AS metric, 0 AS seed_offset,
-           coalesce(utility_executed_local, 0.0) AS value
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'intervention_rate', 1, coalesce(CAST(intervened AS DOUBLE), 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'J_auth', 2, coalesce(utility_proposed_local, 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'Delta_authority', 3,
-           coalesce(utility_proposed_local - utility_executed_local, 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'delta', 4,
-           coalesce(utility_proposed_local - utility_executed_local, 0.0)
-    FROM records
-    WHERE intervened
-    UNION ALL
-    SELECT analysis, cluster_id, 'J_std', 5, coalesce(utility_proposed_global, 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'Delta_total', 6,
-           coalesce(utility_proposed_global - utility_executed_local, 0.0)
-    FROM records
-    UNION ALL
-    SELECT analysis, cluster_id, 'Delta_utility', 7,
-           coalesce(utility_proposed_global - utility_proposed_local, 0.0)
-    FROM records
+WITH metric_names AS (  -- each metric's stream offset: its seed is the scheme's seed + offset
+    SELECT * FROM (VALUES
+        (0, 'J'),
+        (1, 'intervention_rate'),
+        (2, 'J_auth'),
+        (3, 'Delta_authority'),
+        (4, 'delta'),
+        (5, 'J_std'),
+        (6, 'Delta_total'),
+        (7, 'Delta_utility')
+    ) AS names(seed_offset, metric)
+),
+case_values AS (  -- every case once per metric (delta: the intervened cases), with that metric's value
+    SELECT
+        r.analysis,
+        r.cluster_id,
+        m.metric,
+        m.seed_offset,
+        coalesce(CASE m.seed_offset
+            WHEN 0 THEN r.utility_executed_local
+            WHEN 1 THEN CAST(r.intervened AS DOUBLE)
+            WHEN 2 THEN r.utility_proposed_local
+            WHEN 3 THEN r.utility_proposed_local - r.utility_executed_local
+            WHEN 4 THEN r.utility_proposed_local - r.utility_executed_local
+            WHEN 5 THEN r.utility_proposed_global
+            WHEN 6 THEN r.utility_proposed_global - r.utility_executed_local
+            WHEN 7 THEN r.utility_proposed_global - r.utility_proposed_local
+        END, 0.0) AS value
+    FROM records AS r
+    CROSS JOIN metric_names AS m
+    WHERE m.metric <> 'delta' OR r.intervened
 ),
 per_cluster AS (
     SELECT analysis, metric, seed_offset, cluster_id, CAST(count(*) AS DOUBLE) AS n, sum(value) AS s

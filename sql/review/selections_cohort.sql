@@ -50,17 +50,9 @@ banded AS (
     FROM slates AS s
     CROSS JOIN regimes AS g
 ),
-chosen AS (
+chosen AS (  -- banded, with the first slate level inside the band and the band's top level
     SELECT
-        analysis,
-        mechanism,
-        regime,
-        image_id,
-        cluster_id,
-        a_head,
-        head_level,
-        band_mask,
-        override,
+        *,
         CASE
             WHEN band_mask IS NULL OR band_mask = 0 THEN NULL
             WHEN (band_mask >> s1) & 1 = 1 THEN s1

@@ -31,7 +31,7 @@ def _forest_groups(summary: pa.Table, contrasts: pa.Table | None) -> list[tuple[
     for row in rows:
         groups.setdefault(str(row.get("study", "")), ([], []))[0].append(row)
     study_of = {row["analysis"]: str(row.get("study", "")) for row in rows}
-    stray = []
+    stray: list[dict] = []
     for row in contrasts.to_pylist() if contrasts is not None else []:
         arm = str(row["contrast"]).split(" minus ")[0]
         family = str(row.get("family") or "").rsplit(" / ", 1)[0]
@@ -57,9 +57,9 @@ def forest_plot_png(summary: pa.Table, contrasts: pa.Table | None = None) -> byt
     for group, rows, contrast_rows_ in _forest_groups(summary, contrasts):
         suffix = f" / {group}"  # a cohort's analyses are '<mechanism> / <regime>': the panel names the regime
         short = (
-            (lambda name: name[: -len(suffix)])
+            (lambda name, suffix=suffix: name[: -len(suffix)])
             if rows and all(str(r["analysis"]).endswith(suffix) for r in rows)
-            else (lambda name: name)
+            else (lambda name, suffix=suffix: name)  # one signature for both: mypy cannot join two
         )
         labels, points, lows, highs, colours = [], [], [], [], []
         for row in rows:

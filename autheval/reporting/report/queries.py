@@ -30,53 +30,42 @@ MONITOR_COLUMNS = (
     "reason",
     "alpha_adjusted",
 )
+# An estimate row as the report reads it, in estimates and in trend (a trend row is an estimate per period)
+ESTIMATE_ROW = (
+    "unit",
+    "metric",
+    "estimate",
+    "ci_lower",
+    "ci_upper",
+    "n",
+    "n_clusters",
+    "available",
+    "status",
+    "reason",
+)
+# What names an analysis's data and rules: the report's analyses table shows these (sections_data.py)
+ANALYSIS_STAMP = (
+    "study",
+    "analysis",
+    "record_level",
+    "mechanism",
+    "source",
+    "data_sha256",
+    "rule_version",
+    "rule_sha256",
+)
+# How an analysis's intervals were made: the report's analyses table, stamped or not, reads these
+INTERVAL_STAMP = ("scheme", "interval_method", "reps", "seed", "quantile_lower", "quantile_upper")
 REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     (
         "estimates",
         "reports/report_estimates",
-        {
-            "estimates": (
-                "study",
-                "analysis",
-                "unit",
-                "metric",
-                "estimate",
-                "ci_lower",
-                "ci_upper",
-                "n",
-                "n_clusters",
-                "available",
-                "status",
-                "reason",
-                "record_level",
-                "analysis_order",
-            )
-        },
+        {"estimates": ("study", "analysis", *ESTIMATE_ROW, "record_level", "analysis_order")},
     ),
     (
         "analyses",
         "reports/report_analyses_stamped",
-        {
-            "estimates": (
-                "study",
-                "analysis",
-                "record_level",
-                "mechanism",
-                "source",
-                "data_sha256",
-                "rule_version",
-                "rule_sha256",
-                "scheme",
-                "interval_method",
-                "reps",
-                "seed",
-                "quantile_lower",
-                "quantile_upper",
-                "engine",
-                "software_version",
-                "analysis_order",
-            )
-        },
+        {"estimates": (*ANALYSIS_STAMP, *INTERVAL_STAMP, "engine", "software_version", "analysis_order")},
     ),
     (
         "analyses",
@@ -89,12 +78,7 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
                 "model",
                 "source",
                 "data_sha256",
-                "scheme",
-                "interval_method",
-                "reps",
-                "seed",
-                "quantile_lower",
-                "quantile_upper",
+                *INTERVAL_STAMP,
                 "analysis_order",
             )
         },
@@ -200,22 +184,7 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     (
         "trend",
         "reports/report_trend",
-        {
-            "trend": (
-                "period",
-                "pool",
-                "unit",
-                "metric",
-                "estimate",
-                "ci_lower",
-                "ci_upper",
-                "n",
-                "n_clusters",
-                "available",
-                "status",
-                "reason",
-            )
-        },
+        {"trend": ("period", "pool", *ESTIMATE_ROW)},
     ),
     ("monitor_latest", "reports/report_monitor_latest", {"monitor": MONITOR_COLUMNS}),
     ("monitor_series", "reports/report_monitor_series", {"monitor": MONITOR_COLUMNS}),

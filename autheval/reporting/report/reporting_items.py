@@ -104,20 +104,24 @@ def _item_interaction(inputs: ReportInputs) -> str:
     return said + "; what the user saw and how they were trained: " + TO_BE_SUPPLIED
 
 
+# The counts of sql/reports/report_error_cases.sql, per analysis: summed in the item, one column each in its table
+ERROR_COUNTS = (
+    "images",
+    "proposal_under",
+    "proposal_over",
+    "selected_under",
+    "selected_over",
+    "review_fixed_wrong",
+    "review_broke_correct",
+)
+
+
 def _item_errors(inputs: ReportInputs) -> str:
+    """The error-cases item: ERROR_COUNTS summed over the analyses (the table below has them per analysis)."""
     rows = inputs.rows("error_cases")
     if not rows:
         return TO_BE_SUPPLIED
-    keys = (
-        "images",
-        "proposal_under",
-        "proposal_over",
-        "selected_under",
-        "selected_over",
-        "review_fixed_wrong",
-        "review_broke_correct",
-    )
-    t = {k: _sum(rows, k) for k in keys}
+    t = {k: _sum(rows, k) for k in ERROR_COUNTS}
     return (
         f"over {len(rows)} analyses and {t['images']} image-analyses against the reference action level: "
         f"proposals under-escalated {t['proposal_under']} and over-escalated {t['proposal_over']}; after review "
@@ -167,6 +171,8 @@ def _item_statistics(inputs: ReportInputs) -> str:
 
 
 def _items_section(inputs: ReportInputs, entries: dict) -> Section:
+    """The reporting-items section: what the lake fills of each guideline item (the rest marked to be
+    supplied), then the error cases per analysis (ERROR_COUNTS, as the item sums them)."""
     sizes = [
         next((e[k] for k in (("image_weighted", "J"), ("image_weighted", "intervention_rate")) if k in e), None)
         for e in entries.values()
@@ -247,16 +253,7 @@ def _items_section(inputs: ReportInputs, entries: dict) -> Section:
         blocks.append(
             _rows_table(
                 inputs.rows("error_cases"),
-                [
-                    "analysis",
-                    "images",
-                    "proposal_under",
-                    "proposal_over",
-                    "selected_under",
-                    "selected_over",
-                    "review_fixed_wrong",
-                    "review_broke_correct",
-                ],
+                ["analysis", *ERROR_COUNTS],
             )
         )
     return _section("items", blocks)

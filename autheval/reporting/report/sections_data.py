@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from autheval import __version__
 from autheval.reporting.report.document import Heading, ReportInputs, Section, Table, Text
-from autheval.reporting.report.queries import PROVENANCE_FIELDS
+from autheval.reporting.report.queries import ANALYSIS_STAMP, PROVENANCE_FIELDS
 from autheval.reporting.report.words import _absent, _cell, _model_names, _num, _rows_table, _schemes, _section
 
 
@@ -170,6 +170,8 @@ def _subgroups_section(inputs: ReportInputs) -> Section:
 
 
 def _provenance_section(inputs: ReportInputs) -> Section:
+    """What made this report: the run, the declared rules, each analysis's stamp (queries.ANALYSIS_STAMP,
+    the columns its query reads) and the mechanisms and models."""
     lake = inputs.lake
     blocks: list = [Heading("This report")]
     run = [
@@ -220,18 +222,7 @@ def _provenance_section(inputs: ReportInputs) -> Section:
         )
     blocks.append(Heading("Analyses: record, mechanism and data hash"))
     if inputs.rows("analyses"):
-        wanted = [
-            "study",
-            "analysis",
-            "record_level",
-            "mechanism",
-            "source",
-            "data_sha256",
-            "rule_version",
-            "rule_sha256",
-            "engine",
-            "software_version",
-        ]
+        wanted = [*ANALYSIS_STAMP, "engine", "software_version"]
         blocks.append(_rows_table(inputs.rows("analyses"), [c for c in wanted if c in inputs.rows("analyses")[0]]))
     else:
         blocks.append(Text(["The estimates carry no per-analysis provenance in this lake."]))

@@ -106,10 +106,10 @@ def _monitoring_section(inputs: ReportInputs) -> Section:
     blocks: list = [
         Text(
             [
-                "Each site x model version (and every site pooled: 'all') is watched look by look against the declared "
-                "protocol's rules with an anytime-valid confidence sequence (valid at every look at once, lesion clusters "
-                "as units), drawn at the level the multiplicity correction gives; the fixed-sample bootstrap interval is "
-                "beside it for reference only (acting on it every month would alarm falsely). ",
+                "Each site x model version (and every site pooled: 'all') is watched look by look against the "
+                "declared protocol's rules with an anytime-valid confidence sequence (valid at every look at once, "
+                "lesion clusters as units), drawn at the level the multiplicity correction gives; the fixed-sample "
+                "bootstrap interval is beside it for reference only (acting on it every month would alarm falsely). ",
                 ("b", f"{counts['alert']} alert, {counts['pass']} pass, {counts['insufficient']} insufficient"),
                 f" at the latest look of {len(latest)} site x model version x rule series.",
             ],

@@ -108,7 +108,10 @@ LEVEL_CLAUSE = {
 def analysis_paragraph(analysis: str, entry: dict) -> Text:
     """What p, delta and Delta say for one analysis, in plain words: units, direction, whether the
     record supports each number, and whether the gap's interval excludes zero."""
-    img = lambda metric: entry.get(("image_weighted", metric))  # noqa: E731
+
+    def img(metric):
+        return entry.get(("image_weighted", metric))
+
     p, d, gap, j, j_auth = img("intervention_rate"), img("delta"), img("Delta_authority"), img("J"), img("J_auth")
     gap_c = entry.get(("cluster_equal", "Delta_authority"))
     level = entry.get("level")

@@ -33,7 +33,11 @@ LEVEL_WORDS = {
 METRIC_WORDS = {"intervention_rate": "p", "Delta_authority": "Delta"}
 KEY_METRICS = ("J", "J_auth", "intervention_rate", "delta", "Delta_authority")
 GLOBAL_METRICS = ("J_std", "Delta_utility", "Delta_total")
-STATUS_WORDS = {"not_recoverable": "not recoverable", "undefined": "undefined", "not_supplied": "not supplied"}
+STATUS_WORDS: dict[str | None, str] = {
+    "not_recoverable": "not recoverable",
+    "undefined": "undefined",
+    "not_supplied": "not supplied",
+}
 
 
 def _num(value, digits: int = 3, signed: bool = True) -> str:
