@@ -87,7 +87,7 @@ def read_table(path: str | Path) -> pa.Table:
             raise RecordError(source, None, "file is empty")
         return _read_csv_text(path)
     if name.endswith(PARQUET_SUFFIXES):
-        try:  # ParquetFile, not pq.read_table: the dataset layer it goes through imports pandas (0.5 s)
+        try:  # ParquetFile, not pq.read_table: the dataset layer it goes through imports pandas (slow)
             with pq.ParquetFile(path) as handle:
                 return handle.read()
         except (pa.ArrowInvalid, OSError) as err:

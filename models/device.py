@@ -63,7 +63,7 @@ def _free_memory_gb() -> float | None:
 def set_cpu_threads(n: int) -> int:
     """Set torch's intra-op CPU threads to `n` and return the previous count. The tiny models' operations
     are far too small to share between threads: on a busy 2-core machine one thread scores the synthetic
-    demo's images about three times faster (the second thread mostly spins)."""
+    demo's images faster (the second thread mostly spins)."""
     previous = torch.get_num_threads()
     torch.set_num_threads(max(1, int(n)))
     return previous

@@ -7,8 +7,9 @@ Two engines, the same loop:
 * DeepSpeed ZeRO-2 (bf16 on GPU): the path to several GPUs (`deepspeed --num_gpus N`). DeepSpeed's own
   AdamW in its `torch_adam` form (nothing is compiled on the GPU machine) and our warmup-cosine.
 * plain torch + peft (the default on CPU): on CPU DeepSpeed first JIT-builds its shared-memory comm op
-  (60-180 s here, cached afterwards in ~/.cache/torch_extensions); a two-step CPU run should not pay
-  that. DeepSpeed on CPU works (CPU accelerator, gloo backend, one process): ZeRO-2 and ZeRO-3 trained
+  (a slow build, figures: docs/models.md, "Models: the VLM likelihood scorer, tiny models, LoRA
+  fine-tuning"; cached afterwards in ~/.cache/torch_extensions); a two-step CPU run should not pay that.
+  DeepSpeed on CPU works (CPU accelerator, gloo backend, one process): ZeRO-2 and ZeRO-3 trained
   the tiny Gemma3 here, ZeRO-1 a small torch model; `use_deepspeed=True` forces it. ZeRO-3 is refused
   with several processes (the adapter would be partitioned across ranks when saved).
 """

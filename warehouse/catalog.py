@@ -91,7 +91,7 @@ GLOB_CHARS = frozenset("*?[")
 READ_ROWS = 512  # rows per batch DuckDB converts: small, so that wide rows make a small batch
 BATCH_BYTES = 16 << 20  # a yielded batch holds at most about this many bytes (or one row)
 # DuckDB sizes its streaming buffer by 16 bytes a string, not by the characters: the default 976 KiB
-# held about 60k rows of any width (measured: 2.4 GB of 40 kB strings buffered whole before the first
+# held about 60k rows of any width (so rows of long strings buffered gigabytes whole before the first
 # batch); 32 KiB is about one vector of them.
 STREAM_BUFFER = "32KB"
 SPILL_ENV = "AUTHEVAL_QUERY_SPILL"  # the spill cap of query connections, any DuckDB size ('20GB')

@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 
 from warehouse.atomic import atomic_path
-from warehouse.sql import load_sql, quote_identifier, quote_literal
+from warehouse.sql import fill, load_sql, quote_literal
 
 CATALOG_NAME = "autheval.duckdb"
 SNAPSHOTS = "snapshots"
@@ -34,7 +34,6 @@ def build_catalog(root: PurePath, manifest, number: int, keep: int, committed: l
 
 
 def write_catalog(root: PurePath, manifest, target: Path, kept: list) -> Path:
-    template = load_sql("warehouse/catalog_view")
     with atomic_path(target) as tmp:
         tmp.unlink()  # DuckDB creates the file itself
         con = duckdb.connect(str(tmp))
@@ -44,7 +43,9 @@ def write_catalog(root: PurePath, manifest, target: Path, kept: list) -> Path:
                 locations = "[" + ", ".join(quote_literal(rel) for rel in manifest.table_files(name)) + "]"
                 # View DDL cannot take bound parameters: the name is a checked identifier and the
                 # paths quoted literals (warehouse.sql.quote_*).
-                con.execute(template.replace("{table}", quote_identifier(name)).replace("{locations}", locations))
+                con.execute(
+                    fill("warehouse/catalog_view", identifiers={"table": name}, fragments={"locations": locations})
+                )
             con.register(
                 "snapshot_rows",
                 pa.Table.from_pylist(

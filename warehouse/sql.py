@@ -41,10 +41,39 @@ def quote_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+def fill(
+    name: str,
+    identifiers: dict[str, str] | None = None,
+    literals: dict[str, str] | None = None,
+    fragments: dict[str, str] | None = None,
+) -> str:
+    """The text of a template file `sql/<name>.sql` with its `{placeholder}`s filled, for what DDL and
+    table functions cannot take as bound parameters: `identifiers` checked and quoted (quote_identifier),
+    `literals` quoted (quote_literal), `fragments` written as given (SQL the project made: another file's
+    text, a list of quoted paths). Every placeholder must be given and every given name be a placeholder,
+    and the text is filled in one pass, so a filled value is never read as a placeholder."""
+    text = load_sql(name)
+    values = {key: quote_identifier(value) for key, value in (identifiers or {}).items()}
+    values |= {key: quote_literal(value) for key, value in (literals or {}).items()}
+    values |= fragments or {}
+    wanted = set(_PLACEHOLDER.findall(text))
+    if wanted != set(values):
+        raise ValueError(f"sql/{name}.sql takes the placeholders {sorted(wanted)}, not {sorted(values)}")
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
+
+
 def drop_table(con, name: str) -> None:
     """Drop the native table `name` on `con` if it exists (sql/warehouse/drop_table.sql; the name is checked and
     quoted, as DDL takes no parameters)."""
-    con.execute(load_sql("warehouse/drop_table").replace("{table}", quote_identifier(name)))
+    con.execute(fill("warehouse/drop_table", identifiers={"table": name}))
+
+
+def drop_view(con, name: str) -> None:
+    """Drop the temporary view `name` on `con` if it exists (sql/warehouse/drop_view.sql)."""
+    con.execute(fill("warehouse/drop_view", identifiers={"view": name}))
 
 
 # Running a named SQL file: the one way. `params` is a dict of the file's $name parameters; names the
@@ -81,7 +110,8 @@ def one(con, name: str, params=None) -> dict:
 
 def with_integers(sql: str, integers: dict[str, int] | None) -> str:
     """`sql` with its `{name}` placeholders written as the integer literals of `integers`, where a
-    bound parameter would cost the plan (a filter on `hash(x) % $n = $i` ran 2x slower bound)."""
+    bound parameter would cost the plan (a filter on `hash(x) % $n = $i` ran slower bound; figures:
+    docs/evaluating.md, "Large logs: records as a dataset")."""
     for key, value in (integers or {}).items():
         sql = sql.replace("{" + key + "}", str(int(value)))
     return sql
@@ -99,7 +129,7 @@ def to_parquet(con, name: str, path, params=None, integers: dict[str, int] | Non
     """Stream `sql/<name>.sql` to a Parquet file at `path` (sql/warehouse/copy_to_parquet.sql): bounded memory.
     `integers`: see with_integers."""
     sql = with_integers(load_sql(name), integers)
-    text = load_sql("warehouse/copy_to_parquet").replace("{path}", quote_literal(str(path))).replace("{query}", sql)
+    text = fill("warehouse/copy_to_parquet", literals={"path": str(path)}, fragments={"query": sql})
     con.execute(text, _bound(sql, params))
 
 
@@ -138,7 +168,7 @@ def available_cores() -> int:
 
 MEMORY_SHARE = 0.4  # of the memory available when a connection opens
 MIN_MEMORY_MB = 256
-MAX_MEMORY_MB = 1536  # the scale runs (10M records) stay under 2 GB in all with the Python side
+MAX_MEMORY_MB = 1536  # so the scale runs (10M records) meet their 2 GB goal with the Python side (docs/benchmarks.md)
 
 
 def available_memory_bytes() -> int | None:
@@ -202,8 +232,8 @@ def _alive(pid: int) -> bool:
 
 def sweep_dead_folders(root: Path, prefix: str) -> None:
     """Remove the folders `<prefix><pid>[-...]` under `root` of processes that have ended without
-    their exit handler (kill -9): a large sort's spill, a large record's per-cluster sums (12 MB per
-    10^6 clusters of benchmarks/scale.py's log) would otherwise stay."""
+    their exit handler (kill -9): a large sort's spill, a large record's per-cluster sums (their size:
+    docs/evaluating.md, "Large logs: records as a dataset") would otherwise stay."""
     import shutil
 
     for folder in root.glob(prefix + "*"):
@@ -232,8 +262,9 @@ def connect(memory_limit: str | None = None, threads: int | None = None):
     to a temporary folder instead of growing (`duckdb_memory_limit()`: AUTHEVAL_DUCKDB_MEMORY, else
     derived from the available memory). `threads=1` for sums whose last bits must not depend on how
     threads split the rows: DuckDB adds each thread's partial sums (fsum's compensated ones too) in
-    the order the threads finish, so two runs could differ in the last bit (measured: the per-cluster
-    sums of 10M records on 2 threads differed between runs; on one thread never, for 0.7-1.1 s more)."""
+    the order the threads finish, so two runs could differ in the last bit (the per-cluster sums of 10M
+    records on 2 threads differed between runs; on one thread never, at a small cost in time: docs/internals.md,
+    "How the estimators run")."""
 
     import duckdb
 

@@ -271,8 +271,8 @@ class _UnneededImports:
     """An import finder that refuses what evaluate/compare never use: pandas, which pyarrow and DuckDB
     import (when it is installed) only to ask whether an object is a pandas object, and
     pyarrow.dataset, which DuckDB imports to scan an Arrow table through a dataset scanner; without it
-    DuckDB reads the table's batches directly (the same rows). Measured here: 0.3-0.7 s less per run,
-    and a 1M-row log read and validated in 1.1-2.0 s instead of 2.6-3.6 s."""
+    DuckDB reads the table's batches directly (the same rows). Without them every run starts sooner and
+    a large log is read and validated faster (figures: docs/benchmarks.md, "Figures behind design choices")."""
 
     REFUSED = ("pandas", "pyarrow.dataset")
 

@@ -61,8 +61,8 @@ def cmd_query(args) -> int:
 
 class _CtrlCStopsQueries:
     """Ctrl-C stops the running query at once: the signal's wakeup byte reaches a thread that
-    interrupts DuckDB, which itself looks for a signal only between tasks (measured: a Ctrl-C in the
-    first second of a long join was not seen for minutes). Main thread only; elsewhere a no-op."""
+    interrupts DuckDB, which itself looks for a signal only between tasks (a Ctrl-C early in a long
+    join otherwise went unseen for a long time). Main thread only; elsewhere a no-op."""
 
     def __enter__(self):
         import os

@@ -26,8 +26,8 @@ DEMO_N, DEMO_SIZE = 4000, (128, 96)
 # Image sides: at least the 32 x 32 reduction the perceptual hashes are computed on; at most 4096 (the
 # ISIC 2019 images are at most 1024 on a side; a 40000 x 40000 image is 4.8 GB of pixels in memory).
 SIDE_MIN, SIDE_MAX = 32, 4096
-# Measured here (one core, lesion-like JPEGs at quality 92, CSV rows included): about 0.17 bytes and
-# 0.17 microseconds a pixel plus 1.5 kB and 1 ms an image (1024 x 768: 131 kB, 0.13 s an image).
+# The cohort's size and writing time, estimated as a cost per pixel plus a cost per image; the constants
+# were fit once during development (one core, lesion-like JPEGs at quality 92, CSV rows included).
 BYTES_PER_PIXEL, BYTES_PER_IMAGE = 0.17, 1500
 SECONDS_PER_PIXEL, SECONDS_PER_IMAGE = 1.7e-7, 1e-3
 # A cohort estimated above either limit is written only with --yes.

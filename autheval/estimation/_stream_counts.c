@@ -132,7 +132,8 @@ static PyObject *poisson_weights(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     /* the weight by the grid index's top bits (autheval.estimation.bootstrap's bucket tables): outside the few
      * buckets a cutpoint falls in (11 of 2048), every index of a bucket has the bucket's weight, so
-     * the 11 comparisons run only there (measured 5-7 ns a weight before, with them everywhere) */
+     * the 11 comparisons run only there (slower with them everywhere; figures: docs/evaluating.md,
+     * "Large logs: records as a dataset") */
     unsigned char base[N_BUCKETS], mixed[N_BUCKETS];
     for (uint64_t b = 0; b < N_BUCKETS; b++) {
         const uint64_t lo = b << BUCKET_BITS, hi = lo + ((uint64_t)1 << BUCKET_BITS) - 1;

@@ -7,20 +7,20 @@ so a block of replicates is one dense matrix product (BLAS); the metrics, interv
 resulting sums stay in SQL.
 
 Where the time goes: counting the stream into multiplicities (the C extension of
-autheval/estimation/compiled_stream.py, about 3x faster than numpy's `integers` + one `bincount`, which run where
-it is not built: the same whole numbers) and the product. Sub-blocks hold about DRAW_VALUES draws (at
-least PRODUCT_ROWS replicates for a block product), so the multiplicities and the product stay in
-cache; from ROW_PRODUCT_CLUSTERS clusters on, a matrix of a few columns (the evaluator scheme's) is
-multiplied one replicate at a time. One product over a whole block's multiplicity buffer (64 MiB)
-instead made the evaluator scheme 2x slower on 1M cases in 100k clusters and used 50% more memory
-(measured here). One stream's next sub-block is counted on a second thread while this one is
-multiplied; independent streams (the `evaluator` scheme's seeds) run on all cores at once
-(`stream_sums`), each counting and multiplying on its own thread. Columns that are all 0 or all 1 are
-not multiplied: their sums are 0 and G exactly, as the product gives them. The last bits of a product
-depend on how BLAS blocks it and on its thread count (BLAS runs on one thread here,
-`one_blas_thread`), never on our threads or on timing. Products use `np.dot`, which releases the GIL
-around BLAS (`@` held it here: counting on one thread and multiplying on another then ran one after
-the other, measured 0.34 s against 0.23 s).
+autheval/estimation/compiled_stream.py, faster than numpy's `integers` + one `bincount`, which run where
+it is not built: the same whole numbers; figures: docs/benchmarks.md, the inner loops of `make bench`) and
+the product. Sub-blocks hold about DRAW_VALUES draws (at least PRODUCT_ROWS replicates for a block
+product), so the multiplicities and the product stay in cache; from ROW_PRODUCT_CLUSTERS clusters on, a
+matrix of a few columns (the evaluator scheme's) is multiplied one replicate at a time. One product over
+a whole block's multiplicity buffer (64 MiB) instead was slower and used more memory
+(figures: docs/benchmarks.md, "Figures behind design choices"). One stream's next sub-block is counted
+on a second thread while this one is multiplied; independent streams (the `evaluator` scheme's seeds)
+run on all cores at once (`stream_sums`), each counting and multiplying on its own thread. Columns that
+are all 0 or all 1 are not multiplied: their sums are 0 and G exactly, as the product gives them. The
+last bits of a product depend on how BLAS blocks it and on its thread count (BLAS runs on one thread
+here, `one_blas_thread`), never on our threads or on timing. Products use `np.dot`, which releases the
+GIL around BLAS (`@` held it: counting on one thread and multiplying on another then ran one after the
+other).
 
 Blocks bound memory: each yielded block of replicate sums holds at most BLOCK_VALUES doubles (or one
 replicate's worth when a replicate is larger) and REP_BLOCK replicates, whatever the number of
@@ -47,13 +47,15 @@ BLOCK_VALUES = 1 << 23  # doubles of replicate sums (or multiplicities) a block 
 REP_BLOCK = 1 << 16  # at most this many replicates per block (bounds what each block becomes downstream)
 DRAW_VALUES = 1 << 18  # draws per sub-block: the multiplicities (2 MiB) and the product stay in cache
 # From this many clusters on, a statistics matrix of at most this many columns is multiplied one
-# replicate at a time (a matrix-vector product per row of multiplicities): measured here 10-25% less per
-# draw at 100k clusters than the block product of 2 replicates per sub-block (about even with 16).
+# replicate at a time (a matrix-vector product per row of multiplicities): at 100k clusters less time per
+# draw than the block product of 2 replicates per sub-block, and about even with 16 (figures:
+# docs/benchmarks.md, "Figures behind design choices").
 ROW_PRODUCT_CLUSTERS = 1 << 15
 ROW_PRODUCT_COLUMNS = 4
 # A block product takes at least this many replicates (from 2^14 clusters on, where DRAW_VALUES would
 # give fewer): 16 rows at 100k clusters read the (G x 16) matrix once per 16 replicates instead of per
-# 2, the reference scheme's bootstrap 13% faster here (12.8 MB of counts per block, two in flight).
+# 2, which made the reference scheme's bootstrap faster (figures: docs/benchmarks.md, "Figures behind design
+# choices"); 16 x 100k counts are 12.8 MB per block, two in flight.
 PRODUCT_ROWS = 16
 
 
@@ -61,7 +63,8 @@ def one_blas_thread():
     """BLAS on one thread (a context; a no-op without threadpoolctl, where the command line sets
     OPENBLAS_NUM_THREADS=1 instead). The products are small (a sub-block of replicates times the
     statistics) and run beside our own threads: OpenBLAS's threads spinning for a core made the
-    reference scheme 3x slower on a busy 2-core machine. The products' values do not depend on it."""
+    reference scheme severalfold slower on a busy machine (docs/internals.md, "How the estimators run").
+    The products' values do not depend on it."""
     if os.environ.get("OPENBLAS_NUM_THREADS") == "1":
         return nullcontext()  # already so (the command line), and threadpoolctl's library scan costs time
     try:
@@ -232,7 +235,8 @@ def stream_sums(
     """The (reps x k) replicate sums of each independent stream (seed, G x k matrix), the streams
     computed at once on `workers` threads (default: the available cores), the largest first. A stream
     counts and multiplies on its own thread, so a row's counts are still in that core's cache when they
-    are multiplied (counting on a second thread made 5 streams on 2 cores 25% slower, measured here);
+    are multiplied (counting on a second thread made 5 streams on 2 cores slower: figures: docs/benchmarks.md,
+    "Figures behind design choices");
     only the last `workers - 1` streams, which run when others have finished, count ahead on a thread
     of their own. Each stream's numbers are those `product_blocks` gives alone: the threads share
     nothing but the progress count."""
@@ -284,7 +288,7 @@ POISSON_CDF = (
     0.9999999899522336,
 )
 POISSON_CHUNK = 1 << 12  # clusters per piece: a block's weights of a piece (8 MB) written then multiplied
-# while warm (10^7 clusters x 256 replicates: 5.4 s against 7.6 s with pieces of 2^14, measured here)
+# while warm, faster than pieces of 2^14 (figures: docs/benchmarks.md, "Figures behind design choices")
 POISSON_BLOCK = 256  # replicates per block
 
 
@@ -323,7 +327,8 @@ def poisson_weights(seed: int, first_rep: int, reps: int, first_rank: int, n_ran
     """(reps x n_ranks) Poisson(1) weights of replicates first_rep.. and cluster ranks first_rank..:
     exactly the weights of sql/estimates/portable_replicates_poisson.sql (integer hash, every intermediate below
     2^62; the Poisson(1) quantile of u = k / HASH_PRIME, 11 for the 1e-9 beyond). Computed by the C
-    extension where it is built (4.3 ns a weight here, by bucket tables; the same weights: tests), else by its
+    extension where it is built (by bucket tables, figures: docs/evaluating.md, "Large logs: records as a
+    dataset"; the same weights: tests), else by its
     fallback `numpy_poisson_weights`."""
     p = HASH_PRIME
     module = compiled_extension()

@@ -1,12 +1,12 @@
-"""Multiplicities of numpy's bounded-integer stream, counted in C: the same numbers, about 3x sooner.
+"""Multiplicities of numpy's bounded-integer stream, counted in C: the same numbers, sooner.
 
 The exact bootstraps need, per replicate, how often each of G clusters is drawn by
 `default_rng(seed).integers(0, G, size=G)`. In numpy that is `integers` (a function-pointer call per
 32 bits) and `bincount`, which holds the GIL, so two streams cannot count at once.
 The C extension `autheval.estimation._stream_counts` (built from autheval/estimation/_stream_counts.c at install, a few
 kilobytes, nothing but Python's own headers) produces the same stream and counts it in one loop with
-the GIL released: about 3x faster here (4.7 against 14.5 ns a draw; `make bench` prints both, measured
-in one run).
+the GIL released, faster (`make bench` times both in one run; figures: docs/benchmarks.md, the inner
+loops of `make bench`).
 
 Counts are whole numbers, so every product computed from them is the numpy path's to the bit; tests
 compare the counts with numpy's for several seeds, cluster counts (one rejecting about 190 values a row)

@@ -88,7 +88,7 @@ def records_on_engine(engine: Engine, con, recordsets=()) -> None:
         engine.register("records", _arrow(con.table("records").arrow()))
         return
     from autheval.records.schema import LOG_COLUMNS
-    from warehouse.sql import load_sql, quote_identifier
+    from warehouse.sql import fill
 
     statements = []
     for i, records in enumerate(recordsets):
@@ -100,7 +100,7 @@ def records_on_engine(engine: Engine, con, recordsets=()) -> None:
         engine.create_column_view(
             raw, files, {c: given.get(c) for c in LOG_COLUMNS}, {"analysis": records.analysis, "row_index": ""}
         )
-        statements.append(load_sql("records/records_dataset_canonical").replace("{raw}", quote_identifier(raw)))
+        statements.append(fill("records/records_dataset_canonical", identifiers={"raw": raw}))
     engine.create_union_view("records", statements)
 
 

@@ -50,12 +50,12 @@ from autheval.records.schema import FULL, PROPOSAL_ONLY, RecordSet
 from autheval.records.warnings import warn
 from autheval.vocabulary import SCHEMES
 from warehouse import sql
-from warehouse.sql import MIN_MEMORY_MB, available_cores, connect, load_sql, quote_literal
+from warehouse.sql import MIN_MEMORY_MB, available_cores, connect, load_sql
 
 DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
 DEFAULT_REPS = 5000
 # Replicates are streamed in blocks, so memory does not grow with them until the interval step, which
-# keeps every replicate value of every metric and unit (reps x 16 doubles per analysis: 128 MB here).
+# keeps every replicate value of every metric and unit (reps x 16 doubles per analysis: 128 MB at MAX_REPS).
 MAX_REPS = 1_000_000
 MIN_STABLE_REPS = 1000  # fewer replicates: the interval ends are noisy (a warning)
 POISSON_BLOCK_REPS = 1 << 16  # at most this many replicates per block of replicate rows handed to DuckDB
@@ -267,8 +267,8 @@ def _sums_tables(members, start: int, sums: np.ndarray, columns: dict[str, str])
 def _merged_blocks(blocks, min_reps: int, counter: Progress):
     """Consecutive (first_rep, [sums per stream]) blocks joined until they hold `min_reps` replicates
     (the sums are small: replicates x statistics), progress counted as each block arrives. The metric
-    rows are the same; each hand-off to DuckDB costs about 10 ms of registering and SQL, 0.75 s of a
-    1M-record reference run in 61 blocks (measured here)."""
+    rows are the same; each hand-off to DuckDB has a fixed cost of registering and SQL, paid once per merged
+    block instead of once per block."""
     pending, first, held = [], None, 0
     for start, parts in blocks:
         first = start if first is None else first
@@ -368,8 +368,9 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     """One set of resamples for every metric and unit and every analysis with the same cluster count:
     numpy's stream (reference) or the Poisson(1) weights of sql/estimates/portable_replicates_poisson.sql
     (poisson; the same integer hash computed in C or numpy, so the weights of a block are one dense
-    matrix times the statistics, as for the reference scheme: measured here 5-8x faster than the
-    weights in SQL, same weights), appended to replicate_metrics block by block."""
+    matrix times the statistics, as for the reference scheme: faster than the weights in SQL, same
+    weights; figures: docs/benchmarks.md, "Figures behind design choices"), appended to replicate_metrics
+    block by block."""
     con.sql(load_sql("records/cluster_matrix")).create_view("cluster_matrix")
     runs = con.execute(load_sql("records/cluster_matrix_runs")).fetchall()
     matrix = np.empty((sum(int(n) for _, n in runs), len(MATRIX_TO_SUMS)), dtype=np.float64)
@@ -387,8 +388,9 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
         first += n_clusters
     # What DuckDB still does here (replicate sums, intervals) is small; the cluster statistics it keeps
     # spill. So this process holds the matrix beside DuckDB's floor, not beside its whole limit
-    # (10^7 clusters: 1.28 GB of matrix beside up to 1.5 GB of DuckDB buffers).
-    con.execute(load_sql("warehouse/duckdb_memory_limit").replace("{limit}", quote_literal(f"{MIN_MEMORY_MB}MB")))
+    # (10^7 clusters: a matrix of 10^7 x 16 doubles beside up to MAX_MEMORY_MB of DuckDB buffers; the peak
+    # measured: docs/evaluating.md, "Large logs: records as a dataset").
+    con.execute(sql.fill("warehouse/duckdb_memory_limit", literals={"limit": f"{MIN_MEMORY_MB}MB"}))
     _stream_metrics(
         con, "replicate_sums", "estimates/replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme
     )

@@ -44,7 +44,7 @@ from autheval.monitoring.protocol import CASE_MIX_DIMENSIONS, Protocol, Rule
 from autheval.records.read import records_from_table
 from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, RecordSet
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
-from warehouse.sql import connect, load_sql, quote_identifier, rows, run, to_table
+from warehouse.sql import connect, fill, load_sql, rows, run, to_table
 
 MECHANISM = "landed"  # the proposals of a landed log: the deployed model its model_version names
 INTERVAL_METHOD = "confidence_sequence"
@@ -150,9 +150,7 @@ def confidence_sequences(
     one row per analysis and rule with the bounds and the anytime-valid `p_value` against them.
     Everything is set-based SQL: one pass over the cluster rows whatever the number of analyses."""
     if cluster_stats_table != "cluster_stats":
-        con.execute(
-            load_sql("recurring/monitor_cluster_stats_view").replace("{table}", quote_identifier(cluster_stats_table))
-        )
+        con.execute(fill("recurring/monitor_cluster_stats_view", identifiers={"table": cluster_stats_table}))
     to_table(con, "monitor_delta_method", "estimates/delta_method", {"z_lower": 0.0, "z_upper": 0.0})
     return _sequences(con, alpha, horizon_clusters, bounds)
 

@@ -7,7 +7,8 @@ Kinds (never mixed: each row names its kind, and duplicates are only searched wi
   rotation, orthonormal DCT-II, top-left 8x8, median of coefficients 1..63 (DC excluded), bit b set iff
   c_b > median, bit 0 = DC = least significant.
 * `autheval_draft`: the same recipe on a JPEG decoded in draft mode (DCT-domain downscaling to about
-  1/4 size, luma only). About twice as fast, but a few bits differ on some images: a different hash.
+  1/4 size, luma only). Faster (figures: `benchmarks/hashing.py`), but a few bits differ on some images: a
+  different hash.
 * `imagehash`: `imagehash.phash` (Lanczos resize, median including DC, other bit order), stored as
   the uint64 whose 16-hex text equals `str(imagehash.phash(img))`: bit 63 is the DCT's [0, 0]
   (DC) cell, then row-major down to bit 0 = cell [7, 7].

@@ -7,12 +7,12 @@ so a run with a bootstrap and the delta method sums its records once, not once p
 
 Why partitions: the sums must be added on one DuckDB thread (the same rows, the same bits;
 warehouse.sql.connect), and one thread summing 10^7 clusters of 10^8 records spilled its hash table and
-took 158 s here. Split by a hash of the cluster id into partitions of about PARTITION_CLUSTERS
+was slow. Split by a hash of the cluster id into partitions of about PARTITION_CLUSTERS
 clusters, each partition is summed on a connection of its own (one thread, its share of DuckDB's memory
 limit), the partitions side by side on the cores: each cluster's rows are still added in the record's
-order by one thread, so the sums do not depend on the number of partitions or cores (10^8 records in
-11 partitions on 2 cores: 51 s with the ranks). The partition count is a function of the data alone
-(its estimated cluster count), so the same record gives the same bytes on any machine.
+order by one thread, so the sums do not depend on the number of partitions or cores (figures, before and
+after: docs/evaluating.md, "Large logs: records as a dataset"). The partition count is a function of the
+data alone (its estimated cluster count), so the same record gives the same bytes on any machine.
 
 The file lives in this process's temporary folder and goes when the last RecordSet holding it does
 (or when the process exits; the folder of a process killed before its exit is removed by the next
@@ -49,8 +49,8 @@ from warehouse.sql import (
 if TYPE_CHECKING:
     from autheval.records.schema import RecordSet
 
-# Clusters per hash partition: its hash table fits a core's share of DuckDB's limit (measured here: 1.67M
-# clusters in a 732 MB share spilled, 59 s a partition against about 7 s for 0.9M).
+# Clusters per hash partition: its hash table fits a core's share of DuckDB's limit (a larger partition
+# spilled and was many times slower; figures: docs/benchmarks.md, "Figures behind design choices").
 PARTITION_CLUSTERS = 1 << 20
 
 
@@ -102,7 +102,7 @@ _SMALL_LOCK = threading.Lock()
 
 def _small_database():
     """One DuckDB database (one thread) for the records of one partition, a cursor per record:
-    opening a database for each read cost about 14 ms more here, on every small record."""
+    opening a database for each read added a fixed cost to every small record."""
     with _SMALL_LOCK:
         if os.getpid() not in _SMALL:
             _SMALL.clear()
@@ -116,8 +116,7 @@ def _workers(partitions: int) -> int:
 
 def compute(records: RecordSet, clusters_estimate: int) -> ClusterStatsFile:
     """Sum `records` per cluster (sql/records/cluster_sums.sql) and rank the clusters (sql/records/cluster_stats.sql)
-    into a new statistics file: one partition on a cursor of one database (a reference trace's read
-    went from 37 to 62 ms here), or
+    into a new statistics file: one partition on a cursor of one database (cheap for a small record), or
     several, a connection each, side by side, into partition files that one more connection ranks."""
     import pyarrow.parquet as pq
 

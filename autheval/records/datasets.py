@@ -27,7 +27,7 @@ from autheval.io import (
     is_dataset_path,
 )
 from autheval.records.schema import LOG_COLUMNS, column_mapping
-from warehouse.sql import load_sql, quote_identifier, quote_literal
+from warehouse.sql import fill, quote_literal
 
 ROW_BITS = 40  # a dataset row's row_index: (file number << ROW_BITS) + its row within the file
 FSSPEC_PREFIX = "autheval"  # DuckDB reads an object store through the seam as autheval<scheme>://
@@ -64,14 +64,15 @@ class RecordDataset:
         `_autheval_row` (the row_index), read streaming (sql/records_dataset_<kind>.sql)."""
         if self.protocol is not None:
             _register_filesystem(con, self.protocol, self.filesystem)
-        text = load_sql(f"records/records_dataset_{self.kind}").replace("{view}", quote_identifier(view))
+        literals, fragments = {}, {"files": _path_list(self.files)}
         if self.kind == "lake":
             assert self.analysis is not None  # a lake dataset is one analysis (records.read.lake_analysis_records)
-            text = text.replace("{analysis}", quote_literal(self.analysis))
+            literals["analysis"] = self.analysis
         if self.kind == "csv":
-            names = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(self.width)) + "}"
-            text = text.replace("{columns}", names).replace("{delimiter}", quote_literal(self.delimiter))
-        con.execute(text.replace("{files}", _path_list(self.files)))
+            fragments["columns"] = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(self.width)) + "}"
+            literals["delimiter"] = self.delimiter
+        name = f"records/records_dataset_{self.kind}"
+        con.execute(fill(name, identifiers={"view": view}, literals=literals, fragments=fragments))
 
     def raw_records(self, con, view: str, analysis: str):
         """A lazy relation over the scan `view`: the analysis label, row_index and the record's
@@ -97,8 +98,9 @@ def scan_parquet_files(con, view: str, files: Sequence[str]) -> None:
     """Create the temporary view `view` on `con` over Parquet `files` (paths or URIs DuckDB reads,
     such as a lake table's), every column beside `_autheval_row`, read where they lie, streaming
     (sql/records/records_dataset_parquet.sql): the rows are never held in this process."""
-    text = load_sql("records/records_dataset_parquet").replace("{view}", quote_identifier(view))
-    con.execute(text.replace("{files}", _path_list(files)))
+    con.execute(
+        fill("records/records_dataset_parquet", identifiers={"view": view}, fragments={"files": _path_list(files)})
+    )
 
 
 def _path_list(files: Sequence[str]) -> str:

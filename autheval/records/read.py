@@ -48,7 +48,7 @@ from autheval.records.schema import (
     _canonical_columns,
 )
 from autheval.records.warnings import warn
-from warehouse.sql import connect, load_sql, quote_identifier
+from warehouse.sql import connect, drop_view, load_sql
 
 
 def validate(
@@ -92,7 +92,7 @@ def _canonical(raw: pa.Table, typed: pa.Table, analysis: str) -> pa.Table:
 
 
 def _as_text(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """The column as text; a text column as it is (a cast would import pyarrow.compute: 0.1-0.2 s)."""
+    """The column as text; a text column as it is (a cast would import pyarrow.compute, a slow import)."""
     return column if column.type == pa.string() else column.cast(pa.string())
 
 
@@ -101,7 +101,7 @@ def records_from_table(
 ) -> RecordSet:
     """Validate an in-memory record table (log or trace columns) and canonicalise it. `used`: columns
     the caller reads itself (not reported as unused). `con`: a DuckDB connection to reuse for several
-    reads (opening one costs 15-20 ms here); a new one by default."""
+    reads (opening one has a fixed cost, paid on every read); a new one by default."""
     schema, raw, unused = _canonical_columns(table, source, tuple(used))
     if table.num_rows == 0:
         raise RecordError(source, None, "file has no records")
@@ -190,8 +190,8 @@ def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str)
         validate(con, source, "log", dataset.locate)
         level, has_local, counts = _record_level(con)
     finally:
-        con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("raw_records")))
-        con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("record_files")))
+        drop_view(con, "raw_records")
+        drop_view(con, "record_files")
     if counts["n_cases"] == 0:
         raise RecordError(source, None, "file has no records")
     return with_cluster_stats(
@@ -235,8 +235,8 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
             except duckdb.OutOfMemoryException as err:
                 raise _out_of_memory("checking the records", err, dataset.source) from err
         finally:
-            con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("raw_records")))
-            con.execute(load_sql("warehouse/drop_view").replace("{view}", quote_identifier("record_files")))
+            drop_view(con, "raw_records")
+            drop_view(con, "record_files")
             if unordered:
                 con.execute(load_sql("records/records_ordered"))
         if counts["n_cases"] == 0:

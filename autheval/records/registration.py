@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from warehouse.sql import load_sql, quote_identifier
+from warehouse.sql import fill
 
 if TYPE_CHECKING:
     from autheval.records.schema import RecordSet
@@ -30,15 +30,13 @@ def register_records(con, recordsets: Sequence[RecordSet], name: str = "records"
         if records.rows is not None:
             held = f"record_rows_{i}"
             con.register(held, records.rows)
-            relations.append(
-                con.sql(load_sql("records/records_held_canonical").replace("{rows}", quote_identifier(held)))
-            )
+            relations.append(con.sql(fill("records/records_held_canonical", identifiers={"rows": held})))
             continue
         files, raw = f"record_files_{i}", f"record_raw_{i}"
         assert records.dataset is not None  # a record holds its rows or names its files
         records.dataset.scan(con, files)
         records.dataset.raw_records(con, files, records.analysis).create_view(raw)
-        relations.append(con.sql(load_sql("records/records_dataset_canonical").replace("{raw}", quote_identifier(raw))))
+        relations.append(con.sql(fill("records/records_dataset_canonical", identifiers={"raw": raw})))
     union = relations[0]
     for other in relations[1:]:
         union = union.union(other)

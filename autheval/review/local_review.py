@@ -7,8 +7,9 @@
 
 Everything runs on one DuckDB connection (warehouse.sql.connect()). An asset calls `run_review(...)`
 (Arrow tables in and out) or the stage functions in one line; `write_review(...)` streams the large
-outputs to Parquet instead (10M rows in under 1 GB). `reference_checks()` checks the engine against
-the published traces with the same SQL. Every output row names the rule file's version and SHA-256.
+outputs to Parquet instead, in bounded memory (figures: docs/benchmarks.md, `benchmarks/review.py`).
+`reference_checks()` checks the engine against the published traces with the same SQL. Every output row
+names the rule file's version and SHA-256.
 No Dagster imports here.
 """
 
