@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 
 import pyarrow as pa
-from dagster import AssetSpec, asset, multi_asset
+from dagster import multi_asset
 
-from assets.common import ESTIMATES, REPORTS, connect_with, write_table
+from assets.common import ESTIMATES, REPORTS, connect_with, table_asset, table_spec, write_table
 from assets.model_proposals import MODEL_PROPOSAL_TABLES
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.estimation.benchmark import (
@@ -82,39 +82,31 @@ def _provenance(source: SourceResource) -> Provenance:
 
 @multi_asset(
     specs=[
-        AssetSpec(
+        table_spec(
             "benchmark_scores",
-            group_name=ESTIMATES,
+            ESTIMATES,
+            ["proposals", "images", "clusters"],
+            "mechanism, model, model_revision, item_id, cluster_id, axis, task, group, options, loglik (mean "
+            "token log-likelihood per option), prob, choice, answer_index, correct: each model mechanism's "
+            "answer to every item of the benchmark file by option likelihood (resumable cache under "
+            "<lake>/cache/benchmark).",
             kinds={"parquet", "torch"},
-            deps=["proposals", "images", "clusters"],
-            description=(
-                "mechanism, model, model_revision, item_id, cluster_id, axis, task, group, options, loglik (mean "
-                "token log-likelihood per option), prob, choice, answer_index, correct: each model mechanism's "
-                "answer to every item of the benchmark file by option likelihood (resumable cache under "
-                "<lake>/cache/benchmark)."
-            ),
         ),
-        AssetSpec(
+        table_spec(
             "benchmark",
-            group_name=ESTIMATES,
-            kinds={"parquet"},
-            deps=["benchmark_scores"],
-            description=(
-                "mechanism, model, scope (all | axis | task), axis, task, n_items, n_clusters, n_correct, accuracy, "
-                "ci_lower, ci_upper (whole-cluster bootstrap, reference scheme: items of one lesion are one "
-                "cluster), available, reason (a mechanism with no language model is not scored)."
-            ),
+            ESTIMATES,
+            ["benchmark_scores"],
+            "mechanism, model, scope (all | axis | task), axis, task, n_items, n_clusters, n_correct, accuracy, "
+            "ci_lower, ci_upper (whole-cluster bootstrap, reference scheme: items of one lesion are one "
+            "cluster), available, reason (a mechanism with no language model is not scored).",
         ),
-        AssetSpec(
+        table_spec(
             "benchmark_fairness",
-            group_name=ESTIMATES,
-            kinds={"parquet"},
-            deps=["benchmark_scores"],
-            description=(
-                "mechanism, model, task (null: every item), grouping, n_groups, groups, worst_group, best_group, "
-                "min/max group accuracy and fairness_ratio = min / max (1 = equal), per grouping of the file's "
-                "`group` column."
-            ),
+            ESTIMATES,
+            ["benchmark_scores"],
+            "mechanism, model, task (null: every item), grouping, n_groups, groups, worst_group, best_group, "
+            "min/max group accuracy and fairness_ratio = min / max (1 = equal), per grouping of the file's "
+            "`group` column.",
         ),
     ]
 )
@@ -205,16 +197,13 @@ def _write(store, source, results, accuracy, fairness, hashes, **meta):
     )
 
 
-@asset(
-    group_name=REPORTS,
-    kinds={"parquet"},
-    deps=["estimates", "benchmark"],
-    description=(
-        "study, analysis, mechanism, regime, benchmark_model, benchmark_items, benchmark_accuracy + CI, "
-        "benchmark_available, benchmark_reason, J, J_auth (+ CIs), intervention_rate (p), Delta_authority + "
-        "CI (image-weighted), gap_excludes_zero: does each mechanism's benchmark evidence describe the "
-        "workflow? (it describes the selected action only where Delta is 0)."
-    ),
+@table_asset(
+    REPORTS,
+    ["estimates", "benchmark"],
+    "study, analysis, mechanism, regime, benchmark_model, benchmark_items, benchmark_accuracy + CI, "
+    "benchmark_available, benchmark_reason, J, J_auth (+ CIs), intervention_rate (p), Delta_authority + "
+    "CI (image-weighted), gap_excludes_zero: does each mechanism's benchmark evidence describe the "
+    "workflow? (it describes the selected action only where Delta is 0).",
 )
 def transfer(lake: LakeResource, source: SourceResource):
     store = lake.lake()

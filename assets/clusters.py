@@ -4,23 +4,20 @@ validated, or AuthEval's split algorithm). Step 3 of autheval.raw.pipeline (clus
 
 from __future__ import annotations
 
-from dagster import AssetCheckResult, asset, asset_check
+from dagster import AssetCheckResult, asset_check
 
-from assets.common import DUPLICATES, check_result, check_row, write_table
+from assets.common import DUPLICATES, check_result, check_row, table_asset, write_table
 from assets.resources import LakeResource, SourceResource
 from autheval.raw.pipeline import cluster_images
 from autheval.reference_data import reference_path
 
 
-@asset(
-    group_name=DUPLICATES,
-    kinds={"parquet"},
-    deps=["images", "image_hashes", "duplicates", "duplicate_removals"],
-    description=(
-        "image_id, cluster_id, split (+ base_node, duplicate_group, cluster_size, split_key, split_source): "
-        "the evaluation clusters and their split; a cluster never crosses a split. For the reference study "
-        "every frozen cluster id is re-derived and must match."
-    ),
+@table_asset(
+    DUPLICATES,
+    ["images", "image_hashes", "duplicates", "duplicate_removals"],
+    "image_id, cluster_id, split (+ base_node, duplicate_group, cluster_size, split_key, split_source): "
+    "the evaluation clusters and their split; a cluster never crosses a split. For the reference study "
+    "every frozen cluster id is re-derived and must match.",
 )
 def clusters(lake: LakeResource, source: SourceResource):
     store = lake.lake()

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import duckdb
 import pyarrow as pa
-from dagster import AssetCheckResult, AssetSpec, MaterializeResult, MetadataValue, TableColumn, TableSchema
+from dagster import AssetCheckResult, AssetSpec, MaterializeResult, MetadataValue, TableColumn, TableSchema, asset
 
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.reference_data import register_reference
@@ -28,14 +28,26 @@ INGEST, DUPLICATES, CONTEXT, PROPOSALS, REVIEW, SCORING, ESTIMATES, REPORTS, REC
 )
 
 
+PARQUET = frozenset({"parquet"})  # a lake table's kind, unless it names others too (KINDS of the model assets)
+
+
+def table_spec(name: str, group: str, deps: list, description: str, kinds=PARQUET) -> AssetSpec:
+    """One lake table of a multi-asset: a Parquet table of one stage (`group`) read from `deps`, declared
+    the same way as every other (table_asset, table_specs)."""
+    return AssetSpec(name, group_name=group, kinds=set(kinds), deps=deps, description=description)
+
+
+def table_asset(group: str, deps: list, description: str, kinds=PARQUET, **options):
+    """@asset for a lake table: a Parquet table of one stage (`group`) read from `deps`, with its
+    description; `options` go to @asset as they are."""
+    return asset(group_name=group, kinds=set(kinds), deps=deps, description=description, **options)
+
+
 def table_specs(group: str, deps: list, **descriptions: str) -> list[AssetSpec]:
     """The outputs of a multi-asset whose tables all come from the same inputs: Parquet tables of one
     stage (`group`) with the same `deps`, declared once so the outputs cannot drift apart, each with its
     own description (keyword: the table's name)."""
-    return [
-        AssetSpec(name, group_name=group, kinds={"parquet"}, deps=deps, description=text)
-        for name, text in descriptions.items()
-    ]
+    return [table_spec(name, group, deps, text) for name, text in descriptions.items()]
 
 
 def connect_with(lake: Lake, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConnection:
@@ -108,6 +120,27 @@ def open_model_asset(
         )
         for name, schema in outputs.items()
     ]
+
+
+def model_asset(schema: pa.Schema, deps: list, description: str, kinds, missing=None):
+    """@asset for a model mechanism's one table (assets/model_proposals.py), named after the function and
+    opened by open_model_asset: where it does not run here (model_not_run, or `missing(models)`: why a part
+    it needs is not configured) its empty table of `schema` is written and returned; where it runs, the
+    function is called as fn(context, store, source, models), `store` the Lake."""
+
+    def decorate(fn):
+        name = fn.__name__
+
+        def model_table(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
+            reason = missing(models) if missing else None
+            store, skipped = open_model_asset(lake, source, models, {name: schema}, reason)
+            return skipped[0] if skipped else fn(context, store, source, models)
+
+        # the asset is declared where `fn` is (dagster_project/table_index.py names the function)
+        model_table.__module__, model_table.__name__, model_table.__qualname__ = fn.__module__, name, fn.__qualname__
+        return table_asset(PROPOSALS, deps, description, kinds=kinds, name=name)(model_table)
+
+    return decorate
 
 
 def write_ruled(lake: Lake, name: str, table: pa.Table, rule_file, **extra) -> MaterializeResult:

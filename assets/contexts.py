@@ -4,22 +4,19 @@ capacity and floor. Private: never copied into an exported record. The SQL is au
 
 from __future__ import annotations
 
-from dagster import AssetCheckResult, ResourceParam, asset, asset_check
+from dagster import AssetCheckResult, ResourceParam, asset_check
 
-from assets.common import CONTEXT, check_result, connect_with, write_ruled
+from assets.common import CONTEXT, check_result, connect_with, table_asset, write_ruled
 from assets.resources import DeclaredRules, LakeResource, SourceResource
 from autheval.review.local_review import build_contexts, register_rules
 from warehouse import sql
 
 
-@asset(
-    group_name=CONTEXT,
-    kinds={"parquet"},
-    deps=["images", "clusters", "gate_proxy", "declared_rules"],
-    description=(
-        "cluster_id, profile, s_gate, risk_bin, sens, burden, aversion, capacity, floor_policy, floor, "
-        "w_under, w_over, rule_version, rule_sha256: one row per evaluated cluster (private, local)."
-    ),
+@table_asset(
+    CONTEXT,
+    ["images", "clusters", "gate_proxy", "declared_rules"],
+    "cluster_id, profile, s_gate, risk_bin, sens, burden, aversion, capacity, floor_policy, floor, "
+    "w_under, w_over, rule_version, rule_sha256: one row per evaluated cluster (private, local).",
 )
 def contexts(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     source.require_raw("contexts")

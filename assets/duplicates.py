@@ -6,9 +6,9 @@ Steps 2 and 4 of autheval.raw.pipeline (find_duplicate_tables, duplicate_report)
 from __future__ import annotations
 
 import pyarrow.compute as pc
-from dagster import AssetCheckResult, AssetCheckSpec, AssetSpec, asset, multi_asset, multi_asset_check
+from dagster import AssetCheckResult, AssetCheckSpec, multi_asset, multi_asset_check
 
-from assets.common import DUPLICATES, write_table
+from assets.common import DUPLICATES, table_asset, table_spec, write_table
 from assets.resources import LakeResource, SourceResource
 from autheval.raw.duplicates import AUTHEVAL_RULES
 from autheval.raw.pipeline import duplicate_report as report_with_splits
@@ -21,26 +21,20 @@ RULES = AUTHEVAL_RULES  # exact groups (always) + threshold 4, report only
 @multi_asset(
     name="find_duplicates",
     specs=[
-        AssetSpec(
+        table_spec(
             "duplicates",
-            group_name=DUPLICATES,
-            kinds={"parquet"},
-            deps=["image_hashes"],
-            description=(
-                "hash_kind, threshold, use, component_id, component_size, exact_group_id, image_id, image_hash: "
-                "EXACT_PHASH_ groups and PHASH_ components (size desc, smallest id) of the readable images. "
-                "Cross-split flags are in duplicate_report."
-            ),
+            DUPLICATES,
+            ["image_hashes"],
+            "hash_kind, threshold, use, component_id, component_size, exact_group_id, image_id, image_hash: "
+            "EXACT_PHASH_ groups and PHASH_ components (size desc, smallest id) of the readable images. "
+            "Cross-split flags are in duplicate_report.",
         ),
-        AssetSpec(
+        table_spec(
             "duplicate_removals",
-            group_name=DUPLICATES,
-            kinds={"parquet"},
-            deps=["duplicates"],
-            description=(
-                "removed_image_id, kept_image_id, component_id, hash_kind, threshold: the images a 'drop' rule "
-                "removes (the smallest id of each component is kept); clusters leave them out."
-            ),
+            DUPLICATES,
+            ["duplicates"],
+            "removed_image_id, kept_image_id, component_id, hash_kind, threshold: the images a 'drop' rule "
+            "removes (the smallest id of each component is kept); clusters leave them out.",
         ),
     ],
 )
@@ -59,14 +53,11 @@ def find_duplicates(lake: LakeResource):
     yield write_table(store, "duplicate_removals", dropped, asset_key="duplicate_removals")
 
 
-@asset(
-    group_name=DUPLICATES,
-    kinds={"parquet"},
-    deps=["duplicates", "clusters"],
-    description=(
-        "The duplicates with their splits and component_crosses_split (AuthEval 1.8's report), from the "
-        "duplicates table and the clusters' splits."
-    ),
+@table_asset(
+    DUPLICATES,
+    ["duplicates", "clusters"],
+    "The duplicates with their splits and component_crosses_split (AuthEval 1.8's report), from the "
+    "duplicates table and the clusters' splits.",
 )
 def duplicate_report(lake: LakeResource):
     store = lake.lake()

@@ -5,9 +5,9 @@ scores a source gives per image (`SourceResource.gate_scores`), used as given.""
 from __future__ import annotations
 
 import pyarrow as pa
-from dagster import AssetSpec, MetadataValue, multi_asset
+from dagster import MetadataValue, multi_asset
 
-from assets.common import CONTEXT, connect_with, write_table
+from assets.common import CONTEXT, connect_with, table_spec, write_table
 from assets.resources import LakeResource, SourceResource
 from autheval.review.gate_scores import read_gate_scores
 from models.gate_proxy import fit_gate_proxy
@@ -16,25 +16,20 @@ from warehouse import sql
 
 @multi_asset(
     specs=[
-        AssetSpec(
+        table_spec(
             "gate_proxy",
-            group_name=CONTEXT,
+            CONTEXT,
+            ["images", "clusters"],
+            "image_id, split, s_gate, gate_proxy, proxy_source: the public risk context of every image, from "
+            "age, sex and site only (never the diagnosis); train fits, validation selects (alpha, T).",
             kinds={"parquet", "numpy"},
-            deps=["images", "clusters"],
-            description=(
-                "image_id, split, s_gate, gate_proxy, proxy_source: the public risk context of every image, from "
-                "age, sex and site only (never the diagnosis); train fits, validation selects (alpha, T)."
-            ),
         ),
-        AssetSpec(
+        table_spec(
             "gate_proxy_selection",
-            group_name=CONTEXT,
-            kinds={"parquet"},
-            deps=["images", "clusters"],
-            description=(
-                "the 48 (alpha, T) candidates with their validation metrics, the data hash and the "
-                "config; `selected` marks the one used (model_runs reads them as the gate proxy's run)."
-            ),
+            CONTEXT,
+            ["images", "clusters"],
+            "the 48 (alpha, T) candidates with their validation metrics, the data hash and the "
+            "config; `selected` marks the one used (model_runs reads them as the gate proxy's run).",
         ),
     ]
 )

@@ -10,9 +10,9 @@ too); otherwise both tables are empty and their metadata says why."""
 
 from __future__ import annotations
 
-from dagster import AssetSpec, multi_asset
+from dagster import multi_asset
 
-from assets.common import PROPOSALS, connect_with, open_model_asset, write_table
+from assets.common import PROPOSALS, connect_with, open_model_asset, table_spec, write_table
 from assets.model_proposals import KINDS, _run_entry, adapter_proposals, sft_adapter_dir
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.vocabulary import PROPOSALS_SCHEMA
@@ -33,29 +33,24 @@ GRPO_MISSING = "not run: GRPO is not configured (ModelsResource.grpo with finetu
 
 @multi_asset(
     specs=[
-        AssetSpec(
+        table_spec(
             "grpo",
-            group_name=PROPOSALS,
+            PROPOSALS,
+            ["finetune", "images", "clusters"],
+            "The 'VLM GRPO (MAVIC)' mechanism's proposals: a LoRA adapter (r 16, alpha 32) on the fine-tuned "
+            "scorer trained by GRPO (TRL; group size 8, KL 0.1 to the fine-tuned model, lr 1e-6) on the MAVIC "
+            "reward over the train split, then scored on the evaluated split (slate by probability). Runs "
+            "only when ModelsResource.grpo is set; otherwise an empty table.",
             kinds=KINDS | {"trl"},
-            deps=["finetune", "images", "clusters"],
-            description=(
-                "The 'VLM GRPO (MAVIC)' mechanism's proposals: a LoRA adapter (r 16, alpha 32) on the fine-tuned "
-                "scorer trained by GRPO (TRL; group size 8, KL 0.1 to the fine-tuned model, lr 1e-6) on the MAVIC "
-                "reward over the train split, then scored on the evaluated split (slate by probability). Runs "
-                "only when ModelsResource.grpo is set; otherwise an empty table."
-            ),
         ),
-        AssetSpec(
+        table_spec(
             "grpo_steps",
-            group_name=PROPOSALS,
-            kinds={"parquet"},
-            deps=["finetune", "images", "clusters"],
-            description=(
-                "step, reward, reward_std, r_fmt, r_acc, s_hier, s_morph, gate (means over the step's completions), "
-                "kl (to the reference policy), loss, lr, completion_tokens, frac_zero_std_groups, seed, mechanism, "
-                "model, model_revision, config, config_sha256, reward_form, data_sha256, engine, device, dtype, "
-                "software_version: the GRPO run's log, one row per optimizer step."
-            ),
+            PROPOSALS,
+            ["finetune", "images", "clusters"],
+            "step, reward, reward_std, r_fmt, r_acc, s_hier, s_morph, gate (means over the step's completions), "
+            "kl (to the reference policy), loss, lr, completion_tokens, frac_zero_std_groups, seed, mechanism, "
+            "model, model_revision, config, config_sha256, reward_form, data_sha256, engine, device, dtype, "
+            "software_version: the GRPO run's log, one row per optimizer step.",
         ),
     ]
 )

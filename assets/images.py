@@ -8,9 +8,9 @@ first; for the reference study the tables come from the embedded traces and publ
 from __future__ import annotations
 
 import pyarrow as pa
-from dagster import AssetCheckResult, AssetSpec, asset_check, multi_asset
+from dagster import AssetCheckResult, asset_check, multi_asset
 
-from assets.common import INGEST, check_row, connect_with, write_table
+from assets.common import INGEST, check_row, connect_with, table_spec, write_table
 from assets.resources import LakeResource, SourceResource
 from autheval.raw.ingest import REPORT_SCHEMA
 from autheval.raw.phash import FAILURES_SCHEMA
@@ -21,62 +21,48 @@ from warehouse import sql
 KINDS = DEFAULT_KINDS  # hash kinds: 'autheval' (the study's) and 'imagehash'
 
 SPECS = [  # in the order they are written (each after what it depends on)
-    AssetSpec(
+    table_spec(
         "input_files",
-        group_name=INGEST,
-        kinds={"parquet"},
-        description=(
-            "role, path, bytes, sha256, expected_sha256, checksum_ok: every input file (metadata, labels, "
-            "images folder or zip) with its SHA-256, compared with the published one for official files."
-        ),
+        INGEST,
+        [],
+        "role, path, bytes, sha256, expected_sha256, checksum_ok: every input file (metadata, labels, "
+        "images folder or zip) with its SHA-256, compared with the published one for official files.",
     ),
-    AssetSpec(
+    table_spec(
         "image_hashes",
-        group_name=INGEST,
-        kinds={"parquet"},
-        deps=["input_files"],
-        description=(
-            "image_id, hash_kind, phash (UBIGINT), image_hash (16 hex), path, size, mtime_ns, format (the "
-            "format found in the file's bytes): perceptual hashes per readable image and declared kind. A "
-            "rerun hashes only new or changed files."
-        ),
+        INGEST,
+        ["input_files"],
+        "image_id, hash_kind, phash (UBIGINT), image_hash (16 hex), path, size, mtime_ns, format (the "
+        "format found in the file's bytes): perceptual hashes per readable image and declared kind. A "
+        "rerun hashes only new or changed files.",
     ),
-    AssetSpec(
+    table_spec(
         "hash_failures",
-        group_name=INGEST,
-        kinds={"parquet"},
-        deps=["input_files"],
-        description=(
-            "image_id, path, error: the images that could not be read or decoded (left out of images, one "
-            "unreadable_image row each in ingest_report)."
-        ),
+        INGEST,
+        ["input_files"],
+        "image_id, path, error: the images that could not be read or decoded (left out of images, one "
+        "unreadable_image row each in ingest_report).",
     ),
-    AssetSpec(
+    table_spec(
         "images",
-        group_name=INGEST,
-        kinds={"parquet"},
-        deps=["input_files", "hash_failures"],
-        description=(
-            "Every usable image of the study: image_id, lesion_id, patient_id, age, sex, anatomic_site, "
-            "diagnosis, risk_stratum (the reference state), path, source, fitzpatrick_skin_type (where the "
-            "source records a valid one), ita, ita_category, ita_method (the skin tone estimated from the "
-            "pixels around the lesion: an estimate, not a label). Unreadable images are left out and "
-            "reported in ingest_report."
-        ),
+        INGEST,
+        ["input_files", "hash_failures"],
+        "Every usable image of the study: image_id, lesion_id, patient_id, age, sex, anatomic_site, "
+        "diagnosis, risk_stratum (the reference state), path, source, fitzpatrick_skin_type (where the "
+        "source records a valid one), ita, ita_category, ita_method (the skin tone estimated from the "
+        "pixels around the lesion: an estimate, not a label). Unreadable images are left out and "
+        "reported in ingest_report.",
     ),
-    AssetSpec(
+    table_spec(
         "ingest_report",
-        group_name=INGEST,
-        kinds={"parquet"},
-        deps=["input_files", "image_hashes", "hash_failures"],
-        description=(
-            "source, row_number, image_id, column_name, reason, value, action: one row per problem found "
-            "while reading the inputs (excluded, kept, ignored or recorded), e.g. missing_image, "
-            "unreadable_image, format_mismatch, checksum_mismatch, outside_input_folder (an id, path or link "
-            "that leads out of the input folder: never read), invalid_isic_metadata and "
-            "inconsistent_isic_metadata (a value the ISIC Archive's schema refuses: the field and the value; "
-            "kept). Nothing is dropped silently."
-        ),
+        INGEST,
+        ["input_files", "image_hashes", "hash_failures"],
+        "source, row_number, image_id, column_name, reason, value, action: one row per problem found "
+        "while reading the inputs (excluded, kept, ignored or recorded), e.g. missing_image, "
+        "unreadable_image, format_mismatch, checksum_mismatch, outside_input_folder (an id, path or link "
+        "that leads out of the input folder: never read), invalid_isic_metadata and "
+        "inconsistent_isic_metadata (a value the ISIC Archive's schema refuses: the field and the value; "
+        "kept). Nothing is dropped silently.",
     ),
 ]
 

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from dagster import asset
 
-from assets.common import PROPOSALS, connect_with, open_model_asset, write_table
+from assets.common import PROPOSALS, connect_with, model_asset, table_asset, write_table
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.proposals.cct import cct_proposals, variant_table_from_scores
 from autheval.proposals.proposals_file import as_contract, combine_proposals
@@ -43,6 +42,7 @@ from models.scorer import (
     score_prompt_variants,
 )
 from warehouse import sql
+from warehouse.lake import Lake
 
 # The model mechanisms, in the order they are declared after the file's (later minus earlier in contrasts).
 READOUT, PROBE, CCT_SINGLE, CCT_CC, FINETUNED = (
@@ -63,21 +63,16 @@ def _json(value) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-@asset(
-    group_name=PROPOSALS,
+@model_asset(
+    SCORES_SCHEMA,
+    ["images", "clusters"],
+    "model, revision, prompt_id, variant, image_id, ll_very_low..ll_high, p_very_low..p_high, "
+    "s_assistant, device, dtype: the VLM likelihood scorer (spec 5.1) per image and prompt variant; "
+    "variant 0 (the spec prompt) on the validation and evaluated splits, variants 1..K-1 on the "
+    "evaluated split. Resumable cache under <lake>/cache/scorer: a rerun scores nothing already done.",
     kinds=KINDS,
-    deps=["images", "clusters"],
-    description=(
-        "model, revision, prompt_id, variant, image_id, ll_very_low..ll_high, p_very_low..p_high, "
-        "s_assistant, device, dtype: the VLM likelihood scorer (spec 5.1) per image and prompt variant; "
-        "variant 0 (the spec prompt) on the validation and evaluated splits, variants 1..K-1 on the "
-        "evaluated split. Resumable cache under <lake>/cache/scorer: a rerun scores nothing already done."
-    ),
 )
-def vlm_scores(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store, skipped = open_model_asset(lake, source, models, {"vlm_scores": SCORES_SCHEMA})
-    if skipped:
-        return skipped[0]
+def vlm_scores(context, store: Lake, source: SourceResource, models: ModelsResource):
     inputs = sql.run(
         connect_with(store, ["images", "clusters"]), "proposals/model_scorer_inputs", {"split": source.evaluate_split}
     )
@@ -99,21 +94,16 @@ def vlm_scores(context, lake: LakeResource, source: SourceResource, models: Mode
     return write_table(store, "vlm_scores", table, {"model": meta["model"], "revision": meta["revision"]}, **meta)
 
 
-@asset(
-    group_name=PROPOSALS,
+@model_asset(
+    PROPOSALS_SCHEMA,
+    [vlm_scores, "clusters", "images"],
+    "The 'VLM readout' mechanism's proposals (spec 5.2): balanced multinomial logistic regression on the "
+    "scorer's clipped log probabilities, trained and locked on the validation split (design/lock "
+    "partition by hashed cluster order, grouped CV over C), applied to the evaluated split as ranked "
+    "slates. Metadata: CV table, chosen C, lock metrics (or the published lock, and why).",
     kinds=KINDS | {"sklearn"},
-    deps=[vlm_scores, "clusters", "images"],
-    description=(
-        "The 'VLM readout' mechanism's proposals (spec 5.2): balanced multinomial logistic regression on the "
-        "scorer's clipped log probabilities, trained and locked on the validation split (design/lock "
-        "partition by hashed cluster order, grouped CV over C), applied to the evaluated split as ranked "
-        "slates. Metadata: CV table, chosen C, lock metrics (or the published lock, and why)."
-    ),
 )
-def readout(lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store, skipped = open_model_asset(lake, source, models, {"readout": PROPOSALS_SCHEMA})
-    if skipped:
-        return skipped[0]
+def readout(context, store: Lake, source: SourceResource, models: ModelsResource):
     con = connect_with(store, ["vlm_scores", "clusters", "images"])
     lock, meta = cohort_readout(sql.run(con, "proposals/readout_training_scores"))
     evaluated = sql.run(con, "proposals/evaluated_vlm_scores", {"split": source.evaluate_split, "all_variants": False})
@@ -143,20 +133,15 @@ def _run_entry(run: pa.Table) -> dict:
     return {training_runs.METADATA_KEY: training_runs.encode(run)}
 
 
-@asset(
-    group_name=PROPOSALS,
+@model_asset(
+    FEATURE_SCHEMA,
+    ["images", "clusters"],
+    "model, image_id, input_sha256, feature: pooled features of the frozen vision tower (tiny CLIP vision "
+    "unless ModelsResource.vision_dir names one) for the train, validation and evaluated images; resumable "
+    "cache under <lake>/cache/probe, keyed also by the SHA-256 of the image bytes.",
     kinds=KINDS,
-    deps=["images", "clusters"],
-    description=(
-        "model, image_id, input_sha256, feature: pooled features of the frozen vision tower (tiny CLIP vision "
-        "unless ModelsResource.vision_dir names one) for the train, validation and evaluated images; resumable "
-        "cache under <lake>/cache/probe, keyed also by the SHA-256 of the image bytes."
-    ),
 )
-def probe_features(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store, skipped = open_model_asset(lake, source, models, {"probe_features": FEATURE_SCHEMA})
-    if skipped:
-        return skipped[0]
+def probe_features(context, store: Lake, source: SourceResource, models: ModelsResource):
     inputs = sql.run(
         connect_with(store, ["images", "clusters"]), "proposals/probe_inputs", {"split": source.evaluate_split}
     )
@@ -171,20 +156,15 @@ def probe_features(context, lake: LakeResource, source: SourceResource, models: 
     return write_table(store, "probe_features", table, {"model": meta["model_key"]}, **meta)
 
 
-@asset(
-    group_name=PROPOSALS,
+@model_asset(
+    PROPOSALS_SCHEMA,
+    [probe_features, "clusters", "images"],
+    "The 'CLIP probe' mechanism's proposals (spec 5.4): a linear probe on the frozen tower's features, "
+    "trained with torch on train, epoch chosen and tau fitted on validation, applied to the evaluated "
+    "split (nearest-level slates of the thresholded head). Metadata: epoch table, chosen epoch, tau.",
     kinds=KINDS,
-    deps=[probe_features, "clusters", "images"],
-    description=(
-        "The 'CLIP probe' mechanism's proposals (spec 5.4): a linear probe on the frozen tower's features, "
-        "trained with torch on train, epoch chosen and tau fitted on validation, applied to the evaluated "
-        "split (nearest-level slates of the thresholded head). Metadata: epoch table, chosen epoch, tau."
-    ),
 )
-def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store, skipped = open_model_asset(lake, source, models, {"probe": PROPOSALS_SCHEMA})
-    if skipped:
-        return skipped[0]
+def probe(context, store: Lake, source: SourceResource, models: ModelsResource):
     con = connect_with(store, ["probe_features", "clusters", "images"])
     config = ProbeConfig(device=models.device_or_none())
     features = store.read("probe_features")
@@ -205,20 +185,15 @@ def probe(lake: LakeResource, source: SourceResource, models: ModelsResource):
     )
 
 
-@asset(
-    group_name=PROPOSALS,
+@model_asset(
+    PROPOSALS_SCHEMA,
+    [vlm_scores, "clusters"],
+    "The 'CCT single' and 'CCT cc' mechanisms' proposals (DermoGPT section 1): the scorer's K prompt "
+    "variants per evaluated image aggregated by variant 0 alone (single) and by confidence-consistency "
+    "weights softmax(lam * margin - beta * deviation) (cc); slates by aggregated probability.",
     kinds=KINDS | {"numpy"},
-    deps=[vlm_scores, "clusters"],
-    description=(
-        "The 'CCT single' and 'CCT cc' mechanisms' proposals (DermoGPT section 1): the scorer's K prompt "
-        "variants per evaluated image aggregated by variant 0 alone (single) and by confidence-consistency "
-        "weights softmax(lam * margin - beta * deviation) (cc); slates by aggregated probability."
-    ),
 )
-def cct_arms(lake: LakeResource, source: SourceResource, models: ModelsResource):
-    store, skipped = open_model_asset(lake, source, models, {"cct_arms": PROPOSALS_SCHEMA})
-    if skipped:
-        return skipped[0]
+def cct_arms(context, store: Lake, source: SourceResource, models: ModelsResource):
     scores = sql.run(
         connect_with(store, ["vlm_scores", "clusters"]),
         "proposals/evaluated_vlm_scores",
@@ -240,22 +215,17 @@ def cct_arms(lake: LakeResource, source: SourceResource, models: ModelsResource)
     )
 
 
-@asset(
-    group_name=PROPOSALS,
+@model_asset(
+    PROPOSALS_SCHEMA,
+    ["images", "clusters"],
+    "The 'VLM LoRA fine-tuned' mechanism's proposals: a LoRA adapter on the scorer (peft; DeepSpeed "
+    "ZeRO-2 on GPU) trained on train-split images towards each image's risk continuation, then the "
+    "fine-tuned model scored on the evaluated split (slate by probability). Runs only when "
+    "ModelsResource.finetune is set; otherwise an empty table.",
     kinds=KINDS | {"deepspeed"},
-    deps=["images", "clusters"],
-    description=(
-        "The 'VLM LoRA fine-tuned' mechanism's proposals: a LoRA adapter on the scorer (peft; DeepSpeed "
-        "ZeRO-2 on GPU) trained on train-split images towards each image's risk continuation, then the "
-        "fine-tuned model scored on the evaluated split (slate by probability). Runs only when "
-        "ModelsResource.finetune is set; otherwise an empty table."
-    ),
+    missing=lambda models: None if models.finetune else FINETUNE_MISSING,
 )
-def finetune(context, lake: LakeResource, source: SourceResource, models: ModelsResource):
-    missing = None if models.finetune else FINETUNE_MISSING
-    store, skipped = open_model_asset(lake, source, models, {"finetune": PROPOSALS_SCHEMA}, missing)
-    if skipped:
-        return skipped[0]
+def finetune(context, store: Lake, source: SourceResource, models: ModelsResource):
     con = connect_with(store, ["images", "clusters"])
     base = models.scorer_model(store)
     adapter = sft_adapter_dir(store, base)
@@ -306,17 +276,14 @@ def sft_adapter_dir(store, base) -> Path:
     return store.root / "models" / "adapters" / f"{base.name}-lora"
 
 
-@asset(
-    group_name=PROPOSALS,
-    kinds={"parquet"},
-    deps=["gate_proxy_selection", readout, probe, finetune, "grpo"],
-    description=(
-        "trainer, mechanism, model, model_revision, data_sha256, config, seed, step_kind, step, metric, value, "
-        "chosen, software_version: what each trainer chose from which data, one fact per row "
-        "(models/training_runs.py): the readout's C search and lock, the probe's epochs and tau, the gate "
-        "proxy's 48 candidates (read from gate_proxy_selection), the fine-tune's losses. Empty, with this "
-        "schema, when nothing was trained (the reference study, model mechanisms off)."
-    ),
+@table_asset(
+    PROPOSALS,
+    ["gate_proxy_selection", readout, probe, finetune, "grpo"],
+    "trainer, mechanism, model, model_revision, data_sha256, config, seed, step_kind, step, metric, value, "
+    "chosen, software_version: what each trainer chose from which data, one fact per row "
+    "(models/training_runs.py): the readout's C search and lock, the probe's epochs and tau, the gate "
+    "proxy's 48 candidates (read from gate_proxy_selection), the fine-tune's losses. Empty, with this "
+    "schema, when nothing was trained (the reference study, model mechanisms off).",
 )
 def model_runs(lake: LakeResource, source: SourceResource):
     store = lake.lake()

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset, asset_check, multi_asset_check
+from dagster import AssetCheckResult, AssetCheckSpec, ResourceParam, asset_check, multi_asset_check
 
-from assets.common import SCORING, check_result, check_row, connect_with, reference_table, write_ruled, write_table
+from assets.common import (
+    SCORING,
+    check_result,
+    check_row,
+    connect_with,
+    reference_table,
+    table_asset,
+    write_ruled,
+    write_table,
+)
 from assets.resources import DeclaredRules, LakeResource, SourceResource
 from assets.selections import selections
 from autheval.raw.ingest import RISK
@@ -19,15 +28,12 @@ from autheval.review.local_review import (
 from warehouse import sql
 
 
-@asset(
-    group_name=SCORING,
-    kinds={"parquet"},
-    deps=[selections, "declared_rules"],
-    description=(
-        "analysis, image_id, u_local_head, u_local_sel, u_global_head: U_z of the proposal and of the "
-        "selection under the same declared local rule, and U_g of the proposal (benchmark rule); raw "
-        "cohorts also s_hier, the hierarchical similarity of a proposed diagnosis (secondary, never U_z)."
-    ),
+@table_asset(
+    SCORING,
+    [selections, "declared_rules"],
+    "analysis, image_id, u_local_head, u_local_sel, u_global_head: U_z of the proposal and of the "
+    "selection under the same declared local rule, and U_g of the proposal (benchmark rule); raw "
+    "cohorts also s_hier, the hierarchical similarity of a proposed diagnosis (secondary, never U_z).",
 )
 def scores(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from dagster import AssetCheckSpec, ResourceParam, asset, multi_asset_check
+from dagster import AssetCheckSpec, ResourceParam, multi_asset_check
 
-from assets.common import REVIEW, check_result, connect_with, reference_table, write_table
+from assets.common import REVIEW, check_result, connect_with, reference_table, table_asset, write_table
 from assets.proposals import proposals
 from assets.resources import DeclaredRules, LakeResource, SourceResource
 from autheval.review.local_review import build_selections, register_rules
 from warehouse import sql
 
 
-@asset(
-    group_name=REVIEW,
-    kinds={"parquet"},
-    deps=[proposals, "contexts", "clusters", "declared_rules"],
-    description=(
-        "analysis, mechanism, regime, image_id, cluster_id, a_head, a_sel, change_type (none, "
-        "down_substitution, up_substitution, fallback), override (patient_refusal, patient_burden, "
-        "empty_band_default): the proposal and the action the local service selected under each review "
-        "regime (mixed, capacity ceiling, safety floor). Raw cohorts: the declared local rules applied to "
-        "every mechanism's slate; reference study: the published traces."
-    ),
+@table_asset(
+    REVIEW,
+    [proposals, "contexts", "clusters", "declared_rules"],
+    "analysis, mechanism, regime, image_id, cluster_id, a_head, a_sel, change_type (none, "
+    "down_substitution, up_substitution, fallback), override (patient_refusal, patient_burden, "
+    "empty_band_default): the proposal and the action the local service selected under each review "
+    "regime (mixed, capacity ceiling, safety floor). Raw cohorts: the declared local rules applied to "
+    "every mechanism's slate; reference study: the published traces.",
 )
 def selections(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     store = lake.lake()

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from autheval.columns import schema
 from models.finetune import LANGUAGE_MODEL_TARGETS, lora_config, name_deepspeed_accelerator
 from models.prompts import metadata_value
 from models.training_runs import TrainingRun, facts
@@ -52,34 +53,10 @@ PROMPT_TEMPLATE = (
 REQUIRED_COLUMNS = ("image_id", "image_path", "reference_diagnosis", "reference_attributes", "modality")
 MAVIC_COMPONENTS = ("r_fmt", "r_acc", "s_hier", "s_morph", "gate", "reward")
 
-STEPS_SCHEMA = pa.schema(
-    [
-        ("step", pa.int64()),
-        ("reward", pa.float64()),
-        ("reward_std", pa.float64()),
-        ("r_fmt", pa.float64()),
-        ("r_acc", pa.float64()),
-        ("s_hier", pa.float64()),
-        ("s_morph", pa.float64()),
-        ("gate", pa.float64()),
-        ("kl", pa.float64()),
-        ("loss", pa.float64()),
-        ("lr", pa.float64()),
-        ("completion_tokens", pa.float64()),
-        ("frac_zero_std_groups", pa.float64()),
-        ("seed", pa.int64()),
-        ("mechanism", pa.string()),
-        ("model", pa.string()),
-        ("model_revision", pa.string()),
-        ("config", pa.string()),
-        ("config_sha256", pa.string()),
-        ("reward_form", pa.string()),
-        ("data_sha256", pa.string()),
-        ("engine", pa.string()),
-        ("device", pa.string()),
-        ("dtype", pa.string()),
-        ("software_version", pa.string()),
-    ]
+STEPS_SCHEMA = schema(
+    "step reward reward_std r_fmt r_acc s_hier s_morph gate kl loss lr completion_tokens frac_zero_std_groups seed",
+    "mechanism model model_revision config config_sha256 reward_form data_sha256 engine device dtype",
+    "software_version",
 )
 
 

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
 
+from autheval.columns import schema
 from autheval.proposals.slates import expected_risk_scores, threshold_heads
 from models import cache
 from models.level_metrics import best_by_spec_order, check_levels, level_metrics
@@ -35,14 +36,7 @@ from models.training_runs import TrainingRun, facts
 
 PROBE_SEED = 20260710
 N_LEVELS = 4
-FEATURE_SCHEMA = pa.schema(
-    [
-        ("model", pa.string()),
-        ("image_id", pa.string()),
-        ("input_sha256", pa.string()),
-        ("feature", pa.list_(pa.float32())),
-    ]
-)
+FEATURE_SCHEMA = schema("model image_id input_sha256 feature")
 
 
 class ProbeConfig(BaseModel):

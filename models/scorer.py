@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from autheval.columns import schema
 from autheval.proposals.slates import proposals_table, ranked_slates
 from autheval.vocabulary import RISK_LEVELS, RISK_SCORES
 from models import cache
@@ -46,25 +47,12 @@ from models.prompts import BACKEND, CONTINUATIONS, PROMPT_ID, PUBLIC_COLUMNS, ri
 from models.scorer_batches import METHODS, continuation_token_ids, score_rows
 
 KEY_COLUMNS = ("model", "revision", "prompt_id", "image_id", "input_sha256")
-CACHE_SCHEMA = pa.schema(
-    [
-        ("model", pa.string()),
-        ("revision", pa.string()),
-        ("prompt_id", pa.string()),
-        ("image_id", pa.string()),
-        ("input_sha256", pa.string()),
-    ]
-    + [(f"ll_{level}", pa.float64()) for level in RISK_LEVELS]
-    + [(f"n_tokens_{level}", pa.int32()) for level in RISK_LEVELS]
-    + [(f"p_{level}", pa.float64()) for level in RISK_LEVELS]
-    + [
-        ("s_assistant", pa.float64()),
-        ("backend", pa.string()),
-        ("method", pa.string()),
-        ("device", pa.string()),
-        ("dtype", pa.string()),
-        ("scored_at", pa.timestamp("us", tz="UTC")),
-    ]
+CACHE_SCHEMA = schema(
+    *KEY_COLUMNS,
+    *[(f"ll_{level}", pa.float64()) for level in RISK_LEVELS],
+    *[(f"n_tokens_{level}", pa.int32()) for level in RISK_LEVELS],
+    *[(f"p_{level}", pa.float64()) for level in RISK_LEVELS],
+    "s_assistant backend method device dtype scored_at",
 )
 
 

@@ -35,23 +35,13 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from autheval.columns import schema
+
 TRAINERS = ("readout", "probe", "gate_proxy", "finetune", "grpo")
-SCHEMA = pa.schema(
-    [
-        ("trainer", pa.string()),
-        ("mechanism", pa.string()),
-        ("model", pa.string()),
-        ("model_revision", pa.string()),
-        ("data_sha256", pa.string()),
-        ("config", pa.string()),
-        ("seed", pa.int64()),
-        ("step_kind", pa.string()),
-        ("step", pa.int64()),
-        ("metric", pa.string()),
-        ("value", pa.float64()),
-        ("chosen", pa.bool_()),
-        ("software_version", pa.string()),
-    ]
+SCHEMA = schema(
+    "trainer mechanism model model_revision data_sha256 config seed step_kind step metric",
+    ("value", pa.float64()),
+    "chosen software_version",
 )
 METADATA_KEY = "model_runs"  # the Parquet key-value entry under which a proposals table carries its run
 

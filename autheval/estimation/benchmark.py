@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from autheval.columns import schema
 from autheval.errors import RecordError, first_violation
 from autheval.io import read_table
 from autheval.records.schema import check_column_types, closest_name, is_text_type
@@ -41,77 +42,18 @@ BENCHMARK_COLUMNS = ("item_id", "image_id", "image_path", "question", "options",
 REQUIRED_COLUMNS = ("item_id", "question", "options", "answer", "axis", "task")
 # the lake's images columns an item takes: its path, then the groupings of sql/proposals/benchmark_items.sql
 IMAGE_COLUMNS = ("image_id", "path", "sex", "anatomic_site", "fitzpatrick_skin_type", "ita_category")
-ITEMS_SCHEMA = pa.schema(
-    [
-        ("row_index", pa.int64()),
-        ("item_id", pa.string()),
-        ("image_id", pa.string()),
-        ("image_path", pa.string()),
-        ("question", pa.string()),
-        ("options", pa.list_(pa.string())),
-        ("answer", pa.string()),
-        ("answer_index", pa.int32()),
-        ("axis", pa.string()),
-        ("task", pa.string()),
-        ("group", pa.string()),
-    ]
+ITEMS_SCHEMA = schema("row_index item_id image_id image_path question options answer answer_index axis task group")
+RESULTS_SCHEMA = schema(
+    "mechanism model model_revision item_id cluster_id axis task group lake_group input_sha256 options loglik prob",
+    "choice answer_index correct",
 )
-RESULTS_SCHEMA = pa.schema(
-    [
-        ("mechanism", pa.string()),
-        ("model", pa.string()),
-        ("model_revision", pa.string()),
-        ("item_id", pa.string()),
-        ("cluster_id", pa.string()),
-        ("axis", pa.string()),
-        ("task", pa.string()),
-        ("group", pa.string()),
-        ("lake_group", pa.string()),
-        ("input_sha256", pa.string()),
-        ("options", pa.list_(pa.string())),
-        ("loglik", pa.list_(pa.float64())),
-        ("prob", pa.list_(pa.float64())),
-        ("choice", pa.int32()),
-        ("answer_index", pa.int32()),
-        ("correct", pa.bool_()),
-    ]
+ACCURACY_SCHEMA = schema(
+    "mechanism model model_revision scope axis task n_items n_clusters n_correct accuracy ci_lower ci_upper reps",
+    "reps_undefined available reason",
 )
-ACCURACY_SCHEMA = pa.schema(
-    [
-        ("mechanism", pa.string()),
-        ("model", pa.string()),
-        ("model_revision", pa.string()),
-        ("scope", pa.string()),
-        ("axis", pa.string()),
-        ("task", pa.string()),
-        ("n_items", pa.int64()),
-        ("n_clusters", pa.int64()),
-        ("n_correct", pa.int64()),
-        ("accuracy", pa.float64()),
-        ("ci_lower", pa.float64()),
-        ("ci_upper", pa.float64()),
-        ("reps", pa.int64()),
-        ("reps_undefined", pa.int64()),
-        ("available", pa.bool_()),
-        ("reason", pa.string()),
-    ]
-)
-FAIRNESS_SCHEMA = pa.schema(
-    [
-        ("mechanism", pa.string()),
-        ("model", pa.string()),
-        ("task", pa.string()),
-        ("grouping", pa.string()),
-        ("n_groups", pa.int64()),
-        ("groups", pa.string()),
-        ("worst_group", pa.string()),
-        ("best_group", pa.string()),
-        ("min_accuracy", pa.float64()),
-        ("max_accuracy", pa.float64()),
-        ("fairness_ratio", pa.float64()),
-        ("smallest_group_items", pa.int64()),
-        ("smallest_group_clusters", pa.int64()),
-    ]
+FAIRNESS_SCHEMA = schema(
+    "mechanism model task grouping n_groups groups worst_group best_group min_accuracy max_accuracy fairness_ratio",
+    "smallest_group_items smallest_group_clusters",
 )
 
 

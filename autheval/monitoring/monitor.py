@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
+from autheval.columns import schema
 from autheval.errors import RecordError
 from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS, availability, estimate
 from autheval.estimation.provenance import Provenance, stamp
@@ -51,66 +52,16 @@ INTERVAL_METHOD = "confidence_sequence"
 STATUSES = ("alert", "pass", "insufficient")
 ALERT_ID_LENGTH = 20  # hex digits of the SHA-256 that name an alert
 
-MONITOR_SCHEMA = pa.schema(
-    [
-        pa.field("site", pa.string()),
-        pa.field("model_version", pa.string()),
-        pa.field("mechanism", pa.string()),
-        pa.field("metric", pa.string()),
-        pa.field("unit", pa.string()),
-        pa.field("period", pa.string()),
-        pa.field("look", pa.int64()),
-        pa.field("n_clusters", pa.int64()),
-        pa.field("estimate", pa.float64()),
-        pa.field("cs_lower", pa.float64()),
-        pa.field("cs_upper", pa.float64()),
-        pa.field("ci_lower", pa.float64()),
-        pa.field("ci_upper", pa.float64()),
-        pa.field("lower", pa.float64()),
-        pa.field("upper", pa.float64()),
-        pa.field("status", pa.string()),
-        pa.field("reason", pa.string()),
-        pa.field("alpha", pa.float64()),
-        pa.field("alpha_adjusted", pa.float64()),
-        pa.field("p_value", pa.float64()),
-        pa.field("family_size", pa.int64()),
-        pa.field("multiplicity", pa.string()),
-        pa.field("horizon_clusters", pa.int64()),
-        pa.field("min_clusters", pa.int64()),
-        pa.field("interval_method", pa.string()),
-        pa.field("ci_method", pa.string()),
-        pa.field("protocol_version", pa.string()),
-        pa.field("protocol_sha256", pa.string()),
-        pa.field("data_sha256", pa.string()),
-        pa.field("rule_version", pa.string()),
-        pa.field("rule_sha256", pa.string()),
-        pa.field("scheme", pa.string()),
-        pa.field("seed", pa.int64()),
-        pa.field("reps", pa.int64()),
-        pa.field("engine", pa.string()),
-        pa.field("software_version", pa.string()),
-    ]
+MONITOR_SCHEMA = schema(
+    "site model_version mechanism metric unit period look n_clusters estimate cs_lower cs_upper ci_lower ci_upper",
+    "lower upper status reason alpha alpha_adjusted p_value family_size multiplicity horizon_clusters min_clusters",
+    "interval_method ci_method protocol_version protocol_sha256 data_sha256 rule_version rule_sha256 scheme seed",
+    "reps engine software_version",
 )
 
-CASE_MIX_SCHEMA = pa.schema(
-    [
-        pa.field("site", pa.string()),
-        pa.field("period", pa.string()),
-        pa.field("look", pa.int64()),
-        pa.field("dimension", pa.string()),
-        pa.field("category", pa.string()),
-        pa.field("count", pa.int64()),
-        pa.field("baseline_share", pa.float64()),
-        pa.field("share", pa.float64()),
-        pa.field("bayes_factor", pa.float64()),
-        pa.field("p_value", pa.float64()),
-        pa.field("shifted", pa.bool_()),
-        pa.field("reason", pa.string()),
-        pa.field("alpha", pa.float64()),
-        pa.field("protocol_version", pa.string()),
-        pa.field("protocol_sha256", pa.string()),
-        pa.field("data_sha256", pa.string()),
-    ]
+CASE_MIX_SCHEMA = schema(
+    "site period look dimension category count baseline_share share bayes_factor p_value shifted reason alpha",
+    "protocol_version protocol_sha256 data_sha256",
 )
 
 
@@ -428,16 +379,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
             )
     hypothesis_looks = pa.Table.from_pylist(
         looks,
-        schema=pa.schema(
-            [
-                ("hypothesis", pa.int64()),
-                ("look", pa.int64()),
-                ("period", pa.string()),
-                ("p_value", pa.float64()),
-                ("alpha", pa.float64()),
-                ("tested", pa.bool_()),
-            ]
-        ),
+        schema=schema("hypothesis look period p_value alpha tested"),
     )
     levels = {
         (r["hypothesis"], r["period"]): r
@@ -570,18 +512,9 @@ def _cs_rows(con, slices, hypotheses, protocol) -> dict:
                     "upper": rule.upper,
                 }
             )
-    schema = pa.schema(
-        [
-            ("analysis", pa.string()),
-            ("rule", pa.string()),
-            ("unit", pa.string()),
-            ("metric", pa.string()),
-            ("lower", pa.float64()),
-            ("upper", pa.float64()),
-        ]
-    )
+    bounds_schema = schema("analysis rule unit metric lower upper")
     for alpha, bounds in by_alpha.items():
-        table = _sequences(con, alpha, protocol.horizon_clusters, pa.Table.from_pylist(bounds, schema=schema))
+        table = _sequences(con, alpha, protocol.horizon_clusters, pa.Table.from_pylist(bounds, schema=bounds_schema))
         for row in table.to_pylist():
             out[(row["analysis"], row["metric"], row["unit"])] = row
     return out
@@ -591,22 +524,10 @@ def _decide(con, decisions: list[dict]) -> dict[int, dict]:
     """row_id -> cs_lower, cs_upper (at the adjusted level) and status (sql/recurring/monitor_status.sql)."""
     if not decisions:
         return {}
-    schema = pa.schema(
-        [
-            ("row_id", pa.int64()),
-            ("available", pa.bool_()),
-            ("estimate", pa.float64()),
-            ("sigma", pa.float64()),
-            ("n_clusters", pa.int64()),
-            ("rho2", pa.float64()),
-            ("alpha_adjusted", pa.float64()),
-            ("min_clusters", pa.int64()),
-            ("lower", pa.float64()),
-            ("upper", pa.float64()),
-        ]
-    )
+    decisions_schema = schema("row_id available estimate sigma n_clusters rho2 alpha_adjusted min_clusters lower upper")
     con.register(
-        "monitor_decisions", pa.Table.from_pylist([{k: d[k] for k in schema.names} for d in decisions], schema=schema)
+        "monitor_decisions",
+        pa.Table.from_pylist([{k: d[k] for k in decisions_schema.names} for d in decisions], schema=decisions_schema),
     )
     try:
         return {r["row_id"]: r for r in rows(con, "recurring/monitor_status")}

@@ -21,10 +21,10 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from autheval.estimation.estimators import UNITS
-from autheval.review.rules import RuleError, _key_path, _KeyedError, _load_yaml, _rule_text
+from autheval.review.rules import RuleError, _KeyedError, _load_yaml, _rule_text, validate_keyed
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -166,15 +166,7 @@ def parse_protocol(text: str, source: str = "protocol.yaml") -> Protocol:
         raise ProtocolError(err.source, err.column, err.rule) from None
     if not isinstance(data, dict):
         raise ProtocolError(source, None, "must be a YAML mapping of protocol keys (see `autheval protocol show`)")
-    try:
-        protocol = Protocol.model_validate(data)
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        keyed = (first.get("ctx") or {}).get("error")
-        loc = tuple(x for x in first["loc"] if not (isinstance(x, str) and x.startswith(("function-", "literal["))))
-        if isinstance(keyed, _KeyedError):
-            raise ProtocolError(source, _key_path(loc + keyed.loc), keyed.message) from None
-        raise ProtocolError(source, _key_path(loc) or None, _said(first)) from None
+    protocol = validate_keyed(Protocol, data, source, ProtocolError, _said)
     protocol._sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
     protocol._source = source
     protocol._text = text

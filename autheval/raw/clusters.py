@@ -16,21 +16,13 @@ import pyarrow.compute as pc
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from autheval.columns import schema
 from warehouse.sql import connect, load_sql
 
 KEY_RULES = ("auto", "patient_lesion_image", "lesion_image", "image")
 SEPARATOR = "\x1f"
 
-CLUSTERS_SCHEMA = pa.schema(
-    [
-        ("image_id", pa.string()),
-        ("cluster_id", pa.string()),
-        ("base_node", pa.string()),
-        ("duplicate_group", pa.string()),
-        ("cluster_size", pa.int64()),
-        ("split_key", pa.string()),
-    ]
-)
+CLUSTERS_SCHEMA = schema("image_id cluster_id base_node duplicate_group cluster_size split_key")
 
 
 def cluster_id_from_nodes(base_nodes) -> str:

@@ -21,46 +21,19 @@ import pyarrow.compute as pc
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from autheval.columns import schema
 from warehouse.sql import connect, load_sql
 
 USES = ("report", "cluster", "drop")
 
-COMPONENTS_SCHEMA = pa.schema(
-    [
-        ("component_id", pa.string()),
-        ("component_size", pa.int64()),
-        ("component_crosses_split", pa.bool_()),
-        ("threshold", pa.int32()),
-        ("exact_hash_duplicate", pa.bool_()),
-        ("image_id", pa.string()),
-        ("split", pa.string()),
-        ("image_hash", pa.string()),
-    ]
+COMPONENTS_SCHEMA = schema(
+    "component_id component_size component_crosses_split threshold exact_hash_duplicate image_id split image_hash",
 )
-DUPLICATES_SCHEMA = pa.schema(
-    [
-        ("hash_kind", pa.string()),
-        ("threshold", pa.int32()),
-        ("use", pa.string()),
-        ("component_id", pa.string()),
-        ("component_size", pa.int64()),
-        ("component_crosses_split", pa.bool_()),
-        ("exact_group_id", pa.string()),
-        ("exact_hash_duplicate", pa.bool_()),
-        ("image_id", pa.string()),
-        ("split", pa.string()),
-        ("image_hash", pa.string()),
-    ]
+DUPLICATES_SCHEMA = schema(
+    "hash_kind threshold use component_id component_size component_crosses_split exact_group_id",
+    "exact_hash_duplicate image_id split image_hash",
 )
-REMOVALS_SCHEMA = pa.schema(
-    [
-        ("removed_image_id", pa.string()),
-        ("kept_image_id", pa.string()),
-        ("component_id", pa.string()),
-        ("hash_kind", pa.string()),
-        ("threshold", pa.int32()),
-    ]
-)
+REMOVALS_SCHEMA = schema("removed_image_id kept_image_id component_id hash_kind threshold")
 PAIRS_SCHEMA = pa.schema([("hid_a", pa.int64()), ("hid_b", pa.int64()), ("distance", pa.int32())])
 
 

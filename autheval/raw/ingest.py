@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from autheval.columns import schema
 from autheval.errors import RecordError
 from autheval.io import file_sha256
 from autheval.raw.isic_metadata import validate_rows
@@ -104,51 +105,16 @@ DIAGNOSIS_NAMES = {
 }
 PROFILES = ("BCN_like", "HAM_like", "MSK_like", "RURAL_like")
 
-IMAGES_SCHEMA = pa.schema(
-    [
-        ("image_id", pa.string()),
-        ("lesion_id", pa.string()),
-        ("patient_id", pa.string()),
-        ("age", pa.float64()),
-        ("sex", pa.string()),
-        ("anatomic_site", pa.string()),
-        ("diagnosis", pa.string()),
-        ("risk_stratum", pa.string()),
-        ("ideal_action_level", pa.int32()),
-        ("age_bin", pa.string()),
-        ("site_profile", pa.string()),
-        ("site_id", pa.string()),
-        ("path", pa.string()),
-        ("source", pa.string()),
-        ("profile_signature", pa.string()),
-        ("sex_norm", pa.string()),
-        ("site_norm", pa.string()),
-        ("row_index", pa.int64()),
-        # by the ISIC Archive's schema (autheval/raw/isic_metadata.py): the type where the source records a valid one
-        ("fitzpatrick_skin_type", pa.string()),
-    ]
+IMAGES_SCHEMA = schema(
+    "image_id lesion_id patient_id age sex anatomic_site diagnosis risk_stratum ideal_action_level age_bin",
+    "site_profile site_id path source profile_signature sex_norm site_norm row_index",
+    # by the ISIC Archive's schema (autheval/raw/isic_metadata.py): the type where the source records a valid one
+    "fitzpatrick_skin_type",
 )
-REPORT_SCHEMA = pa.schema(
-    [
-        ("source", pa.string()),
-        ("row_number", pa.int64()),  # 1-based data row in that file (header not counted); null: not a row
-        ("image_id", pa.string()),
-        ("column_name", pa.string()),
-        ("reason", pa.string()),
-        ("value", pa.string()),
-        ("action", pa.string()),  # excluded | kept | ignored | recorded
-    ]
-)
-INPUT_FILES_SCHEMA = pa.schema(
-    [
-        ("role", pa.string()),
-        ("path", pa.string()),
-        ("bytes", pa.int64()),
-        ("sha256", pa.string()),
-        ("expected_sha256", pa.string()),
-        ("checksum_ok", pa.bool_()),
-    ]
-)
+# row_number: the 1-based data row in that file (header not counted); null: not a row.
+# action: excluded | kept | ignored | recorded
+REPORT_SCHEMA = schema("source row_number image_id column_name reason", ("value", pa.string()), "action")
+INPUT_FILES_SCHEMA = schema("role path bytes sha256 expected_sha256 checksum_ok")
 
 
 @dataclass(frozen=True)

@@ -33,21 +33,14 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image
 
+from autheval.columns import schema
+
 HASH_KINDS = ("autheval", "autheval_draft", "imagehash")
 DRAFT_SIZE = (256, 192)  # draft-mode target: JPEG decodes at the smallest scale (1/8 .. 1) at least this big
 
-IMAGE_HASHES_SCHEMA = pa.schema(
-    [
-        ("image_id", pa.string()),
-        ("hash_kind", pa.string()),
-        ("phash", pa.uint64()),
-        ("image_hash", pa.string()),  # 16 lower-case hex digits of phash
-        ("path", pa.string()),
-        ("size", pa.int64()),
-        ("mtime_ns", pa.int64()),
-        ("format", pa.string()),  # the format Pillow detected in the file's bytes (JPEG, PNG, ...), whatever its name
-    ]
-)
+# image_hash: 16 lower-case hex digits of phash; format: the format Pillow detected in the file's bytes
+# (JPEG, PNG, ...), whatever its name
+IMAGE_HASHES_SCHEMA = schema("image_id hash_kind phash image_hash path size mtime_ns format")
 FAILURES_SCHEMA = pa.schema([("image_id", pa.string()), ("path", pa.string()), ("error", pa.string())])
 
 

@@ -36,6 +36,7 @@ import pyarrow.csv as pacsv
 from PIL import Image, ImageDraw
 from skimage.color import lab2rgb, rgb2lab
 
+from autheval.columns import schema
 from autheval.raw.ingest import (
     IMAGE_FOLDER,
     LABEL_COLUMNS,
@@ -406,18 +407,7 @@ def synth_cohort(
     publish(write_benchmark(root, [benchmark_image(names[i], records, lesions, i) for i in ordered], seed))
     truth_table = pa.Table.from_pylist(
         sorted(truth, key=lambda r: r["image"]),
-        schema=pa.schema(
-            [
-                ("image", pa.string()),
-                ("role", pa.string()),
-                ("source_image", pa.string()),
-                ("lesion_id", pa.string()),
-                ("perturbation", pa.string()),
-                ("autheval_distance", pa.int32()),
-                ("skin_tone", pa.string()),
-                ("skin_ita", pa.float64()),
-            ]
-        ),
+        schema=schema("image role source_image lesion_id perturbation autheval_distance skin_tone skin_ita"),
     )
     with atomic_path(root / TRUTH_FILE) as tmp:
         pacsv.write_csv(truth_table, tmp)

@@ -21,7 +21,7 @@ import reprlib
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -33,6 +33,7 @@ from autheval.vocabulary import ACTIONS, RISK_LEVELS
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
+_M = TypeVar("_M", bound=BaseModel)
 PROFILE_RULES = ("missing_tokens", "nan_age_bin", "image_id")  # spec 1.5 and 9.1
 DEFAULT_RULES = files("autheval") / "data" / "rules" / "default.yaml"
 MAX_ALIASES = 100  # a rule file needs a few aliases at most; an alias bomb needs many
@@ -265,6 +266,21 @@ def _number(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def validate_keyed(model: type[_M], data: dict, source: str, error: type[RecordError], said) -> _M:
+    """`data` as `model`, or pydantic's first error raised as `error(source, key path, rule)`: a _KeyedError
+    at its own key path (below the key it was raised at), any other at its key (union-branch tags left out)
+    worded by `said(error details)`. The rule file and the monitoring protocol are validated this way."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        keyed = (first.get("ctx") or {}).get("error")
+        loc = tuple(x for x in first["loc"] if not (isinstance(x, str) and x.startswith(("function-", "literal["))))
+        if isinstance(keyed, _KeyedError):
+            raise error(source, _key_path(loc + keyed.loc), keyed.message) from None
+        raise error(source, _key_path(loc) or None, said(first)) from None
+
+
 def _rule_text(error: ErrorDetails) -> str:
     """pydantic's message, said as a rule (`must be >= 0 (got -1.2)`); the value's repr is cut short
     (an aliased list can be huge)."""
@@ -407,14 +423,7 @@ def parse_rules(text: str, source: str = "rules.yaml") -> RuleFile:
     data = _load_yaml(text, source)
     if not isinstance(data, dict):
         raise RuleError(source, None, "must be a YAML mapping of rule sections (see `autheval rules show`)")
-    try:
-        rules = Rules.model_validate(data)
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        keyed = (first.get("ctx") or {}).get("error")
-        if isinstance(keyed, _KeyedError):
-            raise RuleError(source, _key_path(keyed.loc), keyed.message) from None
-        raise RuleError(source, _key_path(first["loc"]) or None, _rule_text(first)) from None
+    rules = validate_keyed(Rules, data, source, RuleError, _rule_text)
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return RuleFile(rules=rules, source=source, sha256=sha, text=text)
 
