@@ -136,7 +136,8 @@ def model_asset(schema: pa.Schema, deps: list, description: str, kinds, missing=
             store, skipped = open_model_asset(lake, source, models, {name: schema}, reason)
             return skipped[0] if skipped else fn(context, store, source, models)
 
-        # the asset is declared where `fn` is (dagster_project/table_index.py names the function)
+        # the asset is declared where `fn` is (dagster_project/table_index.py names the function); not
+        # functools.wraps, whose __wrapped__ would give Dagster fn's parameters as the asset's resources
         model_table.__module__, model_table.__name__, model_table.__qualname__ = fn.__module__, name, fn.__qualname__
         return table_asset(PROPOSALS, deps, description, kinds=kinds, name=name)(model_table)
 

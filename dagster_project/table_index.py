@@ -19,6 +19,8 @@ import re
 import sys
 from pathlib import Path
 
+from warehouse.atomic import atomic_write_text
+
 ROOT = Path(__file__).resolve().parent.parent
 SQL_ROOT = ROOT / "sql"
 TABLES_DOC = "docs/tables.md"
@@ -340,11 +342,12 @@ def stale(root: Path = ROOT) -> list[str]:
 
 
 def write(root: Path = ROOT) -> list[str]:
-    """Write every generated document; returns their paths."""
+    """Write every generated document, each atomically (a link in its place is replaced, never written
+    through); returns their paths."""
     written = []
     for path, text in documents().items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text, encoding="utf-8")
+        atomic_write_text(root / path, text)
         written.append(path)
     return written
 

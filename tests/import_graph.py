@@ -150,7 +150,7 @@ def folder_graph(graph: dict[str, set[str]], modules: dict[str, Path]) -> dict[s
     folders: dict[str, set[str]] = defaultdict(set)
     for module, targets in graph.items():
         source = folder_of(module, modules)
-        folders[source]
+        folders.setdefault(source, set())  # a folder that imports no other is still in the graph
         for target in targets:
             other = folder_of(target, modules)
             if other != source and not source.startswith(other + "."):

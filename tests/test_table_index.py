@@ -228,3 +228,15 @@ def test_a_note_naming_a_missing_sql_file_or_function_fails(assets, code):
     assert len(found) == 2, found
     assert found[0].startswith("note on scores: no SQL file scoring/scores_nowhere.sql")
     assert found[1].startswith("note on records: autheval.review.local_review.nowhere does not import")
+
+
+def test_writing_replaces_a_link_in_place_of_a_document_and_never_writes_through_it(tmp_path):
+    outside = tmp_path / "outside.md"
+    outside.write_text("keep me\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "tables.md").symlink_to(outside)
+    written = table_index.write(tmp_path)
+    assert "docs/tables.md" in written and outside.read_text() == "keep me\n"
+    tables = tmp_path / "docs" / "tables.md"
+    assert not tables.is_symlink() and tables.read_text() == table_index.render_markdown()
+    assert table_index.stale(tmp_path) == []

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from autheval import __version__
+from autheval.columns import COLUMN_TYPES
 
 if TYPE_CHECKING:
     from autheval.review.rules import RuleFile
 
 PROVENANCE = ("data_sha256", "rule_version", "rule_sha256", "scheme", "seed", "reps", "engine", "software_version")
-_TYPES = {"seed": pa.int64(), "reps": pa.int64()}
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,8 @@ def stamp(
     for name in PROVENANCE:
         if name in table.column_names:
             table = table.drop_columns([name])
-        table = table.append_column(
-            pa.field(name, _TYPES.get(name, pa.string())), pa.array(values[name], _TYPES.get(name, pa.string()))
-        )
+        kind = COLUMN_TYPES[name]
+        table = table.append_column(pa.field(name, kind), pa.array(values[name], kind))
     return table
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from autheval.columns import COLUMN_TYPES
 from autheval.estimation.estimators import METRICS, EstimationResult
 from autheval.estimation.multiplicity import ADJUSTED_COLUMNS
 
@@ -36,33 +37,6 @@ ESTIMATE_COLUMNS = (
     "data_sha256",
     "model",
 )
-
-_TYPES = {
-    "analysis": pa.string(),
-    "unit": pa.string(),
-    "metric": pa.string(),
-    "contrast": pa.string(),
-    "status": pa.string(),
-    "reason": pa.string(),
-    "scheme": pa.string(),
-    "interval_method": pa.string(),
-    "record_level": pa.string(),
-    "source": pa.string(),
-    "data_sha256": pa.string(),
-    "model": pa.string(),
-    "available": pa.bool_(),
-    "excludes_zero": pa.bool_(),
-    "n": pa.int64(),
-    "n_clusters": pa.int64(),
-    "reps": pa.int64(),
-    "seed": pa.int64(),
-    "excludes_zero_adjusted": pa.bool_(),
-    "adjustment": pa.string(),
-    "family": pa.string(),
-    "family_size": pa.int64(),
-    "arm_a": pa.string(),
-    "arm_b": pa.string(),
-}
 
 
 def metric_seed(result: EstimationResult, metric: str) -> int:
@@ -95,8 +69,9 @@ def estimate_rows(result: EstimationResult, model: str | dict[str, str] = "") ->
 
 
 def _table(columns, rows) -> pa.Table:
-    """Rows as an Arrow table with a fixed schema (numbers not named above are doubles)."""
-    schema = pa.schema([(c, _TYPES.get(c, pa.float64())) for c in columns])
+    """Rows as an Arrow table with a fixed schema: each column of its type in autheval.columns, a number
+    named nowhere there (difference, quantile_lower, p_adjusted, ...) a double."""
+    schema = pa.schema([(c, COLUMN_TYPES.get(c, pa.float64())) for c in columns])
     return pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows], schema=schema)
 
 

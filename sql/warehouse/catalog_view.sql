@@ -2,7 +2,7 @@
 -- folder so that a lake can be copied, moved or archived whole. The lake root comes from the session
 -- variable `autheval_lake` (set by warehouse.catalog.connect_readonly); unset, the paths are relative to
 -- the working directory (or DuckDB's file_search_path). {table} and {locations} are filled by
--- warehouse/catalog.py with a checked identifier and a list of quoted relative path literals (DDL takes
+-- warehouse/catalog_build.py (warehouse.sql.fill) with a checked identifier and a list of quoted relative path literals (DDL takes
 -- no parameters).
 CREATE OR REPLACE VIEW {table} AS
 SELECT * FROM read_parquet(
