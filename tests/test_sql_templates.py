@@ -65,3 +65,29 @@ def test_drop_view_drops_only_that_view():
     drop_view(con, "gone")  # if exists: twice is no error
     names = {r[0] for r in con.execute("select view_name from duckdb_views() where not internal").fetchall()}
     assert names == {"kept"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "review",
+        "../warehouse/drop_table",
+        "review/../review/records",
+        "Review/records",
+        "review/records.sql",
+        "review/records/x",
+    ],
+)
+def test_a_sql_name_is_stage_slash_name_and_nothing_else(name):
+    from warehouse.sql import load_sql
+
+    with pytest.raises(ValueError, match="expected stage/name"):
+        load_sql(name)
+
+
+def test_a_missing_sql_file_names_its_path():
+    from warehouse.sql import load_sql
+
+    with pytest.raises(FileNotFoundError, match="no SQL file review/nope.sql"):
+        load_sql("review/nope")
