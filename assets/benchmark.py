@@ -17,7 +17,7 @@ import dataclasses
 import pyarrow as pa
 from dagster import multi_asset
 
-from assets.common import ESTIMATES, REPORTS, connect_with, table_asset, table_spec, write_table
+from assets.common import ESTIMATES, REPORTS, lake_query, table_asset, table_spec, write_table
 from assets.model_proposals import MODEL_PROPOSAL_TABLES
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.estimation.benchmark import (
@@ -34,7 +34,6 @@ from autheval.estimation.benchmark import (
 from autheval.estimation.estimators import DEFAULT_SEEDS
 from autheval.estimation.provenance import Provenance, combined_sha256, stamp
 from autheval.io import file_sha256
-from warehouse import sql
 
 SCORER_TABLES = ("readout", "cct_arms")  # mechanisms proposing with the scorer's VLM itself
 SEED = DEFAULT_SEEDS["reference"]
@@ -207,7 +206,7 @@ def _write(store, source, results, accuracy, fairness, hashes, **meta):
 )
 def transfer(lake: LakeResource, source: SourceResource):
     store = lake.lake()
-    table = sql.run(connect_with(store, ["estimates", "benchmark"]), "proposals/transfer")
+    table = lake_query(store, "proposals/transfer", ["estimates", "benchmark"])
     keys = table.column("analysis").to_pylist()
     hashes = {
         a: combined_sha256([e, b])

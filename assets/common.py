@@ -58,6 +58,11 @@ def connect_with(lake: Lake, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConne
     return con
 
 
+def lake_query(lake: Lake, sql_name: str, tables: Iterable[str], params=None) -> pa.Table:
+    """`sql/<sql_name>.sql` over the named lake tables: how an asset reads what it builds on."""
+    return run(connect_with(lake, tables), sql_name, params)
+
+
 def reference_table(lake: Lake, sql_name: str) -> pa.Table:
     """The reference study's rows of a table: the SQL file `sql_name` over its embedded published traces
     (autheval.reference_data.register_reference), how every asset with a reference-study branch reads

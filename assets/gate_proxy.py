@@ -7,11 +7,10 @@ from __future__ import annotations
 import pyarrow as pa
 from dagster import MetadataValue, multi_asset
 
-from assets.common import CONTEXT, connect_with, table_spec, write_table
+from assets.common import CONTEXT, lake_query, table_spec, write_table
 from assets.resources import LakeResource, SourceResource
 from autheval.review.gate_scores import read_gate_scores
 from models.gate_proxy import fit_gate_proxy
-from warehouse import sql
 
 
 @multi_asset(
@@ -36,7 +35,7 @@ from warehouse import sql
 def gate_proxy(lake: LakeResource, source: SourceResource):
     store = lake.lake()
     source.require_raw("gate_proxy")
-    inputs = sql.run(connect_with(store, ["images", "clusters"]), "context/gate_proxy_inputs")
+    inputs = lake_query(store, "context/gate_proxy_inputs", ["images", "clusters"])
     if source.gate_scores:
         scores = read_gate_scores(source.gate_scores, inputs)
         yield write_table(

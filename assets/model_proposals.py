@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from assets.common import PROPOSALS, connect_with, model_asset, table_asset, write_table
+from assets.common import PROPOSALS, connect_with, lake_query, model_asset, table_asset, write_table
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.proposals.cct import cct_proposals, variant_table_from_scores
 from autheval.proposals.proposals_file import as_contract, combine_proposals
@@ -73,8 +73,8 @@ def _json(value) -> str:
     kinds=KINDS,
 )
 def vlm_scores(context, store: Lake, source: SourceResource, models: ModelsResource):
-    inputs = sql.run(
-        connect_with(store, ["images", "clusters"]), "proposals/model_scorer_inputs", {"split": source.evaluate_split}
+    inputs = lake_query(
+        store, "proposals/model_scorer_inputs", ["images", "clusters"], {"split": source.evaluate_split}
     )
     config = ScorerConfig(
         model_dir=str(models.scorer_model(store)), batch_size=models.batch_size, device=models.device_or_none()
@@ -142,9 +142,7 @@ def _run_entry(run: pa.Table) -> dict:
     kinds=KINDS,
 )
 def probe_features(context, store: Lake, source: SourceResource, models: ModelsResource):
-    inputs = sql.run(
-        connect_with(store, ["images", "clusters"]), "proposals/probe_inputs", {"split": source.evaluate_split}
-    )
+    inputs = lake_query(store, "proposals/probe_inputs", ["images", "clusters"], {"split": source.evaluate_split})
     table, meta = tower_features(
         inputs,
         models.vision_model(store),
@@ -194,9 +192,10 @@ def probe(context, store: Lake, source: SourceResource, models: ModelsResource):
     kinds=KINDS | {"numpy"},
 )
 def cct_arms(context, store: Lake, source: SourceResource, models: ModelsResource):
-    scores = sql.run(
-        connect_with(store, ["vlm_scores", "clusters"]),
+    scores = lake_query(
+        store,
         "proposals/evaluated_vlm_scores",
+        ["vlm_scores", "clusters"],
         {"split": source.evaluate_split, "all_variants": True},
     )
     variants, scorer_dir = variant_table_from_scores(scores), str(models.scorer_model(store))

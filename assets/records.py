@@ -5,11 +5,10 @@ from __future__ import annotations
 from dagster import asset
 
 from assets.clusters import clusters
-from assets.common import SCORING, connect_with, write_table
+from assets.common import SCORING, lake_query, write_table
 from assets.resources import LakeResource, SourceResource
 from assets.scores import scores
 from assets.selections import selections
-from warehouse import sql
 
 
 @asset(
@@ -24,9 +23,9 @@ from warehouse import sql
 )
 def records(lake: LakeResource, source: SourceResource):
     if source.is_reference:
-        table = sql.run(connect_with(lake.lake(), ["selections", "scores", "clusters"]), "review/records")
+        table = lake_query(lake.lake(), "review/records", ["selections", "scores", "clusters"])
     else:
-        table = sql.run(connect_with(lake.lake(), ["selections", "scores"]), "review/records_of_review")
+        table = lake_query(lake.lake(), "review/records_of_review", ["selections", "scores"])
     return write_table(
         lake.lake(), "records", table, analyses=", ".join(sorted(set(table.column("analysis").to_pylist())))
     )

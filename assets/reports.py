@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from dagster import MaterializeResult, MetadataValue, asset
 
-from assets.common import REPORTS, connect_with, write_table
+from assets.common import REPORTS, lake_query, write_table
 from assets.resources import LakeResource
 from autheval.reporting.report import (
     REPORT_TABLES,
@@ -33,9 +33,7 @@ from warehouse.sql import connect
     ),
 )
 def study_summary(lake: LakeResource):
-    return write_table(
-        lake.lake(), "study_summary", sql.run(connect_with(lake.lake(), ["estimates"]), "estimates/study_summary")
-    )
+    return write_table(lake.lake(), "study_summary", lake_query(lake.lake(), "estimates/study_summary", ["estimates"]))
 
 
 def lake_state(store: Lake) -> dict:

@@ -41,36 +41,12 @@ from autheval.vocabulary import RISK_LEVELS
 from models import scorer, scorer_batches
 from models.device import choose_device, describe_machine, dtype_for, dtype_name
 
-# MedGemma 4B (google/medgemma-4b-it config.json): widths kept, depth set on the command line.
-MEDGEMMA_TEXT = dict(
-    vocab_size=262_208,
-    hidden_size=2560,
-    intermediate_size=10_240,
-    num_attention_heads=8,
-    num_key_value_heads=4,
-    head_dim=256,
-    query_pre_attn_scalar=256,
-    sliding_window=1024,
-    max_position_embeddings=131_072,
-)
-MEDGEMMA_VISION = dict(
-    hidden_size=1152,
-    intermediate_size=4304,
-    num_attention_heads=16,
-    image_size=896,
-    patch_size=14,
-    vision_use_head=False,
-)
-MEDGEMMA_FULL_DEPTH = {"text": 34, "vision": 27}
-CLIP_L14_336 = dict(
-    hidden_size=1024,
-    intermediate_size=4096,
-    num_hidden_layers=24,
-    num_attention_heads=16,
-    image_size=336,
-    patch_size=14,
-    projection_dim=768,
-)
+# The published widths (MedGemma 4B, CLIP ViT-L/14 336 px): depth is set on the command line.
+SHAPES = json.loads((Path(__file__).with_name("gpu_model_shapes.json")).read_text())
+MEDGEMMA_TEXT = SHAPES["medgemma_text"]
+MEDGEMMA_VISION = SHAPES["medgemma_vision"]
+MEDGEMMA_FULL_DEPTH = SHAPES["medgemma_full_depth"]
+CLIP_L14_336 = SHAPES["clip_l14_336"]
 SITES = ("anterior torso", "lower extremity", "head/neck", "upper extremity", "posterior torso", None)
 
 

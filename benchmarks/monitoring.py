@@ -121,23 +121,23 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
     lap("simulate")
     D, S, M, R = deployments, model.sites + 1, model.months, len(protocol.rules)
     con = connect()
+    # One analysis per (deployment, site, month), so the lake's own per-cluster sums serve.
+    month_key = (cases.deployment.astype(np.int64) * model.sites + cases.site) * M + cases.month
     con.register(
-        "sim_cases",
+        "records",
         pa.table(
             {
-                "deployment": cases.deployment.astype(np.int32),
-                "site": cases.site.astype(np.int32),
-                "month": cases.month.astype(np.int32),
-                "cluster": cases.cluster.astype(np.int64),
+                "analysis": month_key,
+                "cluster_id": cases.cluster.astype(np.int64),
                 "intervened": cases.intervened,
-                "u_executed": cases.u_executed,
-                "u_proposed": cases.u_proposed,
-                "u_global": cases.u_global,
+                "utility_executed_local": cases.u_executed,
+                "utility_proposed_local": cases.u_proposed,
+                "utility_proposed_global": cases.u_global,
             }
         ),
     )
-    to_table(con, "sim_cluster_months", "recurring/deployment_sim_cluster_months")
-    con.unregister("sim_cases")
+    to_table(con, "sim_cluster_months", "records/cluster_sums", integers={"partitions": 1, "partition": 0})
+    con.unregister("records")
     to_table(con, "cluster_stats", "recurring/deployment_sim_looks", {"sites": model.sites, "months": M})
     con.execute("DROP TABLE sim_cluster_months")
     lap("cluster sums of every look")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from autheval.cli.common import write_output
-from autheval.cli.flags import check_not_an_input, output_format, path_flag
+from autheval.cli.flags import add_command, check_not_an_input, output_format, path_flag
 from autheval.errors import RecordError
 
 # autheval/cli/main.py lists the command with this line in --help before registering it
@@ -37,21 +37,20 @@ def cmd_aggregate(args) -> int:
     return 0
 
 
+AGGREGATE_DESCRIPTION = """\
+Confidence-consistency test-time aggregation (DermoGPT). The input (CSV or Parquet) has exactly the columns
+case_id, variant, option, prob: for every case the variants 0..K-1 (0 = the original prompt), each a
+probability vector over the options a0..a3 summing to 1. Writes case_id, option, prob, rank (rank 0 = the
+slate head; ties go to the lower option) to --output (.csv or .parquet) and prints its path. Methods: single
+(variant 0), vote (prob = vote share; ranked by votes, then mean probability), meanprob, confonly (w =
+softmax(lam * confidence)), consonly (w = softmax(-beta * deviation)), cc (both)."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `aggregate` subcommand to the `autheval` parser."""
     from autheval.proposals.cct import DEFAULT_BETA, DEFAULT_LAM, METHODS
 
-    p = subparsers.add_parser(
-        "aggregate",
-        help=AGGREGATE_HELP,
-        description="Confidence-consistency test-time aggregation (DermoGPT). The input (CSV or Parquet) has "
-        "exactly the columns case_id, variant, option, prob: for every case the variants 0..K-1 "
-        "(0 = the original prompt), each a probability vector over the options a0..a3 summing to 1. "
-        "Writes case_id, option, prob, rank (rank 0 = the slate head; ties go to the lower option) "
-        "to --output (.csv or .parquet) and prints its path. Methods: single (variant 0), vote "
-        "(prob = vote share; ranked by votes, then mean probability), meanprob, confonly "
-        "(w = softmax(lam * confidence)), consonly (w = softmax(-beta * deviation)), cc (both).",
-    )
+    p = add_command(subparsers, "aggregate", AGGREGATE_HELP, AGGREGATE_DESCRIPTION)
     p.add_argument("--input", required=True, type=path_flag, metavar="PROBS", help="the variant probabilities")
     p.add_argument("--method", required=True, choices=METHODS, help="the aggregator")
     p.add_argument(

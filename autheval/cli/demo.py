@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from autheval.cli.common import DEFAULT_LAKE, _progress
-from autheval.cli.flags import path_flag
+from autheval.cli.flags import add_command, add_size_flag, path_flag
 from autheval.errors import RecordError
 from warehouse.sql import load_sql
 
@@ -335,18 +335,19 @@ def _print_demo_tables(lake, source, stages) -> None:
     print(f"\nreport: {lake.root / 'reports' / 'report.html'}")
 
 
+DEMO_HELP = "build the lake from the reference study (or a cohort) and print its tables"
+DEMO_DESCRIPTION = """\
+Materialize the lake's whole asset graph in this process (Dagster; no daemon or web server) and print the
+asset-check tally and the study's tables to stdout; progress goes to stderr. The default source is the
+published AuthEval reference study, shipped with the package; the report is <lake>/reports/report.html. Exit
+code 1 if an asset check fails."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `demo` to the `autheval` parser."""
     from autheval.cli.synth import DEMO_N, DEMO_SIZE
 
-    p = subparsers.add_parser(
-        "demo",
-        help="build the lake from the reference study (or a cohort) and print its tables",
-        description="Materialize the lake's whole asset graph in this process (Dagster; no daemon or web "
-        "server) and print the asset-check tally and the study's tables to stdout; progress goes "
-        "to stderr. The default source is the published AuthEval reference study, shipped with "
-        "the package; the report is <lake>/reports/report.html. Exit code 1 if an asset check fails.",
-    )
+    p = add_command(subparsers, "demo", DEMO_HELP, DEMO_DESCRIPTION)
     p.add_argument(
         "--source",
         choices=["reference", "synthetic", "isic2019"],
@@ -373,13 +374,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"images in the generated synthetic cohort (default {DEMO_N:,}: about 340 clusters in the "
         "evaluated test split)",
     )
-    p.add_argument(
-        "--size",
-        type=int,
-        nargs=2,
-        default=DEMO_SIZE,
-        metavar=("W", "H"),
-        help=f"image size of the generated synthetic cohort (default {DEMO_SIZE[0]} {DEMO_SIZE[1]}: "
+    add_size_flag(
+        p,
+        DEMO_SIZE,
+        f"image size of the generated synthetic cohort (default {DEMO_SIZE[0]} {DEMO_SIZE[1]}: "
         "quick, and the tiny models read 32-pixel images; "
         "with a real --scorer-dir give 1024 768, synth's size)",
     )

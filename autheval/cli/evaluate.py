@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from autheval.cli.common import _progress
-from autheval.cli.flags import SEED_MAX, check_seed, path_flag
+from autheval.cli.flags import SEED_MAX, add_command, check_seed, path_flag
 from autheval.errors import RecordError
 from autheval.vocabulary import SCHEMES
 
@@ -282,19 +282,23 @@ class _UnneededImports:
         return None
 
 
+EVALUATE_HELP = "evaluate one record file (AuthEval log or case trace)"
+EVALUATE_DESCRIPTION = """\
+Evaluate one record file (CSV or Parquet). The schema is detected from the columns: the AuthEval log schema
+(case_id, [cluster_id], proposed_action, executed_action, utility_executed_local, [utility_proposed_local],
+[utility_proposed_global]) or the case-trace schema (image_id, cluster_id, a_head, a_exec, Uz_head, Uz_exec,
+[Ug_head]). Writes summary.json, summary.md, authority_summary.csv and estimates.csv to --output-dir and
+prints their paths. A number the record cannot support is reported as not recoverable, never as a number."""
+
+COMPARE_HELP = "compare proposal mechanisms on identical clusters"
+COMPARE_DESCRIPTION = """\
+Compare the authority gap of several proposal mechanisms (arms) evaluated on the same clusters. Writes
+proposal_dependence_summary.csv, paired_contrast.csv and estimates.csv to --output-dir and prints their paths."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `evaluate` and `compare` to the `autheval` parser."""
-    p = subparsers.add_parser(
-        "evaluate",
-        help="evaluate one record file (AuthEval log or case trace)",
-        description="Evaluate one record file (CSV or Parquet). The schema is detected from the columns: the "
-        "AuthEval log schema (case_id, [cluster_id], proposed_action, executed_action, "
-        "utility_executed_local, [utility_proposed_local], [utility_proposed_global]) or the "
-        "case-trace schema (image_id, cluster_id, a_head, a_exec, Uz_head, Uz_exec, [Ug_head]). "
-        "Writes summary.json, summary.md, authority_summary.csv and estimates.csv to --output-dir "
-        "and prints their paths. A number the record cannot support is reported as not "
-        "recoverable, never as a number.",
-    )
+    p = add_command(subparsers, "evaluate", EVALUATE_HELP, EVALUATE_DESCRIPTION)
     p.add_argument(
         "--input",
         required=True,
@@ -307,13 +311,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = subparsers.add_parser(
-        "compare",
-        help="compare proposal mechanisms on identical clusters",
-        description="Compare the authority gap of several proposal mechanisms (arms) evaluated on the same "
-        "clusters. Writes proposal_dependence_summary.csv, paired_contrast.csv and estimates.csv "
-        "to --output-dir and prints their paths.",
-    )
+    p = add_command(subparsers, "compare", COMPARE_HELP, COMPARE_DESCRIPTION)
     p.add_argument(
         "--arm",
         action="append",

@@ -88,6 +88,22 @@ def check_inputs_outside(folder: Path, inputs: Iterable[tuple[str, Path | None]]
             )
 
 
+def add_command(
+    subparsers: argparse._SubParsersAction, name: str, help: str, description: str | None = None, run=None
+) -> argparse.ArgumentParser:
+    """Register one subcommand: its help line, its description (argparse reflows the text, so a module's
+    triple-quoted constant serves) and, when given, the function it runs."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    if run is not None:
+        parser.set_defaults(func=run)
+    return parser
+
+
+def add_size_flag(parser: argparse.ArgumentParser, default: tuple[int, int], help: str) -> None:
+    """`--size W H`: the pixel size of generated images (synth and the demo's synthetic cohort)."""
+    parser.add_argument("--size", type=int, nargs=2, default=default, metavar=("W", "H"), help=help)
+
+
 def add_show_check(
     subparsers: argparse._SubParsersAction, name: str, help: str, what: str, show_help: str, show, check
 ):

@@ -14,7 +14,7 @@ import argparse
 import json
 
 from autheval.cli.common import write_output
-from autheval.cli.flags import check_not_an_input, output_format, path_flag
+from autheval.cli.flags import add_command, check_not_an_input, output_format, path_flag
 from autheval.errors import RecordError
 
 SCORE_COLUMNS = ("group_id", "completion", "modality", "reference_diagnosis", "reference_attributes")
@@ -154,19 +154,25 @@ def cmd_mavic_weights(args) -> int:
     return 0
 
 
+SCORE_HELP = "score a file of completions"
+SCORE_DESCRIPTION = """\
+Score GRPO completions with MAVIC. --input (CSV or Parquet) has the columns group_id, completion, modality
+(dermoscopic or clinical), reference_diagnosis and reference_attributes (a JSON object of attribute -> state).
+Writes them with r_fmt, r_acc, s_hier, s_morph, gate, reward, advantage, format_rule (why r_fmt is 0) and the
+provenance (composite, ontology, config, weights, data hash, software) to --output (.csv or .parquet)."""
+
+WEIGHTS_HELP = "PMI weights of the morphology features from a training table"
+WEIGHTS_DESCRIPTION = """\
+PMI(m_f; y) = log((p(m_f=1, y) + eps) / (p(m_f=1) p(y) + eps)) for every feature of the declared schemas and
+every diagnosis of --input (CSV or Parquet: attributes (a JSON object), modality, diagnosis); writes
+diagnosis, feature, pmi, weight (max(pmi, pmi_floor)) to --output."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `mavic score` and `mavic weights` to the `autheval` parser."""
     p = subparsers.add_parser("mavic", help="MAVIC: the morphology-grounded reward of GRPO completions (DermoGPT)")
     sub = p.add_subparsers(dest="mavic_command", required=True)
-    score = sub.add_parser(
-        "score",
-        help="score a file of completions",
-        description="Score GRPO completions with MAVIC. --input (CSV or Parquet) has the columns group_id, "
-        "completion, modality (dermoscopic or clinical), reference_diagnosis and "
-        "reference_attributes (a JSON object of attribute -> state). Writes them with r_fmt, r_acc, "
-        "s_hier, s_morph, gate, reward, advantage, format_rule (why r_fmt is 0) and the provenance "
-        "(composite, ontology, config, weights, data hash, software) to --output (.csv or .parquet).",
-    )
+    score = add_command(sub, "score", SCORE_HELP, SCORE_DESCRIPTION)
     score.add_argument("--input", required=True, type=path_flag, metavar="FILE", help="the completions")
     score.add_argument("--output", required=True, type=path_flag, metavar="FILE", help="the scores, .csv or .parquet")
     score.add_argument(
@@ -183,13 +189,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "tversky_alpha, tversky_beta, ontology, ...; default: the paper's values)",
     )
     score.set_defaults(func=cmd_mavic_score)
-    weights = sub.add_parser(
-        "weights",
-        help="PMI weights of the morphology features from a training table",
-        description="PMI(m_f; y) = log((p(m_f=1, y) + eps) / (p(m_f=1) p(y) + eps)) for every feature of the "
-        "declared schemas and every diagnosis of --input (CSV or Parquet: attributes (a JSON object), "
-        "modality, diagnosis); writes diagnosis, feature, pmi, weight (max(pmi, pmi_floor)) to --output.",
-    )
+    weights = add_command(sub, "weights", WEIGHTS_HELP, WEIGHTS_DESCRIPTION)
     weights.add_argument("--input", required=True, type=path_flag, metavar="TRAINING_TABLE", help="the training table")
     weights.add_argument("--output", required=True, type=path_flag, metavar="PMI_FILE", help=".csv or .parquet")
     weights.add_argument(

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autheval.cli.flags import add_lake_flag, add_show_check, path_flag
+from autheval.cli.flags import add_command, add_lake_flag, add_show_check, path_flag
 
 MONITOR_TABLE = "monitor"
 
@@ -45,9 +45,13 @@ def read_monitor(lake: Path):
 
     if not Path(lake).is_dir():
         raise RecordError(str(lake), None, "no such lake folder (--lake)")
+    from warehouse.snapshots import SnapshotError
+
     store = Lake(lake)
     try:
         has = store.has_table(MONITOR_TABLE)
+    except SnapshotError:
+        raise  # the lake's own line (a lost or corrupt pointer, a link), as every command says it
     except (OSError, ValueError) as err:
         raise RecordError(str(lake), None, f"not a readable lake: {str(err).splitlines()[0]}") from None
     if not has:
@@ -79,6 +83,14 @@ def cmd_monitor_run(args) -> int:
     return monitor_run(args.lake, args.protocol)
 
 
+MONITOR_HELP = "watch a deployment: the state of every site x model version x rule, or one run"
+MONITOR_DESCRIPTION = """\
+Monitoring a deployment (docs/monitoring.md). `status` prints the latest look of every (site, model_version,
+rule) from the lake's monitor table and exits 0 when nothing alerts, 3 when something does (2: bad input).
+`run` lands every complete file waiting in <lake>/landing/ and runs the recurring job (trend, monitor) in this
+process, for cron or any scheduler; it exits 0, 3 when something alerts, 1 on failure."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `protocol show|check FILE` and `monitor status|run` to the `autheval` parser."""
     add_show_check(
@@ -91,15 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         cmd_protocol_check,
     )
 
-    p = subparsers.add_parser(
-        "monitor",
-        help="watch a deployment: the state of every site x model version x rule, or one run",
-        description="Monitoring a deployment (docs/monitoring.md). `status` prints the latest look of every "
-        "(site, model_version, rule) from the lake's monitor table and exits 0 when nothing alerts, "
-        "3 when something does (2: bad input). `run` lands every complete file waiting in "
-        "<lake>/landing/ and runs the recurring job (trend, monitor) in this process, for cron "
-        "or any scheduler; it exits 0, 3 when something alerts, 1 on failure.",
-    )
+    p = add_command(subparsers, "monitor", MONITOR_HELP, MONITOR_DESCRIPTION)
     sub = p.add_subparsers(dest="monitor_command", required=True)
     status = sub.add_parser("status", help="print the current state of every site x model version x rule")
     add_lake_flag(status)

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autheval.cli.flags import add_lake_flag
+from autheval.cli.flags import add_command, add_lake_flag
 
 
 def cmd_query(args) -> int:
@@ -156,19 +156,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+QUERY_HELP = "read-only SQL over the lake's catalog, streamed to stdout"
+QUERY_DESCRIPTION = """\
+Run one read-only statement (SELECT, WITH ... SELECT, DESCRIBE, SHOW, EXPLAIN [ANALYZE] of a SELECT) over the
+lake's catalog and stream the result to stdout. Anything else (COPY, EXPORT, ATTACH, SET, PRAGMA, CREATE,
+EXPLAIN ANALYZE of anything but a SELECT, several statements, reading files other than those the catalog's
+views read) is refused with exit code 2. A large sort spills to a private temporary folder outside the lake,
+capped at 4 GiB or half its free space ($AUTHEVAL_QUERY_SPILL sets another cap) and removed at exit."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `query` to the `autheval` parser."""
-    p = subparsers.add_parser(
-        "query",
-        help="read-only SQL over the lake's catalog, streamed to stdout",
-        description="Run one read-only statement (SELECT, WITH ... SELECT, DESCRIBE, SHOW, EXPLAIN [ANALYZE] of a "
-        "SELECT) over the lake's catalog and stream the result to stdout. Anything else (COPY, "
-        "EXPORT, ATTACH, SET, PRAGMA, CREATE, EXPLAIN ANALYZE of anything but a SELECT, several "
-        "statements, reading files other than those the catalog's views read) is refused with "
-        "exit code 2. A large sort spills to a private temporary folder outside the lake, capped "
-        "at 4 GiB or half its free space ($AUTHEVAL_QUERY_SPILL sets another cap) and removed "
-        "at exit.",
-    )
+    p = add_command(subparsers, "query", QUERY_HELP, QUERY_DESCRIPTION)
     p.add_argument("sql", help='one SQL statement, e.g. "select * from estimates"')
     add_lake_flag(p, Path)
     p.add_argument(

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from autheval.cli.flags import SEED_MAX, check_seed, path_flag
+from autheval.cli.flags import SEED_MAX, add_command, add_size_flag, check_seed, path_flag
 from autheval.errors import RecordError
 
 SYNTH_SEED = 20260706  # = autheval.raw.synth.SYNTH_SEED (AuthEval's data seed), kept here for a quick CLI
@@ -137,17 +137,26 @@ def cmd_synth(args) -> int:
     return 0
 
 
+SYNTH_HELP = "write a synthetic ISIC-2019-shaped cohort (CSV files + JPEG images)"
+SYNTH_DESCRIPTION = """\
+Write a synthetic cohort in the exact layout of the official ISIC 2019 training files:
+ISIC_2019_Training_Metadata.csv, ISIC_2019_Training_GroundTruth.csv and ISIC_2019_Training_Input/<image>.jpg,
+with multi-image lesions, exact duplicates and near duplicates (synth_truth.csv says which). The same seed
+gives the same bytes. Use the folder with `autheval demo --source isic2019 --input DIR`."""
+
+DEPLOYMENT_HELP = "monthly logs of a simulated deployment (null, or with planted drift)"
+DEPLOYMENT_DESCRIPTION = """\
+Write one role-separated log per site and month (the AuthEval log schema plus site, model_version, timestamp
+and risk_stratum; lesion clusters of several images, some seen again in a later month) from a declared
+generative model: a stationary deployment, or planted changes from a given month (docs/monitoring.md, the
+deployment simulator). deployment.json beside the logs holds the model and the true gap per site and month.
+Drop the logs in <lake>/landing/ and run `autheval monitor run --lake DIR`. The same seed gives the same
+bytes."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `synth` subcommand to the `autheval` parser."""
-    p = subparsers.add_parser(
-        "synth",
-        help="write a synthetic ISIC-2019-shaped cohort (CSV files + JPEG images)",
-        description="Write a synthetic cohort in the exact layout of the official ISIC 2019 training files: "
-        "ISIC_2019_Training_Metadata.csv, ISIC_2019_Training_GroundTruth.csv and "
-        "ISIC_2019_Training_Input/<image>.jpg, with multi-image lesions, exact duplicates and near "
-        "duplicates (synth_truth.csv says which). The same seed gives the same bytes. Use the folder "
-        "with `autheval demo --source isic2019 --input DIR`.",
-    )
+    p = add_command(subparsers, "synth", SYNTH_HELP, SYNTH_DESCRIPTION)
     p.add_argument("--n", type=int, help="number of images to write (required)")
     p.add_argument("--out", type=path_flag, metavar="DIR", help="output folder (created if missing; required)")
     p.add_argument(
@@ -156,13 +165,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=SYNTH_SEED,
         help=f"generator seed, an integer from 0 to {SEED_MAX} (default {SYNTH_SEED})",
     )
-    p.add_argument(
-        "--size",
-        type=int,
-        nargs=2,
-        default=DEFAULT_SIZE,
-        metavar=("W", "H"),
-        help=f"image size in pixels, each side from {SIDE_MIN} to {SIDE_MAX} (default 1024 768)",
+    add_size_flag(
+        p,
+        DEFAULT_SIZE,
+        f"image size in pixels, each side from {SIDE_MIN} to {SIDE_MAX} (default 1024 768)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace the images already in DIR")
     p.add_argument(
@@ -214,17 +220,7 @@ def register_deployment(subparsers: argparse._SubParsersAction) -> None:
     """Add `synth deployment` (autheval.monitoring.deployment_sim)."""
     from autheval.monitoring.deployment_flags import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
 
-    p = subparsers.add_parser(
-        "deployment",
-        help="monthly logs of a simulated deployment (null, or with planted drift)",
-        description="Write one role-separated log per site and month (the AuthEval log schema plus site, "
-        "model_version, timestamp and risk_stratum; lesion clusters of several images, some seen "
-        "again in a later month) from a declared generative model: a stationary deployment, or "
-        "planted changes from a given month (docs/monitoring.md, the deployment simulator). "
-        "deployment.json beside the logs holds the model and the true gap per site and month. "
-        "Drop the logs in <lake>/landing/ and run `autheval monitor run --lake DIR`. The same "
-        "seed gives the same bytes.",
-    )
+    p = add_command(subparsers, "deployment", DEPLOYMENT_HELP, DEPLOYMENT_DESCRIPTION)
     p.add_argument("--sites", type=int, required=True, help="number of sites (site-1 ... site-N)")
     p.add_argument("--months", type=int, required=True, help="number of months (one log per site and month)")
     p.add_argument("--out", type=path_flag, required=True, metavar="DIR", help="output folder (created if missing)")

@@ -17,14 +17,17 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 
-def cell(value) -> str:
-    """A CSV cell: floats as their shortest round-trip repr, booleans True/False, None empty."""
+def cell(value, missing: str = "", booleans: tuple[str, str] = ("False", "True"), digits: int | None = None) -> str:
+    """A value as text. The defaults make a CSV cell (floats as their shortest round-trip repr, booleans
+    True/False, None and NaN empty); the report passes its own words and a fixed number of digits."""
     if value is None:
-        return ""
+        return missing
     if isinstance(value, bool):
-        return "True" if value else "False"
+        return booleans[value]
     if isinstance(value, float):
-        return "" if math.isnan(value) else repr(value)
+        if math.isnan(value):
+            return missing
+        return repr(value) if digits is None else f"{value:.{digits}f}"
     return str(value)
 
 

@@ -4,16 +4,25 @@
 -- date). Slices 0 .. $sites - 1 are the sites, slice $sites every site ('all'); analysis =
 -- (deployment * ($sites + 1) + slice) * $months + L - 1, so that one query of sql/estimates/delta_method.sql or
 -- autheval.monitoring.monitor.confidence_sequences decides every look of every deployment at once.
--- Input: sim_cluster_months (sql/recurring/deployment_sim_cluster_months.sql; cluster numbers are unique over
--- sites). Output: analysis, cluster_id, n, sum_changed, sum_exec, sum_prop, sum_gap, sum_glob,
+-- Input: sim_cluster_months, sql/records/cluster_sums.sql of the simulated cases with analysis =
+-- (deployment * $sites + site) * $months + month (cluster numbers are unique over sites). Output: analysis, cluster_id, n, sum_changed, sum_exec, sum_prop, sum_gap, sum_glob,
 -- sum_total_gap, sum_utility_gap.
 WITH looks AS (
     SELECT CAST(range AS INTEGER) AS look FROM range(1, CAST($months AS BIGINT) + 1)
 ),
+months AS (
+    SELECT
+        *,
+        analysis // ($sites * $months) AS deployment,
+        (analysis // $months) % $sites AS site,
+        analysis % $months AS month,
+        cluster_id AS cluster
+    FROM sim_cluster_months
+),
 sliced AS (
-    SELECT *, site AS slice FROM sim_cluster_months
+    SELECT *, site AS slice FROM months
     UNION ALL
-    SELECT *, CAST($sites AS INTEGER) AS slice FROM sim_cluster_months
+    SELECT *, CAST($sites AS INTEGER) AS slice FROM months
 )
 SELECT
     (CAST(c.deployment AS BIGINT) * ($sites + 1) + c.slice) * $months + l.look - 1 AS analysis,

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from autheval.reporting.tables import cell
+
 
 @dataclass
 class ReportInputs:
@@ -80,10 +82,5 @@ class Document:
 
 
 def _fmt(value) -> str:
-    if value is None:
-        return "NA"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return "NA" if value != value else f"{value:.4f}"
-    return str(value)
+    """A table cell of the report: NA, yes/no, four decimals."""
+    return cell(value, missing="NA", booleans=("no", "yes"), digits=4)
