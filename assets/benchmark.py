@@ -19,6 +19,7 @@ from dagster import multi_asset
 
 from assets.common import ESTIMATES, REPORTS, lake_query, table_asset, table_spec, write_table
 from assets.model_proposals import MODEL_PROPOSAL_TABLES
+from assets.proposals import ingest_exclusions
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.estimation.benchmark import (
     ACCURACY_SCHEMA,
@@ -136,7 +137,8 @@ def benchmark(context, lake: LakeResource, source: SourceResource, models: Model
 
     from models.benchmark import score_benchmark
 
-    items = benchmark_items(read_benchmark(path), store.read("images"), store.read("clusters"), path)
+    excluded = ingest_exclusions(store)
+    items = benchmark_items(read_benchmark(path), store.read("images"), store.read("clusters"), path, excluded)
     configs = mechanism_models(store, models)
     tables = {name for name in MODEL_PROPOSAL_TABLES if store.has_table(name)}
     table_of = {m: name for name in tables for m in store.read(name).column("mechanism").to_pylist()}

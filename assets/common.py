@@ -9,8 +9,9 @@ import duckdb
 import pyarrow as pa
 from dagster import AssetCheckResult, AssetSpec, MaterializeResult, MetadataValue, TableColumn, TableSchema, asset
 
-from assets.resources import LakeResource, ModelsResource, SourceResource
+from assets.resources import DeclaredRules, LakeResource, ModelsResource, SourceResource
 from autheval.reference_data import register_reference
+from autheval.review.local_review import register_rules
 from warehouse.lake import Lake
 from warehouse.sql import connect, one, run
 
@@ -56,6 +57,14 @@ def connect_with(lake: Lake, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConne
     for name in tables:
         con.register(name, lake.read(name))
     return con
+
+
+def ruled_connection(lake: Lake, rules: DeclaredRules, tables: Iterable[str]):
+    """(connection, bound rule parameters, rule file): the named lake tables and the declared local rules'
+    tables registered on one connection, how the review stages (contexts, selections, scores) open."""
+    rule_file = rules.rule_file()
+    con = connect_with(lake, tables)
+    return con, register_rules(con, rule_file), rule_file
 
 
 def lake_query(lake: Lake, sql_name: str, tables: Iterable[str], params=None) -> pa.Table:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dagster import AssetCheckResult, ResourceParam, asset_check
 
-from assets.common import CONTEXT, check_result, connect_with, table_asset, write_ruled
+from assets.common import CONTEXT, check_result, connect_with, ruled_connection, table_asset, write_ruled
 from assets.resources import DeclaredRules, LakeResource, SourceResource
-from autheval.review.local_review import build_contexts, register_rules
+from autheval.review.local_review import build_contexts
 from warehouse import sql
 
 
@@ -21,10 +21,8 @@ from warehouse import sql
 def contexts(lake: LakeResource, source: SourceResource, rules: ResourceParam[DeclaredRules]):
     source.require_raw("contexts")
     store = lake.lake()
-    rule_file = rules.rule_file()
-    con = connect_with(store, ["images", "clusters", "gate_proxy"])
+    con, params, rule_file = ruled_connection(store, rules, ["images", "clusters", "gate_proxy"])
     con.register("s_gate", sql.run(con, "context/evaluated_gate_scores", {"split": source.evaluate_split}))
-    params = register_rules(con, rule_file)
     build_contexts(con, params)
     table = con.table("contexts").arrow().read_all()
     return write_ruled(store, "contexts", table, rule_file, evaluated_split=source.evaluate_split)

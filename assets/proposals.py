@@ -13,6 +13,7 @@ from assets.model_proposals import CCT_CC, CCT_SINGLE, MODEL_PROPOSAL_TABLES, RE
 from assets.resources import LakeResource, ModelsResource, SourceResource
 from autheval.io import file_sha256
 from autheval.proposals.proposals_file import check_coverage, combine_proposals, evaluated_image_ids, read_proposals
+from autheval.raw.ingest import excluded_images
 from autheval.reference_data import REFERENCE_ANALYSES, manifest, reference_path
 
 
@@ -56,17 +57,32 @@ def producers(store, source: SourceResource) -> dict[str, tuple[str, str]]:
     if path:
         digest = file_sha256(path)
         for mechanism in dict.fromkeys(read_proposals(path).column("mechanism").to_pylist()):
-            found[mechanism] = (f"file:{Path(path).resolve()}", digest)
+            found[mechanism] = (f"file:{lake_relative(store, path)}", digest)
     if store.has_table("vlm_scores"):
         scorer = store.read("vlm_scores").select(["model", "revision"]).to_pylist()[:1]
         if scorer:
             for mechanism in (READOUT, CCT_SINGLE, CCT_CC):
-                found.setdefault(mechanism, (f"model:{scorer[0]['model']}", scorer[0]["revision"]))
+                found.setdefault(
+                    mechanism, (f"model:{lake_relative(store, scorer[0]['model'])}", scorer[0]["revision"])
+                )
     if store.has_table("model_runs"):
         for row in store.read("model_runs").select(["mechanism", "model", "model_revision"]).to_pylist():
             if row["mechanism"]:
-                found[row["mechanism"]] = (f"model:{row['model']}", row["model_revision"])
+                found[row["mechanism"]] = (f"model:{lake_relative(store, row['model'])}", row["model_revision"])
     return found
+
+
+def lake_relative(store, path) -> str:
+    """A file's or model folder's absolute path, the lake's own folder written as `<lake>` (as receipts
+    write it): what the lake holds (a generated cohort's proposals, a tiny model built into it) is named
+    the same wherever the lake lies, so two lakes of the same inputs hold the same bytes. A model named
+    by its hub id (not a path here) is kept as it is."""
+    text = str(path)
+    if not store.location.is_local or not (Path(text).is_absolute() or Path(text).exists()):
+        return text
+    resolved = Path(text).resolve()
+    root = Path(store.location.root)
+    return "<lake>/" + resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(resolved)
 
 
 def with_producers(table: pa.Table, found: dict[str, tuple[str, str]]) -> pa.Table:
@@ -91,11 +107,21 @@ def raw_source_proposals(store, source: SourceResource, with_models: bool = Fals
         )
     parts = []
     if path:
-        from_file = read_proposals(path, store.read("images").column("image_id"))
+        from_file = read_proposals(path, store.read("images").column("image_id"), ingest_exclusions(store))
         evaluated = evaluated_image_ids(store.read("clusters"), source.evaluate_split)
         check_coverage(from_file, evaluated, path, source.evaluate_split)
         parts.append(from_file)
     return combine_proposals(parts + (model_proposals(store) if with_models else []))
+
+
+def ingest_exclusions(store) -> dict[str, str] | None:
+    """image id -> why ingest left it out of `images` (the lake's ingest_report), so that a file naming
+    such an image says so; None where the lake has no report."""
+    try:
+        report = store.read("ingest_report")
+    except (FileNotFoundError, KeyError):
+        return None
+    return excluded_images(report)
 
 
 @multi_asset_check(

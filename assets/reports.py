@@ -4,24 +4,12 @@ HTML page) built from what the lake holds."""
 from __future__ import annotations
 
 import base64
-from datetime import UTC, datetime
 
 from dagster import MaterializeResult, MetadataValue, asset
 
 from assets.common import REPORTS, lake_query, write_table
 from assets.resources import LakeResource
-from autheval.reporting.report import (
-    REPORT_TABLES,
-    ReportInputs,
-    build_report,
-    html_report,
-    markdown_report,
-    report_queries,
-)
-from warehouse import sql
-from warehouse.atomic import atomic_write_bytes, atomic_write_text
-from warehouse.lake import Lake
-from warehouse.sql import connect
+from autheval.reporting.report.lake import write_report
 
 
 @asset(
@@ -34,19 +22,6 @@ from warehouse.sql import connect
 )
 def study_summary(lake: LakeResource):
     return write_table(lake.lake(), "study_summary", lake_query(lake.lake(), "estimates/study_summary", ["estimates"]))
-
-
-def lake_state(store: Lake) -> dict:
-    """This run's id and the served snapshot before it (what the report's provenance names)."""
-    served, run = store.snapshot(), store.run()
-    return {
-        "run_id": run.run_id if run is not None else None,
-        "snapshot": served.snapshot,
-        "snapshot_run_id": served.run_id,
-        "committed_at": served.committed_at,
-        "software": served.software,
-        "written_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
 
 
 @asset(
@@ -70,6 +45,8 @@ def lake_state(store: Lake) -> dict:
         "input_files",
         "vlm_scores",
         "probe_features",
+        "benchmark",
+        "transfer",
     ],
     description=(
         "reports/report.md and reports/report.html (self-contained): each analysis in plain words, the "
@@ -78,32 +55,13 @@ def lake_state(store: Lake) -> dict:
     ),
 )
 def report(lake: LakeResource):
-    store = lake.lake()
-    tables = {name: store.read(name) for name in REPORT_TABLES if store.has_table(name)}
-    con = connect()
-    for name, table in tables.items():
-        con.register(name, table)
-    columns = {name: table.column_names for name, table in tables.items()}
-    parts = {part: sql.run(con, name).to_pylist() for part, name in report_queries(columns).items()}
-    doc = build_report(
-        ReportInputs(
-            summary=tables["study_summary"],
-            contrasts=tables.get("contrasts"),
-            parts=parts,
-            columns=columns,
-            lake=lake_state(store),
-        )
-    )
-    for name, png in doc.images().items():  # in place when the run commits
-        atomic_write_bytes(store.publish_path(f"reports/{name}"), png)
-    md = atomic_write_text(store.publish_path("reports/report.md"), markdown_report(doc))
-    page = atomic_write_text(store.publish_path("reports/report.html"), html_report(doc))
-    plot = base64.b64encode(doc.images()["forest_plot.png"]).decode()
-    return MaterializeResult(
-        metadata={
-            "markdown": MetadataValue.path(str(md)),
-            "html": MetadataValue.path(str(page)),
-            "parts": MetadataValue.text(", ".join(sorted(parts))),
-            "plot": MetadataValue.md(f"![forest plot](data:image/png;base64,{plot})"),
-        }
-    )
+    inputs, doc, written = write_report(lake.lake())  # from whatever the lake holds (landed logs alone too)
+    metadata = {
+        "markdown": MetadataValue.path(str(written["report.md"])),
+        "html": MetadataValue.path(str(written["report.html"])),
+        "parts": MetadataValue.text(", ".join(sorted(inputs.parts))),
+    }
+    if "forest_plot.png" in doc.images():
+        plot = base64.b64encode(doc.images()["forest_plot.png"]).decode()
+        metadata["plot"] = MetadataValue.md(f"![forest plot](data:image/png;base64,{plot})")
+    return MaterializeResult(metadata=metadata)

@@ -19,7 +19,7 @@ from autheval import __version__
 from autheval.estimation.estimators import DEFAULT_REPS
 from autheval.review.rules import RuleFile, load_rules
 from warehouse.lake import DEFAULT_LAKE, Lake
-from warehouse.snapshots import DEFAULT_KEEP, LakeRun
+from warehouse.snapshots import LakeRun, keep_snapshots, lock_wait
 
 LAKE_ENV = "AUTHEVAL_LAKE"
 LANDING_ENV = "AUTHEVAL_LANDING"
@@ -27,11 +27,30 @@ INPUT_ENV = "AUTHEVAL_INPUT"
 FREEZE_ENV = "AUTHEVAL_FREEZE"
 
 
-def env_or(name: str, default: str) -> EnvVar | str:
+def env_or(name: str, default: str, choices: tuple[str, ...] = (), required: bool = False) -> EnvVar | str:
     """EnvVar(name) where the variable is set, else the default: the field then follows the variable
-    (Dagster resolves it when a run starts), and an unset variable is no configuration error."""
+    (Dagster resolves it when a run starts), and an unset variable is no configuration error. The value
+    is checked where it is read (check_env_text): one line naming the variable (ValueError)."""
     var = EnvVar(name)
-    return var if var.get_value() is not None else default
+    value = var.get_value()
+    if value is None:
+        return default
+    check_env_text(name, value, choices, required)
+    return var
+
+
+def check_env_text(name: str, value: str, choices: tuple[str, ...] = (), required: bool = False) -> str:
+    """A text setting from the environment: no control characters (a newline, a tab), no surrounding
+    whitespace; not empty where `required` (an empty AUTHEVAL_LAKE would be the current folder); one of
+    `choices` where given (empty: the default). ValueError naming the variable otherwise."""
+    shown = repr(value[:60])
+    if any(ord(c) < 32 or ord(c) == 127 for c in value) or value != value.strip():
+        raise ValueError(f"${name}={shown}: must not hold control characters or surrounding whitespace")
+    if required and not value:
+        raise ValueError(f"${name} is set but empty: name a folder, or unset it for the default")
+    if choices and value and value not in choices:
+        raise ValueError(f"${name}={shown}: must be one of {', '.join(choices)}")
+    return value
 
 
 class LakeResource(ConfigurableResource):
@@ -45,10 +64,18 @@ class LakeResource(ConfigurableResource):
 
     root: str = str(DEFAULT_LAKE)
     landing: str = ""
-    keep_snapshots: int = DEFAULT_KEEP  # committed snapshots that stay queryable
+    # committed snapshots that stay queryable; None: $AUTHEVAL_KEEP_SNAPSHOTS, else 10 (DEFAULT_KEEP)
+    keep_snapshots: int | None = None
 
     def lake(self) -> Lake:
         return Lake(self.root, keep_snapshots=self.keep_snapshots)
+
+    def check(self) -> None:
+        """The settings a run needs, checked before it starts (one line naming each: the retention, the
+        lock wait, the lake's pointer); nothing is written."""
+        keep_snapshots(self.keep_snapshots)
+        lock_wait()
+        self.lake().snapshot()
 
     def landing_dir(self) -> Path:
         return Path(self.landing or Path(self.root) / "landing").resolve()
@@ -100,7 +127,9 @@ def _run_failed(context) -> bool:
 def lake_resource(root: str | None = None) -> LakeResource:
     """The lake at `root`, else at $AUTHEVAL_LAKE (default warehouse/lake); landing at $AUTHEVAL_LANDING
     (default <root>/landing)."""
-    return LakeResource(root=root or env_or(LAKE_ENV, str(DEFAULT_LAKE)), landing=env_or(LANDING_ENV, ""))
+    return LakeResource(
+        root=root or env_or(LAKE_ENV, str(DEFAULT_LAKE), required=True), landing=env_or(LANDING_ENV, "")
+    )
 
 
 SOURCE_ENV = "AUTHEVAL_SOURCE"
@@ -187,7 +216,9 @@ def default_source() -> SourceResource:
     """The source named by $AUTHEVAL_SOURCE, $AUTHEVAL_INPUT and $AUTHEVAL_FREEZE (default: the
     embedded reference study)."""
     return SourceResource(
-        kind=env_or(SOURCE_ENV, "reference"), input_dir=env_or(INPUT_ENV, ""), freeze=env_or(FREEZE_ENV, "")
+        kind=env_or(SOURCE_ENV, "reference", choices=SOURCES),
+        input_dir=env_or(INPUT_ENV, ""),
+        freeze=env_or(FREEZE_ENV, ""),
     )
 
 
@@ -258,10 +289,20 @@ def _tiny(kind: str, root: Path) -> Path:
     return ensure_tiny_model(kind, root)
 
 
+FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def _env_flag(name: str) -> bool:
+    """An on/off setting: 1, true, yes, on (any case) or 0, false, no, off; unset or empty is off.
+    Anything else is one line naming the variable (ValueError), never silently off."""
     import os
 
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+    text = os.environ.get(name, "")
+    if not text.strip():
+        return False
+    if text.strip().lower() not in FLAG_VALUES:
+        raise ValueError(f"${name}={text[:60]!r}: must be 1 or 0 (or true/false, yes/no, on/off)")
+    return FLAG_VALUES[text.strip().lower()]
 
 
 def default_models() -> ModelsResource:
@@ -280,6 +321,7 @@ def default_models() -> ModelsResource:
 
 
 ENGINE_ENV = "AUTHEVAL_ENGINE"
+ENGINE_KINDS = ("duckdb", "spark")  # warehouse.engine.ENGINES, named here so that no engine is imported
 SPARK_MASTER_ENV = "AUTHEVAL_SPARK_MASTER"
 
 
@@ -308,7 +350,9 @@ class EngineResource(ConfigurableResource):
 
 def default_engine() -> EngineResource:
     """The engine named by $AUTHEVAL_ENGINE (default duckdb) and $AUTHEVAL_SPARK_MASTER."""
-    return EngineResource(kind=env_or(ENGINE_ENV, "duckdb"), spark_master=env_or(SPARK_MASTER_ENV, ""))
+    return EngineResource(
+        kind=env_or(ENGINE_ENV, "duckdb", choices=ENGINE_KINDS), spark_master=env_or(SPARK_MASTER_ENV, "")
+    )
 
 
 PROTOCOL_ENV = "AUTHEVAL_PROTOCOL"
@@ -384,3 +428,30 @@ def monitor_schedule_settings(cron: str | None = None, timezone: str | None = No
             "IANA name such as UTC or Europe/Paris"
         ) from None
     return cron, timezone
+
+
+def check_environment() -> None:
+    """Every AUTHEVAL_* setting that a run reads, checked at once before it starts (the demo, `autheval
+    monitor run`, `autheval ui`), each failure one line naming its variable: the lake and landing
+    folders, the source, the model switches and folders, the engine, the protocol, the notifier, the
+    schedule, the snapshots kept and the lock wait, DuckDB's memory, threads and query spill, the
+    estimators' memory limit. Nothing is written."""
+    from autheval.estimation.estimators import memory_limit_bytes
+    from autheval.monitoring.notify import check_notifier
+    from warehouse.catalog import SPILL_ENV
+    from warehouse.sql import available_cores, declared_size, duckdb_memory_limit
+
+    lake_resource()
+    default_source()
+    default_models()
+    default_engine()
+    default_protocol()
+    default_notifier()
+    check_notifier(EnvVar(NOTIFY_COMMAND_ENV).get_value() or "", EnvVar(NOTIFY_URL_ENV).get_value() or "")
+    monitor_schedule_settings()
+    keep_snapshots()
+    lock_wait()
+    duckdb_memory_limit()
+    available_cores()
+    declared_size(SPILL_ENV, minimum=0)
+    memory_limit_bytes()

@@ -9,8 +9,8 @@ from assets.common import (
     SCORING,
     check_result,
     check_row,
-    connect_with,
     reference_table,
+    ruled_connection,
     table_asset,
     write_ruled,
     write_table,
@@ -23,7 +23,6 @@ from autheval.review.local_review import (
     PUBLISHED_UZ_ROWS,
     build_scores,
     reference_checks,
-    register_rules,
 )
 from warehouse import sql
 
@@ -39,9 +38,9 @@ def scores(lake: LakeResource, source: SourceResource, rules: ResourceParam[Decl
     store = lake.lake()
     if source.is_reference:
         return write_table(store, "scores", reference_table(store, "scoring/scores_reference"))
-    rule_file = rules.rule_file()
-    con = connect_with(store, ["selections", "contexts", "images", "clusters", "proposals"])
-    params = register_rules(con, rule_file)
+    con, params, rule_file = ruled_connection(
+        store, rules, ["selections", "contexts", "images", "clusters", "proposals"]
+    )
     build_scores(con, params, records=False)
     con.register("diagnosis_risk", pa.table({"diagnosis": list(RISK), "risk_stratum": list(RISK.values())}))
     return write_ruled(store, "scores", sql.run(con, "scoring/scores_hierarchical"), rule_file)

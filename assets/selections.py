@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from dagster import AssetCheckSpec, ResourceParam, multi_asset_check
 
-from assets.common import REVIEW, check_result, connect_with, reference_table, table_asset, write_table
+from assets.common import (
+    REVIEW,
+    check_result,
+    connect_with,
+    reference_table,
+    ruled_connection,
+    table_asset,
+    write_table,
+)
 from assets.proposals import proposals
 from assets.resources import DeclaredRules, LakeResource, SourceResource
-from autheval.review.local_review import build_selections, register_rules
+from autheval.review.local_review import build_selections
 from warehouse import sql
 
 
@@ -25,11 +33,10 @@ def selections(lake: LakeResource, source: SourceResource, rules: ResourceParam[
     if source.is_reference:
         table = reference_table(store, "review/selections_reference")
     else:
-        rule_file = rules.rule_file()
-        con = connect_with(store, ["contexts", "clusters"])
+        con, params, _ = ruled_connection(store, rules, ["contexts", "clusters"])
         con.register("all_proposals", store.read("proposals"))
         con.register("proposals", sql.run(con, "proposals/evaluated_proposals"))
-        build_selections(con, register_rules(con, rule_file))
+        build_selections(con, params)
         table = con.table("selections").arrow().read_all()
     changed = sum(1 for t in table.column("change_type").to_pylist() if t != "none")
     return write_table(store, "selections", table, changed_rows=changed)

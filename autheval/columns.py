@@ -25,13 +25,14 @@ COLUMN_TYPES: dict[str, pa.DataType] = {
         multiplicity path patient_id period perturbation profile_signature prompt_id protocol_sha256
         protocol_version question reason record_level removed_image_id revision reward_form risk_stratum role rule
         rule_sha256 rule_version scheme scope sex sex_norm sha256 site site_id site_norm site_profile skin_tone
-        software_version source source_image split split_key status step_kind task trainer unit use worst_group""",
+        software_version source source_image split split_key status step_kind task trainer unit use warning
+        worst_group""",
     ),
     **_typed(
         pa.int64(),
         """bytes cluster_size component_size count family_size horizon_clusters hypothesis look min_clusters mtime_ns n
         n_clusters n_correct n_groups n_items reps reps_undefined row_id row_index row_number seed size
-        smallest_group_clusters smallest_group_items step""",
+        smallest_group_clusters smallest_group_items step support_clusters""",
     ),
     **_typed(pa.int32(), "answer_index autheval_distance choice ideal_action_level threshold"),
     **_typed(

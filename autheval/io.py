@@ -25,6 +25,8 @@ OTHER_DELIMITERS = {";": "semicolon", "\t": "tab", "|": "pipe", ",": "comma"}
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 GLOB_CHARACTERS = "*?["
+MAX_COLUMNS = 4096  # a record file's columns: checked before any schema, table or reader is built from them
+MAX_HEADER_BYTES = 1 << 20  # a CSV header row longer than this is refused before it is parsed whole
 
 
 def file_sha256(path: str | Path) -> str:
@@ -85,15 +87,30 @@ def read_table(path: str | Path) -> pa.Table:
     if name.endswith(CSV_SUFFIXES):
         if path.stat().st_size == 0:
             raise RecordError(source, None, "file is empty")
-        return _read_csv_text(path)
+        return _unique_names(_read_csv_text(path), source)
     if name.endswith(PARQUET_SUFFIXES):
         try:  # ParquetFile, not pq.read_table: the dataset layer it goes through imports pandas (slow)
             with pq.ParquetFile(path) as handle:
-                return handle.read()
+                if handle.metadata.num_columns > MAX_COLUMNS:
+                    raise RecordError(
+                        source, None, f"has {handle.metadata.num_columns:,} columns; at most {MAX_COLUMNS:,} are read"
+                    )
+                return _unique_names(handle.read(), source)
         except (pa.ArrowInvalid, OSError) as err:
             first = str(err).strip().splitlines()[0]
             raise RecordError(source, None, f"cannot be read as Parquet: {first}") from err
     raise RecordError(source, None, "unknown file type: expected .csv, .csv.gz, .tsv, .parquet or .pq")
+
+
+def _unique_names(table: pa.Table, source: str) -> pa.Table:
+    """A table whose columns each have their own name: a name given twice (a CSV header `a,a` keeps
+    both) would make the second column's values stand for the first's, so it is refused."""
+    seen: set[str] = set()
+    for column in table.column_names:
+        if column in seen:
+            raise RecordError(source, column, "the header names this column more than once (duplicate column)")
+        seen.add(column)
+    return table
 
 
 def _read_csv_text(path: Path) -> pa.Table:
@@ -102,6 +119,7 @@ def _read_csv_text(path: Path) -> pa.Table:
 
     delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
     parse = csv.ParseOptions(delimiter=delimiter)
+    csv_header(path, delimiter)  # bounded: no reader is built for a million columns
     try:
         _check_delimiter(path, delimiter)
         with csv.open_csv(path, parse_options=parse) as reader:  # the header gives the column names
@@ -116,6 +134,36 @@ def _read_csv_text(path: Path) -> pa.Table:
     except (pa.ArrowInvalid, StopIteration) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else "no header row"
         raise RecordError(str(path), None, f"cannot be read as CSV: {first}") from err
+
+
+def csv_header(path: Path, delimiter: str) -> list[str]:
+    """A CSV file's header row, read within bounds: at most MAX_HEADER_BYTES of text and MAX_COLUMNS
+    names, else one line before any table, schema or reader is built from it."""
+    import csv
+    import gzip
+    import io
+
+    source = str(path)
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        # undecodable bytes kept as surrogates: the rows after the header are the reader's to judge
+        with opener(path, "rt", encoding="utf-8", errors="surrogateescape", newline="") as handle:
+            text = handle.read(MAX_HEADER_BYTES + 1)
+        lines = io.StringIO(text)
+        header = next(csv.reader(lines, delimiter=delimiter), None)
+    except (OSError, EOFError, csv.Error) as err:
+        raise RecordError(source, None, f"cannot be read as CSV: {_first_message(err)}") from err
+    if len(text) > MAX_HEADER_BYTES and lines.tell() >= len(text):  # the header did not end within the bound
+        raise RecordError(source, None, f"the header row is longer than {MAX_HEADER_BYTES:,} characters")
+    if not header:
+        raise RecordError(source, None, "cannot be read as CSV: no header row")
+    try:
+        "".join(header).encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError(source, None, "cannot be read as CSV: the header row is not UTF-8 text") from None
+    if len(header) > MAX_COLUMNS:
+        raise RecordError(source, None, f"the header has {len(header):,} columns; a record has at most {MAX_COLUMNS:,}")
+    return header
 
 
 def _check_delimiter(path: Path, delimiter: str) -> None:
@@ -161,21 +209,148 @@ def _hidden(relative: str) -> bool:
     return any(part.startswith((".", "_")) for part in relative.split("/") if part)
 
 
-def dataset_files(source: str | Path):
-    """(location, [paths in name order], [display names]) of the Parquet files `source` names: one
-    file, every Parquet file under a folder (hidden ones skipped), those a glob matches (`*` spans
-    folders), or the same through a URI (file://, an object store: warehouse.filesystem's seam)."""
-    import pyarrow.fs as pafs
+def _split_glob(path: str) -> tuple[str, str | None]:
+    """(the folder to list, the glob relative to it) of a path holding glob characters, else (path, None)."""
+    if not any(c in path for c in GLOB_CHARACTERS):
+        return path, None
+    head = path[: min(path.index(c) for c in GLOB_CHARACTERS if c in path)]
+    base = head.rstrip("/") if head.endswith("/") else posixpath.dirname(head)
+    return base, path[len(base) :].lstrip("/")
 
+
+def _split_uri(source: str, text: str) -> tuple[str, str | None]:
+    """(the URI to open, the glob of its path or None): parsed as a URI, so its query string
+    (`?endpoint_override=...&region=...`, read by pyarrow's `FileSystem.from_uri`) is kept whole and
+    only its path is globbed; what cannot be honoured is refused in one line."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(text)
+    except ValueError as err:  # a bad IPv6 host, a bad port
+        raise RecordError(source, None, f"not a valid URI: {err}") from None
+    scheme = parts.scheme.lower()
+    if "#" in text:
+        raise RecordError(source, None, "a URI fragment ('#...') cannot be honoured: name the data by its path")
+    if parts.query and scheme == "file":
+        raise RecordError(source, None, "a file:// URI takes no query string ('?...'): it would be ignored")
+    try:
+        pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=True) if parts.query else []
+    except ValueError:
+        raise RecordError(source, None, "the URI's query string is not KEY=VALUE pairs joined by '&'") from None
+    keys = [k for k, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise RecordError(source, None, f"the URI's query names {key!r} twice: which one is meant is unclear")
+    base, pattern = _split_glob(parts.path)
+    opened = f"{text[: text.index('://')]}://{parts.netloc}{base}" + (f"?{parts.query}" if parts.query else "")
+    return opened, None if pattern is None else unquote(pattern)
+
+
+def _open_location(source: str, text: str):
+    """warehouse.filesystem.lake_location of `text`, its refusals (an unknown scheme, a query parameter
+    the store does not take, a missing bucket, a filesystem that cannot start) in one line."""
     from warehouse.filesystem import lake_location
 
-    text, pattern = str(source), None
-    if any(c in text for c in GLOB_CHARACTERS):
-        head = text[: min(text.index(c) for c in GLOB_CHARACTERS if c in text)]
-        base = head.rstrip("/") if head.endswith("/") else posixpath.dirname(head)
-        pattern = text[len(base) :].lstrip("/")
-        text = base or "."
-    location = lake_location(text)
+    try:
+        return lake_location(text)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError) as err:
+        message = _first_message(err)
+        if "Unrecognized filesystem type" in message:
+            scheme = text.split("://", 1)[0]
+            raise RecordError(
+                source, None, f"unsupported URI scheme {scheme!r}: expected file, s3, gs, abfs or hdfs (pyarrow's)"
+            ) from None
+        raise RecordError(source, None, f"cannot open the URI: {message}") from None
+
+
+def _first_message(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def _local_files(source: str, root: str) -> list[tuple[str, str]]:
+    """(path, path relative to `root`) of every regular file under the local folder `root`, hidden
+    parts skipped, links followed but each folder and each file visited once: a folder reached again
+    (a link loop such as `x -> .`, or a second name of a folder) and a file reached twice (a link or a
+    hard link beside its target) are refused in one line naming the link, as is a broken link or a
+    record-named entry that is not a regular file (a FIFO would block the reader)."""
+    import os
+    import stat
+
+    def identity(st) -> tuple[int, int]:
+        return st.st_dev, st.st_ino
+
+    folders = {identity(os.stat(root)): root}
+    files: dict[tuple[int, int], str] = {}
+    found: list[tuple[str, str]] = []
+    pending = [(root, "")]
+    while pending:
+        folder, prefix = pending.pop()
+        with os.scandir(folder) as entries:
+            listed = sorted(entries, key=lambda e: e.name)
+        for entry in listed:
+            relative = f"{prefix}{entry.name}"
+            if _hidden(entry.name):
+                continue
+            try:
+                st = os.stat(entry.path)  # through a link
+            except OSError:
+                if entry.is_symlink():
+                    raise RecordError(entry.path, None, "a broken symbolic link in a dataset folder") from None
+                raise
+            if stat.S_ISDIR(st.st_mode):
+                seen = folders.get(identity(st))
+                if seen is not None:
+                    raise RecordError(
+                        entry.path,
+                        None,
+                        f"leads to a folder already listed ({seen}): a symbolic link loop or a second name "
+                        "of a folder (each file of a dataset is read once)",
+                    )
+                folders[identity(st)] = entry.path
+                pending.append((entry.path, relative + "/"))
+            elif stat.S_ISREG(st.st_mode):
+                seen = files.get(identity(st))
+                if seen is not None:
+                    raise RecordError(
+                        entry.path, None, f"is the same file as {seen} (a link): each file of a dataset is read once"
+                    )
+                files[identity(st)] = entry.path
+                found.append((entry.path, relative))
+            elif entry.name.lower().endswith(CSV_SUFFIXES + PARQUET_SUFFIXES):
+                raise RecordError(entry.path, None, "not a regular file (a FIFO, a socket or a device)")
+    return found
+
+
+def _store_files(location) -> list[tuple[str, str]]:
+    """(path, path relative to the root) of every file under an object store's prefix, hidden parts skipped."""
+    import pyarrow.fs as pafs
+
+    found = []
+    for entry in location.filesystem.get_file_info(pafs.FileSelector(location.root, recursive=True)):
+        relative = entry.path[len(location.root) :].lstrip("/")
+        if entry.type == pafs.FileType.File and not _hidden(relative):
+            found.append((entry.path, relative))
+    return found
+
+
+def dataset_files(source: str | Path):
+    """(location, [paths in name order], [display names]) of the Parquet files `source` names: one
+    file, every Parquet file under a folder (hidden ones skipped; a folder also holding CSV files is
+    refused, naming the folder), those a glob matches (`*` spans folders), or the same through a URI
+    (file://, an object store: warehouse.filesystem's seam), parsed as a URI: its query string goes to
+    the store, only its path is globbed."""
+    import pyarrow.fs as pafs
+
+    text = str(source)
+    if "://" in text:
+        text, pattern = _split_uri(str(source), text)
+    elif not Path(text).exists():  # an existing file's or folder's own name is never a pattern
+        text, pattern = _split_glob(text)
+        text = text or "."
+    else:
+        pattern = None
+    location = _open_location(str(source), text)
     fs = location.filesystem
     kind = fs.get_file_info(location.root).type
     if kind == pafs.FileType.NotFound:
@@ -183,22 +358,38 @@ def dataset_files(source: str | Path):
     if kind == pafs.FileType.File and pattern is None:
         paths = [location.root]
     else:
-        paths = []
-        for entry in fs.get_file_info(pafs.FileSelector(location.root, recursive=True)):
-            relative = entry.path[len(location.root) :].lstrip("/")
-            if entry.type != pafs.FileType.File or _hidden(relative):
-                continue
-            if fnmatch.fnmatchcase(relative, pattern) if pattern is not None else _is_parquet(entry.base_name):
-                paths.append(entry.path)
-        paths.sort()
+        listed = _local_files(str(source), location.root) if location.is_local else _store_files(location)
+        others = []
+        if pattern is None:
+            others = sorted(r for _, r in listed if r.lower().endswith(CSV_SUFFIXES))
+            if others and any(_is_parquet(r) for _, r in listed):
+                raise RecordError(
+                    str(source),
+                    None,
+                    f"the folder mixes Parquet and CSV files ({others[0]}): a dataset of files is Parquet "
+                    "only; name one CSV file, or move the other files out",
+                )
+        paths = sorted(p for p, r in listed if (fnmatch.fnmatchcase(r, pattern) if pattern else _is_parquet(r)))
         if not paths:
             what = f"no file matches {pattern!r}" if pattern else "the folder holds no Parquet file (.parquet, .pq)"
+            if not pattern and others:
+                what += f" but CSV files ({others[0]}): name one CSV file, a dataset of files is Parquet"
             raise RecordError(str(source), None, what)
     names = [path if location.is_local else f"{location.scheme}://{path.lstrip('/')}" for path in paths]
     for path, name in zip(paths, names):
         if not _is_parquet(path):
             raise RecordError(name, None, "unknown file type: a dataset of files is Parquet (.parquet or .pq)")
+        check_readable_name(name)
     return location, paths, names
+
+
+def check_readable_name(name: str) -> None:
+    """DuckDB takes `*`, `?` and `[` in a path it is given as a pattern (`a[1].parquet` reads
+    `a1.parquet`): a record file so named is refused, never read as another file."""
+    if any(c in name.split("://", 1)[-1] for c in GLOB_CHARACTERS):
+        raise RecordError(
+            name, None, "a record file whose path holds *, ? or [ cannot be read as itself: rename it or its folder"
+        )
 
 
 def dataset_sha256(location, paths: Sequence[str]) -> str:

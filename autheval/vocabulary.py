@@ -13,6 +13,28 @@ RISK_SCORES = (0.10, 0.38, 0.64, 0.90)  # RS: expected risk score s = p . RS, pe
 PROBABILITY_COLUMNS = tuple(f"p_{level}" for level in RISK_LEVELS)
 PROBABILITY_SUM_TOLERANCE = 1e-6  # the four probabilities of a proposal sum to 1 within this
 SCHEMES = ("reference", "evaluator", "poisson")  # the bootstrap schemes, each named on every output row
+POOLED = "all"  # the site, model version (or period) of rows pooled over every one: no name may be it
+NAME_RULES = (  # (rule broken, test) of a name: a site, model version, batch, analysis (name_problem)
+    ("must not be empty or blank", lambda v: not v.strip()),
+    (
+        "must not begin or end with whitespace (it would name another one than the same name without it)",
+        lambda v: v != v.strip(),
+    ),
+    ("must not contain control characters (a line break, a tab)", lambda v: any(not c.isprintable() for c in v)),
+    (
+        f"{POOLED!r} names the rows pooled over every one (in any case): give another name",
+        lambda v: v.lower() == POOLED,
+    ),
+)
+
+
+def name_problem(value: str) -> str | None:
+    """Why `value` cannot name a site, model version, batch or analysis (None: it can): blank, surrounding
+    whitespace (`site-1 ` beside `site-1` would be two sites), a control character, or the pooled rows'
+    name `all` (`ALL`, `All` too). One rule for every place a name enters."""
+    return next((rule for rule, broken in NAME_RULES if broken(value)), None)
+
+
 # The AuthEval log schema (a record per case), defined once for the readers (autheval.records.schema) and
 # the simulated deployment's logs (autheval.monitoring.deployment_sim), which add their own columns.
 LOG_COLUMNS = (

@@ -11,6 +11,7 @@ demo's): the lake is the record, and the UI, when it runs, sees the committed ta
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,14 +20,16 @@ from dagster import DagsterEventType, EnvVar, build_resources
 
 from assets.landing import FILE_TAG, landed_logs, landed_logs_job
 from assets.monitor import MONITOR, notify_alerts
-from assets.resources import PROTOCOL_ENV
+from assets.resources import PROTOCOL_ENV, check_environment
 from assets.trend import recurring_evaluation_job
+from autheval import __version__
 from autheval.monitoring.landing import Tick, watch
 from autheval.monitoring.monitor import status_report
 from autheval.monitoring.notify import check_notifier
 from autheval.monitoring.protocol import load_protocol
 from dagster_project.definitions import build_definitions, project_instance
 from dagster_project.demo import QUIET
+from warehouse.snapshots import LakeRun, new_run_id
 
 SETTLE_SECONDS = 2.0  # between the two looks at the landing folder: a file still being written changes
 EXIT_OK, EXIT_FAILED, EXIT_ALERT = 0, 1, 3
@@ -40,6 +43,7 @@ def monitor_run(
     (something alerts) or 1 (a run failed: a file that could not land for another reason than its
     content, or the recurring job). A bad protocol file raises ProtocolError before anything lands; a
     rejected file is reported on its line and set aside, and does not fail the run."""
+    check_environment()  # every AUTHEVAL_* setting, one line naming a bad one, before anything lands
     protocol = protocol or EnvVar(PROTOCOL_ENV).get_value() or None  # as the protocol resource reads it
     load_protocol(protocol)  # bad input: one line, exit 2, nothing landed
     defs = build_definitions(str(lake), protocol=str(protocol) if protocol else None)
@@ -47,8 +51,22 @@ def monitor_run(
     with build_resources({"lake": defs.resources["lake"], "notifier": defs.resources["notifier"]}) as resources:
         lake_resource, notifier = resources.lake, resources.notifier
     check_notifier(notifier.command, notifier.url)  # a command or a URL, not both: one line, before anything lands
+    lake_resource.check()  # the retention, the lock wait, the lake's pointer: one line each, before anything lands
     store = lake_resource.lake()
-    landing = lake_resource.landing_dir()
+    # The whole pass holds the lake's writer lock (a second `monitor run`, a demo, a UI run is refused at
+    # once in one line, or waits $AUTHEVAL_LAKE_WAIT): its Dagster runs join this lake run, and each
+    # landed file, then the recurring job, commits as its own snapshot (or, failed, commits nothing).
+    run = LakeRun(
+        store.location, new_run_id("monitor"), store._legacy_tables, store.keep_snapshots, f"autheval {__version__}"
+    ).open()
+    try:
+        return _pass(defs, instance, store, run, lake_resource.landing_dir(), notifier, out, settle_seconds)
+    finally:
+        run.close()
+
+
+def _pass(defs, instance, store, run: LakeRun, landing: Path, notifier, out, settle_seconds: float) -> int:
+    """One monitoring pass on a lake whose writer lock `run` holds (see monitor_run)."""
     first = watch(landing, store, None)
     _report(first, out)
     if first.waiting:
@@ -59,13 +77,20 @@ def monitor_run(
         out(f"waiting   {name}: still being written; it lands on a later run")
     failed = False
     for key, name, _ in tick.requests:
-        failed |= not _land(defs, instance, key, name, out)
+        landed = _land(defs, instance, key, name, out)
+        if landed:
+            run.commit()
+        else:
+            run.abort()
+        failed |= not landed
     result = defs.resolve_job_def(recurring_evaluation_job.name).execute_in_process(
         instance=instance, run_config=QUIET, raise_on_error=False
     )
     if not result.success:
+        run.abort()
         out(f"failed    the recurring job: {_failure(instance, result.run_id)}")
         return EXIT_FAILED
+    run.commit()
     lines, code = status_report(store.read(MONITOR))
     for line in lines:
         out(line)
@@ -125,10 +150,11 @@ def _failure(instance, run_id: str) -> str:
     for kind in (DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE):
         for event in _records(instance, run_id, kind):
             error = getattr(event.event_specific_data, "error", None)
-            while error is not None and error.cls_name == "DagsterExecutionStepExecutionError" and error.cause:
-                error = error.cause  # the user code's own error, not Dagster's wrapper
+            while error is not None and error.cls_name.startswith("Dagster") and error.cause:
+                error = error.cause  # the user code's own error (a resource's too), not Dagster's wrapper
             message = (error.message if error is not None else event.message) or ""
             lines = [line for line in message.strip().splitlines() if line.strip()]
-            if lines:
-                return lines[0].removeprefix("dagster._core.definitions.events.Failure: ")
+            if lines:  # Dagster writes "module.Class: message"; the message is the line
+                prefix = re.match(rf"^(?:\w+\.)*{re.escape(error.cls_name)}: ", lines[0]) if error is not None else None
+                return lines[0][prefix.end() :] if prefix else lines[0]
     return f"run {run_id} failed"

@@ -185,6 +185,7 @@ FOLDER_NOTES = {
     "the reference controls' checks and the selections' band check.",
     "scoring": "the scored selections (the view the scores read), `scoring/scores_hierarchical` (s_hier added to a "
     "raw cohort's scores) and the score checks.",
+    "sites": "a site export's per-cluster delta-method terms and cluster counts (autheval/sites/export.py).",
     "warehouse": "the storage layer's statements: catalog views and snapshots, COPY to Parquet, dropping a table or "
     "view, DuckDB's memory cap.",
 }

@@ -99,22 +99,23 @@ def _servable(part: Path, table: pa.Table) -> np.ndarray:
 
 def read_scores(directory: Path) -> pa.Table:
     """The servable rows of one key's folder, one per key (first part wins)."""
-    table, _ = cache.read_parts(cache.part_paths(directory), CACHE_SCHEMA, _servable)
+    _, table, _ = cache.read_directory(directory, CACHE_SCHEMA, _servable)
     return cache.first_per_key(table, KEY_COLUMNS)
 
 
 def _compact(directory: Path) -> None:
-    """Merge a key's parts into one after a run (the merged part lands before the old ones go)."""
-    parts = cache.part_paths(directory)
-    if len(parts) <= 1:
-        return
-    _, read = cache.read_parts(parts, CACHE_SCHEMA)
-    ours = [(part, table) for part, table in zip(parts, read) if _servable(part, table).all()]
-    if len(ours) <= 1:
-        return
-    cache.write_part(directory, cache.first_per_key(pa.concat_tables([t for _, t in ours]), KEY_COLUMNS))
-    for part, _ in ours:
-        part.unlink()
+    """Merge a key's parts into one after a run (the merged part lands before the old ones go); one
+    process at a time (models/cache.py compaction_lock)."""
+    with cache.compaction_lock(directory) as mine:
+        parts = cache.part_paths(directory)
+        if not mine or len(parts) <= 1:
+            return
+        parts, _, read = cache.read_directory(directory, CACHE_SCHEMA)
+        ours = [(part, table) for part, table in zip(parts, read) if _servable(part, table).all()]
+        if len(ours) <= 1:
+            return
+        cache.write_part(directory, cache.first_per_key(pa.concat_tables([t for _, t in ours]), KEY_COLUMNS))
+        cache.remove_parts([part for part, _ in ours])
 
 
 # ---------------------------------------------------------------- the run

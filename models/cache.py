@@ -6,14 +6,23 @@ rerun computes only the rows not yet served, and a new part never replaces one (
 was deleted). A row is served by its key columns (the model and image, and the SHA-256 of the input
 that reached the model); the first part by name wins a duplicate key. What a caller serves beyond
 that (a row of another key, a row written before inputs were hashed) is its `servable` filter.
+
+Two processes may share a cache (two scorers on one lake). Merging a key's parts after a run
+(`compaction_lock`) is done by one process at a time, the other skipping it; a reader whose part
+vanished under it (merged by another process: the merged part lands before the old ones go) lists the
+folder again and reads it again (`read_directory`), instead of failing with FileNotFoundError after a
+finished run.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -79,3 +88,57 @@ def read_parts(
         keep = servable(part, table) if servable is not None else None
         kept.append(table if keep is None or keep.all() else table.filter(pa.array(keep)))
     return pa.concat_tables(kept), read
+
+
+def read_directory(
+    directory: str | Path,
+    schema: pa.Schema,
+    servable: Callable[[Path, pa.Table], np.ndarray] | None = None,
+    pattern: str = PART_GLOB,
+    attempts: int = 8,
+) -> tuple[list[Path], pa.Table, list[pa.Table]]:
+    """(the parts matching `pattern` under `directory` now, their servable rows, each part's rows as
+    read), as read_parts. A part removed while the folder is read was merged by another process, whose
+    merged part was written first: the folder is listed and read again."""
+    for attempt in range(attempts):
+        parts = sorted(Path(directory).glob(pattern))
+        try:
+            table, read = read_parts(parts, schema, servable)
+        except FileNotFoundError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+            continue
+        return parts, table, read
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+COMPACT_LOCK = ".compact.lock"
+
+
+@contextmanager
+def compaction_lock(directory: str | Path) -> Iterator[bool]:
+    """Whether this process may merge the parts of `directory` now: an exclusive, non-blocking lock on
+    `<directory>/.compact.lock`, opened without following a link (a link in its place, or a folder
+    that cannot be written: no merge). False while another process merges: skip (its merge serves)."""
+    try:
+        fd = os.open(Path(directory) / COMPACT_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            locked = False
+        else:
+            locked = True
+        yield locked
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def remove_parts(parts: Sequence[Path]) -> None:
+    """Remove merged parts; one already gone (an older process's merge) is not an error."""
+    for part in parts:
+        part.unlink(missing_ok=True)

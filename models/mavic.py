@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -37,10 +36,10 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from autheval.errors import RecordError
+from autheval.parse import load_json, load_yaml
 from models.ontology import Ontology, load_ontology
 
 SCHEMAS_FILE = files("autheval") / "data" / "mavic" / "schemas.yaml"
@@ -101,11 +100,12 @@ def load_config(path: str | Path | None) -> MavicConfig:
         return MavicConfig()
     source = str(path)
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_bytes().decode("utf-8")
     except OSError as err:
         raise RecordError(source, None, f"cannot be read: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise RecordError(source, None, f"not valid YAML: {str(err).splitlines()[0]}") from None
+    except UnicodeDecodeError:
+        raise RecordError(source, None, "is not UTF-8 text") from None
+    data = load_yaml(text, source, what="a MAVIC config")  # depth, duplicate keys, aliases: one line
     if not isinstance(data, dict):
         raise RecordError(source, None, "must be a mapping of MAVIC config fields")
     try:
@@ -169,7 +169,7 @@ class Schemas:
 
 
 def parse_schemas(text: str, source: str = "schemas.yaml") -> Schemas:
-    data = yaml.safe_load(text)
+    data = load_yaml(text, source, what="a schemas file")
     if not isinstance(data, dict) or not data:
         raise RecordError(source, None, "must map each schema name to its modality and attributes")
     schemas, seen = {}, {}
@@ -246,13 +246,6 @@ class Parsed:
     attributes: dict[str, str] | None = None  # schema attribute -> state, in the modality's schema
 
 
-def _pairs_no_duplicates(pairs):
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise ValueError("duplicate key")
-    return dict(pairs)
-
-
 def parse_completion(text, modality: str, config: MavicConfig, schemas: Schemas) -> Parsed:
     """Check one completion's format (R_fmt) and read its diagnosis and attributes."""
     if not isinstance(text, str):
@@ -290,7 +283,7 @@ def parse_completion(text, modality: str, config: MavicConfig, schemas: Schemas)
     if not diagnosis:
         return Parsed("empty <final_diagnosis>")
     try:
-        attributes = json.loads(blocks["morph"], object_pairs_hook=_pairs_no_duplicates)
+        attributes = load_json(blocks["morph"], "<morph>")  # a RecordError (ValueError): deep, repeated keys
     except ValueError:
         return Parsed("<morph> is not JSON (or repeats a key)")
     if not isinstance(attributes, dict):

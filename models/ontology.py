@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from autheval.errors import RecordError
+from autheval.parse import load_yaml
 
 ROOT = "root"
 DEFAULT_ONTOLOGY = "isic2019_risk"
@@ -161,10 +161,7 @@ def _isic_archive_nodes(source: str) -> tuple[dict[str, tuple[str, ...]], str]:
 
 def parse_ontology(text: str, source: str = "ontology.yaml") -> Ontology:
     """Validate a declared ontology file; one RecordError line naming the key on the first problem."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise RecordError(source, None, f"not valid YAML: {str(err).splitlines()[0]}") from None
+    data = load_yaml(text, source, what="an ontology file")  # depth, duplicate keys, aliases: one line
     if not isinstance(data, dict):
         raise RecordError(source, None, "must be a YAML mapping with name, taxonomy and labels")
     try:

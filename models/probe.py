@@ -71,7 +71,7 @@ def cached_features(cache_dir: str | Path, model_key: str, hashes: Mapping[str, 
     def servable(_, table: pa.Table) -> np.ndarray:
         return np.asarray(pc.and_(pc.equal(table.column("model"), model_key), table.column("input_sha256").is_valid()))
 
-    table, _ = cache.read_parts(cache.part_paths(cache_dir), FEATURE_SCHEMA, servable)
+    _, table, _ = cache.read_directory(cache_dir, FEATURE_SCHEMA, servable)
     accept = None if hashes is None else (lambda key: hashes.get(key[0]) == key[1])
     return cache.first_per_key(table, ("image_id", "input_sha256"), accept)
 
@@ -331,7 +331,9 @@ def load_vision_tower(model_dir: str | Path):
     from transformers import AutoImageProcessor, AutoModel
 
     from models.device import quiet_transformers
+    from models.model_dir import check_model_dir
 
+    check_model_dir(model_dir, "vision tower", "vision")  # one line, not a loader's traceback
     quiet_transformers()
     tower = AutoModel.from_pretrained(model_dir, local_files_only=True).eval()
     return tower, AutoImageProcessor.from_pretrained(model_dir, local_files_only=True)

@@ -28,6 +28,9 @@ CONTINUATIONS = {
 
 # The only inputs a proposer may see (spec 5.1); anything else in the input table is refused.
 PUBLIC_COLUMNS = ("image_id", "image_path", "age", "sex", "anatomic_site")
+# A metadata value in the prompt, in characters: a model's memory grows with the square of the prompt's
+# length, so a 300,000-character free-text site would ask for gigabytes (the scorer refuses it in one line).
+MAX_METADATA_CHARS = 200
 
 
 def metadata_value(value) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -43,7 +44,15 @@ from autheval.columns import schema
 from autheval.proposals.slates import proposals_table, ranked_slates
 from autheval.vocabulary import RISK_LEVELS, RISK_SCORES
 from models import cache
-from models.prompts import BACKEND, CONTINUATIONS, PROMPT_ID, PUBLIC_COLUMNS, risk_prompt
+from models.prompts import (
+    BACKEND,
+    CONTINUATIONS,
+    MAX_METADATA_CHARS,
+    PROMPT_ID,
+    PUBLIC_COLUMNS,
+    metadata_value,
+    risk_prompt,
+)
 from models.scorer_batches import METHODS, continuation_token_ids, score_rows
 
 KEY_COLUMNS = ("model", "revision", "prompt_id", "image_id", "input_sha256")
@@ -70,6 +79,22 @@ class ScorerConfig:
     method: str = "shared_prefix"
     device: str | None = None  # default: cuda when present, else cpu
     prompt_id: str = PROMPT_ID  # a declared prompt variant (models/prompts.py); the default is the spec's
+
+    def __post_init__(self):
+        # a Path is kept as its text (the run's metadata is JSON); a count below 1 is refused here, not
+        # after the model has loaded (batch_size=-1 scored nothing and reported success)
+        for name in ("model_dir", "adapter_dir"):
+            value = getattr(self, name)
+            if isinstance(value, os.PathLike):
+                object.__setattr__(self, name, os.fspath(value))
+        if not isinstance(self.model_dir, str) or not self.model_dir:
+            raise ValueError(f"ScorerConfig.model_dir must be a folder's path, got {self.model_dir!r}")
+        for name in ("batch_size", "chunk_images"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"ScorerConfig.{name} must be a positive integer, got {value!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"ScorerConfig.method: unknown scoring method {self.method!r}; expected one of {METHODS}")
 
     def name(self) -> str:
         if self.model_name:
@@ -155,7 +180,9 @@ def load_model(model_dir: str, adapter_dir: str | None = None, device=None):
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from models.device import choose_device, dtype_for, quiet_transformers
+    from models.model_dir import check_model_dir
 
+    check_model_dir(model_dir, "scorer model", "scorer")  # one line, not a loader's traceback
     quiet_transformers()
     device = choose_device(device)
     dtype = dtype_for(device)
@@ -204,6 +231,18 @@ def check_inputs(images: pa.Table) -> None:
     ids = images.column("image_id").to_pylist()
     if len(set(ids)) != len(ids):
         raise RecordError("scorer input", "image_id", "image ids must be unique")
+    for column in ("age", "sex", "anatomic_site"):  # what reaches the prompt, bounded
+        if column not in images.column_names:
+            continue
+        for row, value in enumerate(images.column(column).to_pylist()):
+            if value is not None and len(metadata_value(value)) > MAX_METADATA_CHARS:
+                raise RecordError(
+                    "scorer input",
+                    column,
+                    f"a metadata value in the prompt must be at most {MAX_METADATA_CHARS} characters "
+                    "(a model's memory grows with the square of the prompt)",
+                    f"row {row + 1}, image {ids[row]!r}: {len(metadata_value(value))} characters",
+                )
 
 
 def input_sha256(prompt: str, image_path: str) -> str:
@@ -235,10 +274,10 @@ def _ours(part: Path, table: pa.Table) -> np.ndarray:
     return np.fromiter((tags[t] == part.parent.name for t in triples), dtype=bool, count=len(triples))
 
 
-def _read_parts(parts: list[Path]) -> tuple[pa.Table, int, int]:
-    """The servable rows of `parts`, one per key (the first part by name wins), and the counts of
-    foreign rows and of rows written before inputs were hashed."""
-    table, read = cache.read_parts(parts, CACHE_SCHEMA, _part_rows)
+def _read_parts(directory: Path, pattern: str = cache.PART_GLOB) -> tuple[pa.Table, int, int]:
+    """The servable rows of the parts under `directory` (`pattern`), one per key (the first part by
+    name wins), and the counts of foreign rows and of rows written before inputs were hashed."""
+    parts, table, read = cache.read_directory(directory, CACHE_SCHEMA, _part_rows, pattern)
     foreign = unhashed = 0
     for part, rows in zip(parts, read):
         ours = _ours(part, rows)
@@ -269,8 +308,7 @@ def read_cache(
     whose key is not their folder's, or without an input hash, are skipped with a warning."""
     root = Path(cache_dir)
     where = key_directory(root, model, revision, prompt_id) if model is not None else root
-    parts = cache.part_paths(where) if model is not None else sorted(root.glob(f"*/{cache.PART_GLOB}"))
-    table, foreign, unhashed = _read_parts(parts)
+    table, foreign, unhashed = _read_parts(where, cache.PART_GLOB if model is not None else f"*/{cache.PART_GLOB}")
     _report_skipped(where, foreign, unhashed)
     return table
 
@@ -285,19 +323,21 @@ def compact(directory: Path) -> int:
     A part holding a row of another key is left as it is (not ours to merge or delete); rows without an
     input hash are dropped (never served: their images were scored again). The merged file lands
     before the old parts go: a crash in between leaves duplicates, which read_cache drops. Returns the
-    number of parts left."""
-    parts = cache.part_paths(directory)
-    _, read = cache.read_parts(parts, CACHE_SCHEMA)
-    mergeable = [(part, table) for part, table in zip(parts, read) if _ours(part, table).all()]
-    if len(mergeable) <= 1 and all(_part_rows(part, table).all() for part, table in mergeable):
-        return len(parts)
-    kept = [table.filter(pa.array(_part_rows(part, table))) for part, table in mergeable]
-    merged = cache.first_per_key(pa.concat_tables(kept), KEY_COLUMNS)
-    if merged.num_rows:
-        cache.write_part(directory, merged)
-    for part, _ in mergeable:
-        part.unlink()
-    return len(parts) - len(mergeable) + (1 if merged.num_rows else 0)
+    number of parts left. One process merges a key at a time (models/cache.py compaction_lock): while
+    another merges, this one leaves the parts as they are."""
+    with cache.compaction_lock(directory) as mine:
+        if not mine:
+            return len(cache.part_paths(directory))
+        parts, _, read = cache.read_directory(directory, CACHE_SCHEMA)
+        mergeable = [(part, table) for part, table in zip(parts, read) if _ours(part, table).all()]
+        if len(mergeable) <= 1 and all(_part_rows(part, table).all() for part, table in mergeable):
+            return len(parts)
+        kept = [table.filter(pa.array(_part_rows(part, table))) for part, table in mergeable]
+        merged = cache.first_per_key(pa.concat_tables(kept), KEY_COLUMNS)
+        if merged.num_rows:
+            cache.write_part(directory, merged)
+        cache.remove_parts([part for part, _ in mergeable])
+        return len(parts) - len(mergeable) + (1 if merged.num_rows else 0)
 
 
 # ---------------------------------------------------------------- the run
@@ -333,7 +373,7 @@ def score_images(
         row["input_sha256"] = input_sha256(
             risk_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site"), config.prompt_id), row["image_path"]
         )
-    cached, foreign, unhashed = _read_parts(cache.part_paths(directory))
+    cached, foreign, unhashed = _read_parts(directory)
     _report_skipped(directory, foreign, unhashed)
     done = set(zip(cached.column("image_id").to_pylist(), cached.column("input_sha256").to_pylist()))
     todo = [row for row in rows if (row["image_id"], row["input_sha256"]) not in done]
@@ -375,7 +415,7 @@ def score_images(
         scoring_s = time.perf_counter() - scoring_started
         compact(directory)
 
-    cached = _read_parts(cache.part_paths(directory))[0]
+    cached = _read_parts(directory)[0]
     index = {
         key: k
         for k, key in enumerate(zip(cached.column("image_id").to_pylist(), cached.column("input_sha256").to_pylist()))

@@ -25,8 +25,15 @@ from tests.conftest import reference_file
 Z = NormalDist().inv_cdf(0.975)
 
 
+def t975(df: int) -> float:
+    """Student t's 97.5% quantile, from scipy (an oracle independent of autheval.estimation.exact)."""
+    stats = pytest.importorskip("scipy.stats")
+    return float(stats.t.ppf(0.975, df))
+
+
 def numpy_delta_method(records) -> dict:
-    """(unit, metric) -> (estimate, std_error): ratios of cluster sums, linearised over clusters."""
+    """(unit, metric) -> (estimate, std_error, clusters behind its degrees of freedom): ratios of cluster
+    sums, linearised over clusters."""
     t = records.table
     _, cluster = np.unique(
         np.asarray(t.column("cluster_id").to_pylist(), dtype=object).astype(str), return_inverse=True
@@ -66,7 +73,7 @@ def numpy_delta_method(records) -> dict:
                 y, x = y / n, x / n
             ratio = y.sum() / x.sum()
             se = math.sqrt(g / (g - 1) * np.sum((y - ratio * x) ** 2)) / abs(x.sum())
-            out[(unit, metric)] = (ratio, se)
+            out[(unit, metric)] = (ratio, se, int((changed > 0).sum()) if metric == "delta" else g)
     return out
 
 
@@ -80,12 +87,13 @@ def test_delta_method_equals_an_independent_numpy_linearisation(llava):
     rows = delta_method_rows([llava])
     assert len(rows) == len(UNITS) * len(METRICS)
     for row in rows:
-        ratio, se = expected[(row["unit"], row["metric"])]
+        ratio, se, clusters = expected[(row["unit"], row["metric"])]
         assert row["interval_method"] == DELTA_METHOD and row["available"]
         assert row["estimate"] == pytest.approx(ratio, rel=1e-12, abs=1e-14)
         assert row["std_error"] == pytest.approx(se, rel=1e-10)
-        assert row["ci_lower"] == pytest.approx(ratio - Z * se, rel=1e-10, abs=1e-14)
-        assert row["ci_upper"] == pytest.approx(ratio + Z * se, rel=1e-10, abs=1e-14)
+        t = t975(clusters - 1)  # Student t with G - 1 degrees of freedom (docs/evaluating.md, "Few clusters")
+        assert row["ci_lower"] == pytest.approx(ratio - t * se, rel=1e-10, abs=1e-14)
+        assert row["ci_upper"] == pytest.approx(ratio + t * se, rel=1e-10, abs=1e-14)
         assert row["n_clusters"] == 2090
 
 
@@ -98,14 +106,18 @@ def test_delta_method_estimates_are_the_bootstrap_point_estimates(llava, scheme)
         assert row["estimate"] == pytest.approx(boot["estimate"], rel=1e-12, abs=1e-15)
 
 
-def test_other_levels_use_their_normal_quantiles(llava):
+def test_other_levels_use_their_t_quantiles(llava):
     narrow = {(r["unit"], r["metric"]): r for r in delta_method_rows([llava], quantiles=(0.05, 0.95))}
     wide = {(r["unit"], r["metric"]): r for r in delta_method_rows([llava])}
     key = ("image_weighted", "Delta_authority")
     ratio = (narrow[key]["ci_upper"] - narrow[key]["estimate"]) / (wide[key]["ci_upper"] - wide[key]["estimate"])
-    assert ratio == pytest.approx(NormalDist().inv_cdf(0.95) / Z, rel=1e-12)
+    stats = pytest.importorskip("scipy.stats")
+    assert ratio == pytest.approx(stats.t.ppf(0.95, 2089) / stats.t.ppf(0.975, 2089), rel=1e-12)
+    normal = {(r["unit"], r["metric"]): r for r in delta_method_rows([llava], distribution="normal")}
+    half = normal[key]["ci_upper"] - normal[key]["estimate"]
+    assert half / (wide[key]["ci_upper"] - wide[key]["estimate"]) == pytest.approx(Z / t975(2089), rel=1e-12)
     with pytest.raises(ValueError):
-        delta_method_rows([llava], quantiles=(0.0, 0.975))  # no finite normal quantile
+        delta_method_rows([llava], quantiles=(0.0, 0.975))  # no finite quantile
 
 
 def write_log(
@@ -146,13 +158,17 @@ def test_one_cluster_has_no_standard_error(tmp_path):
             assert row["std_error"] is None and row["ci_lower"] is None and row["ci_upper"] is None
 
 
-def test_no_change_leaves_delta_undefined_and_p_certain(tmp_path):
+def test_no_change_leaves_delta_undefined_and_p_exact(tmp_path):
+    """p = 0 has no sampling variance to linearise: its interval is the exact Clopper-Pearson one
+    (over 3 cases, and over 3 clusters in the cluster-equal unit), not [0, 0]."""
     log = write_log(tmp_path / "same.csv", ["a,c1,x,x,1.0,1.0", "b,c2,x,x,2.0,2.0", "c,c3,y,y,0.5,0.5"])
     rows = {(r["unit"], r["metric"]): r for r in delta_method_rows([read_records(log)])}
     for unit in UNITS:
         assert rows[(unit, "delta")]["status"] == "undefined" and rows[(unit, "delta")]["estimate"] is None
         p = rows[(unit, "intervention_rate")]
-        assert p["estimate"] == 0.0 and p["std_error"] == 0.0 and p["ci_lower"] == p["ci_upper"] == 0.0
+        assert p["estimate"] == 0.0 and p["std_error"] == 0.0 and p["ci_lower"] == 0.0
+        assert p["ci_upper"] == pytest.approx(1 - 0.025 ** (1 / 3), rel=1e-12)
+        assert p["interval_method"] == "clopper_pearson"
 
 
 def test_every_row_names_its_interval_method(llava):

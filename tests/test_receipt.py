@@ -172,3 +172,16 @@ def test_a_tables_hash_is_its_content_not_its_order_place_or_time():
         table_outputs({"t": t}, root) for t, root in ((one, "/lake"), (same, "/other"), (other, "/other"))
     )
     assert h1["sha256"] == h2["sha256"] != h3["sha256"]
+
+
+def test_a_table_with_a_dictionary_column_hashes_as_its_values():
+    """landed_records.analysis is dictionary-encoded: the receipt's canonical form sorts it as its values
+    (an Arrow dictionary column cannot be sorted), so a lake with landed logs gets its receipt."""
+    import pyarrow as pa
+
+    from autheval.reporting.receipt import canonical
+
+    plain = pa.table({"analysis": ["b", "a", "b"], "x": [1, 2, 3]})
+    encoded = plain.set_column(0, "analysis", plain.column(0).dictionary_encode())
+    assert canonical(encoded).equals(canonical(plain))
+    assert canonical(encoded).column("analysis").to_pylist() == ["a", "b", "b"]

@@ -12,6 +12,7 @@ import pytest
 from autheval.errors import RecordError
 from autheval.estimation.estimators import (
     MAX_REPS,
+    MIN_CLUSTERS,
     EstimationResult,
     degenerate_warnings,
     estimate,
@@ -104,7 +105,9 @@ def test_fewer_than_1000_replicates_warn(tmp_path):
 
 
 def test_enough_replicates_and_clusters_do_not_warn(tmp_path):
-    records = read_records(write(tmp_path))
+    """MIN_CLUSTERS clusters, each with a change: no small-sample line (tests/test_small_samples.py has those)."""
+    rows = [f"c{i},k{i},a1,a0,{-1.0 - i % 3},{-0.5 * (i % 4)}" for i in range(MIN_CLUSTERS)]
+    records = read_records(write(tmp_path, rows=rows))
     with warnings.catch_warnings():
         warnings.simplefilter("error", AuthEvalWarning)
         result = estimate([records], scheme="evaluator", reps=1000)

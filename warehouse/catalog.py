@@ -33,7 +33,7 @@ from warehouse.catalog_build import (
 )
 from warehouse.lake import Lake
 from warehouse.snapshots import committed_snapshots, keep_snapshots
-from warehouse.sql import duckdb_memory_limit, load_sql
+from warehouse.sql import declared_size, duckdb_memory_limit, load_sql
 
 READ_STATEMENTS = ("SELECT", "EXPLAIN")  # DESCRIBE, SHOW, SUMMARIZE, FROM-first and VALUES parse as SELECT
 BATCH_ROWS = 65_536
@@ -45,11 +45,9 @@ class QueryRefused(ValueError):
 
 def catalog_path(lake: Lake) -> Path:
     """The served catalog, or the kept catalog of the snapshot a pinned lake reads."""
+    lake.snapshot()  # a committed, kept snapshot, or SnapshotError (a lost or corrupt pointer, no such snapshot)
     if lake.pinned is not None:
-        path = snapshot_catalog_path(lake.root, lake.pinned)
-        if not path.exists():
-            lake.snapshot()  # raises SnapshotError naming the kept snapshots
-        return path
+        return snapshot_catalog_path(lake.root, lake.pinned)
     return Path(lake.root) / CATALOG_NAME  # a local file, as snapshot_catalog_path's (none on an object store)
 
 
@@ -111,6 +109,8 @@ def connect_readonly(lake: Lake) -> duckdb.DuckDBPyConnection:
     wherever it now lives. What it cannot stop alone is a statement rewriting a file a view reads in
     place; `stream` and `query` refuse every statement that writes before it runs (check_read_only)."""
     path = catalog_path(lake)
+    if path.is_symlink():
+        raise CatalogError(f"query: the catalog {path} is a symbolic link; a lake's catalog is never followed out")
     if not path.exists():
         raise FileNotFoundError(f"no catalog at {path}: run `autheval demo` (or publish the lake) first")
     spill = _spill_folder()
@@ -209,7 +209,7 @@ def _remove_private(copy: Path) -> None:
 def _spill_cap(spill: Path) -> str:
     """AUTHEVAL_QUERY_SPILL, else SPILL_CAP or half the free space there, whichever is less."""
 
-    declared = os.environ.get(SPILL_ENV, "").strip()
+    declared = declared_size(SPILL_ENV, minimum=0)
     if declared:
         return declared
     existing = next(p for p in (spill, *spill.parents) if p.exists())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -27,7 +28,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.sql import load_sql
+from warehouse.sql import load_sql, sweep_dead_folders
 
 ENGINES = ("duckdb", "spark")
 DEFAULT_ENGINE = "duckdb"
@@ -72,7 +73,7 @@ class EngineConfig:
 
     @property
     def is_local_spark(self) -> bool:
-        return self.kind == "spark" and self.master().startswith("local")
+        return self.kind == "spark" and LOCAL_MASTER.fullmatch(self.master()) is not None
 
 
 def engine_config(kind: str | None = None, spark_master: str | None = None, **options) -> EngineConfig:
@@ -90,6 +91,7 @@ def check_engine_config(config: EngineConfig) -> None:
         if config.spark_master:
             raise EngineError("--spark-master: is for --engine spark (the duckdb engine runs in this process)")
         return
+    check_master_syntax(config.master())  # before the extra, Java or a JVM: a bad URL costs nothing
     if importlib.util.find_spec("pyspark") is None:
         raise EngineError(
             "--engine spark: the Spark extra is not installed (pip install 'autheval-lake[spark]'; it needs Java 17)"
@@ -103,11 +105,44 @@ def check_engine_config(config: EngineConfig) -> None:
         )
     if scheme in SPARK_MASTER_SCHEMES:
         check_master_reachable(master)
-    elif not (master.startswith("local") or master == "yarn" or scheme == "k8s"):
-        raise EngineError(
-            f"--spark-master: {master!r} is not a Spark master URL "
-            "(local[N], spark://HOST:PORT, sc://HOST:PORT, yarn or k8s://URL)"
-        )
+
+
+# Spark's own forms of a local master: local, local[N], local[*], local[N, F] (F task failures), N >= 1
+LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]{0,5})(\s*,\s*[1-9][0-9]{0,5})?\])?")
+MASTER_FORMS = "local, local[N] (N >= 1), local[*], spark://HOST:PORT, sc://HOST:PORT, yarn or k8s://URL"
+
+
+def check_master_syntax(master: str) -> None:
+    """A --spark-master value Spark can take, checked as text (no Java, no JVM): one line naming the
+    flag otherwise (`localhost:7077` is not `local`; `local[0]` asks for no threads; a port must be a
+    number from 1 to 65535)."""
+
+    def refuse(why: str) -> EngineError:
+        return EngineError(f"--spark-master: {master!r} {why} ({MASTER_FORMS})")
+
+    if not master or master != master.strip() or any(c in master for c in "\n\r\t\0"):
+        raise refuse("is not a Spark master URL")
+    if master == "local" or master.startswith("local["):
+        if LOCAL_MASTER.fullmatch(master) is None:
+            raise refuse("is not a local master (threads and failures must be whole numbers of at least 1)")
+        return
+    if master == "yarn":
+        return
+    scheme = urlparse(master).scheme if "://" in master else ""
+    if scheme == "k8s":
+        if not master[len("k8s://") :]:
+            raise refuse("needs the Kubernetes API server's URL")
+        return
+    if scheme not in SPARK_MASTER_SCHEMES:
+        raise refuse("is not a Spark master URL")
+    # spark://h1:p1,h2:p2 (standby masters); sc://host:port[/;params]
+    hosts = master[len(scheme) + 3 :].split("/", 1)[0].split(",") if scheme == "spark" else [urlparse(master).netloc]
+    for host in hosts:
+        name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
+        if not name or not colon:
+            raise refuse(f"needs a host and a port, e.g. {scheme}://HOST:{7077 if scheme == 'spark' else 15002}")
+        if colon and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise refuse(f"has port {port!r}, not a number from 1 to 65535")
 
 
 def java_executable() -> str | None:
@@ -172,6 +207,7 @@ class Engine:
         self.backend = backend
         self.session = session
         self.scratch = scratch  # temporary folder: Spark's warehouse dir and registered tables
+        self._sigterm = None  # the SIGTERM handler to restore at close (_exit_on_sigterm)
         self._registered = 0
 
     def __enter__(self) -> Engine:
@@ -248,16 +284,25 @@ class Engine:
         return self.backend.table(name).to_pyarrow()
 
     def close(self) -> None:
-        if self.session is not None:
-            self.session.stop()
-            self.session = None
+        """Stop the session and remove the scratch folder (a copy of the registered records), also when
+        the JVM is already gone (a signal reached it too): the folder goes whatever stopping says."""
         try:
-            self.backend.disconnect()
-        except Exception:  # an already stopped session has nothing left to disconnect
-            pass
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
+            if self.session is not None:
+                session, self.session = self.session, None
+                try:
+                    session.stop()
+                except Exception:  # the JVM already gone: nothing left to stop
+                    pass
+            try:
+                self.backend.disconnect()
+            except Exception:  # an already stopped session has nothing left to disconnect
+                pass
+        finally:
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+                self.scratch = None
+            _restore_sigterm(getattr(self, "_sigterm", None))
+            self._sigterm = None
 
 
 def connect_engine(config: EngineConfig | str | None = None) -> Engine:
@@ -273,10 +318,10 @@ def connect_engine(config: EngineConfig | str | None = None) -> Engine:
 def _duckdb_engine(config: EngineConfig) -> Engine:
     import ibis
 
-    from warehouse.sql import spill_folder
+    from warehouse.sql import DUCKDB_MEMORY_ENV, declared_size, spill_folder
 
     backend = ibis.duckdb.connect(
-        memory_limit=config.duckdb_memory or os.environ.get("AUTHEVAL_DUCKDB_MEMORY", "512MB"),
+        memory_limit=config.duckdb_memory or declared_size(DUCKDB_MEMORY_ENV) or "512MB",
         temp_directory=str(spill_folder()),
     )
     return Engine(config, backend)
@@ -288,7 +333,10 @@ def _spark_engine(config: EngineConfig) -> Engine:
     import ibis
 
     master = config.master()
-    scratch = Path(tempfile.mkdtemp(prefix="autheval-spark-"))
+    root = Path(tempfile.gettempdir())
+    sweep_dead_folders(root, SCRATCH_PREFIX)  # the scratch of a session killed with -9 (no handler ran)
+    previous = _exit_on_sigterm()
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root))
     host = SPARK_LOCAL_IP if config.is_local_spark else config.spark_driver_host
     os.environ["SPARK_LOCAL_IP"] = host  # read by the JVM at start: no reverse-DNS lookup
     try:
@@ -315,11 +363,45 @@ def _spark_engine(config: EngineConfig) -> Engine:
         session = builder.appName("autheval").getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
         backend = ibis.pyspark.connect(session)
-    except EngineError:
+    except BaseException as err:  # a JVM that does not start, a cluster that refuses the session, SIGTERM
         shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    except Exception as err:  # a JVM that does not start, a cluster that refuses the session
-        shutil.rmtree(scratch, ignore_errors=True)
+        _restore_sigterm(previous)
+        if isinstance(err, EngineError) or not isinstance(err, Exception):
+            raise
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"--engine spark: could not start a Spark session on {master}: {first}") from None
-    return Engine(config, backend, session=session, scratch=scratch)
+    engine = Engine(config, backend, session=session, scratch=scratch)
+    engine._sigterm = previous
+    return engine
+
+
+SCRATCH_PREFIX = "autheval-spark-"  # + the process id: a killed process's folder is swept by the next
+
+
+def _sigterm_exit(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _exit_on_sigterm():
+    """While a Spark session is open, SIGTERM raises SystemExit(143) in the main thread instead of
+    ending the process where it stands, so that the engine closes (its scratch folder, which holds a
+    copy of the registered records, is removed) and the process's exit handlers run. Installed only
+    over the default handler, from the main thread; returns the handler it replaced, else None."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None  # the program handles SIGTERM itself
+    signal.signal(signal.SIGTERM, _sigterm_exit)
+    return signal.SIG_DFL
+
+
+def _restore_sigterm(previous) -> None:
+    import signal
+    import threading
+
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGTERM) is _sigterm_exit:
+            signal.signal(signal.SIGTERM, previous)

@@ -61,7 +61,7 @@ class Lake:
     def snapshot(self) -> Manifest:
         """The snapshot this handle reads: the pinned one, else the served one."""
         if self.pinned is not None:
-            return snapshots.read_manifest(self.location, self.pinned)
+            return snapshots.read_committed(self.location, self.pinned)
         return snapshots.current_manifest(self.location, self._legacy_tables)
 
     def _entries(self) -> dict[str, dict]:
@@ -73,7 +73,8 @@ class Lake:
         return entries
 
     def _abs(self, rel: str) -> str:
-        return self.location.path(rel)
+        """The store path of a manifest's path: inside the lake, never through a link leading out."""
+        return snapshots.resolve(self.location, rel)
 
     def table_files(self, name: str) -> list[str]:
         """The files of table `name` (store paths), or [] when it is not in the lake."""

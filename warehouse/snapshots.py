@@ -29,10 +29,13 @@ its files stay where they are and the first commit carries them over. No Dagster
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import math
 import os
 import posixpath
 import re
+import stat
 import threading
 import time
 import uuid
@@ -53,6 +56,8 @@ LOCK = ".writer.lock"
 FILES = "_files"
 KEEP_ENV = "AUTHEVAL_KEEP_SNAPSHOTS"
 DEFAULT_KEEP = 10
+MAX_KEEP = 1_000_000
+MAX_WAIT = 86_400.0  # a day: longer is no wait but a hang
 WAIT_ENV = "AUTHEVAL_LAKE_WAIT"  # seconds a second writer waits for the lock before it is refused (default 0)
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 _MANIFEST = re.compile(r"^(\d{8})\.json$")
@@ -67,25 +72,38 @@ class SnapshotError(ValueError):
 
 
 def keep_snapshots(value: int | None = None) -> int:
-    """How many snapshots stay queryable: `value`, else $AUTHEVAL_KEEP_SNAPSHOTS, else 10 (at least 1)."""
+    """How many snapshots stay queryable: `value`, else $AUTHEVAL_KEEP_SNAPSHOTS, else 10 (at least 1).
+    A value that is not a whole number from 1 to MAX_KEEP is one line naming where it came from."""
     if value is None:
         text = os.environ.get(KEEP_ENV, "").strip()
-        try:
-            value = int(text) if text else DEFAULT_KEEP
-        except ValueError:
-            raise SnapshotError(f"${KEEP_ENV}={text!r}: must be a whole number of snapshots (at least 1)") from None
-    if value < 1:
-        raise SnapshotError(f"keep_snapshots={value}: at least 1 snapshot must stay queryable")
+        if not text:
+            return DEFAULT_KEEP
+        if not re.fullmatch(r"[0-9]{1,7}", text, re.ASCII) or not 1 <= int(text) <= MAX_KEEP:
+            raise SnapshotError(
+                f"${KEEP_ENV}={text!r}: must be a whole number, at least 1 snapshot and at most {MAX_KEEP:,} "
+                f"(default {DEFAULT_KEEP})"
+            )
+        return int(text)
+    if not _whole(value) or not 1 <= value <= MAX_KEEP:
+        raise SnapshotError(
+            f"keep_snapshots={value!r}: must be a whole number, at least 1 snapshot and at most {MAX_KEEP:,}"
+        )
     return value
 
 
 def lock_wait() -> float:
-    """Seconds a writer waits for the lock: $AUTHEVAL_LAKE_WAIT, default 0 (refused at once)."""
+    """Seconds a writer waits for the lock: $AUTHEVAL_LAKE_WAIT, default 0 (refused at once); a value
+    that is not a number of seconds from 0 to MAX_WAIT is one line naming the variable."""
     text = os.environ.get(WAIT_ENV, "").strip()
+    if not text:
+        return 0.0
     try:
-        return max(0.0, float(text)) if text else 0.0
+        value = float(text)
     except ValueError:
-        raise SnapshotError(f"${WAIT_ENV}={text!r}: must be a number of seconds") from None
+        value = math.nan
+    if not 0 <= value <= MAX_WAIT:  # NaN fails too
+        raise SnapshotError(f"${WAIT_ENV}={text!r}: must be a number of seconds from 0 to {MAX_WAIT:g}") from None
+    return value
 
 
 @dataclass
@@ -113,10 +131,77 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> Manifest:
+        """A manifest as written by commit; anything else (not JSON, nested past reason, other keys or
+        types, a path that leaves the lake or names its own state files) is one line naming `where`."""
         try:
-            return cls(**json.loads(data))
-        except (ValueError, TypeError) as err:
-            raise SnapshotError(f"{where}: not a snapshot manifest ({err})") from None
+            raw = json.loads(data)
+            if not isinstance(raw, dict):
+                raise TypeError(f"a JSON object is expected, not {type(raw).__name__}")
+            manifest = cls(**raw)
+            manifest.check()
+        except RecursionError:
+            raise SnapshotError(f"{where}: not a snapshot manifest (nested too deeply)") from None
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            raise SnapshotError(f"{where}: not a snapshot manifest ({str(err).splitlines()[0][:200]})") from None
+        return manifest
+
+    def check(self) -> None:
+        """Every field of the type commit writes, and every path a relative path inside the lake that
+        is none of its state files (ValueError naming the first that is not)."""
+        for name, value, kind in (
+            ("snapshot", self.snapshot, int),
+            ("run_id", self.run_id, str),
+            ("committed_at", self.committed_at, str),
+            ("software", self.software, str),
+            ("tables", self.tables, dict),
+            ("files", self.files, dict),
+        ):
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(f"{name} must be a {kind.__name__}")
+        if self.snapshot < 0 or not (self.parent is None or (type(self.parent) is int and 0 <= self.parent)):
+            raise ValueError("snapshot and parent must be whole numbers")
+        for table, entry in self.tables.items():
+            if not _is_entry(entry):
+                raise ValueError(f"table {table!r}: an entry is {{'file': path}} or {{'partitions': {{key: path}}}}")
+            if "partitions" in entry and not isinstance(entry["partitions"], dict):
+                raise ValueError(f"table {table!r}: partitions must map keys to paths")
+            for rel in entry_files(entry):
+                check_relative(rel, f"table {table!r}")
+        for published, rel in self.files.items():
+            check_relative(published, "published file", publish=True)
+            check_relative(rel, f"published file {published!r}")
+
+
+def _is_entry(entry: object) -> bool:
+    """A manifest's table entry: {"file": ...} or {"partitions": ...}, nothing else."""
+    return isinstance(entry, dict) and len(entry) == 1 and bool({"file", "partitions"} & set(entry))
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# the lake's own state at its root: no table file and no published file may be one of these
+STATE_NAMES = frozenset({CURRENT, LOCK, SNAPSHOTS, "autheval.duckdb"})
+
+
+def check_relative(rel: object, what: str, publish: bool = False) -> str:
+    """`rel` as a manifest holds a path: relative to the lake root, posix, normalized (no `..`, no
+    empty or `.` part), none of the lake's state files; a published file also not under runs/ and not
+    hidden. ValueError naming `what` otherwise."""
+    if not isinstance(rel, str) or not rel:
+        raise ValueError(f"{what}: a path must be a non-empty string, got {rel!r}")
+    parts = rel.split("/")
+    if (
+        rel.startswith("/")
+        or "\\" in rel
+        or "\0" in rel
+        or any(part in ("", ".", "..") for part in parts)
+        or parts[0] in STATE_NAMES
+        or (publish and (parts[0] == RUNS or any(part.startswith(".") for part in parts)))
+    ):
+        raise ValueError(f"{what}: path {rel[:200]!r} is not a path inside the lake (relative, no '..')")
+    return rel
 
 
 def entry_files(entry: dict) -> list[str]:
@@ -124,44 +209,131 @@ def entry_files(entry: dict) -> list[str]:
     return [entry["file"]] if "file" in entry else [entry["partitions"][k] for k in sorted(entry["partitions"])]
 
 
+def resolve(location: LakeLocation, rel: str) -> str:
+    """The store path of a manifest's relative path; on a local lake, refused (SnapshotError) where a
+    link on the way leads outside the lake."""
+    path = location.path(check_relative(rel, "lake path"))
+    if location.is_local and not _inside(location, path):
+        raise SnapshotError(f"{path}: leads outside lake {location.root} through a symbolic link; refused")
+    return path
+
+
+def _inside(location: LakeLocation, path: str) -> bool:
+    real_root = os.path.realpath(location.root)
+    return os.path.realpath(path).startswith(real_root.rstrip(os.sep) + os.sep)
+
+
 # --- reading ---------------------------------------------------------------------------------------
 
+MAX_POINTER_BYTES = 64  # CURRENT holds one number
+MAX_MANIFEST_BYTES = 256 << 20
 
-def _read_bytes(location: LakeLocation, path: str) -> bytes:
-    with location.filesystem.open_input_stream(path) as stream:
-        return stream.read()
+
+def read_state(location: LakeLocation, path: str, limit: int) -> bytes | None:
+    """The bytes of one of the lake's state files (CURRENT, a manifest), None when it is not there. On
+    a local lake the file is opened without following a link (O_NOFOLLOW) and must be a regular file
+    reached through no link under the root; past `limit` bytes it is refused. SnapshotError (one line)
+    for anything else."""
+    if not location.is_local:
+        if not filesystem.exists(location, path):
+            return None
+        with location.filesystem.open_input_stream(path) as stream:
+            data = stream.read(limit + 1)
+    else:
+        if not _inside(location, path) or os.path.realpath(os.path.dirname(path)) != os.path.dirname(path):
+            if not os.path.lexists(path):
+                return None
+            raise SnapshotError(f"{path}: reached through a symbolic link; the lake's state files must be its own")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            what = "is a symbolic link" if err.errno == errno.ELOOP else f"cannot be read ({err.strerror or err})"
+            raise SnapshotError(f"{path}: {what}; the lake's state files must be plain files of its own") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SnapshotError(f"{path}: not a regular file; the lake's state files must be plain files")
+            chunks, size = [], 0
+            while size <= limit:
+                chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            data = b"".join(chunks)
+        except OSError as err:
+            raise SnapshotError(f"{path}: cannot be read ({err.strerror or err})") from None
+        finally:
+            os.close(fd)
+    if len(data) > limit:
+        raise SnapshotError(f"{path}: larger than {limit:,} bytes; not one of the lake's state files")
+    return data
 
 
 def _write_bytes(location: LakeLocation, path: str, data: bytes) -> None:
-    """Write atomically: a hidden temporary name beside `path`, then a move (a rename on a local disk)."""
+    """Write atomically: a hidden temporary name beside `path`, then a move (a rename on a local disk,
+    which replaces a link in `path`'s place rather than writing through it)."""
     fs = location.filesystem
     parent, name = posixpath.split(path)
     fs.create_dir(parent, recursive=True)
     tmp = posixpath.join(parent, f".{name}.{uuid.uuid4().hex}.tmp")
     try:
-        with fs.open_output_stream(tmp) as out:
-            out.write(data)
         if location.is_local:  # durable before it becomes visible: a crash never serves an empty manifest
-            fd = os.open(tmp, os.O_RDONLY)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             try:
+                with open(fd, "wb", closefd=False) as out:
+                    out.write(data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        else:
+            with fs.open_output_stream(tmp) as out:
+                out.write(data)
         fs.move(tmp, path)
     finally:
         if filesystem.exists(location, tmp):
             fs.delete_file(tmp)
 
 
+def recover_hint(location: LakeLocation) -> str:
+    return f"nothing was changed; `autheval lake recover --lake {location.root}` serves a whole snapshot again"
+
+
 def current_number(location: LakeLocation) -> int | None:
-    """The served snapshot's number, or None for a lake with no committed snapshot."""
+    """The served snapshot's number, or None for a lake that has never committed (no CURRENT and no
+    manifest). A pointer that is missing while manifests are there, unreadable, a link, garbage, or
+    names a snapshot whose manifest is not there is refused (SnapshotError, one line): nothing is
+    ever removed because the pointer is odd."""
     path = location.path(CURRENT)
-    if not filesystem.is_file(location, path):
+    try:
+        data = read_state(location, path, MAX_POINTER_BYTES)
+    except SnapshotError as err:
+        raise SnapshotError(f"{err}; {recover_hint(location)}") from None
+    if data is None:
+        found = snapshot_numbers(location)
+        if found:
+            raise SnapshotError(
+                f"lake {location.root}: {CURRENT} is missing but the lake holds snapshots "
+                f"{_numbers(found)}; {recover_hint(location)}"
+            )
         return None
-    text = _read_bytes(location, path).decode("ascii", "replace").strip()
-    if not text.isdigit():
-        raise SnapshotError(f"{path}: names no snapshot ({text[:40]!r}); the lake's pointer is corrupt")
-    return int(text)
+    text = data.decode("ascii", "replace").strip()
+    if not re.fullmatch(r"[0-9]{1,12}", text, re.ASCII):
+        raise SnapshotError(
+            f"{path}: names no snapshot ({text[:40]!r}); the lake's pointer is corrupt; {recover_hint(location)}"
+        )
+    number = int(text)
+    if not filesystem.is_file(location, manifest_path(location, number)):
+        raise SnapshotError(
+            f"{path}: names snapshot {number}, which is not in the lake (on disk: "
+            f"{_numbers(snapshot_numbers(location)) or 'none'}); {recover_hint(location)}"
+        )
+    return number
+
+
+def _numbers(numbers: list[int]) -> str:
+    return ", ".join(str(n) for n in numbers[:20]) + (f", ... ({len(numbers)} in all)" if len(numbers) > 20 else "")
 
 
 def manifest_path(location: LakeLocation, number: int) -> str:
@@ -169,11 +341,25 @@ def manifest_path(location: LakeLocation, number: int) -> str:
 
 
 def read_manifest(location: LakeLocation, number: int) -> Manifest:
+    """Manifest `number` as it is on disk (committed or not: the writer's own use)."""
     path = manifest_path(location, number)
-    if not filesystem.is_file(location, path):
-        kept = ", ".join(str(n) for n in snapshot_numbers(location)) or "none"
-        raise SnapshotError(f"snapshot {number} is not kept in lake {location.root} (kept: {kept})")
-    return Manifest.from_json(_read_bytes(location, path), path)
+    data = read_state(location, path, MAX_MANIFEST_BYTES)
+    if data is None:
+        raise SnapshotError(f"{path}: snapshot {number}'s manifest is not in lake {location.root}")
+    manifest = Manifest.from_json(data, path)
+    if manifest.snapshot != number:
+        raise SnapshotError(f"{path}: names snapshot {manifest.snapshot}, not {number}; not this snapshot's manifest")
+    return manifest
+
+
+def read_committed(location: LakeLocation, number: int) -> Manifest:
+    """Committed snapshot `number` (kept, and not past CURRENT: a manifest a killed commit left is
+    never served); SnapshotError naming the kept snapshots otherwise."""
+    current = current_number(location)
+    kept = [n for n in snapshot_numbers(location) if current is not None and n <= current]
+    if number not in kept:
+        raise SnapshotError(f"snapshot {number} is not kept in lake {location.root} (kept: {_numbers(kept) or 'none'})")
+    return read_manifest(location, number)
 
 
 def snapshot_numbers(location: LakeLocation) -> list[int]:
@@ -200,6 +386,28 @@ def current_manifest(location: LakeLocation, legacy: Callable[[], dict[str, dict
     if number is None:
         return Manifest(0, "", None, "", legacy())
     return read_manifest(location, number)
+
+
+def open_lock(path: Path) -> int:
+    """The lake's lock file, opened for the flock: never through a link (O_NOFOLLOW), and only a
+    regular file with no other name (a hard link would let the holder's line overwrite a file
+    elsewhere). SnapshotError (one line) for anything else."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise SnapshotError(
+                f"{path}: the lake's lock is a symbolic link; it is never followed (remove the link)"
+            ) from None
+        if err.errno in (errno.EACCES, errno.EROFS, errno.EPERM, errno.ENOSPC):
+            raise  # the machine refuses: exit 1 with the file named
+        raise SnapshotError(f"{path}: the lake's lock cannot be opened ({err.strerror or err})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(info.st_mode) else f"a file with {info.st_nlink} names"
+        raise SnapshotError(f"{path}: the lake's lock is {what}; it must be a plain file of the lake's own (remove it)")
+    return fd
 
 
 # --- writing: one run ------------------------------------------------------------------------------
@@ -265,8 +473,12 @@ class LakeRun:
 
         root = Path(self.location.root)
         root.mkdir(parents=True, exist_ok=True)
-        path = root / LOCK
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        for name in (RUNS, SNAPSHOTS, "reports"):
+            if (root / name).is_symlink():
+                raise SnapshotError(
+                    f"{root / name}: a symbolic link; a lake writes only into folders of its own (make it a folder)"
+                )
+        fd = open_lock(root / LOCK)
         deadline = time.monotonic() + lock_wait()
         while True:
             try:
@@ -335,6 +547,7 @@ class LakeRun:
 
     def stage_file(self, published: str) -> str:
         """A path to write a file that commit publishes at <root>/<published> (a report, a plot)."""
+        check_relative(published, "published file", publish=True)
         rel = posixpath.join(RUNS, self.run_id, FILES, _token(), published)
         path = self._stage(rel)
         self._files[published] = rel
@@ -369,7 +582,11 @@ class LakeRun:
             return None
 
         base = current_manifest(self.location, self._legacy)
+        if self.location.is_local:  # before anything moves: a published file lands inside the lake only
+            for published in self._files:
+                _check_publish_target(Path(self.location.root), published)
         number = max([base.snapshot, *snapshot_numbers(self.location)]) + 1
+        committed = committed_snapshots(self.location)  # before the new manifest is beside them
         tables = {**base.tables, **self._staged}
         manifest = Manifest(
             number,
@@ -382,7 +599,7 @@ class LakeRun:
         )
         _write_bytes(self.location, manifest_path(self.location, number), manifest.to_json())
         if self.location.is_local:
-            build_catalog(Path(self.location.root), manifest, number, self.keep, committed_snapshots(self.location))
+            build_catalog(Path(self.location.root), manifest, number, self.keep, committed)
         _write_bytes(self.location, self.location.path(CURRENT), f"{number}\n".encode())  # the commit
         self._staged, self._written = {}, []
         files, self._files = self._files, {}
@@ -449,17 +666,116 @@ class LakeRun:
         runs = self.location.path(RUNS)
         if not filesystem.is_dir(self.location, runs):
             return
-        selector = pafs.FileSelector(runs, recursive=True, allow_not_found=True)
-        for info in self.location.filesystem.get_file_info(selector):
-            if info.type != pafs.FileType.File:
-                continue
-            rel = posixpath.relpath(info.path, self.location.root)
+        for path in _run_files(self.location, runs):
+            rel = posixpath.relpath(path, self.location.root)
             if rel not in referenced:
                 with contextlib.suppress(OSError):
-                    self.location.filesystem.delete_file(info.path)
+                    self.location.filesystem.delete_file(path)
         for info in filesystem.list_dir(self.location, runs):
             if info.type == pafs.FileType.Directory:
                 _remove_empty_dirs(self.location, info.path)
+
+
+def _run_files(location: LakeLocation, runs: str) -> list[str]:
+    """Every file under runs/ (store paths). On a local lake a link is listed as itself and never
+    followed: a link to a folder elsewhere is no way to remove the files there."""
+    if not location.is_local:
+        selector = pafs.FileSelector(runs, recursive=True, allow_not_found=True)
+        return [info.path for info in location.filesystem.get_file_info(selector) if info.type == pafs.FileType.File]
+    found = []
+    for folder, dirs, files in os.walk(runs, followlinks=False):
+        found += [os.path.join(folder, name) for name in files]
+        found += [os.path.join(folder, name) for name in dirs if os.path.islink(os.path.join(folder, name))]
+    return found
+
+
+def _check_publish_target(root: Path, published: str) -> None:
+    """A published file's place is inside the lake: no folder on its way is a link leading out."""
+    check_relative(published, "published file", publish=True)
+    parent = (root / published).parent
+    if not os.path.realpath(parent).startswith(os.path.realpath(root).rstrip(os.sep) + os.sep) and parent != root:
+        raise SnapshotError(
+            f"{root / published}: a folder on its way leads outside lake {root} (a symbolic link); "
+            "nothing was published"
+        )
+
+
+def recover_pointer(location: LakeLocation, number: int | None = None, software: str = "") -> str:
+    """`autheval lake recover`: serve a whole committed snapshot again after the pointer (CURRENT) was
+    lost, corrupted, or names a snapshot that is not there; nothing is removed. Under the writer lock:
+    `number` (default: the newest manifest whose files are all there) is checked whole; the newest
+    manifest on disk is served as it is, an older one is committed again as a new snapshot with its
+    tables (so the newer ones stay, and the next writer removes nothing of them); an odd CURRENT (a
+    link, a folder, garbage) is renamed aside, never removed. Returns one line saying what was done."""
+    run = LakeRun(location, new_run_id("recover"), dict, software=software)
+    with _ACTIVE_LOCK:
+        if _ACTIVE.get(location.uri()) is not None:
+            raise LakeBusy(f"lake {location.root} in use by run {_ACTIVE[location.uri()].run_id} (this process)")
+        run._acquire()
+    try:
+        return _recover_pointer(location, number, run)
+    finally:
+        if run._lock_fd is not None:
+            os.close(run._lock_fd)
+            run._lock_fd = None
+
+
+def _recover_pointer(location: LakeLocation, number: int | None, run: LakeRun) -> str:
+    on_disk = snapshot_numbers(location)
+    if not on_disk:
+        raise SnapshotError(f"lake {location.root}: no snapshot manifest in {SNAPSHOTS}/; nothing to recover")
+    try:
+        served = current_number(location)
+    except SnapshotError:
+        served = None
+    if served is not None and number in (None, served):
+        return f"lake {location.root}: CURRENT names snapshot {served}, which is there; nothing to recover"
+    problems: list[str] = []
+    chosen = None
+    for candidate in [number] if number is not None else sorted(on_disk, reverse=True):
+        if candidate not in on_disk:
+            raise SnapshotError(
+                f"snapshot {candidate} has no manifest in lake {location.root} (on disk: {_numbers(on_disk)})"
+            )
+        try:
+            manifest = read_manifest(location, candidate)
+            missing = [
+                rel for rel in sorted(manifest.referenced()) if not filesystem.is_file(location, resolve(location, rel))
+            ]
+        except SnapshotError as err:
+            problems.append(str(err))
+            continue
+        if missing:
+            problems.append(f"snapshot {candidate} misses {len(missing)} file(s), e.g. {missing[0]}")
+            continue
+        chosen = manifest
+        break
+    if chosen is None:
+        raise SnapshotError(f"lake {location.root}: no whole snapshot to serve: {'; '.join(problems)[:400]}")
+    pointer = location.path(CURRENT)
+    aside = ""
+    if served is None and location.is_local and os.path.lexists(pointer):
+        aside = f"{pointer}.odd-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+        os.rename(pointer, aside)
+        aside = f"; the odd CURRENT was moved to {aside}"
+    newest = max(on_disk)
+    if chosen.snapshot != newest:  # an older one: committed again, so the newer ones are not past CURRENT
+        chosen = Manifest(newest + 1, run.run_id, newest, _now(), dict(chosen.tables), dict(chosen.files), run.software)
+        _write_bytes(location, manifest_path(location, chosen.snapshot), chosen.to_json())
+    if location.is_local:
+        committed = []
+        for n in on_disk:
+            if n < chosen.snapshot:
+                with contextlib.suppress(SnapshotError):  # an unreadable older one is just not listed
+                    committed.append(read_manifest(location, n))
+        build_catalog(Path(location.root), chosen, chosen.snapshot, run.keep, committed)
+    _write_bytes(location, pointer, f"{chosen.snapshot}\n".encode())
+    if location.is_local:
+        link_served_catalog(Path(location.root), chosen.snapshot)
+    how = f"snapshot {chosen.snapshot}"
+    if number is not None and chosen.snapshot != number:
+        how += f" (the tables of snapshot {number}, committed again)"
+    return f"lake {location.root}: now serving {how}; nothing was removed{aside}"
 
 
 def _catalog_numbers(root: Path) -> list[int]:

@@ -155,10 +155,35 @@ def memory_share(parts: int) -> str:
     return f"{max(MIN_MEMORY_MB, (total // max(parts, 1)) >> 20)}MB"
 
 
+THREADS_ENV, DUCKDB_MEMORY_ENV = "AUTHEVAL_THREADS", "AUTHEVAL_DUCKDB_MEMORY"
+MAX_THREADS = 4096
+MIN_DECLARED_MEMORY = 64_000_000  # 64MB: DuckDB refuses smaller caps only when a query runs
+MAX_DECLARED_SIZE = 1 << 50  # 1 PiB: DuckDB's parser refuses sizes past about this
+
+
+def declared_size(variable: str, minimum: int = MIN_DECLARED_MEMORY) -> str | None:
+    """$`variable` as a DuckDB size ('4GB', '512MiB'; plain bytes are given a unit), None when unset or
+    empty; anything else (abc, 0, -1, 80%, past a petabyte) is one line naming the variable (ValueError)."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    size = size_bytes(text)
+    if size is None or not minimum <= size <= MAX_DECLARED_SIZE:
+        raise ValueError(
+            f"${variable}={text[:40]!r}: must be a size such as 512MB or 4GB, from {minimum // 1_000_000}MB to 1PiB"
+        )
+    return text if re.search(r"[a-zA-Z]", text) else f"{size // 1024}KiB"
+
+
 def available_cores() -> int:
-    """Cores this process may run on (AUTHEVAL_THREADS overrides)."""
-    override = os.environ.get("AUTHEVAL_THREADS", "").strip()
-    if override.isdigit() and int(override) > 0:
+    """Cores this process may run on (AUTHEVAL_THREADS overrides: a whole number from 1 to MAX_THREADS,
+    else one line naming it)."""
+    override = os.environ.get(THREADS_ENV, "").strip()
+    if override:
+        if not re.fullmatch(r"[0-9]{1,5}", override, re.ASCII) or not 1 <= int(override) <= MAX_THREADS:
+            raise ValueError(
+                f"${THREADS_ENV}={override[:40]!r}: must be a whole number of threads from 1 to {MAX_THREADS}"
+            )
         return int(override)
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -205,7 +230,7 @@ def duckdb_memory_limit() -> str:
     """The memory cap of compute connections: AUTHEVAL_DUCKDB_MEMORY when set (any DuckDB size, e.g.
     '4GB'), else MEMORY_SHARE of the available memory, between MIN_MEMORY_MB and MAX_MEMORY_MB (512MB
     where available memory cannot be read)."""
-    override = os.environ.get("AUTHEVAL_DUCKDB_MEMORY", "").strip()
+    override = declared_size(DUCKDB_MEMORY_ENV)
     if override:
         return override
     available = available_memory_bytes()

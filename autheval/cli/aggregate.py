@@ -56,14 +56,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--lam",
         type=float,
-        default=None,
         metavar="L",
         help=f"weight of the confidence margin (confonly, cc; default {DEFAULT_LAM})",
     )
     p.add_argument(
         "--beta",
         type=float,
-        default=None,
         metavar="B",
         help=f"weight of the deviation from the barycenter (consonly, cc; default {DEFAULT_BETA})",
     )

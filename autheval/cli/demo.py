@@ -73,9 +73,13 @@ def _check_demo_flags(args):
     ):
         if value is not None and not value.is_file():
             raise RecordError(flag, None, f"{value}: no such file")
-    for flag, value in (("--scorer-dir", args.scorer_dir), ("--vision-dir", args.vision_dir)):
+    for flag, value, role in (("--scorer-dir", args.scorer_dir, "scorer"), ("--vision-dir", args.vision_dir, "vision")):
         if value is not None and not value.is_dir():
             raise RecordError(flag, None, f"{value}: no such folder (a local model directory; nothing is downloaded)")
+        if value is not None and not args.no_models:
+            from models.model_dir import check_model_dir  # no torch: config, processor and weight headers
+
+            check_model_dir(value, flag, role)  # no weights, truncated safetensors, a BERT folder: one line
     if args.no_models and (args.scorer_dir or args.vision_dir or args.finetune or args.grpo):
         raise RecordError(
             "--no-models",
@@ -107,11 +111,13 @@ def _check_demo_flags(args):
 def cmd_demo(args) -> int:
     rules = _check_demo_flags(args)  # before Dagster is imported: a bad flag costs no start-up
 
-    from assets.resources import ModelsResource, SourceResource
+    from assets.resources import ModelsResource, SourceResource, check_environment
     from dagster_project.demo import COHORT_STAGES, RAW_STAGES, REFERENCE_STAGES, BlockingCheckFailed, run_stages
     from warehouse.lake import DEFAULT_LAKE, Lake
 
+    check_environment()  # every AUTHEVAL_* setting, one line naming a bad one, before anything is written
     lake = Lake(args.lake)
+    lake.snapshot()  # a lake whose pointer is lost or corrupt is refused before the cohort is written into it
     models = ModelsResource(
         enabled=_demo_models_enabled(args),
         scorer_dir=_resolved_path(args.scorer_dir),

@@ -20,7 +20,6 @@ def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scheme",
         choices=SCHEMES,
-        default=None,
         help="how clusters are resampled: reference (AuthEval's analysis scheme), evaluator "
         "(AuthEval's log evaluator) or poisson (Poisson(1) weights, for very large logs); "
         "default: reference for case traces, evaluator for logs",
@@ -29,7 +28,6 @@ def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed",
         type=int,
-        default=None,
         metavar="S",
         help=f"random seed, an integer from 0 to {SEED_MAX} (2^62 - 1) for every scheme "
         "(default: the scheme's own, 20260711 for reference and poisson, 20260710 for "
@@ -51,7 +49,6 @@ def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--spark-master",
-        default=None,
         metavar="URL",
         help="with --engine spark: an existing cluster (spark://HOST:7077, sc://HOST:15002, "
         "yarn, k8s://URL); default local[N] on this machine's cores",
@@ -195,11 +192,13 @@ SLOW_SECONDS = 2.0  # a step that took longer says so on stderr
 
 
 def _read_with_progress(read_records, args, path, analysis=None, con=None):
-    """read_records, with one line on stderr (rows read, seconds) when it was slow."""
+    """read_records of the input as the receipt names it (`_input_text`: a path absolute, so the
+    results name it as the re-run of `verify` will), with one line on stderr (rows read, seconds) when
+    it was slow."""
     import time
 
     started = time.monotonic()
-    records = read_records(path, analysis=analysis, con=con)
+    records = read_records(_input_text(path), analysis=analysis, con=con)
     seconds = time.monotonic() - started
     if args.progress and seconds >= SLOW_SECONDS:
         _progress(
@@ -220,6 +219,10 @@ def _parse_arm(text: str) -> tuple[str, str]:
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise RecordError("--arm", None, f"expected NAME=PATH, got {text!r}")
+    from autheval.vocabulary import name_problem
+
+    if name_problem(name):  # ' a' could never be named in a contrast; 'all' is the pooled rows' name
+        raise RecordError("--arm", None, f"the NAME {name_problem(name)}", f"got {text!r}")
     return name, path
 
 

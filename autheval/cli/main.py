@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from autheval import __version__
-from autheval.cli import demo, evaluate, query, ui, verify
+from autheval.cli import demo, evaluate, pool, query, site, ui, verify
 from autheval.cli.aggregate import AGGREGATE_HELP
 from autheval.cli.evaluate import _UnneededImports
 from autheval.errors import RecordError
@@ -59,6 +59,7 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     demo.register(sub)
     query.register(sub)
 
+    from autheval.cli.lake import register as register_lake
     from autheval.cli.mavic import register as register_mavic
     from autheval.cli.monitor import register as register_monitor
     from autheval.cli.rules import register as register_rules
@@ -67,7 +68,10 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
     register_raw(sub)
     register_rules(sub)
     register_monitor(sub)
+    register_lake(sub)
     register_mavic(sub)
+    site.register(sub)
+    pool.register(sub)
     if command == "aggregate":
         from autheval.cli.aggregate import register as register_aggregate
 

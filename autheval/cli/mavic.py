@@ -11,7 +11,6 @@ output is written atomically and never replaces an input.
 from __future__ import annotations
 
 import argparse
-import json
 
 from autheval.cli.common import write_output
 from autheval.cli.flags import add_command, check_not_an_input, output_format, path_flag
@@ -35,12 +34,13 @@ def _json_objects(values: list, source: str, column: str) -> list[dict]:
         if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
             value = dict(value)  # an Arrow map column
         if isinstance(value, str):
+            from autheval.parse import load_json  # the shared loader: depth, repeated keys, NaN
+
             try:
-                value = json.loads(value)
-            except ValueError:
-                raise RecordError(
-                    source, column, "must be a JSON object of attribute -> state", f"row {i + 1}, value {value[:60]!r}"
-                ) from None
+                value = load_json(value, source, column, f"row {i + 1}, value {value[:60]!r}")
+            except RecordError as err:
+                rule = f"must be a JSON object of attribute -> state; {err.rule}"
+                raise RecordError(source, column, rule, err.example) from None
         if not isinstance(value, dict):
             raise RecordError(
                 source, column, "must be a JSON object of attribute -> state", f"row {i + 1}, value {value!r}"
@@ -102,21 +102,21 @@ def cmd_mavic_score(args) -> int:
         source=source,
         with_rules=True,
     )
+    provenance = {
+        "composite": config.formula(),
+        "ontology": f"{ontology.name} ({ontology.version})",
+        "config_sha256": config.sha256(),
+        "weights_sha256": weights.sha256 if weights else None,
+        "data_sha256": file_sha256(args.input),
+    }
+    # a file scored before (this command's own output) has its scores and provenance replaced, never
+    # written twice under one name
+    written = (*OUTPUT_KEYS, "format_rule", *provenance, "software_version")
+    table = table.drop_columns([c for c in table.column_names if c in written])
     for key in OUTPUT_KEYS:
-        if key in table.column_names:
-            table = table.drop_columns([key])
         table = table.append_column(key, pa.array(scores[key], pa.float64()))
     table = table.append_column("format_rule", pa.array(scores["format_rule"].tolist(), pa.string()))
-    table = _provenance(
-        table,
-        {
-            "composite": config.formula(),
-            "ontology": f"{ontology.name} ({ontology.version})",
-            "config_sha256": config.sha256(),
-            "weights_sha256": weights.sha256 if weights else None,
-            "data_sha256": file_sha256(args.input),
-        },
-    )
+    table = _provenance(table, provenance)
     write_output(table, args.output, fmt)
     print(args.output)
     return 0

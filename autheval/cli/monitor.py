@@ -113,7 +113,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--protocol",
         type=path_flag,
-        default=None,
         metavar="FILE",
         help="the acceptance protocol (default: the packaged one, `autheval protocol show`)",
     )

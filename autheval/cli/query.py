@@ -12,6 +12,8 @@ from pathlib import Path
 
 from autheval.cli.flags import add_command, add_lake_flag
 
+QUERY_FORMATS = ("table", "csv", "json")  # what autheval.reporting.tables.write_batches writes
+
 
 def cmd_query(args) -> int:
     """Stream the result to stdout. Every way it can end is one line on stderr: a refused or failed
@@ -173,13 +175,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--snapshot",
         type=positive_int,
-        default=None,
         metavar="N",
         help="read kept snapshot N instead of the served one (`select * from lake_snapshots` lists them)",
     )
     p.add_argument(
         "--format",
-        choices=["table", "csv", "json"],
+        choices=QUERY_FORMATS,
         default="table",
         help="table (aligned text), csv, or json (one array of row objects; JSON has no NaN or "
         "Infinity, so non-finite numbers are written as null)",

@@ -39,12 +39,15 @@ def cmd_ui(args) -> int:
     with every process it started, also when it was started in the background (see _serve)."""
     import os
 
+    from assets.resources import check_environment
     from autheval.reporting.outputs import check_output_dir
     from warehouse.lake import Lake
 
     _check_port(args.port)
     check_output_dir(args.lake, "--lake")  # its .dagster_home is made there
+    check_environment()  # every AUTHEVAL_* setting the UI's runs read (the snapshots kept too), one line each
     lake = Lake(args.lake)
+    lake.snapshot()  # a lost or corrupt pointer: the same one line as every other command, before the UI starts
     home = Path(os.environ.get("DAGSTER_HOME") or lake.root / ".dagster_home").resolve()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"

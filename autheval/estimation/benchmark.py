@@ -26,6 +26,7 @@ No Dagster here: assets/benchmark.py calls these.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,9 @@ ACCURACY_SCHEMA = schema(
     "mechanism model model_revision scope axis task n_items n_clusters n_correct accuracy ci_lower ci_upper reps",
     "reps_undefined available reason",
 )
+# An item's question and options together, in characters: a model's memory grows with the square of the
+# prompt's length (a 320,000-character question asked for 16-26 GB); refused in one line instead.
+MAX_PROMPT_CHARS = 8000
 FAIRNESS_SCHEMA = schema(
     "mechanism model task grouping n_groups groups worst_group best_group min_accuracy max_accuracy fairness_ratio",
     "smallest_group_items smallest_group_clusters",
@@ -110,11 +114,16 @@ def read_benchmark(path: str | Path) -> pa.Table:
     con = connect()
     con.register("raw_benchmark", _as_text(table, source))
     to_table(con, "parsed_benchmark", "proposals/benchmark_parse")
-    violations = con.execute(load_sql("proposals/benchmark_validate")).fetchall()
+    violations = con.execute(
+        load_sql("proposals/benchmark_validate"), {"max_prompt_chars": MAX_PROMPT_CHARS}
+    ).fetchall()
     if violations:
         raise first_violation(source, violations[0], "item")
     items = con.table("parsed_benchmark").order("row_index").arrow().read_all()
+    from autheval.raw.phash import image_problem  # pillow: the raw extra, which a benchmark's cohort has
+
     paths: list[str | None] = []
+    checked: set[str] = set()
     for row_index, item_id, given in zip(
         *(items.column(c).to_pylist() for c in ("row_index", "item_id", "image_path"))
     ):
@@ -125,6 +134,11 @@ def read_benchmark(path: str | Path) -> pa.Table:
         resolved = resolved if resolved.is_absolute() else path.resolve().parent / resolved
         if not resolved.is_file():
             raise first_violation(source, (0, "image_path", "no such image file", row_index, item_id, given, 1), "item")
+        if str(resolved) not in checked:
+            problem = image_problem(resolved)
+            if problem:
+                raise first_violation(source, (0, "image_path", problem, row_index, item_id, given, 1), "item")
+            checked.add(str(resolved))
         paths.append(str(resolved))
     return pa.table(
         {
@@ -147,12 +161,14 @@ def _blank_is_null(column) -> pa.Array:
     return pa.array([None if v is None or not v.strip() else v.strip() for v in column.to_pylist()], pa.string())
 
 
-def benchmark_items(benchmark: pa.Table, images: pa.Table, clusters: pa.Table, source: str) -> pa.Table:
+def benchmark_items(
+    benchmark: pa.Table, images: pa.Table, clusters: pa.Table, source: str, excluded: Mapping[str, str] | None = None
+) -> pa.Table:
     """The validated items placed in the lake: image_path (given, else the lake image's), cluster_id
     (the lake image's cluster, else the image alone), cluster_source ('lake' | 'image') and lake_group
     (the image's recorded groupings: IMAGE_COLUMNS after the path; a column the lake lacks gives none).
     An image_id the lake does not know, on an item with no image_path, is one RecordError line naming
-    `source`."""
+    `source` (and, for an image ingest left out, `excluded[image_id]`: why)."""
     missing = pa.nulls(images.num_rows, pa.string())
     con = connect()
     con.register("benchmark", benchmark)
@@ -168,6 +184,14 @@ def benchmark_items(benchmark: pa.Table, images: pa.Table, clusters: pa.Table, s
     ]
     if unknown:
         first = unknown[0]
+        if excluded and first["image_id"] in excluded:
+            raise RecordError(
+                source,
+                "image_id",
+                f"image left out of the lake's images at ingest ({excluded[first['image_id']]}; see the "
+                "ingest_report table) and no image_path",
+                f"row {first['row_index'] + 1}, item {first['item_id']!r}, image {first['image_id']!r}",
+            )
         raise first_violation(
             source,
             (

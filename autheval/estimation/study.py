@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from autheval.columns import COLUMN_TYPES
-from autheval.estimation.estimators import METRICS, EstimationResult
+from autheval.estimation.estimators import AVAILABILITY_COLUMNS, METRICS, EstimationResult
 from autheval.estimation.multiplicity import ADJUSTED_COLUMNS
 
 CONTRAST_COLUMNS = ("contrast", "unit", "difference", "ci_lower", "ci_upper", "excludes_zero", *ADJUSTED_COLUMNS)
@@ -22,10 +22,7 @@ ESTIMATE_COLUMNS = (
     "ci_upper",
     "p_value",
     "n",
-    "n_clusters",
-    "available",
-    "status",
-    "reason",
+    *AVAILABILITY_COLUMNS,
     "scheme",
     "interval_method",
     "reps",
@@ -54,7 +51,9 @@ def estimate_rows(result: EstimationResult, model: str | dict[str, str] = "") ->
             {
                 **row,
                 "scheme": result.scheme,
-                "interval_method": f"bootstrap_{result.scheme}",  # autheval.estimation.analytic names the others
+                # the scheme's bootstrap, or clopper_pearson where a rate's interval was a point (estimators.py);
+                # autheval.estimation.analytic names the delta method's
+                "interval_method": row.get("interval_method") or f"bootstrap_{result.scheme}",
                 "reps": result.reps,
                 "seed": metric_seed(result, row["metric"]),
                 "quantile_lower": result.quantiles[0],

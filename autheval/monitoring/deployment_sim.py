@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from autheval.errors import RecordError
 from autheval.monitoring.deployment_flags import DEPLOYMENT_SEED, DRIFT_KINDS, DRIFT_SYNTAX, START
-from autheval.vocabulary import ACTIONS, RISK_LEVELS
+from autheval.vocabulary import ACTIONS, RISK_LEVELS, name_problem
 from autheval.vocabulary import LOG_COLUMNS as RECORD_COLUMNS
 
 SEVERITY = (0.5, 1.0, 2.0, 4.0)  # per risk stratum (the default rules' severity multipliers)
@@ -57,6 +57,7 @@ IMAGES_EXTRA = 1.5  # images per cluster: 1 + Poisson(1.5), mean 2.5
 RECUR = 0.10  # share of a month's clusters that are earlier lesions seen again
 OFF_LEVEL = 0.15  # an unchanged image's action one level off its stratum
 MAX_SITES, MAX_MONTHS, MAX_CLUSTERS = 1000, 600, 10_000_000
+MAX_GAP = 100.0  # points of local utility per image, either way: AuthEval's utilities span about 15
 RATE_MIN, RATE_MAX = 0.001, 0.999
 # The AuthEval log schema, then where, by which model and when each case was seen
 LOG_COLUMNS = (*RECORD_COLUMNS, "site", "model_version", "timestamp")
@@ -150,6 +151,10 @@ def parse_drift(spec: str, sites: int, months: int) -> Drift:
             raise _bad("a case_mix amount is the share of the mix moved, from 0 to 1", spec)
     if version is not None and (kind != "proposer_quality" or not re.fullmatch(r"[A-Za-z0-9._+-]+", version)):
         raise _bad("version=NAME is for proposer_quality drifts, letters, digits and . _ + - only", spec)
+    if version is not None and name_problem(version):
+        raise _bad(f"version=: {name_problem(version)}", spec)
+    if kind == "proposer_quality" and abs(amount) > MAX_GAP:
+        raise _bad(f"a proposer_quality amount is at most {MAX_GAP:g} points per image either way", spec)
     return Drift(site, kind, amount, int(values["from"]), to, version, spec)
 
 
@@ -170,7 +175,22 @@ def check_model(model: DeploymentModel) -> None:
         raise RecordError("--start", None, f"must be a month YYYY-MM, got {model.start!r}")
     if not re.fullmatch(r"[A-Za-z0-9._+-]+", model.model_version):
         raise RecordError("--model-version", None, "letters, digits and . _ + - only")
-    rates = parameters(model)["rate"]
+    refused = name_problem(model.model_version)
+    if refused:  # 'all' is the pooled rows' name: landing would refuse every log
+        raise RecordError("--model-version", None, refused, f"got {model.model_version!r}")
+    if not (math.isfinite(model.gap) and abs(model.gap) <= MAX_GAP):
+        raise RecordError("gap", None, f"must be a finite number of points per image within +-{MAX_GAP:g}")
+    par = parameters(model)
+    gaps = np.abs(par["gap"])
+    if not (np.isfinite(gaps).all() and gaps.max() <= MAX_GAP):
+        s, m = np.argwhere(~(gaps <= MAX_GAP))[0]
+        raise RecordError(
+            "--drift",
+            None,
+            f"the gap of {site_name(s + 1)} in month {m + 1} would be {par['gap'][s, m]:g}; proposer_quality "
+            f"drifts must keep it within +-{MAX_GAP:g} points per image (utilities would overflow)",
+        )
+    rates = par["rate"]
     bad = np.argwhere((rates < RATE_MIN) | (rates > RATE_MAX))
     if len(bad):
         s, m = bad[0]
@@ -433,7 +453,11 @@ def write_deployment(
         raise RecordError(
             "--out", None, f"{out / existing[0]} exists ({len(existing)} logs in all); add --overwrite to replace them"
         )
-    tables = log_tables(model, simulate(model, seed))
+    cases = simulate(model, seed)
+    for name in ("u_executed", "u_proposed", "u_global"):  # check_model bounds the gap; never write an inf
+        if not np.isfinite(getattr(cases, name)).all():
+            raise RecordError("--drift", None, f"the simulated {name} is not finite everywhere: lower the drifts")
+    tables = log_tables(model, cases)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for key, table in tables.items():

@@ -23,6 +23,7 @@ call these."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -42,6 +43,7 @@ from autheval.io import CSV_SUFFIXES, PARQUET_SUFFIXES, file_sha256, read_table
 from autheval.records.read import records_from_table
 from autheval.records.recordsets import recordsets_by
 from autheval.records.schema import TRACE_TO_LOG, RecordSet, header_names
+from autheval.vocabulary import name_problem
 from warehouse.atomic import atomic_write_text, current_umask
 from warehouse.lake import Lake
 from warehouse.sql import connect, load_sql, to_table
@@ -146,7 +148,7 @@ def original_name(path: Path) -> str:
 
 def _stored_copies(landing: Path, folder: str, key: str) -> list[Path]:
     where = landing / folder
-    if not where.is_dir():
+    if where.is_symlink() or not where.is_dir():  # a link is never read through (see _own_folder)
         return []
     return sorted(p for p in where.glob(stored_name(key, "*")) if not p.name.endswith(".reason.txt"))
 
@@ -315,6 +317,8 @@ def read_landed(
             first = hits[0].as_py()
             value = periods.column("period_source")[first].as_py()
             raise RecordError(source, present[0], rule, f"row {first + 1}, value {value!r}; {len(hits)} rows in all")
+    if "batch" in present:  # a batch label names a period: ' b1' beside 'b1', or 'all', is refused
+        _check_names(periods.column("period"), source, "batch")
     period = pc.take(periods.column("period"), records.table.column("row_index"))
     rows = records.table.num_rows
     table = records.table.append_column("period", period)
@@ -343,26 +347,32 @@ def _deployment(raw: pa.Table, source: str) -> dict[str, pa.ChunkedArray]:
             continue
         values = raw.column(column).cast(pa.string())
         if column == STRATUM_COLUMN:
-            out[column] = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
-            continue
-        for mask, rule in (
-            (
-                pc.or_kleene(pc.is_null(values), pc.equal(values, "")),
-                f"must not be empty (leave the column out and every row is {UNSPECIFIED!r})",
-            ),
-            (
-                pc.equal(pc.utf8_lower(values), POOLED),
-                f"{POOLED!r} names the rows pooled over every {column}; give another name",
-            ),
-        ):
-            hits = pc.indices_nonzero(pc.fill_null(mask, True))
-            if len(hits):
-                first = hits[0].as_py()
+            values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
+        else:
+            empty = pc.indices_nonzero(pc.fill_null(pc.equal(values, ""), True))
+            if len(empty):
+                first = empty[0].as_py()
                 raise RecordError(
-                    source, column, rule, f"row {first + 1}, value {values[first].as_py()!r}; {len(hits)} rows in all"
+                    source,
+                    column,
+                    f"must not be empty (leave the column out and every row is {UNSPECIFIED!r})",
+                    f"row {first + 1}, value {values[first].as_py()!r}; {len(empty)} rows in all",
                 )
+        _check_names(values, source, column)
         out[column] = values
     return out
+
+
+def _check_names(values: pa.ChunkedArray, source: str, column: str) -> None:
+    """Every name in `values` (a site, model version, risk stratum, batch; nulls skipped) kept to the one
+    name rule (autheval.vocabulary.name_problem: not blank, no surrounding whitespace or control
+    character, not the pooled rows' `all`), checked once per distinct value; one RecordError line."""
+    for value in pc.unique(values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values).to_pylist():
+        rule = None if value is None else name_problem(value)
+        if rule is None:
+            continue
+        hits = pc.indices_nonzero(pc.fill_null(pc.equal(values, value), False))
+        raise RecordError(source, column, rule, f"row {hits[0].as_py() + 1}, value {value!r}; {len(hits)} rows in all")
 
 
 def with_deployment_columns(landed: pa.Table) -> pa.Table:
@@ -379,10 +389,18 @@ def with_deployment_columns(landed: pa.Table) -> pa.Table:
     return landed
 
 
+def _own_folder(folder: Path) -> None:
+    """Make processed/, rejected/ or duplicates/ where missing; one that is a symbolic link is refused
+    (OSError naming it): landing never writes its records through a link out of its folder."""
+    if folder.is_symlink():
+        raise OSError(errno.ELOOP, f"{folder} is a symbolic link; landing keeps its records in folders of its own")
+    folder.mkdir(parents=True, exist_ok=True)
+
+
 def _move_no_clobber(path: Path, target: Path) -> Path:
     """Move `path` to `target`, or to `target` with a counter when that name is taken: never overwrite.
     A symbolic link is moved as the link."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _own_folder(target.parent)
     for n in range(1, 10_000):
         candidate = target if n == 1 else target.with_name(f"{n}{SEPARATOR}{target.name}")
         try:  # fails if the name exists: no window for a silent overwrite
@@ -511,6 +529,13 @@ def watch(landing: Path, lake: Lake, cursor: str | None) -> Tick:
     previous = json.loads(cursor).get("files", {}) if cursor else {}
     seen: dict[str, dict] = {}
     tick = Tick()
+    linked = [landing / folder for folder in (PROCESSED, REJECTED, DUPLICATES) if (landing / folder).is_symlink()]
+    if linked:  # nothing is handled: every file would be kept (or read) through the link
+        tick.failed.append(
+            f"{linked[0]}: a symbolic link; landing keeps its records in folders of its own (no file handled)"
+        )
+        tick.cursor = cursor or "{}"
+        return tick
     requested: set[str] = set()
     for path in landed_files(landing):
         try:

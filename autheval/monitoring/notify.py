@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import http.client
 import json
 import os
 import shlex
+import signal
 import subprocess
+import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from autheval import __version__
+from autheval.errors import RecordError
+from autheval.parse import load_json
 from warehouse.atomic import atomic_write_text
 
 NOTIFIED = Path("monitor") / "notified.json"
@@ -67,71 +73,193 @@ def alert_payload(alert: dict, lake_root: Path | str) -> dict:
 
 
 def check_notifier(command: str, url: str) -> None:
-    """A notifier is a command or a URL (http:// or https://), not both; raises ValueError (one line)."""
+    """A notifier is a command or a URL (http:// or https://, with a host), not both; raises ValueError
+    (one line naming the variable)."""
     if command and url:
         raise ValueError(
             "declare one notifier: a command (AUTHEVAL_NOTIFY_COMMAND) or a URL (AUTHEVAL_NOTIFY_URL), not both"
         )
-    if command and not shlex.split(command):
-        raise ValueError(f"notifier command {command!r} is empty")
-    if url and not url.lower().startswith(("http://", "https://")):
-        raise ValueError(f"notifier URL {url!r} must start with http:// or https://")
+    if command:
+        _argv(command)
+    if url:
+        _check_url(url)
+
+
+def _argv(command: str) -> list[str]:
+    """The command split like a shell would (it is not run by one); a command that cannot be split or run
+    as given is one ValueError line."""
+    if "\0" in command:
+        raise ValueError(f"AUTHEVAL_NOTIFY_COMMAND {command!r}: must not contain a NUL character")
+    try:
+        argv = shlex.split(command)
+    except ValueError as err:  # No closing quotation, No escaped character
+        raise ValueError(f"AUTHEVAL_NOTIFY_COMMAND {command!r}: {err} (it is split as a shell would)") from None
+    if not argv:
+        raise ValueError(f"notifier command {command!r} is empty (AUTHEVAL_NOTIFY_COMMAND)")
+    return argv
+
+
+def _check_url(url: str) -> None:
+    if not url.lower().startswith(("http://", "https://")):
+        raise ValueError(f"notifier URL {url!r} must start with http:// or https:// (AUTHEVAL_NOTIFY_URL)")
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        raise ValueError(f"notifier URL {url!r} must not contain spaces or control characters (AUTHEVAL_NOTIFY_URL)")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number from 0 to 65535
+    except ValueError as err:
+        raise ValueError(f"notifier URL {url!r}: {err} (AUTHEVAL_NOTIFY_URL)") from None
+    if not parts.hostname:
+        raise ValueError(f"notifier URL {url!r} names no host (AUTHEVAL_NOTIFY_URL)")
 
 
 def send(payload: dict, command: str = "", url: str = "", timeout: float = 30.0) -> None:
     """Deliver one alert: run `command` (split like a shell would, not run by one) with the JSON on its
     stdin and AUTHEVAL_ALERT_ID in its environment, or POST the JSON to `url`. Raises NotifyError
-    unless the command exits 0 or the server answers 2xx."""
+    unless the command exits 0 (its exit decides, not its pipes: a child it leaves running does not
+    hold the send up) or the server answers the POST itself 2xx (a redirect is not followed: it is
+    not a delivery)."""
     check_notifier(command, url)
     body = json.dumps(payload, sort_keys=True).encode("utf-8")
     if command:
-        argv = shlex.split(command)
-        env = {**os.environ, "AUTHEVAL_ALERT_ID": str(payload.get("alert_id", ""))}
-        try:
-            done = subprocess.run(argv, input=body, capture_output=True, timeout=timeout, env=env, check=False)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise NotifyError(f"notifier command {argv[0]}: {getattr(err, 'strerror', None) or err}") from None
-        if done.returncode != 0:
-            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise NotifyError(
-                f"notifier command {argv[0]} exited {done.returncode}" + (f": {said[-1]}" if said else "")
-            )
+        _run_command(_argv(command), body, str(payload.get("alert_id", "")), timeout)
     elif url:
-        request = urllib.request.Request(
-            url,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "User-Agent": f"autheval/{__version__}"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                response.read()
-        except urllib.error.HTTPError as err:
-            raise NotifyError(f"notifier URL {url} answered {err.code} {err.reason}") from None
-        except (urllib.error.URLError, OSError) as err:
-            raise NotifyError(f"notifier URL {url}: {getattr(err, 'reason', None) or err}") from None
+        _post(url, body, timeout)
     else:
         raise NotifyError("no notifier declared (AUTHEVAL_NOTIFY_COMMAND or AUTHEVAL_NOTIFY_URL)")
+
+
+STDERR_SHOWN = 4096  # bytes of a failed command's stderr read back for its last line
+LINE_SHOWN = 200  # characters of that line shown
+
+
+def _last_line(raw: bytes) -> str:
+    lines = [line.strip() for line in raw.decode("utf-8", "replace").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = "".join(c if c.isprintable() else "?" for c in lines[-1])
+    return line if len(line) <= LINE_SHOWN else line[: LINE_SHOWN - 3] + "..."
+
+
+def _run_command(argv: list[str], body: bytes, alert_id: str, timeout: float) -> None:
+    """Run the notifier command with `body` on its stdin. Delivered when the command itself exits 0:
+    its stdin and stderr are files, not pipes, and stdout goes nowhere, so a child it leaves behind
+    holding them does not make a delivered alert look timed out (and sent again). A command still
+    running after `timeout` is stopped with its process group, and not delivered; one killed by a
+    signal is not delivered either."""
+    env = {**os.environ, "AUTHEVAL_ALERT_ID": alert_id}
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+        stdin.write(body)
+        stdin.seek(0)
+        try:
+            process = subprocess.Popen(
+                argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=stderr, env=env, start_new_session=True
+            )
+        except OSError as err:
+            raise NotifyError(f"notifier command {argv[0]}: {err.strerror or err}") from None
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            raise NotifyError(f"notifier command {argv[0]} did not exit within {timeout:g} s; stopped") from None
+        except BaseException:  # Ctrl-C, SIGTERM: the command does not outlive the run
+            _stop(process)
+            raise
+        if code == 0:
+            return
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            raise NotifyError(f"notifier command {argv[0]} was killed by signal {name}: not delivered")
+        stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - STDERR_SHOWN))
+        said = _last_line(stderr.read())
+        raise NotifyError(f"notifier command {argv[0]} exited {code}" + (f": {said}" if said else ""))
+
+
+def _stop(process: subprocess.Popen) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as an error: urllib would follow a 301/302/303 with a GET without the
+    alert, take the 200 of that page for a delivery, and the alert would be lost."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+RESPONSE_READ = 65536  # bytes of a 2xx answer read (the answer is not used; the status decides)
+
+
+def _post(url: str, body: bytes, timeout: float) -> None:
+    """POST `body`; delivered only when the POST itself is answered 2xx."""
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": f"autheval/{__version__}"},
+    )
+    opener = urllib.request.build_opener(_NoRedirects)
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            status = response.status
+            response.read(RESPONSE_READ)
+    except urllib.error.HTTPError as err:
+        headers = getattr(err, "headers", None)  # None where urllib made the error itself
+        where = headers.get("Location") if headers and 300 <= err.code < 400 else None
+        moved = f" (a redirect to {where!r}, not followed: declare the URL that accepts the POST)" if where else ""
+        raise NotifyError(f"notifier URL {url} answered {err.code} {err.reason}{moved}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
+        said = getattr(err, "reason", None) or str(err) or type(err).__name__
+        raise NotifyError(f"notifier URL {url}: {said}") from None
+    if not 200 <= status < 300:
+        raise NotifyError(f"notifier URL {url} answered {status}: not delivered")
 
 
 @contextlib.contextmanager
 def _locked(lake_root: Path) -> Iterator[None]:
     lock = lake_root / NOTIFIED_LOCK
     lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as handle:
+    try:  # never through a link: a lock linked to a file elsewhere is refused, not written
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError:
+        if lock.is_symlink():
+            raise RecordError(str(lock), None, "is a symbolic link; a lock must be a plain file: remove it") from None
+        raise
+    with os.fdopen(fd, "a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released with the file, or by the kernel with the process
         yield
+
+
+def _read_plain(path: Path) -> bytes:
+    """The bytes of a state file, never through a link (a link to a file elsewhere is refused)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        if path.is_symlink():
+            raise RecordError(str(path), None, "is a symbolic link; it must be a plain file: move it aside") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 def notified(lake_root: Path | str) -> dict[str, dict]:
     """{alert_id: what was sent and when} of every alert sent from this lake."""
     path = Path(lake_root) / NOTIFIED
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return {}
+    aside = "move it aside to start a new one"
     try:
-        return dict(json.loads(path.read_text(encoding="utf-8"))["notified"])
+        record = load_json(_read_plain(path), str(path))
+        return dict(record["notified"])
+    except RecordError as err:
+        raise RecordError(err.source, None, f"not a record of notified alerts ({err.rule}); {aside}") from None
     except (ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"{path}: not a record of notified alerts ({err}); move it aside to start a new one") from None
+        raise RecordError(str(path), None, f"not a record of notified alerts ({err}); {aside}") from None
 
 
 @dataclass

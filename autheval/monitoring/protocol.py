@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from autheval.errors import RecordError
 from autheval.estimation.estimators import UNITS
-from autheval.review.rules import RuleError, _KeyedError, _load_yaml, _rule_text, validate_keyed
+from autheval.parse import load_yaml
+from autheval.review.rules import RuleError, _KeyedError, _rule_text, validate_keyed
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -161,8 +163,8 @@ def default_protocol_text() -> str:
 def parse_protocol(text: str, source: str = "protocol.yaml") -> Protocol:
     """Validate protocol text; raise ProtocolError naming the first broken key."""
     try:
-        data = _load_yaml(text, source)
-    except RuleError as err:
+        data = load_yaml(text, source, what="a protocol file")
+    except RecordError as err:
         raise ProtocolError(err.source, err.column, err.rule) from None
     if not isinstance(data, dict):
         raise ProtocolError(source, None, "must be a YAML mapping of protocol keys (see `autheval protocol show`)")

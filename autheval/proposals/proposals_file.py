@@ -19,6 +19,7 @@ the paired comparisons that need the same clusters for every mechanism).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,6 +33,7 @@ from autheval.vocabulary import PROBABILITY_COLUMNS, PROPOSALS_COLUMNS, PROPOSAL
 from warehouse.sql import connect, load_sql
 
 FILE_COLUMNS = tuple(name for name, _ in PROPOSALS_COLUMNS if name != "source")  # `source` says who made a row
+UNKNOWN_IMAGE_RULE = 12  # sql/proposals/proposals_file_validate.sql: an image id not in the lake's images
 
 
 def _as_text_columns(table: pa.Table, source: str, default_mechanism: str | None) -> pa.Table:
@@ -85,9 +87,12 @@ def proposals_from_table(
     image_ids: pa.Array | None = None,
     default_mechanism: str | None = None,
     origin: str = "file",
+    excluded: Mapping[str, str] | None = None,
 ) -> pa.Table:
     """Validate a proposals table and return it in the contract. `image_ids`, when given, is the
-    evaluated image set: an id outside it is an error. `origin` fills the `source` column."""
+    evaluated image set: an id outside it is an error. `origin` fills the `source` column. `excluded`
+    (image id -> reason, autheval.raw.ingest.excluded_images) names why an image the lake left out at
+    ingest (an unreadable or 0-byte file, ...) is not there, instead of calling its id unknown."""
     if table.num_rows == 0:
         raise RecordError(source, None, "file has no proposals")
     raw = _as_text_columns(table, source, default_mechanism)
@@ -100,16 +105,29 @@ def proposals_from_table(
         load_sql("proposals/proposals_file_validate"), {"check_images": image_ids is not None}
     ).fetchall()
     if violations:
+        rule_order, _, _, row_index, image_id, _, n_rows = violations[0]
+        if rule_order == UNKNOWN_IMAGE_RULE and excluded and image_id in excluded:
+            raise RecordError(
+                source,
+                "image_id",
+                f"image left out of the lake's images at ingest ({excluded[image_id]}; see the ingest_report table)",
+                f"row {row_index + 1}, image {image_id!r}"
+                + (f"; {n_rows} rows name an image the lake lacks" if n_rows > 1 else ""),
+            )
         raise first_violation(source, violations[0], "image")
     result = con.execute(load_sql("proposals/proposals_file_slates"), {"source": origin}).arrow().read_all()
     return result.cast(PROPOSALS_SCHEMA)
 
 
-def read_proposals(path: str | Path, image_ids: pa.Array | None = None) -> pa.Table:
+def read_proposals(
+    path: str | Path, image_ids: pa.Array | None = None, excluded: Mapping[str, str] | None = None
+) -> pa.Table:
     """Read and validate a proposals file; a file without a `mechanism` column names its mechanism
     after the file (its stem)."""
     path = Path(path)
-    return proposals_from_table(read_table(path), str(path), image_ids, default_mechanism=path.stem.split(".")[0])
+    return proposals_from_table(
+        read_table(path), str(path), image_ids, default_mechanism=path.stem.split(".")[0], excluded=excluded
+    )
 
 
 def check_coverage(proposals: pa.Table, evaluated_ids: pa.Array, source: str, split: str) -> None:

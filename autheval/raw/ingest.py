@@ -287,23 +287,40 @@ def _one_hot_diagnosis(table: pa.Table, source: str) -> tuple[list, np.ndarray]:
     return codes, ties & (top > 0)
 
 
-def _locate_images(image_ids: list, image_dir: Path, image_zip: Path | None) -> tuple[list, set | None]:
+def _locate_images(
+    image_ids: list, image_dir: Path, image_zip: Path | None
+) -> tuple[list, set | None, dict[int, list[str]]]:
     """Path string of each image: `<dir>/<id>.jpg`, or `<zip>!<member>` for the official zip.
 
     Also returns the set of paths known to exist inside the zip (None for a folder: stat each file),
-    so the zip's directory is read once, not once per image.
+    so the zip's directory is read once, not once per image, and the rows whose image the zip holds
+    more than once by base name ({row: members}). In a zip the official member
+    `ISIC_2019_Training_Input/<id>.jpg` is the image; without it, the one member named `<id>.jpg` in
+    any folder; two such members (and no official one) are ambiguous: never one picked silently.
     """
     if image_zip is not None:
         with zipfile.ZipFile(image_zip) as archive:
             names = [m for m in archive.namelist() if not m.endswith("/")]
-        members = {Path(m).name: m for m in names}
+        present = set(names)
+        by_name: dict[str, list[str]] = {}
+        for member in names:
+            by_name.setdefault(member.rsplit("/", 1)[-1], []).append(member)
         root = str(image_zip.resolve())
-        paths = [
-            None if i is None else f"{root}!{members.get(f'{i}.jpg', f'{IMAGE_FOLDER}/{i}.jpg')}" for i in image_ids
-        ]
-        return paths, {f"{root}!{m}" for m in names}
+        paths: list[str | None] = []
+        ambiguous: dict[int, list[str]] = {}
+        for row, i in enumerate(image_ids):
+            if i is None:
+                paths.append(None)
+                continue
+            official = f"{IMAGE_FOLDER}/{i}.jpg"
+            candidates = by_name.get(f"{i}.jpg", [])
+            if official not in present and len(candidates) > 1:
+                ambiguous[row] = sorted(candidates)
+            member = official if official in present or len(candidates) != 1 else candidates[0]
+            paths.append(f"{root}!{member}")
+        return paths, {f"{root}!{m}" for m in names}, ambiguous
     folder = image_dir.resolve()
-    return [None if i is None else str(folder / f"{i}.jpg") for i in image_ids], None
+    return [None if i is None else str(folder / f"{i}.jpg") for i in image_ids], None, {}
 
 
 def ingest(
@@ -429,6 +446,7 @@ def ingest(
             image_dir = images
     path_col = find_column(meta, "image_path")
     in_zip = None
+    ambiguous: dict[int, list[str]] = {}
     if path_col is not None:
         base = metadata.resolve().parent
         located = [
@@ -436,7 +454,7 @@ def ingest(
             for p in meta.column(path_col).to_pylist()
         ]
     else:
-        located, in_zip = _locate_images(ids, image_dir or metadata.parent, image_zip)
+        located, in_zip, ambiguous = _locate_images(ids, image_dir or metadata.parent, image_zip)
     # Containment: a file path must resolve inside the input folder (a zip's members are read from it).
     outside: dict[int, str] = {}
     paths = list(located)
@@ -499,8 +517,25 @@ def ingest(
                 msource, i + 1, ids[i], path_col or id_col, "outside_input_folder", f"{path} -> {leads}", "excluded"
             )
         )
+    for i, members in sorted(ambiguous.items()):
+        if i not in excluded:
+            excluded.add(i)
+            report_rows.append(
+                report_row(
+                    msource,
+                    i + 1,
+                    ids[i],
+                    id_col,
+                    "ambiguous_image",
+                    f"{len(members)} members of {image_zip} are named {ids[i]}.jpg: {', '.join(members)}",
+                    "excluded",
+                )
+            )
     if check_files:
-        referenced = {p for p in located if p is not None}
+        referenced = {p for i, p in enumerate(located) if p is not None and i not in ambiguous}
+        if in_zip is not None:  # the members of an ambiguous row are reported by it
+            root = str(image_zip.resolve()) if image_zip is not None else ""
+            referenced |= {f"{root}!{m}" for members in ambiguous.values() for m in members}
         for i in range(n):
             path = paths[i]
             if i in excluded or path is None:
@@ -508,6 +543,14 @@ def ingest(
             if not (path in in_zip if in_zip is not None else os.path.isfile(path)):
                 excluded.add(i)
                 report_rows.append(report_row(msource, i + 1, ids[i], id_col, "missing_image", paths[i], "excluded"))
+        if in_zip is not None:  # a zip's other .jpg members (a decoy beside the official one) are reported too
+            for member in sorted(in_zip - referenced):
+                name = member.rsplit("!", 1)[-1]
+                if name.lower().endswith(".jpg"):
+                    stem = name.rsplit("/", 1)[-1][:-4]
+                    report_rows.append(
+                        report_row(str(image_zip), None, stem, None, "image_without_metadata", member, "ignored")
+                    )
         if image_dir is not None and image_dir.is_dir() and path_col is None:
             folder = image_dir.resolve()
             for entry in sorted(image_dir.iterdir()):  # by name, as the metadata locates them (links not followed)
@@ -610,6 +653,18 @@ def report_row(source, row_number, image_id, column_name, reason, value, action)
         value=value,
         action=action,
     )
+
+
+def excluded_images(report: pa.Table) -> dict[str, str]:
+    """image id -> why ingest left it out of `images` (the ingest_report's excluded rows: an unreadable
+    or 0-byte image, a missing file, ...), so that a later file naming it says so instead of calling
+    the id unknown. The first reason per image."""
+    found: dict[str, str] = {}
+    for row in report.select(["image_id", "reason", "action", "value"]).to_pylist():
+        if row["action"] == "excluded" and row["image_id"] is not None:
+            detail = f": {row['value']}" if row["value"] else ""
+            found.setdefault(row["image_id"], f"{row['reason']}{detail}"[:300])
+    return found
 
 
 def report_table(rows: list[dict]) -> pa.Table:

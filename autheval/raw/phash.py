@@ -360,3 +360,19 @@ def hashes_of_kind(image_hashes: pa.Table, kind: str = "autheval") -> pa.Table:
 
     table = image_hashes.filter(pc.equal(image_hashes.column("hash_kind"), kind))
     return table.select(["image_id", "phash"])
+
+
+def image_problem(path: str | os.PathLike) -> str | None:
+    """Why the file at `path` is not an image the scorer can read (decoded, JPEGs at a reduced draft
+    size), else None: checked when the file is read, not after the stages before the benchmark."""
+    try:
+        with Image.open(path) as image:
+            image.draft("RGB", (64, 64))
+            image.load()
+            mode = image.mode
+    except Exception as err:  # any decoder's error: an empty, truncated or foreign file
+        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        return f"not a readable image ({first})"
+    if mode in ("I", "F"):
+        return f"32-bit pixels (mode {mode}) have no declared range; save the image with 8 or 16 bits per channel"
+    return None

@@ -19,8 +19,11 @@ import pyarrow.parquet as pq
 from autheval.errors import RecordError
 from autheval.io import (
     CSV_SUFFIXES,
+    MAX_COLUMNS,
     _check_delimiter,
     _is_parquet,
+    check_readable_name,
+    csv_header,
     dataset_files,
     dataset_sha256,
     file_sha256,
@@ -29,6 +32,7 @@ from autheval.io import (
 from autheval.records.schema import LOG_COLUMNS, column_mapping
 from warehouse.sql import fill, quote_literal
 
+MAX_FOOTER_BYTES = 64 << 20  # a Parquet footer (the schema and row-group index) larger than this is refused
 ROW_BITS = 40  # a dataset row's row_index: (file number << ROW_BITS) + its row within the file
 FSSPEC_PREFIX = "autheval"  # DuckDB reads an object store through the seam as autheval<scheme>://
 
@@ -113,7 +117,18 @@ def _register_filesystem(con, protocol: str, filesystem) -> None:
 
     if protocol in con.list_filesystems():
         return
-    seam = type("SeamFileSystem", (ArrowFSWrapper,), {"protocol": (protocol,)})
+    prefix = f"{protocol}://"
+
+    def strip_protocol(cls, path):
+        # the store's own path, bucket and all: fsspec's default takes `bucket` for a host and drops it
+        if isinstance(path, (list, tuple)):
+            return [strip_protocol(cls, p) for p in path]
+        path = str(path)
+        return path[len(prefix) :] if path.startswith(prefix) else path
+
+    seam = type(
+        "SeamFileSystem", (ArrowFSWrapper,), {"protocol": (protocol,), "_strip_protocol": classmethod(strip_protocol)}
+    )
     con.register_filesystem(seam(filesystem))
 
 
@@ -135,21 +150,31 @@ def open_dataset(
     location, paths, names = dataset_files(text)
     first, first_name, n_rows = None, None, 0
     for path, name in zip(paths, names):
+        label = text if len(paths) == 1 else name
         try:
-            with location.filesystem.open_input_file(path) as handle, pq.ParquetFile(handle) as parquet:
-                schema, rows = parquet.schema_arrow.remove_metadata(), parquet.metadata.num_rows
+            with location.filesystem.open_input_file(path) as handle:
+                _check_footer(handle, label)
+                with pq.ParquetFile(handle) as parquet:
+                    if parquet.metadata.num_columns > MAX_COLUMNS:
+                        raise RecordError(
+                            label,
+                            None,
+                            f"has {parquet.metadata.num_columns:,} columns; a record has at most {MAX_COLUMNS:,}",
+                        )
+                    schema, rows = _plain_schema(parquet.schema_arrow), parquet.metadata.num_rows
         except (pa.ArrowInvalid, OSError) as err:
             message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise RecordError(text if len(paths) == 1 else name, None, f"cannot be read as Parquet: {message}") from err
+            raise RecordError(label, None, f"cannot be read as Parquet: {message}") from err
         if first is None:
             first, first_name = schema, name
-            kind, mapping, unused = column_mapping(schema.empty_table(), text if len(paths) == 1 else name, used)
+            kind, mapping, unused = column_mapping(schema.empty_table(), label, used)
         elif schema != first:
+            column, rule = _schema_difference(first, schema)
             raise RecordError(
                 name,
-                _schema_difference(first, schema),
-                f"has other columns or types than "
-                f"{first_name} (every file of a dataset has the same columns, of the same types)",
+                column,
+                f"has other columns or types than {first_name}: {rule} (every file of a dataset has the same "
+                "columns, of the same types, in the same order)",
             )
         n_rows += rows
     protocol = None if location.is_local else f"{FSSPEC_PREFIX}{location.scheme}"
@@ -171,22 +196,13 @@ def open_dataset(
 def _csv_dataset(path: Path, used=()) -> tuple[RecordDataset, tuple[str, ...], Callable[[], str]]:
     """A CSV file as a dataset of one file: its header read here (names stripped, checked), its rows
     scanned by DuckDB, every cell as text (so a bad value can be named, not coerced)."""
-    import csv
-    import gzip
-
     source = str(path)
     if path.stat().st_size == 0:
         raise RecordError(source, None, "file is empty")
+    check_readable_name(source)
     delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
+    header = csv_header(path, delimiter)
     _check_delimiter(path, delimiter)
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle, delimiter=delimiter), None)
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise RecordError(source, None, f"cannot be read as CSV: {_first_line(err)}") from err
-    if not header:
-        raise RecordError(source, None, "cannot be read as CSV: no header row")
     kind, mapping, unused = column_mapping(_header_table(header), source, used)
     position = {name: i for i, name in enumerate(header)}
     columns = tuple((dst, f"c{position[src]}") for dst, src in mapping.items())
@@ -196,19 +212,45 @@ def _csv_dataset(path: Path, used=()) -> tuple[RecordDataset, tuple[str, ...], C
     return dataset, unused, lambda: file_sha256(path)
 
 
+def _check_footer(handle, source: str) -> None:
+    """Refuse a Parquet footer larger than MAX_FOOTER_BYTES (a file of a million columns) before it is parsed."""
+    size = handle.size()
+    if size < 12:
+        return  # too short to be Parquet: the reader says so
+    handle.seek(size - 8)
+    tail = handle.read(8)
+    handle.seek(0)
+    footer = int.from_bytes(tail[:4], "little")
+    if tail[4:] == b"PAR1" and footer > MAX_FOOTER_BYTES:
+        raise RecordError(
+            source, None, f"its Parquet footer is {footer:,} bytes (at most {MAX_FOOTER_BYTES:,}): too many columns"
+        )
+
+
+def _plain_schema(schema: pa.Schema) -> pa.Schema:
+    """A file's Arrow schema as a dataset compares it: without metadata, every column nullable (whether
+    a writer declared a column non-null changes no value the reader sees)."""
+    return pa.schema([field.with_nullable(True).remove_metadata() for field in schema]).remove_metadata()
+
+
 def _header_table(header: list[str]) -> pa.Table:
     """An empty table with the header's names (duplicates kept, so header_names can name them)."""
     return pa.Table.from_arrays([pa.array([], pa.string()) for _ in header], names=list(header))
 
 
-def _schema_difference(first: pa.Schema, other: pa.Schema) -> str | None:
-    """The first column where two files' schemas differ (None when only the order differs)."""
+def _schema_difference(first: pa.Schema, other: pa.Schema) -> tuple[str | None, str]:
+    """(the first column where two files' schemas differ, how): a column missing, another type, another order."""
     for name in [*first.names, *other.names]:
-        a = first.field(name).type if name in first.names else None
-        b = other.field(name).type if name in other.names else None
+        a = first.field(name).type if first.get_field_index(name) >= 0 else None
+        b = other.field(name).type if other.get_field_index(name) >= 0 else None
+        if a is None or b is None:
+            return name, "the column is missing here" if b is None else "the column is not in the first file"
         if a != b:
-            return name
-    return None
+            return name, f"{b} here, {a} there"
+    for a, b in zip(first.names, other.names):
+        if a != b:
+            return b, "the columns are in another order"
+    return None, "the schemas differ"
 
 
 def _first_line(err: Exception) -> str:

@@ -271,7 +271,10 @@ def default_analysis(path: str | Path) -> str:
     """An input's analysis name: a file's stem, a folder's name, a glob's or URI's last plain part."""
     if not is_dataset_path(path):
         return Path(path).stem
-    text = str(path).rstrip("/")
+    text = str(path)
+    if "://" in text:  # a URI's path: its query string (`?region=...`) and fragment are not a name
+        text = text.split("?", 1)[0].split("#", 1)[0]
+    text = text.rstrip("/")
     parts = [p for p in text.replace("://", "/").split("/") if p and not any(c in p for c in GLOB_CHARACTERS)]
     last = parts[-1] if parts else "records"
     for suffix in (*CSV_SUFFIXES, *PARQUET_SUFFIXES):

@@ -29,6 +29,7 @@ import pyarrow as pa
 from autheval import __version__
 from autheval.errors import RecordError
 from autheval.io import file_sha256, table_sha256
+from autheval.parse import load_json
 
 RECEIPT = "receipt.json"
 RECEIPT_VERSION = 1
@@ -93,6 +94,9 @@ def canonical(table: pa.Table, root: str | os.PathLike | None = None) -> pa.Tabl
     import pyarrow.compute as pc
 
     table = table.drop_columns([c for c in RUN_FACT_COLUMNS if c in table.column_names]).combine_chunks()
+    for i, field in enumerate(table.schema):  # a dictionary column (landed_records.analysis) as its values
+        if pa.types.is_dictionary(field.type):
+            table = table.set_column(i, field.name, table.column(i).cast(field.type.value_type))
     if root is not None:
         prefix = str(Path(root).resolve())
         for i, field in enumerate(table.schema):
@@ -125,7 +129,9 @@ def receipt_text(receipt: dict) -> str:
 def read_receipt(path: str | os.PathLike) -> dict:
     source = str(path)
     try:
-        receipt = json.loads(Path(path).read_text(encoding="utf-8"))
+        receipt = load_json(Path(path).read_bytes(), source)  # depth, repeated keys: one line
+    except RecordError as err:
+        raise RecordError(source, None, f"not a receipt (unreadable JSON: {err.rule})") from None
     except FileNotFoundError:
         raise RecordError(source, None, "file not found") from None
     except (OSError, ValueError) as err:
@@ -133,6 +139,7 @@ def read_receipt(path: str | os.PathLike) -> dict:
     for key in ("receipt_version", "command", "argv", "inputs", "outputs"):
         if not isinstance(receipt, dict) or key not in receipt:
             raise RecordError(source, key, "a receipt names this key")
+    check_receipt_schema(receipt, source)
     if receipt["receipt_version"] != RECEIPT_VERSION:
         raise RecordError(source, "receipt_version", f"must be {RECEIPT_VERSION}, got {receipt['receipt_version']!r}")
     if receipt["command"] not in RERUN_TARGET:
@@ -144,6 +151,65 @@ def read_receipt(path: str | os.PathLike) -> dict:
         # verify re-runs argv: it must be the named command's own line, never another command
         raise RecordError(source, "argv", f"must be a list of strings starting with the command {receipt['command']!r}")
     return receipt
+
+
+SHA256_HEX = frozenset("0123456789abcdef")
+# every key a receipt may hold (build_receipt writes them all), and what each holds
+RECEIPT_FIELDS = {
+    "receipt_version": "a whole number",
+    "command": "text",
+    "argv": "a list of text",
+    "config": "an object",
+    "software": "an object of package -> version text",
+    "inputs": "a list of {role, path, sha256}",
+    "outputs": "a list of {name, sha256[, rows]}",
+}
+
+
+def check_receipt_schema(receipt: dict, source: str) -> None:
+    """Every field of a receipt and its type (build_receipt's layout), or one RecordError line naming
+    the key (`inputs[1].path`): an unknown key, text where a list is due, an input or output entry
+    missing a key or holding another, a SHA-256 that is not 64 hex digits, a relative input path
+    (verify runs from anywhere), an output named twice."""
+
+    def need(ok: bool, key: str, rule: str) -> None:
+        if not ok:
+            raise RecordError(source, key, rule)
+
+    for key in receipt:
+        need(key in RECEIPT_FIELDS, key, f"unknown key (a receipt holds {', '.join(RECEIPT_FIELDS)})")
+    need(_is_count(receipt["receipt_version"]), "receipt_version", "must be a whole number")
+    need(isinstance(receipt["command"], str), "command", "must be text")
+    need(isinstance(receipt["argv"], list), "argv", "must be a list of text")
+    need(isinstance(receipt.get("config", {}), dict), "config", "must be an object")
+    software = receipt.get("software", {})
+    need(isinstance(software, dict), "software", f"must be {RECEIPT_FIELDS['software']}")
+    for name, version in software.items():
+        need(isinstance(version, str), f"software.{name}", "must be version text")
+    for field, keys in (("inputs", ("role", "path", "sha256")), ("outputs", ("name", "sha256"))):
+        need(isinstance(receipt[field], list), field, f"must be {RECEIPT_FIELDS[field]}")
+        for i, entry in enumerate(receipt[field]):
+            where = f"{field}[{i}]"
+            need(isinstance(entry, dict), where, f"must be an object with {', '.join(keys)}")
+            for key in keys:
+                need(key in entry, f"{where}.{key}", "an entry names this key")
+                need(isinstance(entry[key], str) and entry[key] != "", f"{where}.{key}", "must be non-empty text")
+            for key in entry:
+                known = key in keys or (field == "outputs" and key == "rows")
+                need(known, f"{where}.{key}", f"unknown key (an entry holds {', '.join(keys)})")
+            digest = entry["sha256"]
+            need(len(digest) == 64 and set(digest) <= SHA256_HEX, f"{where}.sha256", "must be 64 lowercase hex digits")
+            need(_is_count(entry.get("rows", 0)), f"{where}.rows", "must be a count (a whole number, 0 or more)")
+            if field == "inputs":  # verify runs from anywhere: a relative path would name another file
+                path = entry["path"]
+                need("://" in path or Path(path).is_absolute(), f"{where}.path", "must be an absolute path or a URI")
+    names = [entry["name"] for entry in receipt["outputs"]]
+    for i, name in enumerate(names):
+        need(names.index(name) == i, f"outputs[{i}].name", f"{name!r} is named twice")
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 # --- verification -----------------------------------------------------------------------------------
@@ -227,9 +293,21 @@ def _retargeted(argv: list[str], flag: str, target: str) -> list[str]:
 
 
 def _sha_or_none(path: str) -> str | None:
+    """An input's hash now, or None where it is gone: a missing file, a glob or folder whose files are
+    gone (a changed input, exit 1, not bad input), or what is not a file or folder (a FIFO, a device:
+    never read, so a receipt cannot make verify hang)."""
+    import stat
+
+    if "://" not in path:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            return None
     try:
         return file_sha256(path)
-    except OSError:
+    except (OSError, RecordError):
         return None
 
 

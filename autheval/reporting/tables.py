@@ -48,25 +48,37 @@ def render(table: pa.Table, fmt: str = "table", title: str | None = None) -> str
     return buffer.getvalue().rstrip("\n")
 
 
-def json_safe(value):
-    """JSON has no NaN or Infinity tokens: non-finite floats become null (also inside lists/structs);
-    decimals become numbers."""
+def json_text(value) -> str:
+    """A value as JSON text. JSON has no NaN or Infinity tokens: non-finite floats are null (also
+    inside lists and structs); DuckDB's exact decimals (e.g. `x * 0.5`, a DECIMAL(38, 10)) are JSON
+    numbers with every digit (as floats they lost those past the 17th); dates and times are their text."""
+    if isinstance(value, Decimal):
+        return str(value) if value.is_finite() else "null"
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Decimal):  # DuckDB's exact decimals (e.g. `x * 0.5`) as JSON numbers
-        return json_safe(float(value))
+        return json.dumps(value) if math.isfinite(value) else "null"
     if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
+        return "{" + ", ".join(json.dumps(str(k)) + ": " + json_text(v) for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
+        return "[" + ", ".join(json_text(v) for v in value) + "]"
+    return json.dumps(value, default=str)
+
+
+def check_unique_columns(names: list[str]) -> None:
+    """A result's columns are written by name (a CSV header, JSON object keys): two of one name would
+    be one key holding the other's values, so a result naming a column twice is refused (ValueError)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"the result names the column {name!r} twice: give each column its own name (AS ...)")
+        seen.add(name)
 
 
 def write_batches(batches: Iterable[pa.RecordBatch], fmt: str, out: SupportsWrite[str]) -> int:
     """Write record batches to `out` as they come (memory bounded by one batch); returns the row count.
 
     `table`: aligned columns, widths taken from the header and the first batch; `csv`: shortest
-    round-trip floats, empty for null and NaN; `json`: one array of row objects, non-finite numbers null."""
+    round-trip floats, empty for null and NaN; `json`: one array of row objects, non-finite numbers null,
+    decimals exact. A result naming a column twice is refused before anything is written."""
     rows_written = 0
     widths: list[int] | None = None
     columns: list[str] = []
@@ -74,6 +86,7 @@ def write_batches(batches: Iterable[pa.RecordBatch], fmt: str, out: SupportsWrit
     for batch in batches:
         if first:
             columns = batch.schema.names
+            check_unique_columns(columns)
             if fmt == "csv":
                 writer = csv.writer(out, lineterminator="\n")
                 writer.writerow(columns)
@@ -85,7 +98,7 @@ def write_batches(batches: Iterable[pa.RecordBatch], fmt: str, out: SupportsWrit
         elif fmt == "json":
             for i, row in enumerate(rows):
                 sep = "\n" if first and i == 0 else ",\n"
-                out.write(sep + json.dumps(json_safe(row), default=str, allow_nan=False))
+                out.write(sep + json_text(row))
         else:
             cells = [[_text(row[c]) for c in columns] for row in rows]
             if widths is None:  # the header, once

@@ -23,11 +23,11 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.functional_validators import BeforeValidator
 
 from autheval.errors import RecordError
+from autheval.parse import MAX_ALIASES, MAX_NODES, SafeYamlLoader, key_path, load_yaml  # noqa: F401 (re-exported)
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
 
 if TYPE_CHECKING:
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 _M = TypeVar("_M", bound=BaseModel)
 PROFILE_RULES = ("missing_tokens", "nan_age_bin", "image_id")  # spec 1.5 and 9.1
 DEFAULT_RULES = files("autheval") / "data" / "rules" / "default.yaml"
-MAX_ALIASES = 100  # a rule file needs a few aliases at most; an alias bomb needs many
-MAX_NODES = 100_000  # YAML values after alias expansion (the default file has about 150)
 MAX_WEIGHT = 1e6  # weights and severities: a product of five stays far below overflow
 MAX_THRESHOLD = 1e6  # proxy thresholds: |t| bounded, so midpoints between them stay finite
 MAX_SHIFT = len(ACTIONS) - 1  # a floor shift beyond the action scale is clipped to it anyway
@@ -244,16 +242,7 @@ def default_rules_text() -> str:
     return DEFAULT_RULES.read_text(encoding="utf-8")
 
 
-def _key_path(loc: tuple) -> str:
-    parts: list[str] = []
-    for item in loc:
-        if isinstance(item, int):
-            parts.append(f"[{item}]")
-        elif item == "[key]":
-            continue
-        else:
-            parts.append(("." if parts else "") + str(item))
-    return "".join(parts)
+_key_path = key_path
 
 
 _SHORT = reprlib.Repr()  # (keyword arguments need Python 3.12)
@@ -311,111 +300,18 @@ class _Shown:
         return _SHORT.repr(self.value)
 
 
-class RulesLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, plus what a rule file must not rely on: `checked_data(source)` walks the
-    composed nodes once (each anchored node once, however often it is aliased) and refuses a key given
-    twice in one mapping, more than MAX_ALIASES aliases, a recursive alias, or more than MAX_NODES
-    values after alias expansion, all before any Python value is built."""
-
-    def checked_data(self, source: str):
-        node = self.get_single_node()
-        if node is None:
-            return None
-        self._check_nodes(node, source)
-        return self.construct_document(node)
-
-    @staticmethod
-    def _children(node, path):
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                yield key, path
-                yield value, path + ((key.value if isinstance(key, yaml.ScalarNode) else "?"),)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                yield item, path + (i,)
-
-    @staticmethod
-    def _duplicates(node, path, source: str) -> None:
-        """A key given twice in one mapping (compared as YAML scalars: tag and text)."""
-        if not isinstance(node, yaml.MappingNode):
-            return
-        first_line: dict = {}
-        for key, _ in node.value:
-            if not isinstance(key, yaml.ScalarNode):
-                continue  # a complex key: the schema refuses it by name
-            line = key.start_mark.line + 1
-            if (key.tag, key.value) in first_line:
-                first = first_line[(key.tag, key.value)]
-                where = f"lines {first} and {line}" if first != line else f"on line {line}"
-                raise RuleError(
-                    source,
-                    _key_path(path + (key.value,)),
-                    f"key given twice ({where}): give each key once (YAML would keep the last silently)",
-                )
-            first_line[(key.tag, key.value)] = line
-
-    def _check_nodes(self, root, source: str) -> None:
-        """One iterative depth-first walk: a node met again is an alias (counted; on the walk's own
-        path, a recursive one); each node's expanded size is 1 + its children's."""
-        size: dict[int, int] = {}
-        entered: set[int] = set()
-        aliases = 0
-        self._duplicates(root, (), source)
-        entered.add(id(root))
-        stack = [(root, (), iter(self._children(root, ())))]
-        while stack:
-            node, path, children = stack[-1]
-            child = next(children, None)
-            if child is None:
-                stack.pop()
-                size[id(node)] = 1 + sum(size[id(c)] for c, _ in self._children(node, path))
-                if size[id(node)] > MAX_NODES:
-                    raise RuleError(
-                        source,
-                        _key_path(path) or None,
-                        f"YAML aliases expand to more than {MAX_NODES} values (an alias bomb?); a rule "
-                        "file needs far fewer",
-                    )
-                continue
-            child, child_path = child
-            if id(child) in entered:
-                if id(child) not in size:
-                    raise RuleError(
-                        source,
-                        _key_path(child_path) or None,
-                        "a YAML alias refers to a value that contains it (recursive alias)",
-                    )
-                aliases += 1
-                if aliases > MAX_ALIASES:
-                    raise RuleError(
-                        source,
-                        _key_path(child_path) or None,
-                        f"more than {MAX_ALIASES} YAML aliases: a rule file needs few (an alias bomb?)",
-                    )
-                continue
-            self._duplicates(child, child_path, source)
-            entered.add(id(child))
-            stack.append((child, child_path, iter(self._children(child, child_path))))
+RulesLoader = SafeYamlLoader  # the shared checked loader (autheval.parse): depth, duplicate keys, aliases
 
 
 def _load_yaml(text: str, source: str):
-    """The YAML document as Python values through RulesLoader; broken YAML is one RuleError line."""
-    loader = RulesLoader(text)
+    """The YAML document as Python values through the shared loader (autheval.parse.load_yaml); broken
+    YAML is one RuleError line."""
     try:
-        return loader.checked_data(source)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise RuleError(source, None, f"not valid YAML{where}: {problem}") from err
-    except RecursionError:
-        raise RuleError(source, None, "not valid YAML: nested too deeply for a rule file") from None
+        return load_yaml(text, source, what="a rule file")
     except RuleError:
         raise
-    except ValueError as err:  # e.g. an integer of more than 4300 digits (Python's conversion limit)
-        raise RuleError(source, None, f"not valid YAML: {str(err).split(':')[0]}") from None
-    finally:
-        loader.dispose()
+    except RecordError as err:
+        raise RuleError(err.source, err.column, err.rule) from None
 
 
 def parse_rules(text: str, source: str = "rules.yaml") -> RuleFile:

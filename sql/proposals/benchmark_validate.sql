@@ -1,6 +1,8 @@
 -- Rule violations of a user's benchmark file: the first offending row per broken rule, in rule order.
 -- Input: parsed_benchmark (sql/proposals/benchmark_parse.sql over the file's rows, all text).
 -- Output: rule_order, column_name, rule, row_index, item_id, bad_value, n_rows.
+-- $max_prompt_chars bounds an item's prompt (its question and options): a model's memory grows with
+-- the square of the prompt's length, so a 320,000-character question would ask for gigabytes.
 WITH checked AS (
     SELECT
         *,
@@ -21,7 +23,9 @@ WITH checked AS (
                                x -> contains(x, '=') AND (trim(split_part(x, '=', 1)) = ''
                                                           OR trim(split_part(x, '=', 2)) = ''))) > 0 AS r14,
         trim(item_id) <> '' AND (item_id < '!' OR suffix(item_id, ' ') OR suffix(item_id, chr(9))
-                                  OR suffix(item_id, chr(160)) OR prefix(item_id, chr(160))) AS r15
+                                  OR suffix(item_id, chr(160)) OR prefix(item_id, chr(160))) AS r15,
+        length(coalesce(question, '')) + coalesce(list_sum(list_transform(option_list, x -> length(x))), 0)
+            AS prompt_chars
     FROM parsed_benchmark
 ),
 duplicates AS (
@@ -59,6 +63,10 @@ rules AS (
         count(*) OVER () FROM checked WHERE r15
     UNION ALL SELECT 16, 'item_id', 'one row per item: duplicate item_id', row_index, item_id, NULL,
         count(*) OVER () FROM duplicates
+    UNION ALL SELECT 17, 'question', 'the question and its options must be at most ' || CAST($max_prompt_chars AS VARCHAR)
+        || ' characters together (a model''s memory grows with the square of the prompt)', row_index, item_id,
+        CAST(prompt_chars AS VARCHAR) || ' characters', count(*) OVER () FROM checked
+        WHERE prompt_chars > $max_prompt_chars
 )
 SELECT rule_order, column_name, rule, row_index, item_id, bad_value, n_rows
 FROM rules

@@ -6,6 +6,8 @@
 -- analysis = mechanism || ' / ' || regime. band_mask: bit l set = a<l> admissible.
 -- Input: proposals(mechanism, image_id, slate, a_head), clusters(image_id, cluster_id), regimes,
 -- review_bands. Parameters: $rule_version, $rule_sha256.
+-- Rows in (analysis, image_id) order, as the reference's selections: the joins would give an order that
+-- changes from run to run (the threads), and the same inputs must give the same bytes.
 WITH band_by_cluster AS (
     SELECT
         cluster_id,
@@ -89,3 +91,4 @@ SELECT
     $rule_version AS rule_version,
     $rule_sha256 AS rule_sha256
 FROM chosen
+ORDER BY analysis, image_id

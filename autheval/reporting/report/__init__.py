@@ -8,8 +8,9 @@ list of sections. Every lake value is escaped where it is written (a mechanism n
 One module per idea, each importing only those below it: `document` (the inputs and the blocks),
 `queries` (what the asset asks of the lake), `words` (what the section builders share), `plots`,
 the section builders (`sections_study`, `sections_data`, `sections_monitoring`, `reporting_items`),
-`sections` (build_report), and the renderers `markdown` and `html`. This file exposes only the entry
-points the rest of the code calls.
+`sections` (build_report), the renderers `markdown` and `html`, and `lake` (a lake's report from whatever
+it holds: the asset's reads and the files it writes; imported by its callers, not here, as it loads DuckDB).
+This file exposes only the entry points the rest of the code calls.
 """
 
 from autheval.reporting.report.document import ReportInputs

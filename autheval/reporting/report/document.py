@@ -14,11 +14,12 @@ from autheval.reporting.tables import cell
 
 @dataclass
 class ReportInputs:
-    """What the report is made of: the headline tables, the parts the SQL files gave (rows as dicts;
-    a part the lake could not fill is absent), the lake's tables with their columns, and the lake's
-    state (run id of this run, the served snapshot before it)."""
+    """What the report is made of: the headline tables (None where the lake has none: a lake of landed
+    logs alone has no study_summary), the parts the SQL files gave (rows as dicts; a part the lake could
+    not fill is absent), the lake's tables with their columns, and the lake's state (run id of this run,
+    the served snapshot before it)."""
 
-    summary: pa.Table
+    summary: pa.Table | None = None
     contrasts: pa.Table | None = None
     parts: dict[str, list[dict]] = field(default_factory=dict)
     columns: dict[str, list[str]] = field(default_factory=dict)

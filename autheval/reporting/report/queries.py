@@ -56,6 +56,21 @@ ANALYSIS_STAMP = (
 )
 # How an analysis's intervals were made: the report's analyses table, stamped or not, reads these
 INTERVAL_STAMP = ("scheme", "interval_method", "reps", "seed", "quantile_lower", "quantile_upper")
+# A fairness row as the report reads it; a table whose ratios carry intervals adds fairness_<role>_ci_lower/upper
+FAIRNESS_ROW = (
+    "analysis",
+    "grouping",
+    "n_groups",
+    "worst_group_proposal",
+    "min_accuracy_proposal",
+    "max_accuracy_proposal",
+    "fairness_proposal",
+    "worst_group_selected",
+    "min_accuracy_selected",
+    "max_accuracy_selected",
+    "fairness_selected",
+)
+LU = ("lower", "upper")
 REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     (
         "estimates",
@@ -164,20 +179,71 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     ),
     (
         "fairness",
-        "reports/report_fairness",
+        "reports/report_fairness_intervals",
+        {"fairness": (*FAIRNESS_ROW, *(f"fairness_{r}_ci_{end}" for r in ("proposal", "selected") for end in LU))},
+    ),
+    ("fairness", "reports/report_fairness", {"fairness": FAIRNESS_ROW}),
+    (
+        "benchmark",
+        "reports/report_benchmark",
         {
-            "fairness": (
-                "analysis",
+            "benchmark": (
+                "mechanism",
+                "model",
+                "scope",
+                "axis",
+                "task",
+                "n_items",
+                "n_clusters",
+                "accuracy",
+                "ci_lower",
+                "ci_upper",
+                "available",
+                "reason",
+            )
+        },
+    ),
+    (
+        "benchmark_fairness",
+        "reports/report_benchmark_fairness",
+        {
+            "benchmark_fairness": (
+                "mechanism",
+                "model",
+                "task",
                 "grouping",
                 "n_groups",
-                "worst_group_proposal",
-                "min_accuracy_proposal",
-                "max_accuracy_proposal",
-                "fairness_proposal",
-                "worst_group_selected",
-                "min_accuracy_selected",
-                "max_accuracy_selected",
-                "fairness_selected",
+                "worst_group",
+                "best_group",
+                "min_accuracy",
+                "max_accuracy",
+                "fairness_ratio",
+            )
+        },
+    ),
+    (
+        "transfer",
+        "reports/report_transfer",
+        {
+            "transfer": (
+                "analysis",
+                "analysis_order",
+                "mechanism",
+                "regime",
+                "benchmark_model",
+                "benchmark_items",
+                "benchmark_accuracy",
+                "benchmark_ci_lower",
+                "benchmark_ci_upper",
+                "benchmark_available",
+                "benchmark_reason",
+                "J",
+                "J_auth",
+                "intervention_rate",
+                "Delta_authority",
+                "Delta_authority_ci_lower",
+                "Delta_authority_ci_upper",
+                "gap_excludes_zero",
             )
         },
     ),
@@ -213,7 +279,10 @@ REPORT_TABLES = tuple(sorted({t for _, _, needs in REPORT_QUERIES for t in needs
 # lists the ones a table of this lake does not carry.
 ROW_PROVENANCE = ("data_sha256", "rule_version", "rule_sha256", "scheme", "seed", "reps", "engine", "software_version")
 PROVENANCE_FIELDS = {
-    **dict.fromkeys(("estimates", "contrasts", "study_summary", "subgroups", "fairness", "trend"), ROW_PROVENANCE),
+    **dict.fromkeys(
+        ("estimates", "contrasts", "study_summary", "subgroups", "fairness", "trend", "benchmark", "transfer"),
+        ROW_PROVENANCE,
+    ),
     "proposals": ("source", "producer", "producer_sha256"),
 }
 

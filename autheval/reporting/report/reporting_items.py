@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from autheval import __version__
 from autheval.reporting.report.document import Heading, ReportInputs, Section, Table, Text
-from autheval.reporting.report.words import _model_names, _not_reported, _rows_table, _schemes, _section, _tiny_models
+from autheval.reporting.report.words import (
+    _grouping,
+    _model_names,
+    _not_reported,
+    _rows_table,
+    _schemes,
+    _section,
+    _tiny_models,
+)
 
 TO_BE_SUPPLIED = "to be supplied by the study"
 
@@ -135,7 +143,7 @@ def _item_subgroups(inputs: ReportInputs) -> str:
     rows = inputs.rows("subgroups")
     if not rows:
         return "no subgroup rows in this lake; " + TO_BE_SUPPLIED
-    groupings = sorted({r["grouping"] for r in rows})
+    groupings = sorted({_grouping(r["grouping"]) for r in rows})
     flagged = sum(1 for r in rows if r.get("excludes_zero_adjusted"))
     fair = len(inputs.rows("fairness"))
     return (

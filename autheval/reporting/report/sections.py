@@ -9,7 +9,7 @@ import pyarrow as pa
 from autheval import __version__
 from autheval.reporting.report.document import Document, ReportInputs, Text
 from autheval.reporting.report.reporting_items import _items_section
-from autheval.reporting.report.sections_data import _provenance_section, _subgroups_section
+from autheval.reporting.report.sections_data import _benchmark_section, _provenance_section, _subgroups_section
 from autheval.reporting.report.sections_monitoring import _monitoring_section, _trend_section
 from autheval.reporting.report.sections_study import (
     _contrasts_section,
@@ -37,7 +37,7 @@ def _by_analysis(inputs: ReportInputs) -> dict[str, dict]:
     for r in inputs.rows("estimates"):
         entry = out.setdefault(r["analysis"], {"study": r["study"], "level": r["record_level"]})
         entry[(r["unit"], r["metric"])] = r
-    if not out:  # an older caller: the summary table alone
+    if not out and inputs.summary is not None:  # an older caller: the summary table alone
         for s in inputs.summary.to_pylist():
             out[s["analysis"]] = {"study": s.get("study"), "level": None, **_summary_rows(s)}
     return out
@@ -76,6 +76,10 @@ def _study_of(inputs: ReportInputs) -> tuple[str, str]:
         return STUDY_NAMES[sources[0]]
     if sources:
         return "AuthEval study", "images from " + ", ".join(sources)
+    if inputs.summary is None and "estimates" not in inputs.columns:
+        if {"trend", "monitor"} & set(inputs.columns):
+            return "AuthEval deployment", "landed monitoring logs (no reference study or cohort in this lake)"
+        return "AuthEval lake", "nothing evaluated yet (no estimates, no landed logs)"
     return "AuthEval study", "records in the lake (no images table)"
 
 
@@ -141,6 +145,7 @@ def build_report(inputs: ReportInputs) -> Document:
         _forest_section(inputs),
         _contrasts_section(inputs),
         _subgroups_section(inputs),
+        _benchmark_section(inputs),
         _trend_section(inputs),
         _monitoring_section(inputs),
         _items_section(inputs, entries),

@@ -7,7 +7,41 @@ from __future__ import annotations
 from autheval import __version__
 from autheval.reporting.report.document import Heading, ReportInputs, Section, Table, Text
 from autheval.reporting.report.queries import ANALYSIS_STAMP, PROVENANCE_FIELDS
-from autheval.reporting.report.words import _absent, _cell, _model_names, _num, _rows_table, _schemes, _section
+from autheval.reporting.report.words import (
+    ESTIMATED_GROUPINGS,
+    ESTIMATED_NOTE,
+    _absent,
+    _cell,
+    _grouping,
+    _model_names,
+    _num,
+    _pct,
+    _rows_table,
+    _schemes,
+    _section,
+)
+
+
+def _labelled(rows: list[dict], key: str = "grouping") -> list[dict]:
+    """Rows with their grouping as the report shows it (an estimated grouping says so)."""
+    return [{**r, key: _grouping(r[key])} for r in rows]
+
+
+def _estimated_note(*row_lists: list[dict]) -> list[Text]:
+    """The note on estimated groupings, where one appears."""
+    shown = set(ESTIMATED_GROUPINGS.values())
+    return (
+        [Text([ESTIMATED_NOTE], "note")] if any(r.get("grouping") in shown for rows in row_lists for r in rows) else []
+    )
+
+
+def _ratio(row: dict, key: str) -> str:
+    """A fairness ratio with its interval where the table carries one."""
+    value = _num(row.get(key), 3, False)
+    lower, upper = row.get(f"{key}_ci_lower"), row.get(f"{key}_ci_upper")
+    if f"{key}_ci_lower" not in row:
+        return value
+    return f"{value} [{_num(lower, 3, False)}, {_num(upper, 3, False)}]"
 
 
 def _subgroups_section(inputs: ReportInputs) -> Section:
@@ -28,7 +62,8 @@ def _subgroups_section(inputs: ReportInputs) -> Section:
             )
         )
     else:
-        rows = inputs.rows("subgroups")
+        rows = _labelled(inputs.rows("subgroups"))
+        blocks += _estimated_note(rows)
         gaps = [r for r in rows if r["estimable"]]
         small = [r for r in rows if not r["estimable"]]
         summary: dict[str, dict] = {}
@@ -108,22 +143,28 @@ def _subgroups_section(inputs: ReportInputs) -> Section:
                 )
             )
     blocks.append(Heading("Fairness"))
-    if not inputs.has("fairness"):
-        blocks.append(_absent("fairness"))
-    elif not inputs.rows("fairness"):
-        blocks.append(Text(["The fairness table has no rows."]))
-    else:
-        rows = inputs.rows("fairness")
+    rows = _rows_or_say(inputs, blocks, "fairness", "The fairness table has no rows.")
+    if rows:
+        rows = _labelled(rows)
+        intervals = "fairness_proposal_ci_lower" in rows[0]
         blocks.append(
             Text(
                 [
                     "Per analysis and grouping: the worst group and the lowest to highest group accuracy "
                     "(exact action level) of the proposal and of the selected action; fairness is their "
-                    "ratio (1 = equally accurate in every group)."
+                    "ratio (1 = equally accurate in every group)"
+                    + (
+                        ", with its 95% whole-cluster bootstrap interval."
+                        if intervals
+                        else ". This lake's fairness table carries no interval for the ratios: read them as "
+                        "point estimates, which with few clusters per group can differ from 1 by chance alone."
+                    )
                 ],
                 "note",
             )
         )
+        if not inputs.has("subgroups"):
+            blocks += _estimated_note(rows)
         for role in ("proposal", "selected"):
             known = [r for r in rows if r.get(f"fairness_{role}") is not None]
             if known:
@@ -132,7 +173,7 @@ def _subgroups_section(inputs: ReportInputs) -> Section:
                     Text(
                         [
                             f"Least fair for the {'proposal' if role == 'proposal' else 'selected action'}: ",
-                            ("b", f"{_num(low[f'fairness_{role}'], 3, False)}"),
+                            ("b", _ratio(low, f"fairness_{role}")),
                             f" in {low['analysis']} by {low['grouping']} (worst group {low[f'worst_group_{role}']}).",
                         ]
                     )
@@ -152,7 +193,7 @@ def _subgroups_section(inputs: ReportInputs) -> Section:
                             f"{_num(r[f'min_accuracy_{role}'], 3, False)} to "
                             f"{_num(r[f'max_accuracy_{role}'], 3, False)}",
                         ),
-                        ("fairness", r[f"fairness_{role}"]),
+                        ("fairness", _ratio(r, f"fairness_{role}") if intervals else r[f"fairness_{role}"]),
                     )
                 },
             }
@@ -167,6 +208,130 @@ def _subgroups_section(inputs: ReportInputs) -> Section:
             )
         )
     return _section("subgroups", blocks)
+
+
+def _rows_or_say(inputs: ReportInputs, blocks: list, name: str, empty: str) -> list[dict]:
+    """The rows of table `name`, or none after saying in `blocks` why (the lake lacks it, or it is empty)."""
+    if not inputs.has(name):
+        blocks.append(_absent(name))
+        return []
+    rows = inputs.rows(name)
+    if not rows:
+        blocks.append(Text([empty]))
+    return rows
+
+
+def _benchmark_section(inputs: ReportInputs) -> Section:
+    """Each mechanism's benchmark accuracy (and its fairness by the file's groups), and transfer: the
+    benchmark beside each analysis's authority gap."""
+    blocks: list = [
+        Text(
+            [
+                "The benchmark asks each model mechanism closed-ended questions (accuracy with its 95% "
+                "whole-cluster interval); transfer sets that accuracy beside the workflow's numbers. A "
+                "benchmark describes the workflow only where the authority gap is 0: where the review changes "
+                "the proposals, the benchmark scores an action the service did not take."
+            ],
+            "note",
+        )
+    ]
+    rows = _rows_or_say(inputs, blocks, "benchmark", "The benchmark table has no rows: no mechanism in this lake.")
+    if rows:
+        scored = [r for r in rows if r["available"]]
+        blocks.append(
+            Text(
+                [f"{len({r['mechanism'] for r in scored})} of {len({r['mechanism'] for r in rows})} mechanisms scored."]
+            )
+        )
+        blocks.append(
+            _rows_table(
+                [
+                    {
+                        **r,
+                        "accuracy [95% CI]": _cell({**r, "estimate": r["accuracy"]}, pct=True)
+                        if r["available"]
+                        else "NA",
+                    }
+                    for r in rows
+                ],
+                ["mechanism", "model", "scope", "axis", "task", "n_items", "n_clusters", "accuracy [95% CI]", "reason"],
+                numbers=True,
+                collapsed=f"Benchmark accuracy of every mechanism and scope ({len(rows)} rows)"
+                if len(rows) > 12
+                else None,
+            )
+        )
+    fairness = _labelled(inputs.rows("benchmark_fairness"))
+    if fairness:
+        blocks.append(Heading("Benchmark fairness"))
+        blocks += _estimated_note(fairness)
+        blocks.append(
+            Text(
+                ["The ratio of the lowest to the highest group accuracy; this table carries no interval for it."],
+                "note",
+            )
+        )
+        blocks.append(
+            _rows_table(
+                [{**r, "accuracy": f"{_pct(r['min_accuracy'])} to {_pct(r['max_accuracy'])}"} for r in fairness],
+                [
+                    "mechanism",
+                    "task",
+                    "grouping",
+                    "n_groups",
+                    "worst_group",
+                    "best_group",
+                    "accuracy",
+                    "fairness_ratio",
+                ],
+                numbers=True,
+            )
+        )
+    blocks.append(Heading("Transfer"))
+    rows = _rows_or_say(inputs, blocks, "transfer", "The transfer table has no rows.")
+    if rows:
+        blocks.append(
+            _rows_table(
+                [
+                    {
+                        **r,
+                        "benchmark accuracy [95% CI]": _cell(
+                            {
+                                "estimate": r["benchmark_accuracy"],
+                                "ci_lower": r["benchmark_ci_lower"],
+                                "ci_upper": r["benchmark_ci_upper"],
+                            },
+                            pct=True,
+                        )
+                        if r["benchmark_available"]
+                        else "not scored",
+                        "p": _pct(r["intervention_rate"]),
+                        "Delta image-weighted [95% CI]": _cell(
+                            {
+                                "estimate": r["Delta_authority"],
+                                "ci_lower": r["Delta_authority_ci_lower"],
+                                "ci_upper": r["Delta_authority_ci_upper"],
+                            }
+                        ),
+                        "gap excludes zero": r["gap_excludes_zero"],
+                    }
+                    for r in rows
+                ],
+                [
+                    "analysis",
+                    "benchmark_model",
+                    "benchmark accuracy [95% CI]",
+                    "J",
+                    "J_auth",
+                    "p",
+                    "Delta image-weighted [95% CI]",
+                    "gap excludes zero",
+                ],
+                numbers=True,
+                collapsed=f"Transfer of every analysis ({len(rows)} rows)" if len(rows) > 12 else None,
+            )
+        )
+    return _section("benchmark", blocks)
 
 
 def _provenance_section(inputs: ReportInputs) -> Section:
@@ -198,8 +363,10 @@ def _provenance_section(inputs: ReportInputs) -> Section:
                 schemes, ["scheme", "interval_method", "reps", "seed", "quantile_lower", "quantile_upper", "analyses"]
             )
         )
+    elif inputs.summary is None or not inputs.summary.num_rows:
+        blocks.append(Text(["No estimates in this lake: no interval scheme to name."]))
     else:
-        first = inputs.summary.to_pylist()[0] if inputs.summary.num_rows else {}
+        first = inputs.summary.to_pylist()[0]
         blocks.append(
             Text(
                 [

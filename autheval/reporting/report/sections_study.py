@@ -105,6 +105,32 @@ LEVEL_CLAUSE = {
 }
 
 
+def _sign(row: dict) -> str:
+    return "positive" if row["estimate"] > 0 else "negative" if row["estimate"] < 0 else "zero"
+
+
+def _unit_words(row: dict) -> str:
+    zero = _excludes_zero(row)
+    if zero is None:
+        return f"{_sign(row)} {_cell(row)} (no interval)"
+    return f"{_sign(row)} {_cell(row)}" + (
+        " and its 95% interval excludes zero" if zero else ", but its 95% interval includes zero"
+    )
+
+
+def units_disagree(image: dict | None, cluster: dict | None) -> bool:
+    """Whether the image-weighted and cluster-equal gaps disagree: both intervals exclude zero with
+    opposite signs, or one excludes zero and the other does not."""
+    if image is None or cluster is None or not (_known(image) and _known(cluster)):
+        return False
+    zero_i, zero_c = _excludes_zero(image), _excludes_zero(cluster)
+    if zero_i is None or zero_c is None:
+        return False
+    if zero_i and zero_c:
+        return _sign(image) != _sign(cluster)
+    return zero_i != zero_c
+
+
 def analysis_paragraph(analysis: str, entry: dict) -> Text:
     """What p, delta and Delta say for one analysis, in plain words: units, direction, whether the
     record supports each number, and whether the gap's interval excludes zero."""
@@ -162,13 +188,30 @@ def analysis_paragraph(analysis: str, entry: dict) -> Text:
             verdict = "a proposal-level evaluation understates this workflow"
         else:
             meaning, verdict = f"the proposal and the executed workflow score the same{scores}", ""
-        sign = "positive" if gap["estimate"] > 0 else "negative" if gap["estimate"] < 0 else "zero"
+        sign = _sign(gap)
         zero = _excludes_zero(gap)
-        if zero is True and verdict:
-            parts.append(f"The gap is {sign} and its 95% interval excludes zero: {meaning}, so {verdict}. ")
+        zero_c = _excludes_zero(gap_c) if _known(gap_c) else None
+        if gap_c is not None and units_disagree(gap, gap_c):
+            parts += [
+                ("b", "The two units disagree:"),
+                f" image-weighted (each image counts once) the gap is {_unit_words(gap)}; cluster-equal (each "
+                f"lesion cluster counts once) it is {_unit_words(gap_c)}. ",
+                (
+                    "So no single direction is concluded: lesions with many images pull the image-weighted gap "
+                    "one way and the typical lesion goes the other; read both units. "
+                    if zero and zero_c
+                    else "So the gap is shown in one unit only: it rests on how images spread over lesion "
+                    "clusters (lesions with many images weigh more image-weighted); no direction is concluded "
+                    "before both units are read. "
+                ),
+            ]
+        elif zero is True and verdict:
+            both = " in both units (image-weighted and cluster-equal)" if zero_c else ""
+            parts.append(f"The gap is {sign} and its 95% interval excludes zero{both}: {meaning}, so {verdict}. ")
         elif zero is False:
+            both = " in both units" if zero_c is False else ""
             parts.append(
-                f"The point estimate is {sign} ({meaning}), but its 95% interval includes zero: the record "
+                f"The point estimate is {sign} ({meaning}), but its 95% interval includes zero{both}: the record "
                 "does not show a gap in either direction at this sample size. "
             )
         else:
@@ -190,15 +233,53 @@ def _summary_section(inputs: ReportInputs, entries: dict) -> Section:
                 "images; Delta = J_auth - J = p \u00d7 delta per image, where J is the executed workflow's "
                 "mean local score and J_auth the proposal's under the same rule. A positive gap means a "
                 "proposal-level evaluation overstates the workflow, a negative one that it understates it. "
-                "Brackets are 95% whole-cluster bootstrap intervals."
+                "Brackets are 95% whole-cluster bootstrap intervals. The gap is given in both units, "
+                "image-weighted (each image counts once) and cluster-equal (each lesion cluster counts once); "
+                "where they disagree, no direction is concluded."
             ],
             "note",
         )
     ]
+    split = [
+        a
+        for a, e in entries.items()
+        if units_disagree(e.get(("image_weighted", "Delta_authority")), e.get(("cluster_equal", "Delta_authority")))
+    ]
+    if split:
+        blocks.append(
+            Text(
+                [
+                    ("b", f"The units disagree in {len(split)} of {len(entries)} analyses"),
+                    f" ({', '.join(split)}): the image-weighted and cluster-equal gaps point in opposite directions "
+                    "with both intervals excluding zero, or only one of them excludes zero. Their paragraphs give "
+                    "both and conclude no direction.",
+                ],
+                "callout",
+            )
+        )
     if not entries:
-        blocks.append(Text(["The lake holds no estimates: there is nothing to report yet."]))
+        missing = ["estimates"] if "estimates" not in inputs.columns else []
+        missing += ["study_summary"] if inputs.summary is None else []
+        blocks.append(
+            Text(
+                [
+                    "The lake holds no estimates"
+                    + (f" (it has no {' and no '.join(missing)} table)" if missing else "")
+                    + ": no reference study or cohort was evaluated in it, so there is no analysis to report"
+                    + (
+                        ". What was monitored is under Trend and Monitoring a deployment."
+                        if _monitored(inputs)
+                        else "."
+                    )
+                ]
+            )
+        )
     blocks += [analysis_paragraph(analysis, entry) for analysis, entry in entries.items()]
     return _section("summary", blocks)
+
+
+def _monitored(inputs: ReportInputs) -> bool:
+    return bool(inputs.rows("trend") or inputs.rows("monitor_latest"))
 
 
 def _metric_rows(entries: dict, metrics: tuple[str, ...], product: bool) -> list[list]:
@@ -298,6 +379,11 @@ def _levels_section(entries: dict) -> Section:
 
 
 def _forest_section(inputs: ReportInputs) -> Section:
+    if inputs.summary is None or not inputs.summary.num_rows:
+        why = (
+            "This lake has no study_summary table" if inputs.summary is None else "The study_summary table has no rows"
+        )
+        return _section("forest", [Text([f"{why}: no analysis to plot (no reference study or cohort)."])])
     groups = [g for g, s, _ in _forest_groups(inputs.summary, inputs.contrasts) if s]
     blocks: list = [
         Text(

@@ -16,6 +16,7 @@ SECTION_TITLES = {
     "forest": "Forest plots by regime",
     "contrasts": "Paired contrasts",
     "subgroups": "Subgroups and fairness",
+    "benchmark": "Benchmark and transfer",
     "trend": "Trend",
     "monitoring": "Monitoring a deployment",
     "items": "Reporting items (CONSORT-AI, DECIDE-AI, TRIPOD+AI)",
@@ -38,6 +39,21 @@ STATUS_WORDS: dict[str | None, str] = {
     "undefined": "undefined",
     "not_supplied": "not supplied",
 }
+
+
+# Groupings the lake estimated rather than recorded, by the name the report shows them under (the words
+# sql/estimates/fairness_summary.sql uses too), and what the estimate is.
+ESTIMATED_GROUPINGS = {"ita_category": "ita_category (estimated)"}
+ESTIMATED_NOTE = (
+    "ita_category (estimated) is the skin tone estimated from each image's pixels (the individual typology "
+    "angle of the skin around the lesion, binned into six categories), not a recorded attribute: its groups "
+    "are estimates, and an image may sit in the wrong one."
+)
+
+
+def _grouping(name):
+    """A grouping as the report shows it: an estimated one says so wherever it appears."""
+    return ESTIMATED_GROUPINGS.get(name, name)
 
 
 def _num(value, digits: int = 3, signed: bool = True) -> str:
