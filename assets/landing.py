@@ -4,9 +4,11 @@ A partition is keyed by the file's content (the start of its SHA-256), so each d
 exactly once whatever its name. The sensor asks for a run only once a file has looked the same (size,
 modification time) on two ticks; files under temporary names (`.name`, `*.tmp`, `*.part`) are ignored
 until renamed in. The run lands a private copy of the file (never the dropped file itself, never a
-link's target). A malformed file fails its own run with the one-line reason and its copy is moved to
-landing/rejected/<key>__<name> (with a .reason.txt); the other partitions stay as they were. The core
-logic is autheval.monitoring.landing."""
+link's target). A file repeating (site, case_id) pairs already landed is refused unless it declares
+the earlier file it corrects (a `supersedes` column; autheval.monitoring.landing). A malformed file
+fails its own run with the one-line reason and its copy is moved to landing/rejected/<key>__<name>
+(with a .reason.txt); the other partitions stay as they were. The core logic is
+autheval.monitoring.landing."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from autheval.errors import RecordError
 from autheval.monitoring.landing import (
     LANDED_TABLE,
     LandingChanged,
+    check_landing,
     discard,
     locate,
     mark_processed,
@@ -60,6 +63,7 @@ def landed_records(context, lake: LakeResource):
     landed = False
     try:
         records, table = read_landed(found.path, key, found.name, found.sha256, source=found.label)
+        check_landing(store, table, found.label)  # a case landed twice is refused unless a correction says so
         store.write_partition(
             LANDED_TABLE,
             key,
@@ -90,6 +94,7 @@ def landed_records(context, lake: LakeResource):
             "periods": ", ".join(periods),
             "data_sha256": records.data_sha256,
             "source": found.label,
+            "supersedes": table.column("supersedes")[0].as_py() or "none",
         }
     )
 

@@ -1,7 +1,9 @@
 """monitor and monitor_case_mix: every landed log to date, watched against the declared acceptance
 protocol (autheval.monitoring.monitor): per site x model version x mechanism x rule and look, the estimate, its
 anytime-valid confidence sequence beside the fixed-sample interval, and a status (alert | pass |
-insufficient, with the reason); per site and period, the case mix against the site's baseline.
+insufficient, with the reason); per site and period, the case mix against the site's baseline. The same
+step appends the looks it decides first to the decision record, monitor_decisions
+(autheval.monitoring.decisions), committed with the monitor table.
 
 The asset check `monitor_has_no_alerts` fails (severity ERROR) naming every alert, so the UI shows it
 red; `monitor_alert_sensor` sends each new alert once to the declared notifier (autheval.monitoring.notify keeps
@@ -25,7 +27,8 @@ from assets.common import RECURRING, write_table
 from assets.landing import landed_records
 from assets.resources import LakeResource, NotifierResource, ProtocolResource
 from assets.trend import trend
-from autheval.monitoring.landing import LANDED_TABLE, empty_trend, trend_plot_table
+from autheval.monitoring.decisions import DECISIONS_TABLE, record_decisions
+from autheval.monitoring.landing import current_landed, empty_trend, trend_plot_table
 from autheval.monitoring.monitor import alerts, monitor_table
 from autheval.monitoring.notify import Notified, notify_new
 from autheval.reporting.report import trend_plot_png
@@ -47,7 +50,10 @@ MONITOR, CASE_MIX, NO_ALERTS = "monitor", "monitor_case_mix", "monitor_has_no_al
                 "cs_upper (anytime-valid confidence sequence), ci_lower, ci_upper (fixed-sample bootstrap), "
                 "lower, upper, status (alert | pass | insufficient), reason, alpha, alpha_adjusted, "
                 "protocol_version, protocol_sha256, data_sha256: every rule of the declared protocol, look by "
-                "look, per site x model version (and pooled: 'all'). No landed data gives an empty table."
+                "look, per site x model version (and pooled: 'all'); decided_status, decided_run, "
+                "decided_snapshot: the look's first decision (monitor_decisions), and decision: how the status "
+                "stands to it (decided_now, as_decided, superseded_by_later_data, superseded_by_protocol, "
+                "recomputed). No landed data gives an empty table."
             ),
         ),
         AssetSpec(
@@ -75,20 +81,27 @@ MONITOR, CASE_MIX, NO_ALERTS = "monitor", "monitor_case_mix", "monitor_has_no_al
 )
 def monitor(context, lake: LakeResource, protocol: ProtocolResource):
     store = lake.lake()
-    landed = store.read(LANDED_TABLE) if store.has_table(LANDED_TABLE) else None
+    landed = current_landed(store)  # every landed log to date, a superseded file's rows left out
     declared = protocol.protocol()
     result = monitor_table(landed, declared, reps=protocol.bootstrap_reps)
     statuses = _count(result.table.column("status").to_pylist()) if result.table.num_rows else "none"
+    # the decision record only grows: this run's first decisions are added, the earlier rows kept as made;
+    # each look of the served table beside its first decision. Written by this step (one commit with the
+    # monitor table), not an asset of its own: the record is kept whenever the monitor is recomputed.
+    decided = _decided(context, store, result.table)
+    if decided.record.num_rows or store.has_table(DECISIONS_TABLE):
+        write_table(store, DECISIONS_TABLE, decided.record)
     yield write_table(
         store,
         MONITOR,
-        result.table,
+        decided.monitor,
         asset_key=MONITOR,
         protocol_version=declared.version,
         protocol_sha256=declared.sha256,
         protocol_file=declared.source,
         statuses=statuses,
         alerts=len(result.alerts),
+        decisions=f"{DECISIONS_TABLE}: {decided.record.num_rows} rows, {decided.new_rows} decided in this run",
     )
     shifted = sum(bool(s) for s in result.case_mix.column("shifted").to_pylist()) if result.case_mix.num_rows else 0
     yield write_table(store, CASE_MIX, result.case_mix, asset_key=CASE_MIX, shifted_rows=shifted)
@@ -96,6 +109,17 @@ def monitor(context, lake: LakeResource, protocol: ProtocolResource):
         trend_rows = trend_plot_table(store.read("trend")) if store.has_table("trend") else empty_trend()
         atomic_write_bytes(store.publish_path("reports/trend.png"), trend_plot_png(trend_rows, result.table))
     yield alerts_check(result.alerts)
+
+
+def _decided(context, store: Lake, table):
+    """The decision record with this run's first decisions added (autheval.monitoring.decisions)."""
+    lake_run = store.run()
+    return record_decisions(
+        store.read(DECISIONS_TABLE) if store.has_table(DECISIONS_TABLE) else None,
+        table,
+        lake_run.run_id if lake_run is not None else context.run_id,
+        store.snapshot().snapshot,
+    )
 
 
 def _count(values: list[str]) -> str:

@@ -436,6 +436,7 @@ def check_environment() -> None:
     folders, the source, the model switches and folders, the engine, the protocol, the notifier, the
     schedule, the snapshots kept and the lock wait, DuckDB's memory, threads and query spill, the
     estimators' memory limit. Nothing is written."""
+    from autheval.estimation.compiled_stream import compiled_setting
     from autheval.estimation.estimators import memory_limit_bytes
     from autheval.monitoring.notify import check_notifier
     from warehouse.catalog import SPILL_ENV
@@ -455,3 +456,4 @@ def check_environment() -> None:
     available_cores()
     declared_size(SPILL_ENV, minimum=0)
     memory_limit_bytes()
+    compiled_setting()

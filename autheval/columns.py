@@ -39,7 +39,7 @@ COLUMN_TYPES: dict[str, pa.DataType] = {
         pa.float64(),
         """accuracy age alpha alpha_adjusted baseline_share bayes_factor ci_lower ci_upper completion_tokens cs_lower
         cs_upper estimate fairness_ratio frac_zero_std_groups gate kl loss lower lr max_accuracy min_accuracy
-        p_value r_acc r_fmt reward reward_std rho2 s_assistant s_hier s_morph share sigma skin_ita upper""",
+        p_running p_value r_acc r_fmt reward reward_std rho2 s_assistant s_hier s_morph share sigma skin_ita upper""",
     ),
     **_typed(
         pa.bool_(),

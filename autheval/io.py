@@ -77,12 +77,23 @@ def _stream_sha256(reader: pa.RecordBatchReader) -> str:
     return sink.digest.hexdigest()
 
 
+def missing_file_rule(path: str | Path) -> str:
+    """Why `path` is not a readable regular file, as a refusal's rule: not found, a folder, or a FIFO,
+    socket or device (never opened: a FIFO would block the reader)."""
+    path = Path(path)
+    if path.is_dir():
+        return "is a folder, not a file"
+    if path.exists():
+        return "not a regular file (a FIFO, a socket or a device)"
+    return "file not found"
+
+
 def read_table(path: str | Path) -> pa.Table:
     """Read a CSV (every column as text, so bad values can be named) or a Parquet file."""
     path = Path(path)
     source = str(path)
     if not path.is_file():
-        raise RecordError(source, None, "file not found")
+        raise RecordError(source, None, missing_file_rule(path))
     name = path.name.lower()
     if name.endswith(CSV_SUFFIXES):
         if path.stat().st_size == 0:
@@ -241,9 +252,37 @@ def _split_uri(source: str, text: str) -> tuple[str, str | None]:
     for key in keys:
         if keys.count(key) > 1:
             raise RecordError(source, None, f"the URI's query names {key!r} twice: which one is meant is unclear")
+    _check_host_port(source, "the URI's host", parts.netloc, scheme)
+    for key, value in pairs:
+        if "endpoint" in key.lower() or key.lower() in ("host", "proxy_options"):
+            _check_host_port(source, f"the URI's {key}", value, scheme)
     base, pattern = _split_glob(parts.path)
     opened = f"{text[: text.index('://')]}://{parts.netloc}{base}" + (f"?{parts.query}" if parts.query else "")
     return opened, None if pattern is None else unquote(pattern)
+
+
+HOST_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:[]%")
+
+
+def _check_host_port(source: str, what: str, value: str, scheme: str) -> None:
+    """A host[:port] (or scheme://host[:port]) given in a URI: a port from 1 to 65535 (pyarrow would
+    wrap 99999 to another port), a host of letters, digits, `.`, `-`, `_` or an [IPv6] address."""
+    from urllib.parse import urlsplit
+
+    if not value or (what == "the URI's host" and scheme == "file"):
+        return
+    text = value if "://" in value else f"//{value}"
+    try:
+        parts = urlsplit(text)
+        netloc, port = parts.netloc.rsplit("@", 1)[-1], parts.port
+    except ValueError:
+        raise RecordError(source, None, f"{what} {value!r}: the port must be a number from 1 to 65535") from None
+    if port is not None and not 1 <= port <= 65535:
+        raise RecordError(source, None, f"{what} {value!r}: the port must be a number from 1 to 65535")
+    if netloc.endswith(":") or (parts.path not in ("", "/") and what != "the URI's host"):
+        raise RecordError(source, None, f"{what} {value!r}: expected HOST or HOST:PORT")
+    if not parts.hostname or not set(netloc) <= HOST_CHARACTERS:
+        raise RecordError(source, None, f"{what} {value!r}: not a host name or address")
 
 
 def _open_location(source: str, text: str):
@@ -268,12 +307,24 @@ def _first_message(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def _local_files(source: str, root: str) -> list[tuple[str, str]]:
+def _may_hold(relative_folder: str, pattern: str | None) -> bool:
+    """Whether a folder (`sub/`, relative to the glob's root) can hold a path `pattern` matches: the
+    pattern's fixed start and the folder's path agree as far as both go (`*` spans folders)."""
+    if pattern is None:
+        return True
+    cut = [pattern.index(c) for c in GLOB_CHARACTERS if c in pattern]
+    fixed = pattern[: min(cut)] if cut else pattern
+    return relative_folder.startswith(fixed) or fixed.startswith(relative_folder)
+
+
+def _local_files(source: str, root: str, pattern: str | None = None) -> list[tuple[str, str]]:
     """(path, path relative to `root`) of every regular file under the local folder `root`, hidden
     parts skipped, links followed but each folder and each file visited once: a folder reached again
     (a link loop such as `x -> .`, or a second name of a folder) and a file reached twice (a link or a
     hard link beside its target) are refused in one line naming the link, as is a broken link or a
-    record-named entry that is not a regular file (a FIFO would block the reader)."""
+    record-named entry that is not a regular file (a FIFO would block the reader). With a glob `pattern`,
+    only what it can match is listed and checked: folders it cannot reach are not entered, and an entry it
+    does not match is never a refusal."""
     import os
     import stat
 
@@ -292,13 +343,20 @@ def _local_files(source: str, root: str) -> list[tuple[str, str]]:
             relative = f"{prefix}{entry.name}"
             if _hidden(entry.name):
                 continue
+            matched = pattern is None or fnmatch.fnmatchcase(relative, pattern)
+            if not (matched or _may_hold(relative + "/", pattern)):
+                continue
             try:
                 st = os.stat(entry.path)  # through a link
             except OSError:
+                if not matched:
+                    continue
                 if entry.is_symlink():
                     raise RecordError(entry.path, None, "a broken symbolic link in a dataset folder") from None
                 raise
             if stat.S_ISDIR(st.st_mode):
+                if not _may_hold(relative + "/", pattern):
+                    continue
                 seen = folders.get(identity(st))
                 if seen is not None:
                     raise RecordError(
@@ -309,6 +367,8 @@ def _local_files(source: str, root: str) -> list[tuple[str, str]]:
                     )
                 folders[identity(st)] = entry.path
                 pending.append((entry.path, relative + "/"))
+            elif not matched:
+                continue
             elif stat.S_ISREG(st.st_mode):
                 seen = files.get(identity(st))
                 if seen is not None:
@@ -317,7 +377,7 @@ def _local_files(source: str, root: str) -> list[tuple[str, str]]:
                     )
                 files[identity(st)] = entry.path
                 found.append((entry.path, relative))
-            elif entry.name.lower().endswith(CSV_SUFFIXES + PARQUET_SUFFIXES):
+            elif pattern is not None or entry.name.lower().endswith(CSV_SUFFIXES + PARQUET_SUFFIXES):
                 raise RecordError(entry.path, None, "not a regular file (a FIFO, a socket or a device)")
     return found
 
@@ -335,9 +395,10 @@ def _store_files(location) -> list[tuple[str, str]]:
 
 
 def dataset_files(source: str | Path):
-    """(location, [paths in name order], [display names]) of the Parquet files `source` names: one
+    """(location, [paths in name order], [display names]) of the record files `source` names: one
     file, every Parquet file under a folder (hidden ones skipped; a folder also holding CSV files is
-    refused, naming the folder), those a glob matches (`*` spans folders), or the same through a URI
+    refused, naming the folder; a local folder of CSV files only gives its CSV files, as does a local glob
+    matching CSV files only), those a glob matches (`*` spans folders), or the same through a URI
     (file://, an object store: warehouse.filesystem's seam), parsed as a URI: its query string goes to
     the store, only its path is globbed."""
     import pyarrow.fs as pafs
@@ -352,13 +413,22 @@ def dataset_files(source: str | Path):
         pattern = None
     location = _open_location(str(source), text)
     fs = location.filesystem
-    kind = fs.get_file_info(location.root).type
+    try:
+        kind = fs.get_file_info(location.root).type
+    except OSError as err:  # a store that cannot be reached: the machine's refusal (exit 1), naming the input
+        raise OSError(err.errno or 0, f"cannot be reached: {_first_message(err)}", str(source)) from None
     if kind == pafs.FileType.NotFound:
         raise RecordError(str(source), None, "file not found" if pattern is None else "no such folder")
     if kind == pafs.FileType.File and pattern is None:
         paths = [location.root]
     else:
-        listed = _local_files(str(source), location.root) if location.is_local else _store_files(location)
+        if location.is_local:
+            listed = _local_files(str(source), location.root, pattern)
+        else:
+            try:
+                listed = _store_files(location)
+            except OSError as err:
+                raise OSError(err.errno or 0, f"cannot be listed: {_first_message(err)}", str(source)) from None
         others = []
         if pattern is None:
             others = sorted(r for _, r in listed if r.lower().endswith(CSV_SUFFIXES))
@@ -370,15 +440,20 @@ def dataset_files(source: str | Path):
                     "only; name one CSV file, or move the other files out",
                 )
         paths = sorted(p for p, r in listed if (fnmatch.fnmatchcase(r, pattern) if pattern else _is_parquet(r)))
+        if not paths and others and location.is_local:  # a local folder of CSV files only: one CSV dataset
+            paths = sorted(p for p, r in listed if r.lower().endswith(CSV_SUFFIXES))
         if not paths:
             what = f"no file matches {pattern!r}" if pattern else "the folder holds no Parquet file (.parquet, .pq)"
             if not pattern and others:
-                what += f" but CSV files ({others[0]}): name one CSV file, a dataset of files is Parquet"
+                what += f" but CSV files ({others[0]}): a CSV dataset of several files is read from a local folder"
             raise RecordError(str(source), None, what)
     names = [path if location.is_local else f"{location.scheme}://{path.lstrip('/')}" for path in paths]
+    all_csv = location.is_local and all(p.lower().endswith(CSV_SUFFIXES) for p in paths)
     for path, name in zip(paths, names):
-        if not _is_parquet(path):
-            raise RecordError(name, None, "unknown file type: a dataset of files is Parquet (.parquet or .pq)")
+        if not all_csv and not _is_parquet(path):
+            raise RecordError(
+                name, None, "unknown file type: a dataset of files is Parquet (.parquet, .pq), or CSV only"
+            )
         check_readable_name(name)
     return location, paths, names
 

@@ -13,6 +13,7 @@ RISK_SCORES = (0.10, 0.38, 0.64, 0.90)  # RS: expected risk score s = p . RS, pe
 PROBABILITY_COLUMNS = tuple(f"p_{level}" for level in RISK_LEVELS)
 PROBABILITY_SUM_TOLERANCE = 1e-6  # the four probabilities of a proposal sum to 1 within this
 SCHEMES = ("reference", "evaluator", "poisson")  # the bootstrap schemes, each named on every output row
+SEED_MAX = 2**62 - 1  # the largest seed a command or an export takes (seeds are hashed with 62 bits)
 POOLED = "all"  # the site, model version (or period) of rows pooled over every one: no name may be it
 NAME_RULES = (  # (rule broken, test) of a name: a site, model version, batch, analysis (name_problem)
     ("must not be empty or blank", lambda v: not v.strip()),

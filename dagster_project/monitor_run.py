@@ -7,11 +7,20 @@ rejected/ with its reason), each as a partition of landed_records (the landing j
 runs the recurring job (trend, monitor, monitor_case_mix, catalog) in-process and prints the monitor's
 status (autheval.monitoring.monitor.status_report). When a notifier is declared, each new alert is sent once
 (the alert sensor's rule, the same record in the lake). Runs go to an in-memory Dagster instance (the
-demo's): the lake is the record, and the UI, when it runs, sees the committed tables."""
+demo's): the lake is the record, and the UI, when it runs, sees the committed tables.
+
+Every pass is a run of the record: it rebuilds the lake's report (autheval.reporting.report.lake) and
+writes its receipt, monitor/receipt.json (and monitor/receipts/<run>.json, kept), committed with its
+last snapshot. The receipt's command line re-derives the recurring tables on an empty lake (`monitor
+run --land FILE ... --lake DIR`: every landed file's processed copy, a correction after the file it
+supersedes), so `autheval verify` of it re-runs that and compares landed_records, trend, monitor (less
+the decision columns, which record the lake's history) and monitor_case_mix. The decision record
+(monitor_decisions) is history, not a function of the files, and is not in the receipt."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +32,19 @@ from assets.monitor import MONITOR, notify_alerts
 from assets.resources import PROTOCOL_ENV, check_environment
 from assets.trend import recurring_evaluation_job
 from autheval import __version__
-from autheval.monitoring.landing import Tick, watch
+from autheval.errors import RecordError
+from autheval.monitoring.decisions import without_history
+from autheval.monitoring.landing import (
+    LANDED_TABLE,
+    Tick,
+    already_handled,
+    content_key,
+    landed_sources,
+    original_name,
+    read_landed_table,
+    set_aside,
+    watch,
+)
 from autheval.monitoring.monitor import status_report
 from autheval.monitoring.notify import check_notifier
 from autheval.monitoring.protocol import load_protocol
@@ -31,19 +52,30 @@ from dagster_project.definitions import build_definitions, project_instance
 from dagster_project.demo import QUIET
 from warehouse.snapshots import LakeRun, new_run_id
 
+RECEIPT_PATH = "monitor/receipt.json"  # the latest pass's receipt; monitor/receipts/<run>.json keeps each
+RECEIPT_TABLES = (LANDED_TABLE, "trend", "monitor", "monitor_case_mix")  # what the landed files determine
 SETTLE_SECONDS = 2.0  # between the two looks at the landing folder: a file still being written changes
 EXIT_OK, EXIT_FAILED, EXIT_ALERT = 0, 1, 3
 
 
 def monitor_run(
-    lake: Path, protocol: Path | None = None, out: Callable[[str], None] = print, settle_seconds: float = SETTLE_SECONDS
+    lake: Path,
+    protocol: Path | None = None,
+    out: Callable[[str], None] = print,
+    settle_seconds: float = SETTLE_SECONDS,
+    land: tuple[Path, ...] | list[Path] = (),
 ) -> int:
-    """Land what is waiting, run the recurring job, print the status. `protocol`: the acceptance
-    protocol (default $AUTHEVAL_PROTOCOL, else the packaged one). Returns 0 (nothing alerts), 3
-    (something alerts) or 1 (a run failed: a file that could not land for another reason than its
-    content, or the recurring job). A bad protocol file raises ProtocolError before anything lands; a
-    rejected file is reported on its line and set aside, and does not fail the run."""
+    """Land what is waiting, run the recurring job, print the status, rebuild the report and write the
+    receipt. `protocol`: the acceptance protocol (default $AUTHEVAL_PROTOCOL, else the packaged one).
+    `land`: files to land first, one by one in this order (copied into the landing folder under their
+    original name; the receipt's re-derivation). Returns 0 (nothing alerts), 3 (something alerts) or 1 (a
+    run failed: a file that could not land for another reason than its content, the recurring job, the
+    report). A bad protocol file raises ProtocolError before anything lands; a rejected file is reported
+    on its line and set aside, and does not fail the run."""
     check_environment()  # every AUTHEVAL_* setting, one line naming a bad one, before anything lands
+    for path in land:  # a real file, read here; never a link, a folder or a device
+        if Path(path).is_symlink() or not Path(path).is_file():
+            raise RecordError(str(path), None, "--land names a regular file (a landed log), not a link or a folder")
     protocol = protocol or EnvVar(PROTOCOL_ENV).get_value() or None  # as the protocol resource reads it
     load_protocol(protocol)  # bad input: one line, exit 2, nothing landed
     defs = build_definitions(str(lake), protocol=str(protocol) if protocol else None)
@@ -59,14 +91,75 @@ def monitor_run(
     run = LakeRun(
         store.location, new_run_id("monitor"), store._legacy_tables, store.keep_snapshots, f"autheval {__version__}"
     ).open()
+    landing = lake_resource.landing_dir()
     try:
-        return _pass(defs, instance, store, run, lake_resource.landing_dir(), notifier, out, settle_seconds)
+        failed = _land_given(defs, instance, store, run, landing, [Path(p) for p in land], out)
+        config = {"bootstrap_reps": defs.resources["protocol"].bootstrap_reps}
+
+        def record() -> None:
+            _record(store, run, landing, protocol, config)
+
+        code = _pass(defs, instance, store, run, landing, notifier, out, settle_seconds, record)
+        return EXIT_FAILED if failed else code
     finally:
         run.close()
 
 
-def _pass(defs, instance, store, run: LakeRun, landing: Path, notifier, out, settle_seconds: float) -> int:
-    """One monitoring pass on a lake whose writer lock `run` holds (see monitor_run)."""
+def _land_given(defs, instance, store, run: LakeRun, landing: Path, files: list[Path], out) -> bool:
+    """Land `files` one by one, in order (monitor_run's `land`); True when one failed."""
+    failed = False
+    for path in files:
+        name = original_name(path)  # a processed copy <key>__<name> lands under the name it was dropped as
+        landing.mkdir(parents=True, exist_ok=True)
+        target = landing / name
+        if target.exists() or target.is_symlink():
+            raise RecordError(str(target), None, f"a waiting file has this name; --land {path} cannot be copied in")
+        shutil.copyfile(path, target, follow_symlinks=False)
+        from autheval.io import file_sha256
+
+        key = content_key(file_sha256(target))
+        reason = already_handled(landing, store, key)
+        if reason:
+            moved = set_aside(target, f"{name}: not landed again; {reason}", "duplicates")
+            out(f"duplicate {name}: already landed; moved to {moved}")
+            continue
+        landed = _land(defs, instance, key, name, out)
+        run.commit() if landed else run.abort()
+        failed |= not landed
+    return failed
+
+
+def _record(store, run: LakeRun, landing: Path, protocol, config: dict) -> None:
+    """The pass as a run of the record: the lake's report rebuilt and the receipt written (staged: they
+    commit with the recurring job's tables, as one snapshot)."""
+    from autheval.reporting.receipt import build_receipt, input_entry, receipt_text, table_outputs
+    from autheval.reporting.report.lake import write_report
+    from warehouse.atomic import atomic_write_text
+
+    write_report(store)
+    sources = landed_sources(store, landing)
+    argv = ["monitor", "run"]
+    argv += ["--protocol", str(Path(protocol).resolve())] if protocol else []
+    for path in sources:
+        argv += ["--land", str(path)]
+    argv += ["--lake", str(Path(store.root).resolve())]
+    inputs = [input_entry("landed log", path) for path in sources]
+    inputs += [input_entry("protocol", protocol)] if protocol else []
+    tables = {name: store.read(name) for name in RECEIPT_TABLES if store.has_table(name)}
+    if LANDED_TABLE in tables:  # every partition by column name (a column added later is null before)
+        tables[LANDED_TABLE] = read_landed_table(store)
+    if "monitor" in tables:
+        tables["monitor"] = without_history(tables["monitor"])
+    text = receipt_text(build_receipt("monitor", argv, inputs, table_outputs(tables, store.root), config))
+    atomic_write_text(store.publish_path(RECEIPT_PATH), text)
+    atomic_write_text(store.publish_path(f"monitor/receipts/{run.run_id}.json"), text)
+
+
+def _pass(
+    defs, instance, store, run: LakeRun, landing: Path, notifier, out, settle_seconds: float, record=lambda: None
+) -> int:
+    """One monitoring pass on a lake whose writer lock `run` holds (see monitor_run); `record` stages the
+    report and the receipt, which commit with the recurring job's tables."""
     first = watch(landing, store, None)
     _report(first, out)
     if first.waiting:
@@ -89,6 +182,12 @@ def _pass(defs, instance, store, run: LakeRun, landing: Path, notifier, out, set
     if not result.success:
         run.abort()
         out(f"failed    the recurring job: {_failure(instance, result.run_id)}")
+        return EXIT_FAILED
+    try:
+        record()
+    except (OSError, ValueError, KeyError, RecordError) as err:  # the pass commits whole or not at all
+        run.abort()
+        out(f"failed    the report and receipt: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
         return EXIT_FAILED
     run.commit()
     lines, code = status_report(store.read(MONITOR))

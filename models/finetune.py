@@ -280,6 +280,9 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
             "use zero_stage 2 (the DermoGPT setting) with several processes"
         )
 
+    from models.model_dir import check_model_dir
+
+    check_model_dir(config.model_dir, "model_dir", "scorer")  # links, FIFOs, impossible sizes: one line
     processor = AutoProcessor.from_pretrained(config.model_dir, backend="pil", local_files_only=True)
     base = AutoModelForImageTextToText.from_pretrained(config.model_dir, dtype=dtype, local_files_only=True)
     torch.manual_seed(config.seed)  # the adapter's initial weights

@@ -175,6 +175,9 @@ def merge_sft_adapter(base_dir: str | Path, adapter_dir: str | Path, out_dir: st
     name_deepspeed_accelerator()
     from peft import PeftModel
 
+    from models.model_dir import check_model_dir
+
+    check_model_dir(base_dir, "base model", "scorer")  # links, FIFOs, impossible sizes: one line
     processor = AutoProcessor.from_pretrained(base_dir, backend="pil", local_files_only=True)
     base = AutoModelForImageTextToText.from_pretrained(base_dir, local_files_only=True)
     merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
@@ -216,6 +219,9 @@ def combine_adapters(
     name_deepspeed_accelerator()
     from peft import PeftModel
 
+    from models.model_dir import check_model_dir
+
+    check_model_dir(base_dir, "base model", "scorer")  # links, FIFOs, impossible sizes: one line
     base = AutoModelForImageTextToText.from_pretrained(base_dir, local_files_only=True)
     model = PeftModel.from_pretrained(base, str(sft_adapter), adapter_name="sft")
     model.load_adapter(str(grpo_adapter), adapter_name="grpo")
@@ -357,6 +363,9 @@ def grpo_train(
 
     dtype = dtype_for(device)
     set_seed(config.seed)  # the adapter's initial weights and the first samples
+    from models.model_dir import check_model_dir
+
+    check_model_dir(config.model_dir, "model_dir", "scorer")  # links, FIFOs, impossible sizes: one line
     processor = AutoProcessor.from_pretrained(config.model_dir, backend="pil", local_files_only=True)
     model = AutoModelForImageTextToText.from_pretrained(config.model_dir, dtype=dtype, local_files_only=True)
     reward = reward if reward is not None else MavicReward(weights, mavic_config, ontology)

@@ -54,22 +54,26 @@ COMPOSITES = {
 }
 
 
+CONFIG_MAX = 1e6  # the largest weight, lambda, gate slope or PMI weight taken
+
+
 class MavicConfig(BaseModel):
     """The reward's declared constants; defaults are the paper's (weights lambda = 1, k = 10, Tversky
     alpha 0.7 / beta 0.3, PMI eps 1e-5, fuzzy name threshold 0.8)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     composite: Literal["gated", "ungated", "accuracy"] = "gated"
-    lambda_hier: float = Field(1.0, ge=0, allow_inf_nan=False)
-    lambda_morph: float = Field(1.0, ge=0, allow_inf_nan=False)
-    gate_k: float = Field(10.0, gt=0, allow_inf_nan=False)
-    tversky_alpha: float = Field(0.7, ge=0, allow_inf_nan=False)
-    tversky_beta: float = Field(0.3, ge=0, allow_inf_nan=False)
-    pmi_eps: float = Field(1e-5, gt=0, allow_inf_nan=False)
-    pmi_floor: float = Field(0.0, ge=0, allow_inf_nan=False)  # negative PMI weighs this (a weight is >= 0)
-    default_weight: float = Field(1.0, ge=0, allow_inf_nan=False)
+    # every number bounded (CONFIG_MAX), so that the reward's arithmetic cannot overflow to inf or NaN
+    lambda_hier: float = Field(1.0, ge=0, le=CONFIG_MAX, allow_inf_nan=False)
+    lambda_morph: float = Field(1.0, ge=0, le=CONFIG_MAX, allow_inf_nan=False)
+    gate_k: float = Field(10.0, gt=0, le=CONFIG_MAX, allow_inf_nan=False)
+    tversky_alpha: float = Field(0.7, ge=0, le=CONFIG_MAX, allow_inf_nan=False)
+    tversky_beta: float = Field(0.3, ge=0, le=CONFIG_MAX, allow_inf_nan=False)
+    pmi_eps: float = Field(1e-5, gt=0, le=1, allow_inf_nan=False)
+    pmi_floor: float = Field(0.0, ge=0, le=CONFIG_MAX, allow_inf_nan=False)  # negative PMI weighs this (>= 0)
+    default_weight: float = Field(1.0, ge=0, le=CONFIG_MAX, allow_inf_nan=False)
     fuzzy_threshold: float = Field(0.8, gt=0, le=1, allow_inf_nan=False)
-    advantage_eps: float = Field(1e-4, gt=0, allow_inf_nan=False)  # as TRL's GRPO
+    advantage_eps: float = Field(1e-4, gt=0, le=1, allow_inf_nan=False)  # as TRL's GRPO
     # tags in their required order; `required_tags` must be present, the others may be left out
     tag_order: tuple[str, ...] = ("think", "morph", "final_diagnosis")
     required_tags: tuple[str, ...] = ("morph", "final_diagnosis")
@@ -442,8 +446,9 @@ def weights_from_table(table, source: str = "weights", schemas: Schemas | None =
             raise RecordError(
                 source, "feature", "is not a feature of the declared schemas", f"row {i + 1}, value {f!r}"
             )
-        if not math.isfinite(w) or w < 0:
-            raise RecordError(source, "weight", "must be a finite number >= 0", f"row {i + 1}, value {w!r}")
+        if not math.isfinite(w) or not 0 <= w <= CONFIG_MAX:
+            rule = f"must be a finite number >= 0 and at most {CONFIG_MAX:g}"
+            raise RecordError(source, "weight", rule, f"row {i + 1}, value {w!r}")
         cell = (row[str(d).strip().upper()], index[f])
         if not np.isnan(grid[cell]):
             raise RecordError(source, "feature", "a (diagnosis, feature) pair is given twice", f"row {i + 1}")
@@ -514,6 +519,20 @@ def score_completions(
         raise ValueError(
             "completions, modality, reference_diagnosis, reference_attributes and group_id must have the same length"
         )
+    for column, values in (
+        ("group_id", group_id),
+        ("modality", modality),
+        ("reference_diagnosis", reference_diagnosis),
+    ):
+        for i, value in enumerate(values):
+            if isinstance(value, str) and (value != value.strip() or not value.isprintable()):
+                raise RecordError(
+                    source,
+                    column,
+                    "must not begin or end with whitespace nor hold a control character (never stripped: "
+                    "'g1 ' beside 'g1' would be two values)",
+                    f"row {i + 1}, value {value!r}",
+                )
     for name in set(config.modalities.values()):
         if name not in schemas.schemas:
             raise RecordError(source, "modality", f"the config names schema {name!r}, which is not declared")
@@ -561,7 +580,8 @@ def score_completions(
     s_morph = np.where(valid, tversky(pred, ref, w, config.tversky_alpha, config.tversky_beta), 0.0)
 
     median, _, _ = group_statistics(group_id, s_hier)
-    gate = 1.0 / (1.0 + np.exp(-config.gate_k * (s_hier - median)))
+    with np.errstate(over="ignore"):  # a steep gate's exp overflows to inf: the gate is then 0, its limit
+        gate = 1.0 / (1.0 + np.exp(-config.gate_k * (s_hier - median)))
     if config.composite == "gated":
         reward = r_fmt * (r_acc + config.lambda_hier * s_hier + config.lambda_morph * gate * s_morph)
     elif config.composite == "ungated":
@@ -571,6 +591,12 @@ def score_completions(
     _, mean, std = group_statistics(group_id, reward)
     advantage = (reward - mean) / (std + config.advantage_eps)
     out = dict(zip(OUTPUT_KEYS, (r_fmt, r_acc, s_hier, s_morph, gate, reward, advantage)))
+    for key, values in out.items():
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:  # not reached within CONFIG_MAX; kept as a refusal, never a NaN reward
+            raise RecordError(
+                source, key, "is not a finite number: lower the config's weights and lambdas", f"row {bad[0] + 1}"
+            )
     if with_rules:
         out["format_rule"] = np.array([p.rule for p in parsed], dtype=object)
     return out

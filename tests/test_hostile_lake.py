@@ -414,8 +414,14 @@ def test_monitor_run_keeps_the_declared_number_of_snapshots(lake_copy, monkeypat
     drop_logs(lake_copy, months=3, only_last=True)  # one new month lands, then the recurring job: two more snapshots
     code, lines = run_monitor(lake_copy)
     assert code == 0, lines
-    assert sorted(p.name for p in (lake_copy / "snapshots").glob("*.json")) == ["00000004.json", "00000005.json"]
-    assert sorted(p.name for p in (lake_copy / "snapshots").glob("*.duckdb")) == ["00000004.duckdb", "00000005.duckdb"]
+    # retention counts runs (issue 28, 1.4): the fixture's run (1..3) and this one (4, 5) are the last 2 runs
+    assert sorted(p.name for p in (lake_copy / "snapshots").glob("*.json")) == [f"{n:08d}.json" for n in range(1, 6)]
+    catalogs = sorted(p.name for p in (lake_copy / "snapshots").glob("*.duckdb"))
+    assert catalogs == [f"{n:08d}.duckdb" for n in range(1, 6)]
+    monkeypatch.setenv("AUTHEVAL_KEEP_SNAPSHOTS", "1")
+    drop_logs(lake_copy, months=4, only_last=True)
+    assert run_monitor(lake_copy)[0] == 0
+    assert sorted(p.name for p in (lake_copy / "snapshots").glob("*.json")) == ["00000006.json", "00000007.json"]
 
 
 def test_the_demo_keeps_the_declared_number_of_snapshots(tmp_path, monkeypatch):

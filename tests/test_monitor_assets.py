@@ -543,6 +543,7 @@ def test_monitor_run_decides_by_the_protocol_the_environment_names(tmp_path, mon
         default_protocol_text()
         .replace("version: service-protocol-1", "version: strict-1")
         .replace("upper: 0.60", "upper: 0.10")
+        .replace("family_size: 40", "family_size: 8")  # its 4 series x 2 rules, declared
     )
     monkeypatch.setenv("AUTHEVAL_PROTOCOL", str(strict))
     code, lines = run_monitor(root)

@@ -387,11 +387,11 @@ def test_the_monitor_table_has_the_contract_columns_and_every_look(drifted):
         "alpha",
         "alpha_adjusted",
         "p_value",
+        "p_running",
         "family_size",
         "multiplicity",
         "horizon_clusters",
         "min_clusters",
-        "interval_method",
     ]
     rows = table.to_pylist()
     series = {(r["site"], r["model_version"]) for r in rows}
@@ -409,7 +409,8 @@ def test_the_monitor_table_has_the_contract_columns_and_every_look(drifted):
         for r in rows
         if r["site"] == "A" and r["model_version"] == "all" and r["metric"] == "Delta_authority"
     ] == [(r["estimate"], r["status"]) for r in a]
-    assert {r["family_size"] for r in rows if r["period"] == "2026-06"} == {8}  # (A, B, C, all) x 2 rules
+    # (A, B, C, all) x 2 rules at every period: the family is fixed (C has data at the first period only)
+    assert {r["family_size"] for r in rows} == {8}
 
 
 def test_the_estimate_is_the_trends(drifted):
@@ -444,13 +445,20 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
     rows = monitor_table(landed, parse_protocol(PROTOCOL), reps=0).table.to_pylist()
     con = connect(threads=1)
     con.register("landed_records", landed)
-    for site, look, period in (("A", 1, "2026-01"), ("A", 3, "2026-03"), ("all", 6, "2026-06")):
+
+    def sequences(site, period):
         params = {"site": None if site == "all" else site, "model_version": None, "period": period}
         part = con.execute(load_sql("recurring/monitor_look_records"), params).arrow().read_all()
         records = records_from_table(part, "look", "look", "-")
         one = connect(threads=1)
         register_cluster_stats(one, [records])
-        want = {(r["unit"], r["metric"]): r for r in confidence_sequences(one, "cluster_stats", 0.05, 300).to_pylist()}
+        cs = confidence_sequences(one, "cluster_stats", 0.05, 300).to_pylist()
+        return records, {(r["unit"], r["metric"]): r for r in cs}
+
+    periods = [f"2026-0{m}" for m in range(1, 7)]
+    for site, look in (("A", 1), ("A", 3), ("all", 6)):
+        earlier = [sequences(site, period)[1] for period in periods[:look]]
+        records, want = sequences(site, periods[look - 1])
         version = "all" if site == "all" else "v1"
         got = [r for r in rows if (r["site"], r["model_version"], r["look"]) == (site, version, look)]
         assert got
@@ -458,9 +466,17 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
             w = want[(r["unit"], r["metric"])]
             assert r["n_clusters"] == w["n_clusters"] == records.n_clusters
             assert r["estimate"] == pytest.approx(w["estimate"], rel=1e-12)
-            half = numpy_radius(w["sigma"], w["n_clusters"], numpy_rho2(0.05, 300), r["alpha_adjusted"])
-            assert r["cs_lower"] == pytest.approx(w["estimate"] - half, rel=1e-9)
-            assert r["cs_upper"] == pytest.approx(w["estimate"] + half, rel=1e-9)
+            # the running intersection, at this look's level, of every earlier look's sequence that decides
+            ends = []
+            for e in (seq[(r["unit"], r["metric"])] for seq in earlier):
+                if e["sigma"] is None or math.isnan(e["sigma"]) or e["n_clusters"] < 30:
+                    continue
+                half = numpy_radius(e["sigma"], e["n_clusters"], numpy_rho2(0.05, 300), r["alpha_adjusted"])
+                ends.append((e["estimate"] - half, e["estimate"] + half))
+            if not ends:
+                continue
+            assert r["cs_lower"] == pytest.approx(max(lo for lo, _ in ends), rel=1e-9)
+            assert r["cs_upper"] == pytest.approx(min(hi for _, hi in ends), rel=1e-9)
 
 
 def test_each_status_and_its_reason(drifted):
@@ -480,12 +496,18 @@ def test_each_status_and_its_reason(drifted):
     c = latest[("C", "v1", "intervention_rate")]
     assert c["status"] == "insufficient" and "fewer than the protocol's min_clusters 30" in c["reason"]
     assert all(r["status"] == "insufficient" and "no decision yet" in r["reason"] for r in rows if r["site"] == "C")
-    # a status is the CS at the adjusted level against the bounds, and agrees with the anytime p-value
+    # a status is the running intersection of the CS at the adjusted level against the bounds (an empty
+    # one: the metric changed), and agrees with the running anytime p-value
     for r in rows:
         if r["status"] == "alert":
-            assert r["cs_upper"] < (r["lower"] if r["lower"] is not None else -math.inf) or r["cs_lower"] > (
-                r["upper"] if r["upper"] is not None else math.inf
+            assert (
+                r["cs_upper"] < (r["lower"] if r["lower"] is not None else -math.inf)
+                or r["cs_lower"] > (r["upper"] if r["upper"] is not None else math.inf)
+                or (r["cs_lower"] > r["cs_upper"] and "disjoint" in r["reason"])
             )
+            assert r["p_running"] <= r["alpha_adjusted"] or "disjoint" in r["reason"]
+        elif r["p_running"] is not None:
+            assert r["p_running"] > r["alpha_adjusted"]
         if r["status"] == "pass":
             assert r["lower"] is None or r["cs_lower"] >= r["lower"]
             assert r["upper"] is None or r["cs_upper"] <= r["upper"]
@@ -683,7 +705,7 @@ def test_the_estimated_baseline_e_value_is_the_closed_form(tmp_path):
         if r["dimension"] == "proposed_action"
     ]
     cats = sorted({r["category"] for r in rows})
-    assert cats == ["a0", "a1", "a2", "a3"]
+    assert cats == ["a0", "a1", "a2", "a3", "other"]  # `other`: a category first shown after the baseline
     count = {(r["look"], r["category"]): r["count"] for r in rows}
     # one observation per lesion cluster: 50 clusters a month, whatever their images
     assert [sum(count.get((k, c), 0) for c in cats) for k in range(1, 6)] == [50] * 5
@@ -714,7 +736,10 @@ def test_a_cluster_is_counted_once_at_its_first_case(tmp_path):
     con.register("landed_records", land([first, later], tmp_path))
     counts = {
         (r["look"], r["category"]): r["count"]
-        for r in con.execute(load_sql("recurring/monitor_case_mix_counts")).arrow().read_all().to_pylist()
+        for r in con.execute(load_sql("recurring/monitor_case_mix_counts"), {"baseline_periods": 2})
+        .arrow()
+        .read_all()
+        .to_pylist()
         if r["dimension"] == "proposed_action"
     }
     firsts = {}

@@ -230,6 +230,7 @@ def test_the_monitored_confidence_sequence_of_every_metric_is_the_independent_on
     protocol = parse_protocol(every_rule_protocol())
     rows = monitor_table(landed, protocol, reps=0).table.to_pylist()
     got = {(r["look"], r["unit"], r["metric"]): r for r in rows if (r["site"], r["model_version"]) == ("A", "v1")}
+    uppers: dict = {}  # the running intersection's upper end: the least upper end of the looks to date
     for look, data in ((1, month1), (2, pa.concat_tables([month1, month2]))):
         for (unit, metric), (y, x) in cluster_ratios(data).items():
             r, sigma = ratio_sigma(y, x)
@@ -237,7 +238,8 @@ def test_the_monitored_confidence_sequence_of_every_metric_is_the_independent_on
             row = got[(look, unit, metric)]
             assert row["n_clusters"] == len(y)
             assert row["estimate"] == pytest.approx(r, rel=1e-9, abs=1e-12), (look, unit, metric)
-            assert row["cs_upper"] - row["estimate"] == pytest.approx(half, rel=1e-7), (look, unit, metric)
+            uppers[(unit, metric)] = min(uppers.get((unit, metric), math.inf), r + half)
+            assert row["cs_upper"] == pytest.approx(uppers[(unit, metric)], rel=1e-7), (look, unit, metric)
 
 
 def test_a_look_with_exactly_min_clusters_is_decided(tmp_path):
@@ -332,7 +334,12 @@ def test_a_cluster_id_used_at_two_sites_counts_at_each(tmp_path):
     con = connect()
     con.register("landed_records", land([a, b], tmp_path))
     counts = {}
-    for r in con.execute(load_sql("recurring/monitor_case_mix_counts")).arrow().read_all().to_pylist():
+    for r in (
+        con.execute(load_sql("recurring/monitor_case_mix_counts"), {"baseline_periods": 2})
+        .arrow()
+        .read_all()
+        .to_pylist()
+    ):
         if r["dimension"] == "proposed_action":
             counts[r["site"]] = counts.get(r["site"], 0) + r["count"]
     assert counts == {"A": 10, "B": 10}

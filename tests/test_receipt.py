@@ -130,14 +130,14 @@ def test_a_lake_receipt_names_a_changed_rules_file(tmp_path):
     "content, message",
     [
         ("not json", "not a receipt (unreadable JSON"),
-        ('{"receipt_version": 1}', "column 'command': a receipt names this key"),
+        ('{"receipt_version": 1}', "key 'command': a receipt names this key"),
         (
             '{"receipt_version": 1, "command": "rm", "argv": [], "inputs": [], "outputs": []}',
-            "column 'command': must be one of",
+            "key 'command': must be one of",
         ),
         (
             '{"receipt_version": 1, "command": "evaluate", "argv": ["ui", "--port", "1"], "inputs": [], "outputs": []}',
-            "column 'argv': must be a list of strings starting with the command 'evaluate'",
+            "key 'argv': must be a list of strings starting with the command 'evaluate'",
         ),
     ],
 )

@@ -606,10 +606,17 @@ def test_trend_png_is_one_panel_per_site_with_the_monitor_and_the_old_plot_witho
     one_site = trend_plot_png(trend, monitored.table.filter(pa.compute.equal(monitored.table.column("site"), "site-1")))
     width, height = png_size(panels)
     assert width == png_size(one_site)[0] and height > 2.5 * png_size(one_site)[1]  # a row of panels per site
-    series = monitor_plot_rows(monitored.table)  # each site to date over its model versions, then every site
-    last = [r["site"] for r in series if r["look"] == 8 and r["metric"] == "Delta_authority"]
-    assert last == ["site-1", "site-2", "all"]
-    assert all(r["ci_lower"] is not None and r["cs_lower"] < r["ci_lower"] for r in series if r["look"] > 1)
+    series = monitor_plot_rows(monitored.table)  # each site x model version, the site over its versions, every site
+    last = [(r["site"], r["model_version"]) for r in series if r["look"] == 8 and r["metric"] == "Delta_authority"]
+    assert last == [("site-1", "model-1"), ("site-1", "all"), ("site-2", "all"), ("all", "all")]  # model-2: 6 looks
+    # the plotted sequence is the running intersection (docs/monitoring.md): it only ever narrows
+    by_series: dict = {}
+    for r in sorted(series, key=lambda r: r["look"]):
+        by_series.setdefault((r["site"], r["model_version"], r["metric"], r["unit"]), []).append(r)
+    for rows in by_series.values():
+        known = [r for r in rows if r["cs_lower"] is not None and r["cs_upper"] is not None]
+        assert known and all(r["ci_lower"] is not None for r in rows if r["look"] > 1)
+        assert all(b["cs_lower"] >= a["cs_lower"] and b["cs_upper"] <= a["cs_upper"] for a, b in zip(known, known[1:]))
 
 
 def test_the_monitoring_report_renders_in_headless_chromium(monitored, tmp_path):

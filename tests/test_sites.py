@@ -479,3 +479,196 @@ def test_trust_folder_refusals(signed, tmp_path, capsys):
         capsys, _run("pool", "--trust", empty, "--export", exports["north"], "--output-dir", tmp_path / "o"), "bad.pub"
     )
     _refused(capsys, _pool(signed, tmp_path, exports["north"], extra=("--output-dir", exports["north"])), "inside")
+
+
+def _resign(folder: Path, tmp_path: Path, name: str, key: Path, stats=None, manifest=None, replicates=None) -> Path:
+    """A copy of `folder` with statistics.json / manifest.json / replicates.parquet edited by the callables
+    given, the manifest's file hashes updated and re-signed with `key` (an attacker holding a registered key)."""
+    import hashlib
+
+    from autheval.sites.signing import load_private_key, public_hex, sign
+
+    target = _copy(folder, tmp_path, name)
+    if stats is not None:
+        value = json.loads((target / "statistics.json").read_text())
+        (target / "statistics.json").write_text(json.dumps(stats(value) or value))
+    if replicates is not None:
+        import pyarrow.parquet as pq
+
+        pq.write_table(replicates(pq.read_table(target / "replicates.parquet")), target / "replicates.parquet")
+    m = json.loads((target / "manifest.json").read_text())
+    for f in ("statistics.json", "replicates.parquet"):
+        m["files"][f] = hashlib.sha256((target / f).read_bytes()).hexdigest()
+    private = load_private_key(key)
+    m["signer"] = public_hex(private)
+    if manifest is not None:
+        m = manifest(m) or m
+    data = json.dumps(m).encode()
+    (target / "manifest.json").write_bytes(data)
+    (target / "manifest.sig").write_text(sign(private, data) + "\n")
+    return target
+
+
+def _entry(s):
+    return s["analyses"][0]
+
+
+def _set(path, value):
+    def edit(s):
+        obj = s
+        for k in path[:-1]:
+            obj = obj[k]
+        obj[path[-1]] = value
+
+    return edit
+
+
+def test_signed_malformed_export_is_one_line_naming_file_and_field(signed, tmp_path, capsys):
+    """A re-signed export with a field missing or of another type or shape: one line naming the file and the
+    field path, exit 2, never a traceback; nothing pooled."""
+    root, _, exports = signed
+    key = root / "key-north" / "site.key"
+    north = exports["north"]
+    cases = [
+        ("no-analysis-key", {"stats": lambda s: _entry(s).pop("analysis") and None}, "analyses[0].analysis is missing"),
+        ("record-empty", {"stats": _set(["analyses", 0, "record"], {})}, "analyses[0].record.schema is missing"),
+        ("analyses-ints", {"stats": _set(["analyses"], [1, 2])}, "analyses[0] must be an object"),
+        (
+            "comoments",
+            {"stats": _set(["analyses", 0, "units", "image_weighted", "comoments"], [[1]])},
+            "analyses[0].units.image_weighted.comoments must be an 8x8 array of finite numbers",
+        ),
+        ("mean-text", {"stats": _set(["analyses", 0, "units", "cluster_equal", "mean"], "x")}, "mean must be an 8"),
+        ("totals-text", {"stats": _set(["analyses", 0, "totals", "w_gap"], "1")}, "totals.w_gap must be a finite"),
+        ("reps-abc", {"manifest": _set(["reps"], "abc")}, "manifest.json: reps must be a whole number"),
+        ("seed-float", {"manifest": _set(["seed"], 1.5)}, "manifest.json: seed must be a whole number"),
+        ("files-list", {"manifest": _set(["files"], [])}, "manifest.json: files must be an object"),
+        ("software-none", {"manifest": _set(["software"], None)}, "manifest.json: software must be an object"),
+        (
+            "rep-dtype",
+            {"replicates": lambda t: t.set_column(1, "rep", t.column("rep").cast("int32"))},
+            "replicates.parquet: column 'rep': must be of type int64",
+        ),
+        (
+            "rep-short",
+            {"replicates": lambda t: t.slice(0, REPS - 1)},
+            f"replicates.parquet: must hold {REPS:,} replicates",
+        ),
+    ]
+    for name, edits, needle in cases:
+        folder = _resign(north, tmp_path, name, key, **edits)
+        code = _pool(signed, tmp_path, folder)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and needle in err and len(err.splitlines()) == 1 and "Traceback" not in err, (name, err)
+        assert str(folder) in err, (name, err)
+    assert not (tmp_path / "hub").exists()
+
+
+def test_signed_impossible_values_are_refused(signed, tmp_path, capsys):
+    """Re-signed values no site could export (counts negative or inconsistent, totals that disagree with the
+    counts or the means, sums that overflow, non-finite replicate sums) are refused in one line; no inf is
+    ever written to estimates.csv."""
+    import pyarrow as pa
+
+    root, _, exports = signed
+    key = root / "key-north" / "site.key"
+    north = exports["north"]
+
+    def overflow(s):
+        _entry(s)["totals"]["w_gap"] = 1e308
+        _entry(s)["totals"]["w_n"] = 1e-308
+
+    def inf_rep(t):
+        col = t.column("w_gap").to_numpy().copy()
+        col[3] = np.inf
+        return t.set_column(t.column_names.index("w_gap"), "w_gap", pa.array(col))
+
+    cases = [
+        ("overflow", {"stats": overflow}, "totals.w_n must equal"),
+        ("neg-clusters", {"stats": _set(["analyses", 0, "n_clusters"], -5)}, "analyses[0].n_clusters must be"),
+        ("frac-cases", {"stats": _set(["analyses", 0, "record", "n_cases"], 10.5)}, "record.n_cases must be"),
+        ("changed-gt", {"stats": lambda s: _entry(s).update(n_changed_clusters=10**6)}, "n_changed_clusters must be"),
+        ("changed-cases", {"stats": lambda s: _entry(s)["record"].update(n_changed=0)}, "n_changed"),
+        ("local-gt", {"stats": lambda s: _entry(s)["record"].update(n_local=10**9)}, "record.n_local must be"),
+        ("mean-off", {"stats": lambda s: _entry(s)["units"]["image_weighted"]["mean"].__setitem__(4, 1e6)}, "mean[4]"),
+        (
+            "neg-var",
+            {"stats": lambda s: _entry(s)["units"]["cluster_equal"]["comoments"][2].__setitem__(2, -1.0)},
+            "no negative",
+        ),
+        ("inf-rep", {"replicates": inf_rep}, "column 'w_gap'"),
+    ]
+    for name, edits, needle in cases:
+        folder = _resign(north, tmp_path, name, key, **edits)
+        code = _pool(signed, tmp_path, folder)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and needle in err and len(err.splitlines()) == 1 and "Traceback" not in err, (name, err)
+    assert not (tmp_path / "hub").exists()
+
+    # totals huge but consistent with the means at two sites: their sum overflows, refused in one line, no inf
+    def huge(s):
+        e = _entry(s)
+        e["totals"]["w_gap"] = 1.7e308
+        e["units"]["image_weighted"]["mean"][4] = 1.7e308 / e["n_clusters"]
+
+    big_north = _resign(north, tmp_path, "big-north", key, stats=huge)
+    big_south = _resign(exports["south"], tmp_path, "big-south", root / "key-south" / "site.key", stats=huge)
+    _refused(capsys, _pool(signed, tmp_path, big_north, big_south), "overflow")
+    assert not (tmp_path / "hub").exists()
+
+
+def test_a_key_signs_for_its_own_site_only(logs, signed, tmp_path, capsys):
+    """The north key signing a south export is refused; the manifest's signer must be the signing key; a
+    trust folder registering one key twice is refused."""
+    root, trust, exports = signed
+    _, per_site, _ = logs
+    forged = tmp_path / "forged-south"
+    argv = ["site", "export", "--input", per_site["south"], "--site", "south", "--out", forged]
+    assert _run(*argv, "--key", root / "key-north" / "site.key", "--seed", SEED, "--replicates", REPS) == 0
+    capsys.readouterr()
+    _refused(capsys, _pool(signed, tmp_path, exports["north"], forged), "signed by the key registered for site 'north'")
+    # the same via re-signing the real south export with the north key
+    resigned = _resign(exports["south"], tmp_path, "south-by-north", root / "key-north" / "site.key")
+    _refused(capsys, _pool(signed, tmp_path, resigned), "a key signs for its own site only")
+    # a manifest naming another signer than the key that signed it
+    other = _resign(
+        exports["north"],
+        tmp_path,
+        "other-signer",
+        root / "key-north" / "site.key",
+        manifest=_set(["signer"], "ab" * 32),
+    )
+    _refused(capsys, _pool(signed, tmp_path, other), "signer names another key")
+    # one key registered for two sites
+    twice = tmp_path / "twice"
+    shutil.copytree(trust, twice)
+    shutil.copy(trust / "north.pub", twice / "south-alias.pub")
+    code = _run("pool", "--trust", twice, "--export", exports["north"], "--output-dir", tmp_path / "hub")
+    _refused(capsys, code, "the same key")
+    bad = tmp_path / "badname"
+    bad.mkdir()
+    shutil.copy(trust / "north.pub", bad / "all.pub")
+    _refused(
+        capsys, _run("pool", "--trust", bad, "--export", exports["north"], "--output-dir", tmp_path / "hub"), "all.pub"
+    )
+    assert not (tmp_path / "hub").exists()
+
+
+def test_export_replicates_refusal_names_replicates(logs, tmp_path, capsys):
+    _, per_site, _ = logs
+    for value in (0, -1, 10**7):
+        code = _run(
+            "site",
+            "export",
+            "--input",
+            per_site["west"],
+            "--site",
+            "west",
+            "--out",
+            tmp_path / "e",
+            "--replicates",
+            value,
+        )
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and "--replicates" in err and "--reps" not in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "e").exists()

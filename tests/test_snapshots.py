@@ -126,6 +126,7 @@ def test_an_interrupted_commit_is_undone(tmp_path):
     manifest = json.loads((lake.root / "snapshots" / "00000001.json").read_text())
     manifest.update(snapshot=2, run_id="ghost", tables={"a": {"file": "runs/ghost/a.0.parquet"}})
     (lake.root / "snapshots" / "00000002.json").write_text(json.dumps(manifest))
+    (lake.root / "snapshots" / ".pending-00000002").write_text("ghost\n")  # the marker a killed commit leaves
     assert lake.snapshot().snapshot == 1 and lake.read("a").num_rows == 3
     lake.write("b", table(3))
     assert lake.snapshot().snapshot == 2 and lake.snapshot().run_id.startswith("write-")

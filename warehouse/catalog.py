@@ -24,6 +24,7 @@ from pathlib import Path, PurePath
 import duckdb
 import pyarrow as pa
 
+from warehouse import snapshots
 from warehouse.catalog_build import (
     CATALOG_NAME,
     build_catalog,
@@ -385,6 +386,14 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def _check_served_whole(lake: Lake) -> None:
+    """After a failed query: QueryRefused naming a file of the snapshot read that is missing, if one is."""
+    try:
+        snapshots.check_whole(lake.location, lake.snapshot())
+    except snapshots.SnapshotError as err:
+        raise QueryRefused(str(err)) from None
+
+
 def stream(
     lake: Lake, sql: str, params=None, batch_rows: int = BATCH_ROWS, batch_bytes: int = BATCH_BYTES
 ) -> Iterator[pa.RecordBatch]:
@@ -400,6 +409,7 @@ def stream(
             reader = con.execute(sql, params or []).to_arrow_reader(min(READ_ROWS, batch_rows))
             yield from _bounded(reader, batch_rows, batch_bytes)
         except duckdb.PermissionException as err:
+            _check_served_whole(lake)  # a file of the snapshot gone reads as a refused access: say which
             raise QueryRefused(
                 f"query: {_first_line(err)} (file access is limited to the files of the "
                 f"lake {lake.root} that its catalog's views read)"
@@ -411,6 +421,7 @@ def stream(
                 f"query: {_first_line(err)} (memory and spill are capped: raise AUTHEVAL_DUCKDB_MEMORY or {SPILL_ENV})"
             ) from err
         except duckdb.Error as err:
+            _check_served_whole(lake)
             raise QueryRefused(f"query: {_first_line(err)}") from err
         except (RuntimeError, OSError) as err:  # Ctrl-C inside DuckDB; an error mid-stream through Arrow
             if "interrupted" in str(err).lower():

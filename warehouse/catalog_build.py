@@ -25,12 +25,26 @@ def snapshot_catalog_path(root: PurePath, number: int) -> Path:
 
 def build_catalog(root: PurePath, manifest, number: int, keep: int, committed: list) -> Path:
     """Write snapshot `number`'s catalog (views over exactly its files, and the `lake_snapshots`
-    table of the `keep` snapshots kept with it, out of the lake's `committed` manifests) to
+    table of the snapshots of the last `keep` runs kept with it, out of the lake's `committed` manifests) to
     snapshots/<number>.duckdb; atomic (temp file, then rename)."""
     earlier = [m for m in committed if m.snapshot < number]
-    kept = earlier[len(earlier) - keep + 1 :] if keep > 1 else []
-    kept.append(manifest)
-    return write_catalog(Path(root), manifest, snapshot_catalog_path(root, number), kept)
+    return write_catalog(
+        Path(root), manifest, snapshot_catalog_path(root, number), last_runs([*earlier, manifest], keep)
+    )
+
+
+def last_runs(manifests: list, keep: int) -> list:
+    """The manifests (in snapshot order) of the last `keep` runs among `manifests`: a run that committed
+    several snapshots is one kept unit (warehouse.snapshots.LakeRun.collect_garbage keeps the same)."""
+    runs: list[str] = []
+    kept = []
+    for m in sorted(manifests, key=lambda m: m.snapshot, reverse=True):
+        if m.run_id not in runs:
+            if len(runs) == keep:
+                break
+            runs.append(m.run_id)
+        kept.append(m)
+    return kept[::-1]
 
 
 def write_catalog(root: PurePath, manifest, target: Path, kept: list) -> Path:

@@ -174,6 +174,10 @@ class Lake:
         if not files:
             raise FileNotFoundError(f"no table {name!r} in lake {self.root}")
         entry = self._entries()[name]
+        if not all(filesystem.is_file(self.location, path) for path in files):
+            run = self.run()
+            if run is None or name not in run.staged():  # a committed file gone: name it
+                snapshots.check_whole(self.location, self.snapshot())
         return filesystem.read_parquet(self.location, files if entry.get("partitions") else files[0])
 
     def tables(self) -> dict[str, str | list[str]]:

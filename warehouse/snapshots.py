@@ -16,7 +16,8 @@ A run writes only new files under runs/<run>/, so nothing a reader holds is ever
 writes the manifest and its catalog beside the served ones, then renames CURRENT into place (one
 atomic rename), then links the catalog and publishes the run's files. A run that fails, is killed or
 is refused leaves CURRENT as it was; the next writer removes what it left (files no retained snapshot
-names, manifests past CURRENT). The last `keep` snapshots stay queryable (`autheval query --snapshot N`).
+names, manifests past CURRENT). The snapshots of the last `keep` runs stay queryable (`autheval query
+--snapshot N`): a run is the unit kept, however many snapshots it commits.
 
 One writer at a time: the lock is an flock on .writer.lock (released by the kernel when the holder
 dies, so kill -9 never leaves the lake locked); a second writer gets LakeBusy naming the holder. Within
@@ -97,10 +98,8 @@ def lock_wait() -> float:
     text = os.environ.get(WAIT_ENV, "").strip()
     if not text:
         return 0.0
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    # ASCII digits only: float() also takes other scripts' digits ('٥') and 'inf', '1e3', '1_0'
+    value = float(text) if re.fullmatch(r"[0-9]{1,6}(\.[0-9]{1,6})?", text, re.ASCII) else math.nan
     if not 0 <= value <= MAX_WAIT:  # NaN fails too
         raise SnapshotError(f"${WAIT_ENV}={text!r}: must be a number of seconds from 0 to {MAX_WAIT:g}") from None
     return value
@@ -338,6 +337,41 @@ def _numbers(numbers: list[int]) -> str:
 
 def manifest_path(location: LakeLocation, number: int) -> str:
     return location.path(SNAPSHOTS, f"{number:08d}.json")
+
+
+PENDING = ".pending-"  # snapshots/.pending-<N>: commit N has begun and CURRENT has not moved yet
+
+
+def pending_path(location: LakeLocation, number: int) -> str:
+    """The marker commit writes before manifest `number` and removes once CURRENT names it: only a
+    manifest past CURRENT with its marker is what a killed commit left (and may be removed)."""
+    return location.path(SNAPSHOTS, f"{PENDING}{number:08d}")
+
+
+def pending_numbers(location: LakeLocation) -> list[int]:
+    """The numbers of the commits begun and not finished (their markers), ascending."""
+    found = []
+    for info in filesystem.list_dir(location, location.path(SNAPSHOTS)):
+        name = info.base_name
+        if name.startswith(PENDING) and re.fullmatch(r"[0-9]{8}", name[len(PENDING) :], re.ASCII):
+            found.append(int(name[len(PENDING) :]))
+    return sorted(found)
+
+
+def check_whole(location: LakeLocation, manifest: Manifest) -> None:
+    """SnapshotError (one line naming the first missing file and the way back) where `manifest` names a
+    file that is not in the lake."""
+    missing = missing_files(location, manifest)
+    if missing:
+        raise SnapshotError(
+            f"{location.path(missing[0])}: a file of snapshot {manifest.snapshot} is missing "
+            f"({len(missing)} in all); `autheval lake recover --lake {location.root}` serves the newest whole snapshot"
+        )
+
+
+def missing_files(location: LakeLocation, manifest: Manifest) -> list[str]:
+    """The files `manifest` names that are not in the lake (relative paths, sorted)."""
+    return [rel for rel in sorted(manifest.referenced()) if not filesystem.is_file(location, resolve(location, rel))]
 
 
 def read_manifest(location: LakeLocation, number: int) -> Manifest:
@@ -597,10 +631,14 @@ class LakeRun:
             {**base.files, **self._files},
             self.software,
         )
+        # the marker first: a manifest past CURRENT without one was committed, and is never removed
+        _write_bytes(self.location, pending_path(self.location, number), f"{self.run_id}\n".encode())
         _write_bytes(self.location, manifest_path(self.location, number), manifest.to_json())
         if self.location.is_local:
             build_catalog(Path(self.location.root), manifest, number, self.keep, committed)
         _write_bytes(self.location, self.location.path(CURRENT), f"{number}\n".encode())  # the commit
+        with contextlib.suppress(OSError):
+            self.location.filesystem.delete_file(pending_path(self.location, number))
         self._staged, self._written = {}, []
         files, self._files = self._files, {}
         callbacks, self._after_commit = self._after_commit, []
@@ -625,9 +663,21 @@ class LakeRun:
         """Undo what a failed or killed writer left: manifests (and catalogs) past CURRENT, stray
         temporary files, and every run file no kept snapshot names; then re-link the served catalog."""
         current = current_number(self.location)
-        for number in snapshot_numbers(self.location):
-            if current is None or number > current:
-                self.location.filesystem.delete_file(manifest_path(self.location, number))
+        pending = pending_numbers(self.location)
+        past = [n for n in snapshot_numbers(self.location) if current is None or n > current]
+        committed = [n for n in past if n not in pending]
+        if committed:  # written by a finished commit (CURRENT was moved back by hand): never removed
+            raise SnapshotError(
+                f"lake {self.location.root}: snapshot(s) {_numbers(committed)} past CURRENT "
+                f"({current if current is not None else 'none'}) were committed, not left by a killed commit; "
+                f"nothing was removed: `autheval lake recover --lake {self.location.root} --snapshot N` "
+                "serves the one you mean"
+            )
+        for number in past:
+            self.location.filesystem.delete_file(manifest_path(self.location, number))
+        for number in pending:
+            with contextlib.suppress(OSError):
+                self.location.filesystem.delete_file(pending_path(self.location, number))
         if self.location.is_local:
             root = Path(self.location.root)
             for stray in [
@@ -647,14 +697,23 @@ class LakeRun:
         self.collect_garbage()
 
     def collect_garbage(self) -> None:
-        """Keep the last `keep` snapshots: older manifests and catalogs go, and so does every file
-        under runs/ that no kept snapshot names (this run's staged files excepted)."""
+        """Keep the snapshots of the last `keep` runs (a run that commits several snapshots, as `autheval
+        monitor run` does, one per landed file, is one kept unit): older manifests and catalogs go, and
+        so does every file under runs/ that no kept snapshot names (this run's staged files excepted)."""
         current = current_number(self.location)
         numbers = [n for n in snapshot_numbers(self.location) if current is not None and n <= current]
-        kept, dropped = numbers[-self.keep :], numbers[: -self.keep]
         referenced: set[str] = set(self._written)
-        for number in kept:
-            referenced |= read_manifest(self.location, number).referenced()
+        run_ids: list[str] = []
+        kept: list[int] = []
+        for number in reversed(numbers):  # newest first, until a run past the last `keep` runs
+            manifest = read_manifest(self.location, number)
+            if manifest.run_id not in run_ids:
+                if len(run_ids) == self.keep:
+                    break
+                run_ids.append(manifest.run_id)
+            kept.append(number)
+            referenced |= manifest.referenced()
+        dropped = [n for n in numbers if n not in kept]
         for number in dropped:
             self.location.filesystem.delete_file(manifest_path(self.location, number))
         if self.location.is_local:
@@ -728,20 +787,19 @@ def _recover_pointer(location: LakeLocation, number: int | None, run: LakeRun) -
         served = current_number(location)
     except SnapshotError:
         served = None
-    if served is not None and number in (None, served):
-        return f"lake {location.root}: CURRENT names snapshot {served}, which is there; nothing to recover"
     problems: list[str] = []
     chosen = None
-    for candidate in [number] if number is not None else sorted(on_disk, reverse=True):
+    # left by a killed commit (its marker, past CURRENT): not a snapshot to serve unless asked for by number
+    unfinished = {n for n in pending_numbers(location) if served is not None and n > served}
+    candidates = [number] if number is not None else [n for n in sorted(on_disk, reverse=True) if n not in unfinished]
+    for candidate in candidates:
         if candidate not in on_disk:
             raise SnapshotError(
                 f"snapshot {candidate} has no manifest in lake {location.root} (on disk: {_numbers(on_disk)})"
             )
         try:
             manifest = read_manifest(location, candidate)
-            missing = [
-                rel for rel in sorted(manifest.referenced()) if not filesystem.is_file(location, resolve(location, rel))
-            ]
+            missing = missing_files(location, manifest)
         except SnapshotError as err:
             problems.append(str(err))
             continue
@@ -752,6 +810,8 @@ def _recover_pointer(location: LakeLocation, number: int | None, run: LakeRun) -
         break
     if chosen is None:
         raise SnapshotError(f"lake {location.root}: no whole snapshot to serve: {'; '.join(problems)[:400]}")
+    if chosen.snapshot == served:  # whole (its files checked), and the newest whole one or the one asked for
+        return f"lake {location.root}: CURRENT names snapshot {served}, which is whole; nothing to recover"
     pointer = location.path(CURRENT)
     aside = ""
     if served is None and location.is_local and os.path.lexists(pointer):

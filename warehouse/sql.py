@@ -37,7 +37,10 @@ def quote_identifier(name: str) -> str:
 
 
 def quote_literal(text: str) -> str:
-    """Quote a string literal (a file path in a view definition)."""
+    """Quote a string literal (a file path in a view definition). A NUL ends DuckDB's SQL text early, so
+    text holding one is refused (ValueError)."""
+    if "\x00" in text:
+        raise ValueError(f"{text!r} holds a NUL character: it cannot be written in SQL text")
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -62,7 +65,27 @@ def fill(
     wanted = set(_PLACEHOLDER.findall(text))
     if wanted != set(values):
         raise ValueError(f"sql/{name}.sql takes the placeholders {sorted(wanted)}, not {sorted(values)}")
-    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
+    # Placeholders are filled in the SQL only, never in a `--` comment: a literal with a newline filled
+    # into a comment ended the comment and its rest was read as SQL (a mechanism named "a\nb").
+    lines = []
+    for line in text.splitlines(keepends=True):
+        code, comment = _split_comment(line)
+        lines.append(_PLACEHOLDER.sub(lambda match: values[match.group(1)], code) + comment)
+    return "".join(lines)
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    """(the SQL, the `--` comment) of one line of a template; `--` inside a quoted string is SQL."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif line.startswith("--", i):
+            return line[:i], line[i:]
+    return line, ""
 
 
 def drop_table(con, name: str) -> None:
@@ -136,7 +159,8 @@ def to_parquet(con, name: str, path, params=None, integers: dict[str, int] | Non
 def size_bytes(text: str) -> int | None:
     """Bytes of a size as DuckDB and AUTHEVAL_MEMORY_LIMIT take it (bytes, or 512MB, 2GB, 1.5GiB:
     KB/MB/GB/TB powers of 1000, KiB/MiB/GiB/TiB of 1024); None where it is not one."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", text.strip().lower())
+    # ASCII only: Python's \d and float() take other scripts' digits ('٥GB'), DuckDB does not
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)[ \t]*([kmgt]?i?b?)?", text.strip().lower(), re.ASCII)
     if not match:
         return None
     suffix = match.group(2) or ""

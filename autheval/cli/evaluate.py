@@ -70,10 +70,10 @@ def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _check_bootstrap_flags(args, inputs: list[tuple[str, Path]], files: tuple[str, ...]) -> None:
+def _check_bootstrap_flags(args, inputs: list[tuple[str, str | Path]], files: tuple[str, ...]) -> None:
     """Fail before any work, in one line naming the flag: also when a result file would replace one of
     the `inputs` (flag, path)."""
-    from autheval.cli.flags import check_not_an_input
+    from autheval.cli.flags import check_not_an_input, check_output_dir_apart
     from autheval.estimation.estimators import check_reps
     from autheval.reporting.outputs import check_output_dir
 
@@ -82,6 +82,7 @@ def _check_bootstrap_flags(args, inputs: list[tuple[str, Path]], files: tuple[st
     from warehouse.engine import engine_config
 
     engine_config(args.engine, args.spark_master)  # unknown engine, Spark extra, Java, master: one line
+    check_output_dir_apart(args.output_dir, inputs, "--output-dir")
     check_output_dir(args.output_dir)
     check_not_an_input([args.output_dir / name for name in files], inputs, "--output-dir")
 
@@ -100,31 +101,108 @@ def _engine(args, scheme: str):
     return connect_engine(engine_config(args.engine, args.spark_master))
 
 
+def _estimate_by_flags(args, recordsets, engine=None, **options):
+    """`estimate` of `recordsets` under the bootstrap flags (scheme or its default, reps, seed, quantiles),
+    with progress on stderr: what evaluate, --by and compare (paired and unpaired) run."""
+    from autheval.estimation.estimators import estimate
+
+    return estimate(
+        recordsets,
+        scheme=args.scheme or _default_scheme(recordsets),
+        reps=args.reps,
+        seed=args.seed,
+        quantiles=(args.lower, args.upper),
+        engine=engine,
+        progress=_bootstrap_progress(args),
+        **options,
+    )
+
+
 def _default_scheme(recordsets) -> str:
     return "reference" if all(r.schema == "trace" for r in recordsets) else "evaluator"
 
 
 def cmd_evaluate(args) -> int:
-    from autheval.estimation.estimators import estimate
     from autheval.records.read import read_records
     from autheval.reporting.outputs import EVALUATE_FILES, write_evaluate_outputs
     from autheval.reporting.receipt import RECEIPT
 
+    if getattr(args, "by", None):
+        return _evaluate_by(args)
     _check_bootstrap_flags(args, [("--input", args.input)], (*EVALUATE_FILES, RECEIPT))
     records = _read_with_progress(read_records, args, args.input)
-    scheme = args.scheme or _default_scheme([records])
-    with _engine(args, scheme) as engine:
-        result = estimate(
-            [records],
-            scheme=scheme,
-            reps=args.reps,
-            seed=args.seed,
-            quantiles=(args.lower, args.upper),
-            engine=engine,
-            progress=_bootstrap_progress(args),
-        )
+    with _engine(args, args.scheme or _default_scheme([records])) as engine:
+        result = _estimate_by_flags(args, [records], engine)
     receipt = _bootstrap_receipt(args, "evaluate", result, [("--input", args.input)])
     for path in write_evaluate_outputs(result, records.analysis, args.output_dir, receipt):
+        print(path)
+    return 0
+
+
+def _column_list(flag: str, text: str) -> tuple[str, ...]:
+    """`--by site,model_version`: column names, each named once, none empty."""
+    names = tuple(text.split(","))
+    for name in names:
+        if not name or name != name.strip():
+            raise RecordError(flag, None, f"expected column names joined by ',' (no spaces, none empty), got {text!r}")
+        if names.count(name) > 1:
+            raise RecordError(flag, name, f"the column is named twice in {text!r}")
+    return names
+
+
+def _input_table(path):
+    """The rows of a record input as one Arrow table, its columns as the input names them (a CSV's as
+    text): what --by and --strata split. A dataset's files are read in name order."""
+    import pyarrow as pa
+
+    from autheval.io import is_dataset_path, read_table
+
+    text = _input_text(path)
+    if not is_dataset_path(text):
+        return read_table(text)
+    from autheval.records.datasets import open_dataset
+
+    dataset, _, _ = open_dataset(text)
+    if dataset.kind == "csv":
+        return pa.concat_tables([read_table(f) for f in dataset.files])
+    import pyarrow.parquet as pq
+
+    return pa.concat_tables([pq.read_table(name) for name in dataset.names])
+
+
+def _split_records(path, columns: tuple[str, ...], flag: str, analysis: str | None = None, con=None):
+    """[(group key, RecordSet)] of a record input split by the values of `columns` (sorted by value):
+    each group validated as a record of its own, its analysis `<analysis> / col=value,...` or `col=value,...`."""
+    from autheval.estimation.unpaired import group_label, split_groups
+    from autheval.io import table_sha256
+    from autheval.records.read import records_from_table
+
+    source = _input_text(path)
+    table = _input_table(path)
+    groups = split_groups(table, columns, source, flag)
+    out = []
+    for key, rows in groups.items():
+        label = group_label(columns, key)
+        name = f"{analysis} / {label}" if analysis else label
+        out.append((key, records_from_table(rows, source, name, table_sha256(rows), used=columns, con=con)))
+    return table, out
+
+
+def _evaluate_by(args) -> int:
+    """`evaluate --by COLS`: one analysis per combination of the columns' values; estimates.csv (each row
+    labelled by its group: analysis `col=value,...` and a by_<col> column per column) and the receipt."""
+    from autheval.reporting.outputs import BY_FILES, write_by_outputs
+    from autheval.reporting.receipt import RECEIPT
+
+    columns = _column_list("--by", args.by)
+    _check_bootstrap_flags(args, [("--input", args.input)], (*BY_FILES, RECEIPT))
+    _, groups = _split_records(args.input, columns, "--by")
+    recordsets = [records for _, records in groups]
+    with _engine(args, args.scheme or _default_scheme(recordsets)) as engine:
+        result = _estimate_by_flags(args, recordsets, engine)
+    receipt = _bootstrap_receipt(args, "evaluate", result, [("--input", args.input)])
+    by = {records.analysis: dict(zip(columns, key)) for key, records in groups}
+    for path in write_by_outputs(result, columns, by, args.output_dir, receipt):
         print(path)
     return 0
 
@@ -140,6 +218,10 @@ def _bootstrap_receipt(args, command: str, result, inputs: list[tuple[str, str |
         argv += [flag, f"{name}={_input_text(path)}" if name else _input_text(path)]
     for contrast in getattr(args, "contrast", None) or []:
         argv += ["--contrast", contrast]
+    if getattr(args, "by", None):
+        argv += ["--by", args.by]
+    if getattr(args, "unpaired", False):
+        argv += ["--unpaired"] + (["--strata", args.strata] if args.strata else [])
     argv += [
         "--scheme",
         result.scheme,
@@ -234,13 +316,17 @@ def _parse_contrast(text: str) -> tuple[str, str]:
 
 
 def cmd_compare(args) -> int:
-    from autheval.estimation.estimators import estimate, warn_if_no_contrast
+    from autheval.estimation.estimators import warn_if_no_contrast
     from autheval.records.read import read_records
     from autheval.reporting.outputs import COMPARE_FILES, write_compare_outputs
     from autheval.reporting.receipt import RECEIPT
 
+    if args.unpaired:
+        return _compare_unpaired(args)
+    if args.strata:
+        raise RecordError("--strata", None, "stratifies an unpaired comparison: give --unpaired too")
     arms = [_parse_arm(a) for a in args.arm]
-    _check_bootstrap_flags(args, [(f"--arm {name}", Path(path)) for name, path in arms], (*COMPARE_FILES, RECEIPT))
+    _check_bootstrap_flags(args, [(f"--arm {name}", path) for name, path in arms], (*COMPARE_FILES, RECEIPT))
     from warehouse.sql import connect
 
     with connect() as reading:  # one connection for every arm's validation
@@ -250,23 +336,67 @@ def cmd_compare(args) -> int:
     else:  # every later arm against the first
         contrasts = [(name, arms[0][0]) for name, _ in arms[1:]]
     warn_if_no_contrast([name for name, _ in arms], contrasts)
-    scheme = args.scheme or _default_scheme(records)
-    with _engine(args, scheme) as engine:
-        result = estimate(
-            records,
-            scheme=scheme,
-            reps=args.reps,
-            seed=args.seed,
-            quantiles=(args.lower, args.upper),
-            contrasts=contrasts,
-            engine=engine,
-            progress=_bootstrap_progress(args),
-        )
+    with _engine(args, args.scheme or _default_scheme(records)) as engine:
+        try:
+            result = _estimate_by_flags(args, records, engine, contrasts=contrasts)
+        except RecordError as err:
+            if "needs identical clusters" not in err.rule:
+                raise
+            raise RecordError(
+                err.source, err.column, err.rule + " (arms of independent clusters: compare --unpaired)", err.example
+            ) from None
     receipt = _bootstrap_receipt(
         args, "compare", result, [("--arm", path) for _, path in arms], names=[name for name, _ in arms]
     )
     for path in write_compare_outputs(result, args.output_dir, receipt):
         print(path)
+    return 0
+
+
+def _compare_unpaired(args) -> int:
+    """`compare --unpaired [--strata COLS]`: arms that are independent samples of clusters
+    (autheval.estimation.unpaired); unpaired_contrast.csv, each arm's (or arm and stratum's) estimates.csv."""
+    from autheval.estimation.estimators import warn_if_no_contrast
+    from autheval.estimation.unpaired import check_strata_clusters, unpaired_contrasts
+    from autheval.records.read import read_records
+    from autheval.reporting.outputs import UNPAIRED_FILES, write_unpaired_outputs
+    from autheval.reporting.receipt import RECEIPT
+
+    arms = [_parse_arm(a) for a in args.arm]
+    if len(arms) < 2:
+        raise RecordError("--arm", None, "an unpaired comparison needs two arms or more (repeat --arm NAME=FILE)")
+    names = [name for name, _ in arms]
+    for name in names:
+        if names.count(name) > 1:
+            raise RecordError("--arm", None, f"the arm name {name!r} is given twice")
+    strata = _column_list("--strata", args.strata) if args.strata else ()
+    _check_bootstrap_flags(args, [(f"--arm {name}", path) for name, path in arms], (*UNPAIRED_FILES, RECEIPT))
+    if args.engine != "duckdb":
+        raise RecordError("--engine", None, "an unpaired comparison runs in this process: use --engine duckdb")
+    from warehouse.sql import connect
+
+    cells = []
+    with connect() as reading:
+        for name, path in arms:
+            if strata:
+                table, groups = _split_records(path, strata, "--strata", analysis=name, con=reading)
+                check_strata_clusters(table, strata, _input_text(path))
+                cells.append((name, groups))
+            else:
+                cells.append((name, [((), _read_with_progress(read_records, args, path, analysis=name, con=reading))]))
+    if args.contrast:
+        contrasts = [_parse_contrast(c) for c in args.contrast]
+    else:  # every later arm against the first
+        contrasts = [(name, names[0]) for name in names[1:]]
+    warn_if_no_contrast(names, contrasts)
+    recordsets = [records for _, groups in cells for _, records in groups]
+    scheme = args.scheme or _default_scheme(recordsets)
+    quantiles = (args.lower, args.upper)
+    rows = unpaired_contrasts(cells, contrasts, scheme, args.reps, args.seed, quantiles, strata)
+    result = _estimate_by_flags(args, recordsets)
+    receipt = _bootstrap_receipt(args, "compare", result, [("--arm", path) for _, path in arms], names=names)
+    for written in write_unpaired_outputs(rows, result, args.output_dir, receipt):
+        print(written)
     return 0
 
 
@@ -293,10 +423,12 @@ Evaluate one record file (CSV or Parquet). The schema is detected from the colum
 [Ug_head]). Writes summary.json, summary.md, authority_summary.csv and estimates.csv to --output-dir and
 prints their paths. A number the record cannot support is reported as not recoverable, never as a number."""
 
-COMPARE_HELP = "compare proposal mechanisms on identical clusters"
+COMPARE_HELP = "compare proposal mechanisms on identical clusters, or unpaired arms (--unpaired)"
 COMPARE_DESCRIPTION = """\
 Compare the authority gap of several proposal mechanisms (arms) evaluated on the same clusters. Writes
-proposal_dependence_summary.csv, paired_contrast.csv and estimates.csv to --output-dir and prints their paths."""
+proposal_dependence_summary.csv, paired_contrast.csv and estimates.csv to --output-dir and prints their paths.
+With --unpaired the arms are independent samples of clusters (model versions as deployed): writes
+unpaired_contrast.csv (the difference of every metric, bootstrap and delta-method intervals) and estimates.csv."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -310,6 +442,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the records: a CSV or Parquet file, a folder or glob of Parquet files (one dataset, in "
         "name order), or a URI (file:///..., an object store such as s3://bucket/prefix); read "
         "where they lie, streaming",
+    )
+    p.add_argument(
+        "--by",
+        metavar="COL[,COL...]",
+        help="one analysis per combination of these columns' values (e.g. site,model_version): estimates.csv "
+        "with each row labelled by its group; every row needs a value (not empty, no surrounding spaces)",
     )
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_evaluate)
@@ -329,6 +467,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         metavar='"A minus B"',
         help="a paired contrast of two arm names (repeatable); default: each later arm minus the first",
+    )
+    p.add_argument(
+        "--unpaired",
+        action="store_true",
+        help="the arms are independent samples of clusters (e.g. a service before and after a model version "
+        "change): each arm resampled on its own; writes unpaired_contrast.csv and estimates.csv",
+    )
+    p.add_argument(
+        "--strata",
+        metavar="COL[,COL...]",
+        help="with --unpaired: resample clusters within each stratum of these columns' values (e.g. "
+        "site,risk_stratum), strata weighted by their pooled share in both arms; declared in every row",
     )
     _add_bootstrap_flags(p)
     p.set_defaults(func=cmd_compare)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from autheval.cli.common import DEFAULT_LAKE
 from autheval.errors import RecordError
+from autheval.vocabulary import SEED_MAX
 
 # One seed range for every scheme and command: numpy's streams take any non-negative integer, the
 # evaluator adds a per-metric offset (at most 7) and the poisson scheme hashes the seed in signed
 # 64-bit SQL integers.
-SEED_MAX = 2**62 - 1
 # What a table-writing command's --output may end in, and the format each ending means
 OUTPUT_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -60,18 +60,64 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return Path(a).resolve() == Path(b).resolve()
 
 
+def input_folder(path: str | Path) -> Path | None:
+    """The local folder a dataset input lists (a folder itself, a glob's folder, a file:// URI's), resolved;
+    None for a single file or an object store's URI."""
+    from urllib.parse import unquote, urlsplit
+
+    text = str(path)
+    if "://" in text:
+        if not text.lower().startswith("file://"):
+            return None
+        text = unquote(urlsplit(text).path)
+    if any(c in text for c in "*?[") and not Path(text).exists():
+        head = text[: min(text.index(c) for c in "*?[" if c in text)]
+        text = head.rstrip("/") if head.endswith("/") else os.path.dirname(head)
+        text = text or "."
+    folder = Path(text)
+    return folder.resolve() if folder.is_dir() else None
+
+
 def check_not_an_input(outputs: Iterable[Path], inputs: Iterable[tuple[str, str | Path | None]], flag: str) -> None:
-    """Refuse, in one line naming `flag`, an output file that is an input (or a link to one): writing
-    it would replace the input. Checked before any work."""
-    given = [(name, Path(path)) for name, path in inputs if path is not None]
+    """Refuse, in one line naming `flag`, an output file that is an input (or a link to one), or lies in
+    an input's dataset folder (a folder, a glob's folder): writing it would replace or change the input.
+    Checked before any work."""
+    given = [(name, path) for name, path in inputs if path is not None]
     for output in outputs:
         for name, path in given:
-            if same_file(output, path):
+            if "://" not in str(path) and same_file(output, path):
                 raise RecordError(
                     flag,
                     None,
                     f"{output} is the input {name} {path}; writing it would replace the input: choose another {flag}",
                 )
+            folder = input_folder(path)
+            if folder is not None and Path(output).resolve().is_relative_to(folder):
+                raise RecordError(
+                    flag,
+                    None,
+                    f"{output} lies in the folder of the input {name} {path}; writing it would change the "
+                    f"input: choose another {flag}",
+                )
+
+
+def check_output_dir_apart(folder: Path, inputs: Iterable[tuple[str, str | Path | None]], flag: str) -> None:
+    """Refuse, in one line naming `flag`, an output folder that is an input (a file, a dataset folder or a
+    glob's folder) or lies inside one: the results would be written into the input."""
+    out = Path(folder).resolve()
+    for name, path in inputs:
+        if path is None:
+            continue
+        root = input_folder(path)
+        if root is None and "://" not in str(path):
+            root = Path(path).resolve()
+        if root is not None and out.is_relative_to(root):
+            raise RecordError(
+                flag,
+                None,
+                f"{folder} is or lies inside the input {name} {path}; the results would be written into "
+                f"the input: choose another {flag}",
+            )
 
 
 def check_inputs_outside(folder: Path, inputs: Iterable[tuple[str, Path | None]], flag: str) -> None:

@@ -53,6 +53,7 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
         prog="autheval", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.set_defaults(build_parser=build_parser)  # for verify, which parses a receipt's command line
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     evaluate.register(sub)

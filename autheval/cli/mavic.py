@@ -54,7 +54,15 @@ def _texts(values: list, source: str, column: str) -> list[str]:
     for i, value in enumerate(values):
         if value is None or (isinstance(value, str) and not value.strip()):
             raise RecordError(source, column, "must not be empty", f"row {i + 1}")
-        out.append(str(value))
+        text = str(value)
+        if text != text.strip() or not text.isprintable():  # never stripped: 'g1 ' beside 'g1' is refused
+            raise RecordError(
+                source,
+                column,
+                "must not begin or end with whitespace nor hold a control character",
+                f"row {i + 1}, value {text!r}",
+            )
+        out.append(text)
     return out
 
 

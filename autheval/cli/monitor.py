@@ -80,7 +80,7 @@ def cmd_monitor_run(args) -> int:
         load_protocol(args.protocol)  # a broken protocol is one line before anything runs
     from dagster_project.monitor_run import monitor_run
 
-    return monitor_run(args.lake, args.protocol)
+    return monitor_run(args.lake, args.protocol, land=args.land or ())
 
 
 MONITOR_HELP = "watch a deployment: the state of every site x model version x rule, or one run"
@@ -88,7 +88,8 @@ MONITOR_DESCRIPTION = """\
 Monitoring a deployment (docs/monitoring.md). `status` prints the latest look of every (site, model_version,
 rule) from the lake's monitor table and exits 0 when nothing alerts, 3 when something does (2: bad input).
 `run` lands every complete file waiting in <lake>/landing/ and runs the recurring job (trend, monitor) in this
-process, for cron or any scheduler; it exits 0, 3 when something alerts, 1 on failure."""
+process, for cron or any scheduler, rebuilds the report and writes the pass's receipt (monitor/receipt.json,
+which `autheval verify` re-derives); it exits 0, 3 when something alerts, 1 on failure."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -115,5 +116,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=path_flag,
         metavar="FILE",
         help="the acceptance protocol (default: the packaged one, `autheval protocol show`)",
+    )
+    run.add_argument(
+        "--land",
+        type=path_flag,
+        action="append",
+        metavar="FILE",
+        help="land this log first, before what waits in the landing folder (repeatable, in order); a monitor "
+        "receipt's command line re-derives the lake this way",
     )
     run.set_defaults(func=cmd_monitor_run)

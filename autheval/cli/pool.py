@@ -12,8 +12,9 @@ from autheval.cli.site import add_hub_seed_flag
 
 POOL_HELP = "pool signed site exports into the estimates one lake of their records would give"
 POOL_DESCRIPTION = """\
-Pool signed site exports (`autheval site export`): every export must be signed by a key registered in
---trust, unaltered, no replay, one per site, of the same software, seed and replicates. Writes estimates.csv
+Pool signed site exports (`autheval site export`): every export must be signed by the key registered in
+--trust for its site (<site>.pub), unaltered, well formed, no replay, one per site, of the same software,
+seed and replicates. Writes estimates.csv
 (evaluate's columns: poisson bootstrap and delta-method rows, pooled and per site), heterogeneity.csv
 (Cochran's Q and I^2 of Delta_authority across sites) and summary.json to --output-dir."""
 
@@ -57,7 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="a site's export folder (repeat for each site)",
     )
-    p.add_argument("--trust", required=True, type=path_flag, metavar="DIR", help="folder of registered *.pub keys")
+    p.add_argument(
+        "--trust", required=True, type=path_flag, metavar="DIR", help="folder of registered keys, <site>.pub each"
+    )
     add_hub_seed_flag(p, "an export of another seed is refused")
     p.add_argument(
         "--output-dir",

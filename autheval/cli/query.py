@@ -182,7 +182,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--format",
         choices=QUERY_FORMATS,
         default="table",
-        help="table (aligned text), csv, or json (one array of row objects; JSON has no NaN or "
-        "Infinity, so non-finite numbers are written as null)",
+        help="table (aligned text, one line per row: control characters escaped as \\n, \\r, \\t, \\xNN; "
+        "NaN, inf, -inf as such), csv (null and NaN as an empty cell, infinities as inf and -inf, cells with a "
+        "newline, carriage return, quote or comma quoted), or json (one array of row objects; JSON has no NaN "
+        "or Infinity, so NaN and infinities are written as null). In every format: dates and timestamps as "
+        "ISO text from DuckDB's values (years past 9999 with a sign, infinity and -infinity as such, 24:00:00 "
+        "kept), intervals as ISO 8601 durations, blobs with \\xNN escapes, lists, structs and maps as JSON, "
+        "decimals exact",
     )
     p.set_defaults(func=cmd_query)

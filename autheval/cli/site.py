@@ -35,14 +35,19 @@ def _count(value: int, flag: str) -> int:
 
 def cmd_export(args) -> int:
     from autheval.cli.evaluate import _input_text
+    from autheval.errors import RecordError
     from autheval.estimation.estimators import DEFAULT_SEEDS, check_reps
     from autheval.records.read import read_records
-    from autheval.sites.export import check_out_folder, check_site_name, write_export
+    from autheval.sites.export import check_out_folder, write_export
+    from autheval.sites.names import check_site_name
     from autheval.sites.signing import load_private_key
 
     check_site_name(args.site)
     check_seed(args.seed)
-    reps = check_reps(args.replicates)
+    try:
+        reps = check_reps(args.replicates)
+    except RecordError as err:  # check_reps names evaluate's --reps; this command's flag is --replicates
+        raise RecordError("--replicates", None, err.rule, err.example) from None
     _count(args.min_clusters, "--min-clusters")
     _count(args.min_changed_clusters, "--min-changed-clusters")
     key = load_private_key(args.key) if args.key is not None else None

@@ -30,9 +30,21 @@ MASK64 = (1 << 64) - 1
 MAX_CLUSTERS = (1 << 32) - 1  # numpy draws from 64-bit values (another method) from 2^32 clusters on
 
 
+COMPILED_ENV = "AUTHEVAL_COMPILED"
+
+
+def compiled_setting() -> bool:
+    """$AUTHEVAL_COMPILED: unset, empty or 1 uses the C module where it is built, 0 never does; anything
+    else is one line naming the variable (ValueError)."""
+    text = os.environ.get(COMPILED_ENV, "").strip()
+    if text not in ("", "0", "1"):
+        raise ValueError(f"${COMPILED_ENV}={text[:40]!r}: must be 0 (never use the compiled module) or 1 (default)")
+    return text != "0"
+
+
 def extension():
     """The C module, or None where it was not built (or AUTHEVAL_COMPILED=0)."""
-    if os.environ.get("AUTHEVAL_COMPILED", "").strip() == "0" or sys.byteorder != "little":
+    if not compiled_setting() or sys.byteorder != "little":
         return None
     try:
         from autheval.estimation import _stream_counts

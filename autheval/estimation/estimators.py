@@ -483,6 +483,9 @@ MATRIX_STATISTICS = {
 }
 MATRIX_COPIES = {"reference": 3, "evaluator": 3, "poisson": 1}
 MEMORY_LIMIT_VARIABLE = "AUTHEVAL_MEMORY_LIMIT"
+# A declared limit may be small (it only decides whether an exact scheme's matrix fits: 64kb sends every
+# record to poisson), but not zero or a few bytes, which are mistakes.
+MIN_MEMORY_LIMIT_BYTES = 1000
 
 
 def matrix_bytes(scheme: str, n_clusters: int) -> int:
@@ -495,14 +498,15 @@ def memory_limit_bytes() -> int | None:
     """The memory a run may use: AUTHEVAL_MEMORY_LIMIT when set (bytes, or a size such as 512MB,
     2GB, 1.5GiB), else the available memory (warehouse.sql.available_memory_bytes); None when
     neither is known."""
-    from warehouse.sql import available_memory_bytes, size_bytes
+    from warehouse.sql import MAX_DECLARED_SIZE, available_memory_bytes, size_bytes
 
     text = os.environ.get(MEMORY_LIMIT_VARIABLE, "").strip()
     if not text:
         return available_memory_bytes()
     limit = size_bytes(text)
-    if limit is None:
-        raise RecordError(MEMORY_LIMIT_VARIABLE, None, f"must be a size such as 512MB or 2GB, got {text!r}")
+    if limit is None or not MIN_MEMORY_LIMIT_BYTES <= limit <= MAX_DECLARED_SIZE:
+        rule = f"must be a size such as 512MB or 2GB, from 1kB to 1PiB, got {text[:40]!r}"
+        raise RecordError(MEMORY_LIMIT_VARIABLE, None, rule)
     return limit
 
 

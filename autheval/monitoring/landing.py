@@ -18,6 +18,15 @@ Only complete files land. Writers should write to a temporary name the watcher i
 with `.`, or ending in `.tmp`, `.part` or `.partial`) and rename it in when done; and the watcher lands
 a file only once it has seen the same size and modification time on two consecutive looks.
 
+Corrections replace, never add. A site that re-exports a period it already sent (a corrected file)
+declares it: a `supersedes` column naming, on every row, the content key of the file it replaces
+(the 20 hex digits of `landed_records.landed_key`, also the start of its processed/<key>__<name>
+copy). The correction lands as a partition of its own; the earlier partition stays in the lake (and
+its copy in processed/), marked by its successor's `supersedes`, and no longer counts in the trend
+or the monitor (current_landed). A file whose cases (site, period, case_id) were already landed by a file
+that still counts, without declaring that it supersedes it, is refused in one line (moved to
+rejected/ with the reason), as is a `supersedes` naming no landed file or one superseded already.
+
 Core functions only (no Dagster): the lake's `landed_records` and `trend` assets and the landing sensor
 call these."""
 
@@ -46,10 +55,11 @@ from autheval.records.schema import TRACE_TO_LOG, RecordSet, header_names
 from autheval.vocabulary import name_problem
 from warehouse.atomic import atomic_write_text, current_umask
 from warehouse.lake import Lake
-from warehouse.sql import connect, load_sql, to_table
+from warehouse.sql import connect, load_sql, one, to_table
 
 PERIOD_COLUMNS = ("timestamp", "batch")
 DEPLOYMENT_COLUMNS = ("site", "model_version")  # where and by which model a log was made
+SUPERSEDES = "supersedes"  # the content key of the earlier landed file a corrected file replaces
 STRATUM_COLUMN = "risk_stratum"  # the service's own risk stratum of a case, where its log has one
 UNSPECIFIED = "unspecified"  # the site or model version of a log without that column
 POOLED = "all"  # the site or model version of rows pooled over every one (as period 'all')
@@ -296,7 +306,9 @@ def read_landed(
     present = [c for c in PERIOD_COLUMNS if c in raw.column_names]
     if not present:
         raise RecordError(source, "timestamp", "a landed log needs a timestamp or a batch column")
-    records = records_from_table(raw, source, key, sha256, used=(*PERIOD_COLUMNS, *DEPLOYMENT_COLUMNS, STRATUM_COLUMN))
+    records = records_from_table(
+        raw, source, key, sha256, used=(*PERIOD_COLUMNS, *DEPLOYMENT_COLUMNS, STRATUM_COLUMN, SUPERSEDES)
+    )
     con = connect()
     n = raw.num_rows
     con.register(
@@ -331,7 +343,124 @@ def read_landed(
         local = next((k for k, v in TRACE_TO_LOG.items() if v == LOCAL_COLUMN), LOCAL_COLUMN)
     given = pc.is_valid(raw.column(local)) if local in raw.column_names else pa.chunked_array([pa.array([False] * n)])
     table = table.append_column(LOCAL_GIVEN, pc.take(given, records.table.column("row_index")))
-    return records, table
+    replaced = _supersedes(raw, source, key)
+    return records, table.append_column(SUPERSEDES, pa.array([replaced] * table.num_rows, pa.string()))
+
+
+def _supersedes(raw: pa.Table, source: str, key: str) -> str | None:
+    """The content key a corrected file declares it replaces (its `supersedes` column: one key, the same
+    on every row), or None when it has no such column."""
+    if SUPERSEDES not in raw.column_names:
+        return None
+    values = pc.unique(raw.column(SUPERSEDES).cast(pa.string())).to_pylist()
+    rule = (
+        f"must name, on every row, the content key of the one landed file this file replaces ({KEY_LENGTH} "
+        "lowercase hex digits: landed_records.landed_key, the start of its processed/<key>__<name> copy)"
+    )
+    if len(values) != 1 or not isinstance(values[0], str) or not _is_key(values[0]):
+        shown_values = ", ".join(repr(v) for v in values[:3])
+        raise RecordError(source, SUPERSEDES, rule, f"values {shown_values}" + (" ..." if len(values) > 3 else ""))
+    if values[0] == key:
+        raise RecordError(source, SUPERSEDES, "names this file's own content key", values[0])
+    return values[0]
+
+
+def _is_key(value: str) -> bool:
+    return len(value) == KEY_LENGTH and all(c in "0123456789abcdef" for c in value)
+
+
+def read_landed_table(lake: Lake) -> pa.Table | None:
+    """Every landed partition, each read on its own and stacked by column name (a partition landed
+    before a column existed has it null), or None when nothing has landed."""
+    from warehouse.filesystem import read_parquet
+
+    files = lake.table_files(LANDED_TABLE)
+    if not files:
+        return None
+    return pa.concat_tables([read_parquet(lake.location, f) for f in files], promote_options="permissive")
+
+
+def current_landed(lake: Lake) -> pa.Table | None:
+    """The landed logs that count (sql/recurring/landed_current.sql): every landed row but those of a
+    file that a later landed file supersedes; None when nothing has landed."""
+    landed = read_landed_table(lake)
+    if landed is None or SUPERSEDES not in landed.column_names:
+        return landed
+    con = connect()
+    con.register(LANDED_TABLE, landed)
+    return con.execute(load_sql("recurring/landed_current")).arrow().read_all()
+
+
+def landed_sources(lake: Lake, landing: Path) -> list[Path]:
+    """The processed copy of every landed partition, in an order that lands each correction after the
+    file it supersedes (then by content key): what re-derives the landed logs on an empty lake. A
+    partition whose copy is gone is left out (its re-derivation then differs, as it should)."""
+    landed = read_landed_table(lake)
+    if landed is None:
+        return []
+    replaces: dict[str, str | None] = {}
+    pairs = landed.select(["landed_key", SUPERSEDES]) if SUPERSEDES in landed.column_names else None
+    for key in pc.unique(landed.column("landed_key")).to_pylist():
+        replaces[key] = None
+    if pairs is not None:
+        for row in pairs.group_by(["landed_key", SUPERSEDES]).aggregate([]).to_pylist():
+            replaces[row["landed_key"]] = row[SUPERSEDES]
+
+    def depth(key: str) -> int:
+        seen = 0
+        while replaces.get(key) and seen <= len(replaces):
+            key, seen = replaces[key], seen + 1  # type: ignore[assignment]
+        return seen
+
+    found = []
+    for key in sorted(replaces, key=lambda k: (depth(k), k)):
+        copies = _stored_copies(landing, PROCESSED, key)
+        if copies:
+            found.append(copies[0])
+    return found
+
+
+CASE_KEY = ("landed_key", "landed_file", "site", "period", "case_id")
+
+
+def check_landing(lake: Lake, table: pa.Table, source: str) -> None:
+    """May `table` (a file read by read_landed) join the lake's landed logs? One RecordError line naming
+    the file and the rule when its `supersedes` names no landed file or one superseded already, or when
+    one of its cases (site, period, case_id: a site may number its cases anew each period) was landed
+    before by a file that still counts and that it does not declare it supersedes (sql/recurring/landed_overlap.sql)."""
+    before = read_landed_table(lake)
+    if before is None:
+        before_rows = pa.table({c: pa.array([], pa.string()) for c in CASE_KEY})
+    else:
+        before_rows = with_deployment_columns(before).select(list(CASE_KEY))
+    supersedes = before.column(SUPERSEDES) if before is not None and SUPERSEDES in before.column_names else None
+    before_rows = before_rows.append_column(
+        SUPERSEDES, supersedes if supersedes is not None else pa.nulls(before_rows.num_rows, pa.string())
+    )
+    con = connect()
+    con.register("landed_before", before_rows)
+    con.register("landed_new", table.select(["site", "period", "case_id"]))
+    replaced = table.column(SUPERSEDES)[0].as_py() if table.num_rows else None
+    found = one(con, "recurring/landed_overlap", {"supersedes": replaced})
+    broken = found["broken"]
+    if broken == "supersedes":
+        raise RecordError(source, SUPERSEDES, "names no landed file (landed_records.landed_key)", replaced)
+    if broken == "superseded":
+        raise RecordError(
+            source,
+            SUPERSEDES,
+            f"names a file already superseded by {found['superseded_by']}: a further correction supersedes that one",
+            replaced,
+        )
+    if broken == "case_id":
+        raise RecordError(
+            source,
+            "case_id",
+            f"already landed (site, period, case_id) in {found['landed_file']} (content key {found['clash_key']}): "
+            f"a corrected re-export declares a `{SUPERSEDES}` column naming that key, else it is counted twice",
+            f"site {found['site']!r}, period {found['period']!r}, case_id {found['case_id']!r}; "
+            f"{found['clashes']} cases in all",
+        )
 
 
 def _deployment(raw: pa.Table, source: str) -> dict[str, pa.ChunkedArray]:

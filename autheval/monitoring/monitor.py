@@ -54,7 +54,8 @@ ALERT_ID_LENGTH = 20  # hex digits of the SHA-256 that name an alert
 
 MONITOR_SCHEMA = schema(
     "site model_version mechanism metric unit period look n_clusters estimate cs_lower cs_upper ci_lower ci_upper",
-    "lower upper status reason alpha alpha_adjusted p_value family_size multiplicity horizon_clusters min_clusters",
+    "lower upper status reason alpha alpha_adjusted p_value p_running family_size multiplicity horizon_clusters",
+    "min_clusters",
     "interval_method ci_method protocol_version protocol_sha256 data_sha256 rule_version rule_sha256 scheme seed",
     "reps engine software_version",
 )
@@ -124,13 +125,15 @@ def _sequences(con, alpha: float, horizon_clusters: int, bounds: pa.Table | None
         con.unregister("cs_bounds")
 
 
-def adjusted_levels(con, hypothesis_looks: pa.Table, method: str) -> pa.Table:
+def adjusted_levels(con, hypothesis_looks: pa.Table, method: str, family_size: int | None = None) -> pa.Table:
     """Per hypothesis and calendar period, the level it is decided at after the correction `method`
-    (holm, bonferroni, none) over every hypothesis tested by then (sql/recurring/monitor_alpha_adjusted.sql).
+    (holm, bonferroni, none) over a family fixed for every period: `family_size` hypotheses (the
+    protocol's declared family), or every hypothesis of `hypothesis_looks` where that is more or none is
+    declared; one without data by a period counts with p = 1 (sql/recurring/monitor_alpha_adjusted.sql).
     `hypothesis_looks`: hypothesis, look, period, p_value, alpha, tested."""
     con.register("monitor_hypothesis_looks", hypothesis_looks)
     try:
-        return run(con, "recurring/monitor_alpha_adjusted", {"method": method})
+        return run(con, "recurring/monitor_alpha_adjusted", {"method": method, "family_size": family_size})
     finally:
         con.unregister("monitor_hypothesis_looks")
 
@@ -201,12 +204,30 @@ def _reason(row: dict, unavailable: str | None) -> str:
             f"{row['n_clusters']} clusters to date, fewer than the protocol's min_clusters "
             f"{row['min_clusters']}: no decision yet (CS {band})"
         )
+    looks = sorted({row["_lower_look"], row["_upper_look"]} - {None})
+    what = (
+        "the confidence sequence"
+        if looks in ([], [row["look"]])
+        else "the running intersection of the confidence sequence (looks " + " and ".join(map(str, looks)) + ")"
+    )
+    if row["status"] == "alert" and row["cs_lower"] > row["cs_upper"] and _within(row):
+        return (
+            f"the confidence sequences of looks {row['_lower_look']} and {row['_upper_look']} at level "
+            f"{row['alpha_adjusted']:.3g} are disjoint ({row['cs_lower']:.4g} > {row['cs_upper']:.4g}): the "
+            "metric has changed, which a sequence valid under a stationary metric does not allow"
+        )
     if row["status"] == "alert":
         side = "below" if row["lower"] is not None and row["cs_upper"] < row["lower"] else "above"
-        return f"the confidence sequence {band} lies wholly {side} the bounds {bounds}"
+        return f"{what} {band} lies wholly {side} the bounds {bounds}"
     if row["status"] == "pass":
-        return f"the confidence sequence {band} lies wholly within the bounds {bounds}"
-    return f"the confidence sequence {band} overlaps a bound of {bounds}: not yet decided"
+        return f"{what} {band} lies wholly within the bounds {bounds}"
+    return f"{what} {band} overlaps a bound of {bounds}: not yet decided"
+
+
+def _within(row: dict) -> bool:
+    """The band's ends both within the bounds (an empty intersection that no bound excludes)."""
+    low, high = row["lower"], row["upper"]
+    return (low is None or row["cs_upper"] >= low) and (high is None or row["cs_lower"] <= high)
 
 
 def _slice_records(con, slices: list[_Slice]) -> tuple[dict[tuple[int, int], RecordSet], dict[tuple[int, int], str]]:
@@ -344,6 +365,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
             }
         ),
     )
+    to_table(con, "monitor_cluster_periods", "recurring/monitor_cluster_periods")
     to_table(con, "monitor_look_sums", "recurring/monitor_look_sums")
     sums = {(r["slice"], r["look"]): r for r in rows(con, "recurring/monitor_look_profiles")}
     whole, failed_looks = _slice_records(con, slices)
@@ -383,7 +405,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
     )
     levels = {
         (r["hypothesis"], r["period"]): r
-        for r in adjusted_levels(con, hypothesis_looks, protocol.multiplicity).to_pylist()
+        for r in adjusted_levels(con, hypothesis_looks, protocol.multiplicity, protocol.family_size).to_pylist()
     }
 
     decisions: list[dict] = []
@@ -395,6 +417,8 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
         decisions.append(
             {
                 "row_id": len(decisions),
+                "hypothesis": row["hypothesis"],
+                "look": row["look"],
                 "available": bool(row["tested"]),
                 "estimate": cs.get("estimate"),
                 "sigma": cs.get("sigma"),
@@ -404,6 +428,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
                 "min_clusters": min_clusters,
                 "lower": rule.lower,
                 "upper": rule.upper,
+                "p_value": row["p_value"],
                 "p_running": level["p_running"] if level else None,
                 "family_size": level["family_size"] if level else None,
             }
@@ -435,8 +460,11 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
             "status": status["status"],
             "alpha": alpha,
             "alpha_adjusted": decision["alpha_adjusted"],
-            "p_value": decision["p_running"],
+            "p_value": decision["p_value"],
+            "p_running": decision["p_running"],
             "family_size": decision["family_size"],
+            "_lower_look": status["lower_look"],
+            "_upper_look": status["upper_look"],
             "multiplicity": protocol.multiplicity,
             "horizon_clusters": protocol.horizon_clusters,
             "min_clusters": min_clusters,
@@ -453,6 +481,12 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
         if unavailable is None and records is not None and not decision["available"]:
             unavailable = f"{rule.metric} is not available: {availability(records, rule.metric).reason}"
         out["reason"] = _reason(out, unavailable)
+        declared = protocol.family_size
+        if declared is not None and (decision["family_size"] or 0) > declared:
+            out["reason"] += (
+                f"; the family has {decision['family_size']} hypotheses, more than the protocol's declared "
+                f"family_size {declared}: corrected over all of them, and the guarantee over runs is lost"
+            )
         if no_interval and reps > 0:
             out["reason"] += f"; no bootstrap interval: {no_interval}"
         rows_out.append(out)
@@ -524,7 +558,9 @@ def _decide(con, decisions: list[dict]) -> dict[int, dict]:
     """row_id -> cs_lower, cs_upper (at the adjusted level) and status (sql/recurring/monitor_status.sql)."""
     if not decisions:
         return {}
-    decisions_schema = schema("row_id available estimate sigma n_clusters rho2 alpha_adjusted min_clusters lower upper")
+    decisions_schema = schema(
+        "row_id hypothesis look available estimate sigma n_clusters rho2 alpha_adjusted min_clusters lower upper"
+    )
     con.register(
         "monitor_decisions",
         pa.Table.from_pylist([{k: d[k] for k in decisions_schema.names} for d in decisions], schema=decisions_schema),
@@ -648,7 +684,8 @@ def case_mix_tests(con, protocol: Protocol) -> list[dict]:
     """The case-mix test's rows (sql/recurring/monitor_case_mix.sql) of the landed records registered on `con` as
     landed_records: per site, look, dimension and category the clusters, shares, the log Bayes factor
     (or e-value) and the anytime-valid p-value, before any multiplicity correction."""
-    to_table(con, "monitor_case_mix_counts", "recurring/monitor_case_mix_counts")
+    periods = {"baseline_periods": protocol.baseline_periods}
+    to_table(con, "monitor_case_mix_counts", "recurring/monitor_case_mix_counts", periods)
     reference = [
         {"dimension": d, "category": c, "share": s}
         for d, shares in protocol.case_mix_reference.items()

@@ -13,14 +13,18 @@ No Dagster here (the sensor and the resource are in dagster_project/ and assets/
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import http.client
 import json
 import os
 import shlex
 import signal
+import socket
+import stat
 import subprocess
 import tempfile
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NoReturn
 
 from autheval import __version__
 from autheval.errors import RecordError
@@ -178,9 +183,38 @@ def _run_command(argv: list[str], body: bytes, alert_id: str, timeout: float) ->
         raise NotifyError(f"notifier command {argv[0]} exited {code}" + (f": {said}" if said else ""))
 
 
+def _descendants(pid: int) -> list[int]:
+    """The processes under `pid` (children, theirs, ...) as /proc shows them now (Linux; [] elsewhere)."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
 def _stop(process: subprocess.Popen) -> None:
+    """Kill the command, its process group and every process still under it (a child that left the group
+    with setsid is found through its parent). A process whose parent already ended (a daemon's double
+    fork) hangs under init and is beyond reach: a notifier must not leave one."""
+    tree = _descendants(process.pid)
     with contextlib.suppress(OSError):
         os.killpg(process.pid, signal.SIGKILL)
+    for pid in tree:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     process.wait()
 
 
@@ -203,11 +237,58 @@ def _post(url: str, body: bytes, timeout: float) -> None:
         method="POST",
         headers={"Content-Type": "application/json", "User-Agent": f"autheval/{__version__}"},
     )
-    opener = urllib.request.build_opener(_NoRedirects)
+    connections: list[http.client.HTTPConnection] = []
+
+    def tracked(cls):
+        def make(host, **kwargs):
+            connections.append(cls(host, **kwargs))
+            return connections[-1]
+
+        return make
+
+    class _Http(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(tracked(http.client.HTTPConnection), req)
+
+    class _Https(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(tracked(http.client.HTTPSConnection), req, context=self._context)  # type: ignore[attr-defined]
+
+    expired = threading.Event()
+
+    def cut() -> None:  # the deadline: a server that answers a byte at a time is not waited on past it
+        expired.set()
+        for connection in connections:
+            with contextlib.suppress(OSError, AttributeError):
+                connection.sock.shutdown(socket.SHUT_RDWR)
+
+    opener = urllib.request.build_opener(_NoRedirects, _Http, _Https)
+    watchdog = threading.Timer(timeout, cut)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         with opener.open(request, timeout=timeout) as response:
             status = response.status
             response.read(RESPONSE_READ)
+            if expired.is_set():
+                raise OSError("cut at the deadline")
+    except Exception as err:
+        if expired.is_set():
+            raise NotifyError(
+                f"notifier URL {url}: timed out: no whole answer within {timeout:g} s (connect, send and every read "
+                "together); not delivered"
+            ) from None
+        _post_error(url, err)
+    finally:
+        watchdog.cancel()
+    if not 200 <= status < 300:
+        raise NotifyError(f"notifier URL {url} answered {status}: not delivered")
+
+
+def _post_error(url: str, err: Exception) -> NoReturn:
+    """NotifyError (one line) for what a POST raised."""
+    try:
+        raise err
     except urllib.error.HTTPError as err:
         headers = getattr(err, "headers", None)  # None where urllib made the error itself
         where = headers.get("Location") if headers and 300 <= err.code < 400 else None
@@ -216,46 +297,83 @@ def _post(url: str, body: bytes, timeout: float) -> None:
     except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
         said = getattr(err, "reason", None) or str(err) or type(err).__name__
         raise NotifyError(f"notifier URL {url}: {said}") from None
-    if not 200 <= status < 300:
-        raise NotifyError(f"notifier URL {url} answered {status}: not delivered")
+
+
+MAX_NOTIFIED_BYTES = 64 << 20  # far past any lake's record of sent alerts (about 1 KB an alert)
+
+
+def _monitor_folder(lake_root: Path) -> Path:
+    """<lake>/monitor, made if missing; a link or anything but a folder there is refused (RecordError):
+    the notifier writes only inside the lake."""
+    folder = lake_root / NOTIFIED.parent
+    if folder.is_symlink():
+        raise RecordError(str(folder), None, "is a symbolic link; a lake writes only into folders of its own") from None
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(parents=True)
+    if folder.is_symlink() or not folder.is_dir():
+        raise RecordError(str(folder), None, "is not a folder; the lake's monitor folder must be one") from None
+    return folder
+
+
+def _open_plain(path: Path, flags: int, what: str) -> int:
+    """A descriptor of the regular file `path`: never through a link (O_NOFOLLOW), never blocking on a
+    FIFO (O_NONBLOCK, then fstat); a link, a folder, a FIFO or a device is one RecordError naming it."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        if path.is_symlink():
+            raise RecordError(str(path), None, f"is a symbolic link; {what} must be a plain file: remove it") from None
+        odd = os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode)
+        if odd or err.errno in (errno.ENXIO, errno.EISDIR):
+            rule = f"is not a regular file; {what} must be a plain file: remove it"
+            raise RecordError(str(path), None, rule) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RecordError(str(path), None, f"is not a regular file; {what} must be a plain file: remove it")
+    os.set_blocking(fd, True)
+    return fd
 
 
 @contextlib.contextmanager
 def _locked(lake_root: Path) -> Iterator[None]:
-    lock = lake_root / NOTIFIED_LOCK
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    try:  # never through a link: a lock linked to a file elsewhere is refused, not written
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError:
-        if lock.is_symlink():
-            raise RecordError(str(lock), None, "is a symbolic link; a lock must be a plain file: remove it") from None
-        raise
+    _monitor_folder(lake_root)
+    fd = _open_plain(lake_root / NOTIFIED_LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "a lock")
     with os.fdopen(fd, "a") as handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released with the file, or by the kernel with the process
         yield
 
 
 def _read_plain(path: Path) -> bytes:
-    """The bytes of a state file, never through a link (a link to a file elsewhere is refused)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        if path.is_symlink():
-            raise RecordError(str(path), None, "is a symbolic link; it must be a plain file: move it aside") from None
-        raise
+    """The bytes of a state file, never through a link (a link to a file elsewhere is refused), at most
+    MAX_NOTIFIED_BYTES (a larger one is refused before it is read)."""
+    fd = _open_plain(path, os.O_RDONLY, "the record of notified alerts")
     with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+        if os.fstat(handle.fileno()).st_size > MAX_NOTIFIED_BYTES:
+            raise RecordError(
+                str(path), None, f"larger than {MAX_NOTIFIED_BYTES:,} bytes; not a record of notified alerts"
+            )
+        data = handle.read(MAX_NOTIFIED_BYTES + 1)
+    if len(data) > MAX_NOTIFIED_BYTES:
+        raise RecordError(str(path), None, f"larger than {MAX_NOTIFIED_BYTES:,} bytes; not a record of notified alerts")
+    return data
 
 
 def notified(lake_root: Path | str) -> dict[str, dict]:
-    """{alert_id: what was sent and when} of every alert sent from this lake."""
+    """{alert_id: what was sent and when} of every alert sent from this lake. The record is
+    {"notified": {id: {...}}} and nothing else: any other shape is refused, never taken for empty."""
     path = Path(lake_root) / NOTIFIED
     if not path.exists() and not path.is_symlink():
         return {}
     aside = "move it aside to start a new one"
     try:
         record = load_json(_read_plain(path), str(path))
-        return dict(record["notified"])
+        if not isinstance(record, dict) or set(record) != {"notified"}:
+            raise ValueError('a JSON object {"notified": {...}} is expected')
+        sent = record["notified"]
+        if not isinstance(sent, dict) or not all(isinstance(v, dict) for v in sent.values()):
+            raise ValueError('"notified" must map each alert id to what was sent')
+        return dict(sent)
     except RecordError as err:
         raise RecordError(err.source, None, f"not a record of notified alerts ({err.rule}); {aside}") from None
     except (ValueError, KeyError, TypeError) as err:

@@ -4,8 +4,9 @@ pydantic schema (the same loader and one-line errors as the rule file, autheval.
 It says, before any data is looked at, what a deployment must keep and how the monitor decides:
 the error rate `alpha` of the anytime-valid confidence sequences, the cluster count `horizon_clusters`
 at which their boundary is tightest, the clusters needed before any decision (`min_clusters`), the
-correction over sites x model versions x rules (`multiplicity`: holm, bonferroni or none), the
-periods that make a site's case-mix baseline (`baseline_periods`, or a declared `case_mix_reference`),
+correction over sites x model versions x rules (`multiplicity`: holm, bonferroni or none) and the
+declared size of its family (`family_size`: the most hypotheses it runs over; one without data counts
+with p = 1), the periods that make a site's case-mix baseline (`baseline_periods`, or a declared `case_mix_reference`),
 per-site overrides (`sites`), and the `rules`: a metric of the monitored set in one unit with a lower
 and/or an upper bound. The packaged default is `autheval/data/protocol.yaml`; a service writes its own.
 
@@ -26,7 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from autheval.errors import RecordError
 from autheval.estimation.estimators import UNITS
 from autheval.parse import load_yaml
+from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED
 from autheval.review.rules import RuleError, _KeyedError, _rule_text, validate_keyed
+from autheval.vocabulary import ACTIONS, RISK_LEVELS
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -35,6 +38,12 @@ DEFAULT_PROTOCOL = files("autheval") / "data" / "protocol.yaml"
 MONITORED_METRICS = ("Delta_authority", "intervention_rate", "delta", "J", "J_auth")
 MULTIPLICITY = ("holm", "bonferroni", "none")
 CASE_MIX_DIMENSIONS = ("proposed_action", "risk_stratum", "workflow_profile", "record_level")
+CASE_MIX_CATEGORIES = {  # the categories a declared reference may give a share to, per dimension
+    "proposed_action": ACTIONS,  # the proposer's action level
+    "risk_stratum": (*RISK_LEVELS, "unspecified"),
+    "workflow_profile": ("changed", "accepted", "no_selection"),
+    "record_level": (FULL, ROLE_SEPARATED, PROPOSAL_ONLY),
+}
 SHARE_TOLERANCE = 1e-6  # declared reference shares must sum to 1 within this
 MAX_CLUSTERS = 10**12  # horizon and minimum: far beyond any deployment, small enough for exact doubles
 
@@ -108,6 +117,7 @@ class Protocol(_Strict):
     min_clusters: Clusters = 30
     baseline_periods: Annotated[int, Field(strict=True, ge=1, le=1000)] = 3
     multiplicity: Literal[MULTIPLICITY] = "holm"  # type: ignore[valid-type]
+    family_size: Annotated[int, Field(strict=True, ge=1, le=10**6)] | None = None
     case_mix_concentration: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False, strict=True)] = 100.0
     case_mix_reference: dict[
         Literal[CASE_MIX_DIMENSIONS],  # type: ignore[valid-type]
@@ -126,9 +136,33 @@ class Protocol(_Strict):
     @classmethod
     def _shares(cls, value):
         for dimension, shares in value.items():
+            allowed = CASE_MIX_CATEGORIES[dimension]
+            for category in shares:
+                if category not in allowed:
+                    raise _KeyedError(
+                        (dimension, category),
+                        f"{category!r} is not a {dimension} category: use {', '.join(allowed)}",
+                    )
             total = sum(shares.values())
             if abs(total - 1.0) > SHARE_TOLERANCE:
                 raise _KeyedError((dimension,), f"shares must sum to 1 (got {total:g})")
+        return value
+
+    @field_validator("sites")
+    @classmethod
+    def _site_names(cls, value):
+        """A site override's name follows the shared name rule (vocabulary.name_problem: no `all`, no
+        surrounding whitespace), and two names equal after case folding are one site named twice."""
+        from autheval.vocabulary import name_problem
+
+        folded: dict[str, str] = {}
+        for site in value:
+            problem = name_problem(site)
+            if problem:
+                raise _KeyedError((site,), f"site name {site!r}: {problem}")
+            if site.casefold() in folded:
+                raise _KeyedError((site,), f"{site!r} and {folded[site.casefold()]!r} name one site (case aside)")
+            folded[site.casefold()] = site
         return value
 
     @property

@@ -28,6 +28,7 @@ from autheval.io import (
     dataset_sha256,
     file_sha256,
     is_dataset_path,
+    missing_file_rule,
 )
 from autheval.records.schema import LOG_COLUMNS, column_mapping
 from warehouse.sql import fill, quote_literal
@@ -68,6 +69,9 @@ class RecordDataset:
         `_autheval_row` (the row_index), read streaming (sql/records_dataset_<kind>.sql)."""
         if self.protocol is not None:
             _register_filesystem(con, self.protocol, self.filesystem)
+        if self.kind == "csv" and len(self.files) > 1:
+            self._scan_csv_files(con, view)
+            return
         literals, fragments = {}, {"files": _path_list(self.files)}
         if self.kind == "lake":
             assert self.analysis is not None  # a lake dataset is one analysis (records.read.lake_analysis_records)
@@ -77,6 +81,30 @@ class RecordDataset:
             literals["delimiter"] = self.delimiter
         name = f"records/records_dataset_{self.kind}"
         con.execute(fill(name, identifiers={"view": view}, literals=literals, fragments=fragments))
+
+    def _scan_csv_files(self, con, view: str) -> None:
+        """The view `view` over several CSV files: each file scanned as one CSV file is (its own view), its
+        rows numbered (file number << ROW_BITS) + the row within it, the files in name order."""
+        from duckdb import ColumnExpression, ConstantExpression, StarExpression
+
+        columns = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(self.width)) + "}"
+        union = None
+        for number, path in enumerate(self.files):
+            part = f"{view}_file_{number}"
+            delimiter = "\t" if path.lower().endswith(".tsv") else ","
+            con.execute(
+                fill(
+                    "records/records_dataset_csv",
+                    identifiers={"view": part},
+                    literals={"delimiter": delimiter},
+                    fragments={"files": _path_list([path]), "columns": columns},
+                )
+            )
+            row = (ColumnExpression("_autheval_row") + ConstantExpression(number << ROW_BITS)).alias("_autheval_row")
+            relation = con.table(part).select(row, StarExpression(exclude=["_autheval_row"]))
+            union = relation if union is None else union.union(relation)
+        assert union is not None
+        union.create_view(view)
 
     def raw_records(self, con, view: str, analysis: str):
         """A lazy relation over the scan `view`: the analysis label, row_index and the record's
@@ -142,12 +170,14 @@ def open_dataset(
     if not is_dataset_path(text):
         path = Path(text)
         if not path.is_file():
-            raise RecordError(text, None, "file not found")
+            raise RecordError(text, None, missing_file_rule(path))
         if path.name.lower().endswith(CSV_SUFFIXES):
             return _csv_dataset(path, used)
         if not _is_parquet(path.name):
             raise RecordError(text, None, "unknown file type: expected .csv, .csv.gz, .tsv, .parquet or .pq")
     location, paths, names = dataset_files(text)
+    if paths[0].lower().endswith(CSV_SUFFIXES):  # a local folder (or glob) of CSV files only
+        return _csv_files_dataset(text, [Path(p) for p in paths], used, lambda: dataset_sha256(location, paths))
     first, first_name, n_rows = None, None, 0
     for path, name in zip(paths, names):
         label = text if len(paths) == 1 else name
@@ -210,6 +240,39 @@ def _csv_dataset(path: Path, used=()) -> tuple[RecordDataset, tuple[str, ...], C
         source, "csv", kind, (str(path),), (source,), columns, width=len(header), delimiter=delimiter
     )
     return dataset, unused, lambda: file_sha256(path)
+
+
+def _csv_files_dataset(
+    source: str, paths: list[Path], used, sha256: Callable[[], str]
+) -> tuple[RecordDataset, tuple[str, ...], Callable[[], str]]:
+    """CSV files read as one dataset in name order: every file's header is the first file's (the same
+    columns in the same order; the delimiter of each file's suffix), each file scanned as a CSV file is
+    and its rows numbered (file number << ROW_BITS) + the row within it, as a Parquet dataset's."""
+    header = None
+    for path in paths:
+        name = str(path)
+        if path.stat().st_size == 0:
+            raise RecordError(name, None, "file is empty")
+        delimiter = "\t" if path.name.lower().endswith(".tsv") else ","
+        this = csv_header(path, delimiter)
+        _check_delimiter(path, delimiter)
+        if header is None:
+            header, first = this, name
+            kind, mapping, unused = column_mapping(_header_table(header), name, used)
+        elif this != header:
+            column = next((b for a, b in zip(header, this) if a != b), (this + header)[min(len(this), len(header))])
+            raise RecordError(
+                name,
+                column,
+                f"has other columns than {first} (every file of a CSV dataset has the same header, the "
+                "columns in the same order)",
+            )
+    assert header is not None  # dataset_files gives at least one file
+    position = {name: i for i, name in enumerate(header)}
+    columns = tuple((dst, f"c{position[src]}") for dst, src in mapping.items())
+    names = tuple(str(p) for p in paths)
+    dataset = RecordDataset(source, "csv", kind, names, names, columns, width=len(header))
+    return dataset, unused, sha256
 
 
 def _check_footer(handle, source: str) -> None:

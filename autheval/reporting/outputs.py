@@ -313,3 +313,40 @@ def write_compare_outputs(result: EstimationResult, out_dir: Path, receipt: dict
         )
     )
     return write_files(out_dir, files, receipt=receipt)
+
+
+# `evaluate --by`: the estimates of every group, each row labelled by its group
+BY_FILES = ("estimates.csv",)
+
+
+def by_columns(columns) -> tuple[str, ...]:
+    """The columns naming a row's group in `evaluate --by` estimates.csv: by_<column> per column."""
+    return tuple(f"by_{c}" for c in columns)
+
+
+def write_by_outputs(
+    result: EstimationResult, columns, groups: dict[str, dict[str, str]], out_dir: Path, receipt: dict | None = None
+) -> list[Path]:
+    """estimates.csv of `evaluate --by`: the estimate rows of every group (analysis `col=value,...`),
+    then by_<col> columns holding the group's values."""
+    rows = [{**row, **{f"by_{c}": groups[row["analysis"]][c] for c in columns}} for row in estimate_rows(result)]
+    files = {"estimates.csv": csv_text((*ESTIMATE_COLUMNS, *by_columns(columns)), rows)}
+    return write_files(Path(out_dir), files, receipt=receipt)
+
+
+# `compare --unpaired`: the unpaired contrasts, and each arm's (or arm and stratum's) estimates
+UNPAIRED_FILES = ("unpaired_contrast.csv", "estimates.csv")
+
+
+def write_unpaired_outputs(
+    rows: list[dict], result: EstimationResult, out_dir: Path, receipt: dict | None = None
+) -> list[Path]:
+    from autheval.estimation.unpaired import UNPAIRED_COLUMNS
+
+    files = dict(
+        zip(
+            UNPAIRED_FILES,
+            (csv_text(UNPAIRED_COLUMNS, rows), csv_text(ESTIMATE_COLUMNS, estimate_rows(result))),
+        )
+    )
+    return write_files(Path(out_dir), files, receipt=receipt)

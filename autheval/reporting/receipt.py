@@ -1,6 +1,7 @@
 """Run receipts: what went into a result and what came out, so anyone can re-derive it.
 
-`evaluate`, `compare` and every lake run (`autheval demo`) write `receipt.json`: the command line, the
+`evaluate`, `compare` and every lake run (`autheval demo`; `autheval monitor run`, as monitor/receipt.json)
+write `receipt.json`: the command line, the
 SHA-256 of every input file (logs, proposals, rules, frozen split, gate scores, the cohort's files), the
 configuration (scheme, seed, replicates, engine), the versions of the software and its key
 dependencies, and the SHA-256 of every output (a file's bytes; a lake table's rows, as Arrow IPC without
@@ -126,8 +127,26 @@ def receipt_text(receipt: dict) -> str:
     return json.dumps(receipt, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
 
+class ReceiptError(RecordError):
+    """A RecordError naming a receipt's key (`key 'argv'`), not a column: a receipt is not a table."""
+
+    def __init__(self, source: str, key: str | None, rule: str, example: str | None = None):
+        super().__init__(source, None, f"key '{key}': {rule}" if key else rule, example)
+        self.column = key
+
+
 def read_receipt(path: str | os.PathLike) -> dict:
+    import stat
+
     source = str(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise RecordError(source, None, "file not found") from None
+    except OSError as err:
+        raise RecordError(source, None, f"not a receipt (unreadable: {err.strerror or err})") from None
+    if not stat.S_ISREG(mode):  # a FIFO or device would block the read: never opened
+        raise RecordError(source, None, "not a regular file (a receipt is a JSON file)")
     try:
         receipt = load_json(Path(path).read_bytes(), source)  # depth, repeated keys: one line
     except RecordError as err:
@@ -138,18 +157,19 @@ def read_receipt(path: str | os.PathLike) -> dict:
         raise RecordError(source, None, f"not a receipt (unreadable JSON: {err})") from None
     for key in ("receipt_version", "command", "argv", "inputs", "outputs"):
         if not isinstance(receipt, dict) or key not in receipt:
-            raise RecordError(source, key, "a receipt names this key")
+            raise ReceiptError(source, key, "a receipt names this key")
     check_receipt_schema(receipt, source)
     if receipt["receipt_version"] != RECEIPT_VERSION:
-        raise RecordError(source, "receipt_version", f"must be {RECEIPT_VERSION}, got {receipt['receipt_version']!r}")
+        raise ReceiptError(source, "receipt_version", f"must be {RECEIPT_VERSION}, got {receipt['receipt_version']!r}")
     if receipt["command"] not in RERUN_TARGET:
-        raise RecordError(source, "command", f"must be one of {', '.join(RERUN_TARGET)}, got {receipt['command']!r}")
+        raise ReceiptError(source, "command", f"must be one of {', '.join(RERUN_TARGET)}, got {receipt['command']!r}")
     argv = receipt["argv"]
     if not (
         isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) and argv[0] == receipt["command"]
     ):
         # verify re-runs argv: it must be the named command's own line, never another command
-        raise RecordError(source, "argv", f"must be a list of strings starting with the command {receipt['command']!r}")
+        rule = f"must be a list of strings starting with the command {receipt['command']!r}"
+        raise ReceiptError(source, "argv", rule)
     return receipt
 
 
@@ -174,7 +194,7 @@ def check_receipt_schema(receipt: dict, source: str) -> None:
 
     def need(ok: bool, key: str, rule: str) -> None:
         if not ok:
-            raise RecordError(source, key, rule)
+            raise ReceiptError(source, key, rule)
 
     for key in receipt:
         need(key in RECEIPT_FIELDS, key, f"unknown key (a receipt holds {', '.join(RECEIPT_FIELDS)})")
@@ -203,9 +223,50 @@ def check_receipt_schema(receipt: dict, source: str) -> None:
             if field == "inputs":  # verify runs from anywhere: a relative path would name another file
                 path = entry["path"]
                 need("://" in path or Path(path).is_absolute(), f"{where}.path", "must be an absolute path or a URI")
+    paths = [entry["path"] for entry in receipt["inputs"]]
+    for i, path in enumerate(paths):
+        need(paths.index(path) == i, f"inputs[{i}].path", f"{path!r} is named twice")
     names = [entry["name"] for entry in receipt["outputs"]]
     for i, name in enumerate(names):
         need(names.index(name) == i, f"outputs[{i}].name", f"{name!r} is named twice")
+        need(_plain_output_name(name), f"outputs[{i}].name", "must be a relative name inside the output folder")
+    _check_config(receipt.get("config", {}), "config", need)
+
+
+def _plain_output_name(name: str) -> bool:
+    """An output's name: `table:NAME`, or a relative path inside the output folder (no `..`, not absolute,
+    no backslash or control character)."""
+    from pathlib import PurePosixPath
+
+    if name.startswith("table:"):
+        name = name[len("table:") :]
+    parts = PurePosixPath(name).parts
+    return bool(
+        parts
+        and not name.startswith("/")
+        and "\\" not in name
+        and all(part not in ("..", ".") for part in parts)
+        and name.isprintable()
+        and name == name.strip()
+    )
+
+
+def _check_config(value, key: str, need) -> None:
+    """A receipt's configuration: finite numbers only (JSON's 1e999 reads as infinity), and the replicates
+    and seed whole numbers."""
+    import math
+
+    if isinstance(value, float):
+        need(math.isfinite(value), key, f"must be a finite number, got {value!r}")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_config(v, f"{key}.{k}", need)
+        for name in ("reps", "seed"):
+            if key == "config" and name in value:
+                need(_is_count(value[name]), f"config.{name}", "must be a whole number, 0 or more")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_config(v, f"{key}[{i}]", need)
 
 
 def _is_count(value) -> bool:
@@ -214,7 +275,11 @@ def _is_count(value) -> bool:
 
 # --- verification -----------------------------------------------------------------------------------
 
-RERUN_TARGET = {"evaluate": "--output-dir", "compare": "--output-dir", "demo": "--lake"}
+RERUN_TARGET = {"evaluate": "--output-dir", "compare": "--output-dir", "demo": "--lake", "monitor": "--lake"}
+# where the re-run writes its receipt, under its target (default RECEIPT); and the exit codes of a re-run
+# that did its work (a monitor run exits 3 when something alerts)
+RERUN_RECEIPT = {"monitor": "monitor/receipt.json"}
+RERUN_OK = {"monitor": (0, 3)}
 
 
 @dataclass
@@ -237,7 +302,13 @@ class Verification:
 
     @property
     def identical(self) -> bool:
-        return self.rerun_error is None and all(v.identical for v in self.outputs)
+        """Every input as recorded (a changed or missing input is not verified, exit 1), the re-run done and
+        every output identical."""
+        return (
+            self.rerun_error is None
+            and all(v.identical for v in self.inputs)
+            and all(v.identical for v in self.outputs)
+        )
 
 
 def verify(path: str | os.PathLike, workdir: str | os.PathLike | None = None) -> Verification:
@@ -253,7 +324,7 @@ def verify(path: str | os.PathLike, workdir: str | os.PathLike | None = None) ->
         target = Path(tmp) / "out"
         argv = _retargeted(receipt["argv"], RERUN_TARGET[receipt["command"]], str(target))
         run = subprocess.run([sys.executable, "-m", "autheval", *argv], capture_output=True, text=True)
-        if run.returncode != 0 and receipt["command"] != "demo":
+        if run.returncode not in RERUN_OK.get(receipt["command"], (0,)) and receipt["command"] != "demo":
             lines = (run.stderr or run.stdout).strip().splitlines()
             return Verification(
                 inputs,
@@ -261,7 +332,7 @@ def verify(path: str | os.PathLike, workdir: str | os.PathLike | None = None) ->
                 software,
                 rerun_error=lines[-1] if lines else f"exit {run.returncode}",
             )
-        rerun_receipt = target / RECEIPT
+        rerun_receipt = target / RERUN_RECEIPT.get(receipt["command"], RECEIPT)
         if not rerun_receipt.is_file():
             lines = (run.stderr or run.stdout).strip().splitlines()
             return Verification(

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -45,25 +44,6 @@ SCHEME = "poisson"
 TERMS = ("x_n", "x_changed", "y_exec", "y_prop", "y_gap", "y_glob", "y_total_gap", "y_utility_gap")
 DEFAULT_MIN_CLUSTERS = 5
 DEFAULT_MIN_CHANGED_CLUSTERS = 5
-SITE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-def check_site_name(site: str, flag: str = "--site") -> str:
-    """A site name: 1 to 64 letters, digits, `_`, `.` or `-` (no `:`, the namespace separator, no
-    space or control character), not a reserved name."""
-    from autheval.vocabulary import name_problem
-
-    problem = name_problem(site)
-    if problem:
-        raise RecordError(flag, None, f"the site name {problem}", f"got {site!r}")
-    if not SITE_NAME.match(site):
-        raise RecordError(
-            flag,
-            None,
-            "a site name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit",
-            f"got {site!r}",
-        )
-    return site
 
 
 def site_seed(seed: int, site: str) -> int:

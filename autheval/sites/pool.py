@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +29,10 @@ from autheval.sites.export import (
     SIGNATURE,
     STATISTICS,
     TERMS,
-    check_site_name,
     sum_columns,
 )
-from autheval.sites.signing import plain_file_bytes, verify
+from autheval.sites.names import check_site_name
+from autheval.sites.signing import key_site, plain_file_bytes, verify
 
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_STATISTICS_BYTES = 64 << 20
@@ -78,6 +79,219 @@ def _json(data: bytes, source: str) -> dict:
     return value
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_count(value) -> bool:
+    """A whole number from 0 (an integer, or a float below 2^53 holding one exactly)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    return math.isfinite(value) and value.is_integer() and 0 <= value <= 2**53
+
+
+class _Fields:
+    """One line naming the export file and the field path when a field is missing or of another type."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, field: str, rule: str, value=None) -> RecordError:
+        example = None if value is None else f"got {_short(value)}"
+        return RecordError(str(self.path), None, f"{field} {rule}", example)
+
+    def get(self, obj: dict, key: str, where: str):
+        field = f"{where}.{key}" if where else key
+        if key not in obj:
+            raise RecordError(str(self.path), None, f"{field} is missing")
+        return obj[key], field
+
+    def text(self, obj: dict, key: str, where: str = "") -> str:
+        value, field = self.get(obj, key, where)
+        if not isinstance(value, str) or not value or len(value) > 256:
+            raise self.fail(field, "must be a non-empty string (at most 256 characters)", value)
+        return value
+
+    def flag(self, obj: dict, key: str, where: str = "") -> bool:
+        value, field = self.get(obj, key, where)
+        if not isinstance(value, bool):
+            raise self.fail(field, "must be true or false", value)
+        return value
+
+    def count(self, obj: dict, key: str, where: str = "", low: int = 0, high: int = 2**62) -> int:
+        value, field = self.get(obj, key, where)
+        if not _is_count(value) or not low <= value <= high:
+            raise self.fail(field, f"must be a whole number from {low:,} to {high:,}", value)
+        return int(value)
+
+    def number(self, obj: dict, key: str, where: str = "") -> float:
+        value, field = self.get(obj, key, where)
+        if not _is_number(value):
+            raise self.fail(field, "must be a finite number", value)
+        return float(value)
+
+    def obj(self, obj: dict, key: str, where: str = "") -> dict:
+        value, field = self.get(obj, key, where)
+        if not isinstance(value, dict):
+            raise self.fail(field, "must be an object", value)
+        return value
+
+    def array(self, obj: dict, key: str, shape: tuple[int, ...], where: str = "") -> np.ndarray:
+        value, field = self.get(obj, key, where)
+        dims = "x".join(str(n) for n in shape)
+        rule = f"must be {'an' if dims[0] == '8' or dims[:2] in ('11', '18') else 'a'} {dims} array of finite numbers"
+        if not _shaped(value, shape):
+            raise self.fail(field, rule)
+        return np.asarray(value, dtype=np.float64)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _shaped(value, shape: tuple[int, ...]) -> bool:
+    if not shape:
+        return _is_number(value)
+    return isinstance(value, list) and len(value) == shape[0] and all(_shaped(v, shape[1:]) for v in value)
+
+
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+MAX_ANALYSES = 10_000
+
+
+def check_manifest(manifest: dict, path: Path) -> None:
+    """Every field of a signed manifest, its type and range, before any of it is used."""
+    from autheval.estimation.estimators import MAX_REPS
+    from autheval.sites.export import site_seed
+    from autheval.vocabulary import SEED_MAX
+
+    f = _Fields(path)
+    site = f.text(manifest, "site")
+    check_site_name(site, f"{path}: site")
+    software = f.obj(manifest, "software")
+    f.text(software, "autheval", "software")
+    f.text(manifest, "scheme")
+    seed = f.count(manifest, "seed", high=SEED_MAX)
+    if f.count(manifest, "site_seed", high=SEED_MAX) != site_seed(seed, site):
+        raise f.fail("site_seed", f"is not the seed of site {site!r} under seed {seed}")
+    f.count(manifest, "reps", low=1, high=MAX_REPS)
+    f.count(manifest, "min_clusters", high=1_000_000_000)
+    f.count(manifest, "min_changed_clusters", high=1_000_000_000)
+    source = f.obj(manifest, "input")
+    f.text(source, "sha256", "input")
+    f.text(source, "schema", "input")
+    files = f.obj(manifest, "files")
+    if set(files) != set(EXPORT_FILES):
+        raise f.fail("files", f"must name exactly the export's files {', '.join(EXPORT_FILES)}")
+    for name in EXPORT_FILES:
+        if not isinstance(files[name], str) or not HEX64.match(files[name]):
+            raise f.fail(f"files.{name}", "must be a SHA-256 (64 lower-case hex digits)", files[name])
+    signer = f.text(manifest, "signer")
+    if not HEX64.match(signer):
+        raise f.fail("signer", "must be an Ed25519 public key (64 lower-case hex digits)", signer)
+
+
+def _close(a: float, b: float, scale: float) -> bool:
+    return abs(a - b) <= 1e-9 * (1.0 + abs(a) + abs(b) + scale)
+
+
+def check_statistics(statistics: dict, path: Path, manifest: dict) -> dict[str, dict]:
+    """{analysis: entry} of a signed statistics.json, every field checked for type, shape and range, and
+    the counts, totals and moments checked against each other; one line naming the file and the field.
+    Overflow in the checks' own arithmetic is a failed check, never a warning."""
+    with np.errstate(all="ignore"):
+        return _check_statistics(statistics, path, manifest)
+
+
+def _check_statistics(statistics: dict, path: Path, manifest: dict) -> dict[str, dict]:
+    from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED
+
+    f = _Fields(path)
+    if f.text(statistics, "format") != EXPORT_FORMAT:
+        raise f.fail("format", f"must be {EXPORT_FORMAT}", statistics["format"])
+    if f.text(statistics, "site") != manifest["site"]:
+        raise f.fail("site", f"names another site than its manifest ({manifest['site']!r})", statistics["site"])
+    entries, _ = f.get(statistics, "analyses", "")
+    if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_ANALYSES:
+        raise f.fail("analyses", f"must be a list of 1 to {MAX_ANALYSES:,} analyses")
+    columns = sum_columns()
+    analyses: dict[str, dict] = {}
+    for i, entry in enumerate(entries):
+        at = f"analyses[{i}]"
+        if not isinstance(entry, dict):
+            raise f.fail(at, "must be an object", entry)
+        name = f.text(entry, "analysis", at)
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+            raise f.fail(f"{at}.analysis", "must hold no control character", name)
+        if name in analyses:
+            raise f.fail(f"{at}.analysis", "names an analysis twice", name)
+        analyses[name] = entry
+        if f.flag(entry, "suppressed", at):
+            f.text(entry, "reason", at)
+            continue
+        g = f.count(entry, "n_clusters", at, low=1)
+        changed_clusters = f.count(entry, "n_changed_clusters", at, high=g)
+        if g < manifest["min_clusters"] or changed_clusters < manifest["min_changed_clusters"]:
+            raise f.fail(at, "is below the manifest's minimum counts but is not suppressed")
+        record = f.obj(entry, "record", at)
+        rat = f"{at}.record"
+        f.text(record, "schema", rat)
+        if f.text(record, "level", rat) not in (FULL, ROLE_SEPARATED, PROPOSAL_ONLY):
+            raise f.fail(f"{rat}.level", f"must be one of {FULL}, {ROLE_SEPARATED}, {PROPOSAL_ONLY}", record["level"])
+        f.flag(record, "has_local", rat)
+        f.flag(record, "has_global", rat)
+        n_cases = f.count(record, "n_cases", rat, low=g)
+        n_changed = f.count(record, "n_changed", rat, high=n_cases)
+        f.count(record, "n_local", rat, high=n_cases)
+        bound = n_changed_bound(changed_clusters, n_cases, g)
+        if not changed_clusters <= n_changed <= bound or (changed_clusters == 0) != (n_changed == 0):
+            raise f.fail(f"{rat}.n_changed", f"is inconsistent with {at}.n_changed_clusters", n_changed)
+        totals = f.obj(entry, "totals", at)
+        if set(totals) != set(columns):
+            raise f.fail(f"{at}.totals", f"must name exactly the sums {', '.join(columns)}")
+        for c in columns:
+            f.number(totals, c, f"{at}.totals")
+        for c, want in (("w_n", n_cases), ("c_n", g), ("w_changed", n_changed)):
+            if totals[c] != want:
+                raise f.fail(f"{at}.totals.{c}", f"must equal the counts' {want:,}", totals[c])
+        if not 0 <= totals["c_changed"] <= g:
+            raise f.fail(f"{at}.totals.c_changed", f"must lie in [0, n_clusters {g:,}]", totals["c_changed"])
+        terms, _ = f.get(entry, "terms", at)
+        if terms != list(TERMS):
+            raise f.fail(f"{at}.terms", f"must be {', '.join(TERMS)}")
+        units = f.obj(entry, "units", at)
+        if set(units) != set(TERM_TOTALS):
+            raise f.fail(f"{at}.units", f"must name exactly the units {', '.join(TERM_TOTALS)}")
+        k = len(TERMS)
+        for unit, names in TERM_TOTALS.items():
+            uat = f"{at}.units.{unit}"
+            part = f.obj(units, unit, f"{at}.units")
+            if f.count(part, "clusters", uat) != g:
+                raise f.fail(f"{uat}.clusters", f"must equal {at}.n_clusters ({g:,})", part["clusters"])
+            mean = f.array(part, "mean", (k,), uat)
+            comoments = f.array(part, "comoments", (k, k), uat)
+            diag = np.diag(comoments)
+            if not np.allclose(comoments, comoments.T, rtol=1e-9, atol=0) or (diag < 0).any():
+                raise f.fail(f"{uat}.comoments", "must be symmetric with no negative sum of squares")
+            for j, term in enumerate(TERMS):
+                spread = math.sqrt(g * (diag[j] + g * mean[j] ** 2))
+                if not math.isfinite(mean[j] * g) or not _close(mean[j] * g, totals[names[term]], spread):
+                    raise f.fail(
+                        f"{uat}.mean[{j}]",
+                        f"({term}) times the clusters must equal {at}.totals.{names[term]}",
+                        float(mean[j]),
+                    )
+    return analyses
+
+
+def n_changed_bound(changed_clusters: int, n_cases: int, g: int) -> int:
+    """The most changed cases `changed_clusters` clusters can hold when every cluster holds a case."""
+    return n_cases - (g - changed_clusters)
+
+
 def read_export(folder: Path, trusted: dict[str, str], flag: str = "--export") -> SiteExport:
     """One export, verified: signed by a registered key, every file as signed, nothing else in it."""
     folder = Path(folder)
@@ -91,14 +305,26 @@ def read_export(folder: Path, trusted: dict[str, str], flag: str = "--export") -
         raise RecordError(flag, None, f"{folder} is unsigned (no {SIGNATURE}); the hub pools signed exports only")
     signature = plain_file_bytes(folder / SIGNATURE, flag, "signature", 1024).decode("ascii", "replace").strip()
 
-    signer = next((name for key, name in trusted.items() if verify(key, signature, manifest_bytes)), None)
-    if signer is None:
+    signer_hex = next((key for key in trusted if verify(key, signature, manifest_bytes)), None)
+    if signer_hex is None:
         if manifest.get("signer") not in trusted:
             raise RecordError(flag, None, f"{folder} is signed by a key not registered in --trust")
         raise RecordError(flag, None, f"{folder / MANIFEST} was altered after signing (its signature does not match)")
-    files = manifest.get("files")
-    if not isinstance(files, dict) or set(files) != set(EXPORT_FILES):
-        raise RecordError(flag, None, f"{folder / MANIFEST} does not name the export's files {', '.join(EXPORT_FILES)}")
+    check_manifest(manifest, folder / MANIFEST)
+    signer = trusted[signer_hex]
+    if manifest["signer"] != signer_hex:
+        raise RecordError(
+            flag, None, f"{folder / MANIFEST}: signer names another key than the one that signed it ({signer})"
+        )
+    site = manifest["site"]
+    if key_site(signer) != site:
+        raise RecordError(
+            flag,
+            None,
+            f"{folder} is an export of site {site!r} signed by the key registered for site "
+            f"{key_site(signer)!r} ({signer}); a key signs for its own site only",
+        )
+    files = manifest["files"]
     present = sorted(p.name for p in folder.iterdir())
     extra = [n for n in present if n not in (MANIFEST, SIGNATURE, *EXPORT_FILES)]
     if extra:
@@ -112,16 +338,9 @@ def read_export(folder: Path, trusted: dict[str, str], flag: str = "--export") -
                 flag, None, f"{folder / name} was altered after signing (its SHA-256 is not the signed one)"
             )
         blobs[name] = data
-    site = check_site_name(str(manifest.get("site")), f"{flag} {folder}: site")
     statistics = _json(blobs[STATISTICS], str(folder / STATISTICS))
-    if statistics.get("site") != site:
-        raise RecordError(flag, None, f"{folder / STATISTICS} names another site than its manifest")
-    analyses = {}
-    for entry in statistics.get("analyses") or []:
-        if entry["analysis"] in analyses:
-            raise RecordError(flag, None, f"{folder / STATISTICS}: analysis {entry['analysis']!r} twice")
-        analyses[entry["analysis"]] = entry
-    replicates = _read_replicates(blobs[REPLICATES], folder, analyses, int(manifest["reps"]), flag)
+    analyses = check_statistics(statistics, folder / STATISTICS, manifest)
+    replicates = _read_replicates(blobs[REPLICATES], folder, analyses, manifest["reps"], flag)
     return SiteExport(
         folder, site, manifest, hashlib.sha256(manifest_bytes).hexdigest(), signature, signer, analyses, replicates
     )
@@ -136,21 +355,36 @@ def _read_replicates(data: bytes, folder: Path, analyses: dict, reps: int, flag:
         table = pq.read_table(io.BytesIO(data))
     except Exception as err:  # pyarrow's errors vary by what is wrong with the file
         raise RecordError(flag, None, f"{folder / REPLICATES} is not a Parquet file: {err}") from err
+    import pyarrow as pa
+
     columns = sum_columns()
-    if table.column_names != ["analysis", "rep", *columns]:
-        raise RecordError(flag, None, f"{folder / REPLICATES} does not hold the replicate-sum columns")
+    source = str(folder / REPLICATES)
+    expected = pa.schema([("analysis", pa.string()), ("rep", pa.int64()), *[(c, pa.float64()) for c in columns]])
+    if table.column_names != expected.names:
+        raise RecordError(source, None, f"must hold the columns {', '.join(expected.names)}, in that order")
+    for field in expected:
+        if table.schema.field(field.name).type != field.type:
+            got = table.schema.field(field.name).type
+            raise RecordError(source, field.name, f"must be of type {field.type}", f"got {got}")
+    if table.num_rows != reps * sum(1 for e in analyses.values() if not e["suppressed"]):
+        raise RecordError(source, None, f"must hold {reps:,} replicates per analysis not suppressed, no other row")
     names = table.column("analysis").to_pylist()
     rep = table.column("rep").to_numpy(zero_copy_only=False)
     out = {}
     for analysis, entry in analyses.items():
-        if entry.get("suppressed"):
+        if entry["suppressed"]:
             continue
         mask = np.array([n == analysis for n in names], dtype=bool)
         if mask.sum() != reps or not np.array_equal(rep[mask], np.arange(reps)):
-            raise RecordError(
-                flag, None, f"{folder / REPLICATES}: analysis {analysis!r} lacks replicates 0..{reps - 1}"
-            )
-        out[analysis] = np.column_stack([table.column(c).to_numpy(zero_copy_only=False)[mask] for c in columns])
+            raise RecordError(source, "rep", f"analysis {analysis!r} must hold replicates 0..{reps - 1} once each")
+        sums = np.column_stack([table.column(c).to_numpy(zero_copy_only=False)[mask] for c in columns])
+        sums = sums.astype(np.float64)
+        for j, c in enumerate(columns):
+            if not np.isfinite(sums[:, j]).all():
+                raise RecordError(source, c, f"analysis {analysis!r} holds a null, NaN or infinite replicate sum")
+            if c in ("w_n", "c_n", "w_changed", "c_changed") and (sums[:, j] < 0).any():
+                raise RecordError(source, c, f"analysis {analysis!r} holds a negative count's replicate sum")
+        out[analysis] = sums
     return out
 
 
@@ -392,6 +626,21 @@ def heterogeneity(per_site: dict[str, dict], metric: str = "Delta_authority") ->
     return rows
 
 
+def _check_finite(analysis: str, rows: list[dict], het: list[dict]) -> None:
+    """Refuse (one line) a pooled or per-site number that is NaN or infinite: signed values the validation
+    let through whose arithmetic overflows are never written."""
+    for row in [*rows, *het]:
+        for key, value in row.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                where = row.get("source", "heterogeneity")
+                raise RecordError(
+                    "--export",
+                    None,
+                    f"analysis {analysis!r} ({where}): {row.get('unit')} {row.get('metric')} {key} is {value} "
+                    "(the exported sums overflow); nothing is pooled",
+                )
+
+
 def pool(exports: list[SiteExport], quantiles: tuple[float, float] = (0.025, 0.975)) -> tuple[list[dict], dict]:
     """(estimates rows, summary) of the verified, compatible `exports`: per analysis the pooled rows
     (source 'pooled', data_sha256 naming every export's manifest hash) then each site's rows."""
@@ -415,27 +664,34 @@ def pool(exports: list[SiteExport], quantiles: tuple[float, float] = (0.025, 0.9
         ],
         "analyses": {},
     }
-    for analysis in sorted({a for e in exports for a in e.analyses}):
-        members = [e for e in exports if analysis in e.analyses]
-        names = ";".join(f"{e.site}={e.manifest_sha256}" for e in members)
-        pooled, _ = pool_analysis(analysis, members, quantiles, "pooled", names)
-        per_site = {}
-        site_rows = []
-        for e in members:
-            r, kept = pool_analysis(analysis, [e], quantiles, f"site:{e.site}", e.manifest_sha256)
-            site_rows += r
-            per_site[e.site] = kept
-        rows += pooled + site_rows
-        het = heterogeneity(per_site)
-        summary["analyses"][analysis] = {
-            "sites": [e.site for e in members],
-            "exports": names,
-            "n_clusters": sum(e.analyses[analysis]["n_clusters"] for e in members),
-            "n_cases": sum(e.analyses[analysis]["record"]["n_cases"] for e in members),
-            "estimates": {
-                f"{r['interval_method']}/{r['unit']}/{r['metric']}": [r["estimate"], r["ci_lower"], r["ci_upper"]]
-                for r in pooled
-            },
-            "heterogeneity": het,
-        }
+    with np.errstate(all="ignore"):  # an overflow is refused by _check_finite, in one line, not warned of
+        for analysis in sorted({a for e in exports for a in e.analyses}):
+            _pool_one(analysis, exports, quantiles, rows, summary)
     return rows, summary
+
+
+def _pool_one(analysis: str, exports: list[SiteExport], quantiles: tuple[float, float], rows: list, summary: dict):
+    """Append the pooled and per-site rows of one analysis to `rows` and its entry to `summary`."""
+    members = [e for e in exports if analysis in e.analyses]
+    names = ";".join(f"{e.site}={e.manifest_sha256}" for e in members)
+    pooled, _ = pool_analysis(analysis, members, quantiles, "pooled", names)
+    per_site = {}
+    site_rows = []
+    for e in members:
+        r, kept = pool_analysis(analysis, [e], quantiles, f"site:{e.site}", e.manifest_sha256)
+        site_rows += r
+        per_site[e.site] = kept
+    rows += pooled + site_rows
+    het = heterogeneity(per_site)
+    _check_finite(analysis, pooled + site_rows, het)
+    summary["analyses"][analysis] = {
+        "sites": [e.site for e in members],
+        "exports": names,
+        "n_clusters": sum(e.analyses[analysis]["n_clusters"] for e in members),
+        "n_cases": sum(e.analyses[analysis]["record"]["n_cases"] for e in members),
+        "estimates": {
+            f"{r['interval_method']}/{r['unit']}/{r['metric']}": [r["estimate"], r["ci_lower"], r["ci_upper"]]
+            for r in pooled
+        },
+        "heterogeneity": het,
+    }

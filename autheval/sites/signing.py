@@ -1,7 +1,8 @@
 """Ed25519 keys and signatures of site exports (the `cryptography` package).
 
 A site holds `site.key` (PKCS#8 PEM, mode 0600, never overwritten) and registers `site.pub` (PEM) with
-the hub; the hub trusts a folder of registered `*.pub` files. An export's manifest names the signing
+the hub; the hub trusts a folder of registered `<site>.pub` files, each key bound to the site its file
+name names. An export's manifest names the signing
 key (its raw 32 bytes, hex) and `manifest.sig` holds the signature of the manifest's exact bytes; the
 manifest names the SHA-256 of every other file of the export, so one signature covers them all.
 """
@@ -98,8 +99,9 @@ def public_hex(key) -> str:
 
 
 def trusted_keys(folder: Path, flag: str = "--trust") -> dict[str, str]:
-    """{raw public key hex: file name} of every registered `*.pub` in `folder` (each a plain file holding
-    an Ed25519 public key; anything else is one line naming the file)."""
+    """{raw public key hex: file name} of every registered `<site>.pub` in `folder` (each a plain file
+    holding an Ed25519 public key; the file name names the one site the key may sign for; a key registered
+    twice, or anything else, is one line naming the file)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -115,10 +117,24 @@ def trusted_keys(folder: Path, flag: str = "--trust") -> dict[str, str]:
             raise RecordError(flag, None, f"{path} is not a PEM public key") from err
         if not isinstance(key, Ed25519PublicKey):
             raise RecordError(flag, None, f"{path} is not an Ed25519 public key")
-        keys.setdefault(public_hex(key), path.name)
+        site = key_site(path.name)
+        from autheval.sites.names import check_site_name
+
+        check_site_name(site, f"{flag} {path}: the file name (<site>.pub) names the site the key signs for;")
+        raw = public_hex(key)
+        if raw in keys:
+            raise RecordError(
+                flag, None, f"{path} and {folder / keys[raw]} hold the same key; a key is registered for one site only"
+            )
+        keys[raw] = path.name
     if not keys:
         raise RecordError(flag, None, f"{folder} holds no registered *.pub key")
     return keys
+
+
+def key_site(file_name: str) -> str:
+    """The site a registered key signs for: its file name without `.pub` (`north.pub` signs for north)."""
+    return file_name[: -len(".pub")] if file_name.endswith(".pub") else file_name
 
 
 def sign(key, data: bytes) -> str:

@@ -8,7 +8,8 @@
 -- ("a2 a1 a3 a0", length 2 or 4, a permutation of distinct actions), or only `a_head`.
 -- A mechanism or image id that begins or ends with whitespace (rules 14, 15) is refused, never
 -- stripped: `m ` beside `m` would be two mechanisms (and one analysis twice downstream), `i1 ` an image
--- the lake does not know. They are reported right after the empty ones.
+-- the lake does not know. They are reported right after the empty ones, then a control character inside
+-- either (rules 16, 17: a newline in a mechanism name broke tables, reports and SQL text downstream).
 WITH typed AS (
     SELECT
         row_index, mechanism, image_id, slate, a_head, upper(trim(diagnosis)) AS diagnosis,
@@ -48,7 +49,9 @@ checked AS (
             OR suffix(mechanism, chr(160))) AS r14,
         trim(image_id) <> '' AND (image_id < '!' OR prefix(image_id, chr(160)) OR suffix(image_id, ' ')
             OR suffix(image_id, chr(9)) OR suffix(image_id, chr(10)) OR suffix(image_id, chr(13))
-            OR suffix(image_id, chr(160))) AS r15
+            OR suffix(image_id, chr(160))) AS r15,
+        regexp_matches(mechanism, '[[:cntrl:]]') AS r16,
+        regexp_matches(image_id, '[[:cntrl:]]') AS r17
     FROM flagged
 ),
 duplicates AS (
@@ -90,8 +93,13 @@ rules AS (
         || 'the same name without it)', row_index, image_id, mechanism, count(*) OVER () FROM checked WHERE r14
     UNION ALL SELECT 15, 'image_id', 'must not begin or end with whitespace (it would be another image than the '
         || 'same id without it)', row_index, image_id, image_id, count(*) OVER () FROM checked WHERE r15
+    UNION ALL SELECT 16, 'mechanism', 'must not hold a control character (a newline, tab, NUL ...: a mechanism '
+        || 'is a name in tables, reports and SQL)', row_index, image_id, mechanism, count(*) OVER ()
+        FROM checked WHERE r16 AND NOT r14
+    UNION ALL SELECT 17, 'image_id', 'must not hold a control character (a newline, tab, NUL ...)', row_index,
+        image_id, image_id, count(*) OVER () FROM checked WHERE r17 AND NOT r15
 )
 SELECT rule_order, column_name, rule, row_index, image_id, bad_value, n_rows
 FROM rules
 QUALIFY row_number() OVER (PARTITION BY rule_order ORDER BY row_index) = 1
-ORDER BY CASE rule_order WHEN 14 THEN 2.1 WHEN 15 THEN 2.2 ELSE rule_order END
+ORDER BY CASE rule_order WHEN 14 THEN 2.1 WHEN 15 THEN 2.2 WHEN 16 THEN 2.3 WHEN 17 THEN 2.4 ELSE rule_order END

@@ -23,9 +23,11 @@
 --   E <= the likelihood ratio of the mixture against theta, a nonnegative martingale of mean 1 under
 --   theta, so Ville's inequality holds for E whatever the common mix is.
 --
--- Either way p = min(1, 1 / running max over the tested looks), anytime-valid. Categories: the
--- dimension's vocabulary (monitor_case_mix_vocabulary; the declared reference's categories when it
--- declares one) and any other the site shows; K their number.
+-- Either way p = min(1, 1 / running max over the tested looks), anytime-valid. Categories are fixed
+-- before any look is tested, so that data landed later never changes an earlier look's e-value: a
+-- declared reference's categories (any other a site shows has no share: BF infinite from the look it
+-- shows), or the dimension's vocabulary (monitor_case_mix_vocabulary), the categories the site's baseline
+-- periods show and `other`, which takes every category first shown after the baseline; K their number.
 -- Input: monitor_case_mix_counts, monitor_case_mix_reference (dimension, category, share),
 -- monitor_case_mix_vocabulary (dimension, category). Output: site, period, look, dimension, category,
 -- count, share, baseline_share (the declared share, or the baseline clusters' share), tested (false in a
@@ -41,6 +43,7 @@ declared_dimensions AS (
 ),
 categories AS (
     SELECT DISTINCT site, dimension, category FROM monitor_case_mix_counts
+    WHERE dimension IN (SELECT dimension FROM declared_dimensions) OR look <= $baseline_periods
     UNION
     SELECT d.site, r.dimension, r.category
     FROM site_dimensions AS d
@@ -50,13 +53,23 @@ categories AS (
     FROM site_dimensions AS d
     JOIN monitor_case_mix_vocabulary AS v ON v.dimension = d.dimension
     WHERE v.dimension NOT IN (SELECT dimension FROM declared_dimensions)
+    UNION
+    SELECT site, dimension, 'other'
+    FROM site_dimensions
+    WHERE dimension NOT IN (SELECT dimension FROM declared_dimensions)
+),
+counts AS (  -- a category first shown after the baseline counts as `other`
+    SELECT m.site, m.look, m.dimension, coalesce(c.category, 'other') AS category, sum(m.count) AS count
+    FROM monitor_case_mix_counts AS m
+    LEFT JOIN categories AS c ON c.site = m.site AND c.dimension = m.dimension AND c.category = m.category
+    GROUP BY m.site, m.look, m.dimension, coalesce(c.category, 'other')
 ),
 grid AS (  -- every category of a site's dimension at every look of the site (absent: 0 clusters)
     SELECT c.site, c.dimension, c.category, l.look, l.period, CAST(coalesce(m.count, 0) AS DOUBLE) AS count,
            c.dimension IN (SELECT dimension FROM declared_dimensions) AS declared
     FROM categories AS c
     JOIN looks AS l ON l.site = c.site
-    LEFT JOIN monitor_case_mix_counts AS m
+    LEFT JOIN counts AS m
         ON m.site = c.site AND m.dimension = c.dimension AND m.category = c.category AND m.look = l.look
 ),
 baseline AS (

@@ -3,7 +3,8 @@
 -- category, and the cluster is counted in that period only. The images of one lesion, and a lesion
 -- seen again in a later period, are not independent draws of the mix; clusters are (the test in
 -- sql/recurring/monitor_case_mix.sql needs independent observations). Dimensions: proposed_action (the
--- proposer's risk stratum: its action level), risk_stratum (only at a site whose logs carry one; a case
+-- proposer's risk stratum: its action level), risk_stratum (only at a site whose logs carry one in its
+-- first $baseline_periods periods, so that a later file does not add a test to earlier looks; a case
 -- without one is 'unspecified'), workflow_profile (changed: the service replaced the proposal;
 -- accepted; no_selection: a proposal-only record) and record_level (of the landed file).
 -- Input: landed_records (with site, period, cluster_id, landed_file, row_index, risk_stratum).
@@ -13,7 +14,12 @@ WITH looks AS (
     FROM (SELECT DISTINCT site, period FROM landed_records)
 ),
 stratified AS (
-    SELECT site FROM landed_records GROUP BY site HAVING count(risk_stratum) > 0
+    SELECT r.site
+    FROM landed_records AS r
+    JOIN looks AS l ON l.site = r.site AND l.period = r.period
+    WHERE l.look <= $baseline_periods
+    GROUP BY r.site
+    HAVING count(r.risk_stratum) > 0
 ),
 firsts AS (  -- each lesion cluster's first case in time
     SELECT *

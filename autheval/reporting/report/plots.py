@@ -14,6 +14,7 @@ from autheval.reporting.report.words import METRIC_WORDS
 UNITS = (("image", "image-weighted"), ("cluster", "cluster-equal"))
 
 
+POOLED = "all"  # a trend or monitor row's site or model version pooled over every one
 MAX_PLOTTED_CONTRAST_ROWS = 12  # more paired contrasts in a group than this are left to the report's table
 
 
@@ -119,8 +120,16 @@ def _png(fig) -> bytes:
 
 def trend_plot_rows(trend: pa.Table) -> list[dict]:
     """The image-weighted Delta rows of a trend in plot order: 'all' (or, with several pools,
-    'all (<pool>)') first, then the periods."""
-    rows = [r for r in trend.to_pylist() if r["metric"] == "Delta_authority" and r["unit"] == "image_weighted"]
+    'all (<pool>)') first, then the periods; of a trend per site and model version, the rows pooled over
+    both (site and model_version 'all') only."""
+    rows = [
+        r
+        for r in trend.to_pylist()
+        if r["metric"] == "Delta_authority"
+        and r["unit"] == "image_weighted"
+        and r.get("site", POOLED) == POOLED
+        and r.get("model_version", POOLED) == POOLED
+    ]
     rows.sort(key=lambda r: (not _is_all_to_date(r), r["period"]))
     return rows
 
@@ -139,7 +148,8 @@ AXIS_WORDS = {
 
 
 def monitor_plot_rows(monitor: pa.Table) -> list[dict]:
-    """The monitor's rows as the per-site plot reads them (sql/reports/report_monitor_series.sql)."""
+    """The monitor's rows as the per-series plot reads them (sql/reports/report_monitor_series.sql): every
+    site x model version x mechanism the monitor watches, look by look."""
     from warehouse.sql import connect, rows
 
     con = connect()
@@ -147,35 +157,108 @@ def monitor_plot_rows(monitor: pa.Table) -> list[dict]:
     return rows(con, "reports/report_monitor_series")
 
 
+# A picture is at most this wide (pixels): panels wrap into rows rather than widen the figure, and at most
+# MAX_PANEL_ROWS rows of panels are drawn (series that alert first; the report's tables list every series).
+MAX_PLOT_WIDTH_PX = 2400
+MAX_PANEL_ROWS = 24
+MONITOR_PANEL_INCHES = (5.6, 2.7)
+MONITOR_DPI = 100
+STATUS_MARKS = {  # each look's status: marker, colour, size (alerts large and red)
+    "pass": ("o", "#2ca02c", 4),
+    "insufficient": ("o", "#7f7f7f", 4),
+    "alert": ("X", "#d62728", 10),
+}
+
+
+def _series_key(row: dict) -> tuple:
+    return (row["site"], row.get("model_version", "all"), row.get("mechanism"))
+
+
+def _series_name(key: tuple, mechanisms: int) -> str:
+    site, version, mechanism = key
+    name = f"{'all sites' if site == 'all' else site} / {'all versions' if version == 'all' else version}"
+    return f"{name} / {mechanism}" if mechanisms > 1 and mechanism is not None else name
+
+
+def monitor_panels(series: list[dict]) -> tuple[list[tuple[tuple, tuple]], int, int, int]:
+    """The panels monitor_plot_png draws: ([(series key, rule)], columns, panel rows, series left out). One
+    panel per site x model version (x mechanism) x rule in the order of `series`; a series' rules side by
+    side, as many series per row as fit MAX_PLOT_WIDTH_PX; beyond MAX_PANEL_ROWS rows the series without
+    an alert are left out first."""
+    keys = list(dict.fromkeys(_series_key(r) for r in series))
+    rules = list(dict.fromkeys((r["metric"], r["unit"], r["lower"], r["upper"]) for r in series))
+    max_columns = max(1, int(MAX_PLOT_WIDTH_PX // (MONITOR_PANEL_INCHES[0] * MONITOR_DPI)))
+    columns = (max_columns // len(rules)) * len(rules) if len(rules) <= max_columns else max_columns
+    per_series = -(-len(rules) // columns)  # panel rows one series takes when its rules do not fit one row
+    per_row = max(1, columns // len(rules))  # series per panel row
+    room = MAX_PANEL_ROWS * per_row if per_series == 1 else MAX_PANEL_ROWS // per_series  # series drawn
+    left_out = 0
+    if len(keys) > room:
+        alerting = {_series_key(r) for r in series if r["status"] == "alert"}
+        kept = set([k for k in keys if k in alerting][:room])
+        kept |= set([k for k in keys if k not in kept][: room - len(kept)])
+        left_out = len(keys) - len(kept)
+        keys = [k for k in keys if k in kept]
+    panels = [(key, rule) for key in keys for rule in rules]
+    if per_series > 1:  # a series starts a row of its own
+        rows = per_series * len(keys)
+    else:
+        columns = min(columns, len(panels))
+        rows = -(-len(panels) // columns)
+    return panels, columns, rows, left_out
+
+
 def monitor_plot_png(series: list[dict]) -> bytes:
-    """One row of panels per site (every site pooled last), one panel per rule: the confidence sequence
-    as a band, the fixed-sample interval and the estimate per look, the protocol's bounds as lines, the
-    alerting looks marked; the unit on each axis. `series`: sql/reports/report_monitor_series.sql's rows."""
+    """One panel per site x model version (every site and every version pooled: 'all') x rule, wrapped into
+    rows so the picture is at most MAX_PLOT_WIDTH_PX wide: the confidence sequence as a band, the
+    fixed-sample interval and the estimate per look, each look's status marked (alerts as large red
+    crosses, the panel framed red), the protocol's bounds as lines; the unit on each axis. `series`:
+    sql/reports/report_monitor_series.sql's rows."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sites = list(dict.fromkeys(r["site"] for r in series))
-    rules = list(dict.fromkeys((r["metric"], r["unit"], r["lower"], r["upper"]) for r in series))
+    panels, columns, n_rows, left_out = monitor_panels(series)
+    mechanisms = len({r.get("mechanism") for r in series})
+    width, height = MONITOR_PANEL_INCHES
     fig, axes = plt.subplots(
-        len(sites), len(rules), figsize=(5.6 * len(rules), 2.7 * len(sites) + 0.5), dpi=100, squeeze=False
+        n_rows, columns, figsize=(width * columns, height * n_rows + 0.5), dpi=MONITOR_DPI, squeeze=False
     )
-    for i, site in enumerate(sites):
-        for j, rule in enumerate(rules):
-            ax = axes[i, j]
-            looks = sorted(
-                (r for r in series if r["site"] == site and (r["metric"], r["unit"], r["lower"], r["upper"]) == rule),
-                key=lambda r: r["look"],
-            )
-            if not looks:
-                ax.set_axis_off()
-                continue
-            _monitor_panel(ax, site, rule, looks, legend=i == 0 and j == 0)
+    rules = list(dict.fromkeys(rule for _, rule in panels))
+    if len(rules) > columns:  # each series starts its own row
+        per_series = -(-len(rules) // columns)
+        slots = [
+            (k // len(rules) * per_series + k % len(rules) // columns, k % len(rules) % columns)
+            for k in range(len(panels))
+        ]
+    else:
+        slots = [(k // columns, k % columns) for k in range(len(panels))]
+    by_panel: dict[tuple, list[dict]] = {}
+    for r in series:
+        by_panel.setdefault((_series_key(r), (r["metric"], r["unit"], r["lower"], r["upper"])), []).append(r)
+    used = set()
+    for k, ((key, rule), (i, j)) in enumerate(zip(panels, slots)):
+        used.add((i, j))
+        looks = sorted(by_panel.get((key, rule), []), key=lambda r: r["look"])
+        if not looks:
+            axes[i, j].set_axis_off()
+            continue
+        _monitor_panel(axes[i, j], _series_name(key, mechanisms), rule, looks, legend=k == 0)
+    for i in range(n_rows):
+        for j in range(columns):
+            if (i, j) not in used:
+                axes[i, j].set_axis_off()
+    if left_out:
+        fig.suptitle(
+            f"{left_out} more site x model version series without an alert are not drawn: the report's tables "
+            "list every series",
+            fontsize=9,
+        )
     return _png(fig)
 
 
-def _monitor_panel(ax, site: str, rule: tuple, looks: list[dict], legend: bool) -> None:
+def _monitor_panel(ax, name: str, rule: tuple, looks: list[dict], legend: bool) -> None:
     import numpy as np
 
     metric, unit, lower, upper = rule
@@ -194,6 +277,8 @@ def _monitor_panel(ax, site: str, rule: tuple, looks: list[dict], legend: bool) 
         lw=0,
         label="confidence sequence (anytime-valid)",
     )
+    if len(looks) == 1:  # one look: the sequence as a bar (a band needs two)
+        ax.plot([0, 0], [values("cs_lower")[0], values("cs_upper")[0]], color="#1f77b4", alpha=0.25, lw=10)
     known = ~np.isnan(lo) & ~np.isnan(hi) & ~np.isnan(estimate)
     if known.any():
         ax.errorbar(
@@ -206,10 +291,16 @@ def _monitor_panel(ax, site: str, rule: tuple, looks: list[dict], legend: bool) 
             capsize=2,
             label="fixed-sample 95% interval",
         )
-    ax.plot(x, estimate, "o-", color="#1f77b4", ms=3, lw=1, label="estimate to date")
-    alert = np.array([r["status"] == "alert" for r in looks])
-    if alert.any():
-        ax.plot(x[alert], estimate[alert], "X", color="#d62728", ms=8, label="alert")
+    ax.plot(x, estimate, "-", color="#1f77b4", lw=1, label="estimate to date")
+    for status, (marker, colour, size) in STATUS_MARKS.items():  # each look's status on its estimate
+        at = np.array([r["status"] == status for r in looks])
+        if at.any():
+            ax.plot(x[at], estimate[at], marker, color=colour, ms=size, ls="none", label=f"look: {status}", zorder=3)
+    latest = looks[-1]["status"]
+    if any(r["status"] == "alert" for r in looks):
+        for spine in ax.spines.values():
+            spine.set_color("#d62728")
+            spine.set_linewidth(2)
     for bound in (lower, upper):
         if bound is not None:
             ax.axhline(bound, color="#d62728", lw=1, ls="--", label="protocol bound")
@@ -218,23 +309,29 @@ def _monitor_panel(ax, site: str, rule: tuple, looks: list[dict], legend: bool) 
     ax.set_ylabel(_mathtext_safe(f"{AXIS_WORDS.get(metric, metric)}\n({unit.replace('_', '-')})"), fontsize=7)
     ax.set_title(
         _mathtext_safe(
-            f"{'all sites' if site == 'all' else site}: {METRIC_WORDS.get(metric, metric)} "
-            f"({unit.replace('_', '-')}), latest {looks[-1]['status']}"
+            f"{name}: {METRIC_WORDS.get(metric, metric)} ({unit.replace('_', '-')}), latest "
+            + ("ALERT" if latest == "alert" else latest)
         ),
         fontsize=9,
         loc="left",
+        color="#d62728" if latest == "alert" else "black",
     )
-    if legend:
+    if legend:  # every status explained, also one this panel does not show
+        from matplotlib.lines import Line2D
+
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
+        for status, (marker, colour, size) in STATUS_MARKS.items():
+            unique.setdefault(f"look: {status}", Line2D([], [], marker=marker, color=colour, ms=size, ls="none"))
         ax.legend(unique.values(), unique.keys(), fontsize=6, loc="best")
 
 
 def trend_plot_png(trend: pa.Table, monitor: pa.Table | None = None) -> bytes:
-    """reports/trend.png as PNG bytes: with a `monitor` table that has rows, one panel per site and
-    rule (monitor_plot_png: the confidence sequence band, the fixed-sample interval, the protocol's
-    bounds, the unit on the axis); else Delta_authority (image-weighted) with its interval per period of
-    `trend`, 'all' first."""
+    """reports/trend.png as PNG bytes: with a `monitor` table that has rows, one panel per site x model
+    version x rule the monitor watches (monitor_plot_png: the confidence sequence band, the fixed-sample
+    interval, each look's status, the protocol's bounds, the unit on the axis); else Delta_authority
+    (image-weighted) with its interval per period of `trend` (pooled over sites and versions), 'all'
+    first. Either is at most MAX_PLOT_WIDTH_PX wide."""
     if monitor is not None and monitor.num_rows:
         series = monitor_plot_rows(monitor)
         if series:
@@ -246,7 +343,8 @@ def trend_plot_png(trend: pa.Table, monitor: pa.Table | None = None) -> bytes:
     import matplotlib.pyplot as plt
 
     rows = trend_plot_rows(trend)
-    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(rows) + 2), 3.6), dpi=110)
+    dpi = 110  # at most MAX_PLOT_WIDTH_PX wide: many periods sit closer together, every tick still named
+    fig, ax = plt.subplots(figsize=(min(max(4, 1.1 * len(rows) + 2), MAX_PLOT_WIDTH_PX / dpi), 3.6), dpi=dpi)
     for x, r in enumerate(rows):
         if r["estimate"] is None:
             ax.annotate("not recoverable", (x, 0), ha="center", fontsize=7, color="grey")
@@ -255,7 +353,10 @@ def trend_plot_png(trend: pa.Table, monitor: pa.Table | None = None) -> bytes:
         ax.plot([x, x], [r["ci_lower"], r["ci_upper"]], color=colour, lw=2)
         ax.plot([x], [r["estimate"]], "o", color=colour)
     ax.axhline(0.0, color="grey", lw=1, ls="--")
-    ax.set_xticks(range(len(rows)), [_mathtext_safe(r["period"]) for r in rows], rotation=30, fontsize=8)
+    step = max(1, -(-len(rows) // 60))  # at most 60 period labels
+    ax.set_xticks(
+        range(0, len(rows), step), [_mathtext_safe(r["period"]) for r in rows][::step], rotation=30, fontsize=8
+    )
     ax.set_ylabel("Delta = J_auth - J")
     ax.set_title("Authority gap over time (95% whole-cluster bootstrap)")
     return _png(fig)

@@ -250,8 +250,9 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     (
         "trend",
         "reports/report_trend",
-        {"trend": ("period", "pool", *ESTIMATE_ROW)},
+        {"trend": ("site", "model_version", "period", "pool", *ESTIMATE_ROW)},
     ),
+    ("trend", "reports/report_trend_pooled", {"trend": ("period", "pool", *ESTIMATE_ROW)}),  # an older lake
     ("monitor_latest", "reports/report_monitor_latest", {"monitor": MONITOR_COLUMNS}),
     ("monitor_series", "reports/report_monitor_series", {"monitor": MONITOR_COLUMNS}),
     (

@@ -29,11 +29,19 @@ def _trend_section(inputs: ReportInputs) -> Section:
     rows = inputs.rows("trend")
     if not rows:
         return _section("trend", [Text(["The trend table has no rows: no landed log yet."])])
+    sited = "site" in rows[0] and "model_version" in rows[0]
     blocks: list = [
         Text(
             [
                 "Each landed log is pooled by record level; 'all' is every log to date. A number a pool's "
                 "record cannot support is reported as not recoverable with the reason."
+                + (
+                    " One row per site x model version (as the monitor watches them; 'all': pooled over every "
+                    "site or version) x pool x period x unit x metric; the plot is the pool of every site and "
+                    "version, the monitoring section's picture has a panel per site x model version."
+                    if sited
+                    else ""
+                )
             ],
             "note",
         )
@@ -49,7 +57,18 @@ def _trend_section(inputs: ReportInputs) -> Section:
                 }
                 for r in rows
             ],
-            ["pool", "period", "unit", "metric", "estimate [95% CI]", "n", "n_clusters", "status", "reason"],
+            [
+                *(("site", "model_version") if sited else ()),
+                "pool",
+                "period",
+                "unit",
+                "metric",
+                "estimate [95% CI]",
+                "n",
+                "n_clusters",
+                "status",
+                "reason",
+            ],
             numbers=True,
         )
     )
@@ -60,6 +79,8 @@ def _trend_section(inputs: ReportInputs) -> Section:
 
 
 def _trend_png(rows: list[dict]) -> bytes:
+    """The Trend section's picture: the rows pooled over every site and model version only (a trend per
+    site x model version would otherwise draw each period once per series)."""
     from autheval.monitoring.landing import trend_plot_table
 
     return trend_plot_png(trend_plot_table(pa.Table.from_pylist(rows)))
@@ -86,6 +107,14 @@ def _band(row: dict, lower: str, upper: str) -> str:
 
 def _rule_words(row: dict) -> str:
     return f"{METRIC_WORDS.get(row['metric'], row['metric'])} ({row['unit'].replace('_', '-')})"
+
+
+def _alerting_series(series: list[dict]) -> str:
+    """The series whose latest look alerts, or that alerted at a look, as 'site / model version (rule)'."""
+    named = dict.fromkeys(
+        f"{r['site']} / {r.get('model_version', 'all')} ({_rule_words(r)})" for r in series if r["status"] == "alert"
+    )
+    return ", ".join(named)
 
 
 def _monitoring_section(inputs: ReportInputs) -> Section:
@@ -188,11 +217,13 @@ def _monitoring_section(inputs: ReportInputs) -> Section:
     )
     series = inputs.rows("monitor_series")
     if series:
+        alerting = _alerting_series(series)
         blocks.append(
             Image(
                 "report_monitor.png",
                 monitor_plot_png(series),
-                "each site's confidence sequence, fixed-sample interval and the protocol's bounds per look",
+                "each site's confidence sequence per model version, fixed-sample interval, each look's status "
+                "and the protocol's bounds per look" + (f"; alert marked at {alerting}" if alerting else ""),
             )
         )
     blocks.append(Heading("Case mix"))
