@@ -123,8 +123,12 @@ def _land_given(defs, instance, store, run: LakeRun, landing: Path, files: list[
             moved = set_aside(target, f"{name}: not landed again; {reason}", "duplicates")
             out(f"duplicate {name}: already landed; moved to {moved}")
             continue
-        landed = _land(defs, instance, key, name, out)
-        run.commit() if landed else run.abort()
+        landed, said = _land(defs, instance, key, name, out)
+        if landed:
+            run.commit()
+            out(said)
+        else:
+            run.abort()
         failed |= not landed
     return failed
 
@@ -168,11 +172,12 @@ def _pass(
     _report(tick, out)
     for name in tick.waiting:
         out(f"waiting   {name}: still being written; it lands on a later run")
-    failed = False
+    failed = bool(tick.failed)  # a file not handled (a linked record folder, an unreadable file): exit 1
     for key, name, _ in tick.requests:
-        landed = _land(defs, instance, key, name, out)
+        landed, said = _land(defs, instance, key, name, out)
         if landed:
             run.commit()
+            out(said)
         else:
             run.abort()
         failed |= not landed
@@ -211,26 +216,25 @@ def _report(tick: Tick, out: Callable[[str], None]) -> None:
         out(f"skipped   {line}")
 
 
-def _land(defs, instance, key: str, name: str, out: Callable[[str], None]) -> bool:
-    """Land one file as partition `key` (the landing job, as the sensor's run would); False when it
-    failed for another reason than its content (a rejected file is set aside and reported)."""
+def _land(defs, instance, key: str, name: str, out: Callable[[str], None]) -> tuple[bool, str]:
+    """Land one file as partition `key` (the landing job, as the sensor's run would): (False, "") when
+    it failed for another reason than its content (said at once), else (True, the line to say once the
+    caller has committed: `landed` is never printed for a file a killed run did not commit)."""
     instance.add_dynamic_partitions(landed_logs.name, [key])
     result = defs.resolve_job_def(landed_logs_job.name).execute_in_process(
         instance=instance, partition_key=key, tags={FILE_TAG: name}, run_config=QUIET, raise_on_error=False
     )
     if result.success:
         metadata = _materialized(instance, result.run_id)
-        out(
+        return True, (
             f"landed    {name}: partition {key}, {metadata.get('rows', '?')} rows, {metadata.get('clusters', '?')} "
             f"clusters, periods {metadata.get('periods', '?')} ({metadata.get('record_level', '?')})"
         )
-        return True
     why = _failure(instance, result.run_id)
     if why.startswith(f"rejected {name}:"):
-        out(f"rejected  {why[len('rejected ') :]}")
-        return True
+        return True, f"rejected  {why[len('rejected ') :]}"
     out(f"failed    {name}: {why}")
-    return False
+    return False, ""
 
 
 def _records(instance, run_id: str, kind: DagsterEventType) -> list:

@@ -288,6 +288,7 @@ def test_landing_never_keeps_its_records_through_a_link(tmp_path, folder):
     outside.mkdir()
     (root / "landing" / folder).symlink_to(outside)
     code, lines = run_monitor(root)
+    assert code == 1, (code, lines)  # a run that handled nothing fails, so that cron sees it on every run
     assert any(line.startswith("skipped") and f"{folder}: a symbolic link" in line for line in lines), lines
     assert not any(line.startswith(("landed", "rejected")) for line in lines), lines
     assert list(outside.iterdir()) == [] and len(list((root / "landing").glob("*.csv"))) == 3
@@ -673,3 +674,26 @@ def test_a_wait_for_the_lock_is_bounded_by_the_setting(tmp_path, monkeypatch):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_landed_is_said_only_after_its_commit(tmp_path, monkeypatch):
+    """A run killed between landing a file and committing it must not have printed `landed` for it
+    (cron's log would claim a landing the lake does not hold): the line follows the commit."""
+    from warehouse.snapshots import LakeRun
+
+    root = tmp_path / "lake"
+    drop_logs(root)
+    lines: list[str] = []
+
+    class Killed(BaseException):
+        pass
+
+    def killed_commit(self, *args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(LakeRun, "commit", killed_commit)
+    from dagster_project.monitor_run import monitor_run
+
+    with pytest.raises(Killed):
+        monitor_run(root, None, out=lines.append, settle_seconds=0.2)
+    assert not any(line.startswith("landed") for line in lines), lines
