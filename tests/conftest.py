@@ -41,8 +41,39 @@ def read_csv_rows(path: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autheval", *args], cwd=cwd or ROOT, capture_output=True, text=True)
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict | None = None, timeout: float | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autheval", *args],
+        cwd=cwd or ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def land_and_monitor(root: Path, model, drift: str | None = None) -> tuple[Path, int]:
+    """A lake at root/lake whose landing folder got every monthly log of the simulated deployment `model`
+    (with the planted `drift`, if any), monitored once by `monitor run` in this process: (lake, exit code)."""
+    import shutil
+    import warnings
+    from dataclasses import replace
+
+    from autheval.monitoring.deployment_sim import parse_drift, write_deployment
+    from dagster_project.monitor_run import monitor_run
+
+    if drift:
+        model = replace(model, drifts=(parse_drift(drift, model.sites, model.months),))
+    paths = write_deployment(model, root / "sim")
+    lake = root / "lake"
+    (lake / "landing").mkdir(parents=True)
+    for path in paths:
+        shutil.copy(path, lake / "landing" / path.name)
+    with warnings.catch_warnings():  # few clusters: noisy intervals, said by a warning
+        warnings.simplefilter("ignore")
+        return lake, monitor_run(lake, out=lambda line: None, settle_seconds=0)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 from warehouse import snapshots
 from warehouse.lake import Lake
 from warehouse.snapshots import SnapshotError
@@ -42,14 +42,7 @@ def listing(root: Path) -> dict[str, bytes]:
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "autheval", *args],
-        cwd=ROOT,
-        env={**ENV, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli(*args, env={**ENV, **(env or {})}, timeout=timeout)
 
 
 def one_line(result, *words, code=2) -> str:

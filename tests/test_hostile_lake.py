@@ -51,14 +51,7 @@ def one_line_error(result, *words, code=2) -> str:
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "autheval", *args],
-        cwd=ROOT,
-        env={**ENV, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli(*args, env={**ENV, **(env or {})}, timeout=timeout)
 
 
 def small_lake(root: Path, writes: int = 2, keep: int | None = None) -> Lake:

@@ -6,7 +6,6 @@ them, Markdown without HTML escapes), and the trend picture per site x model ver
 from __future__ import annotations
 
 import re
-import warnings
 
 import pyarrow as pa
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from autheval.reporting.report import build_report, html_report, markdown_report, report_queries
 from autheval.reporting.report.document import ReportInputs
 from autheval.reporting.report.words import SECTION_TITLES
+from tests.conftest import land_and_monitor
 from warehouse import sql
 
 ENTITY = re.compile(r"&(?:[A-Za-z]+|#[0-9]+|#x[0-9A-Fa-f]+);")
@@ -43,21 +43,12 @@ def inputs_from(tables: dict[str, pa.Table], summary: pa.Table | None = NO_ROWS)
 def landed_lake(tmp_path_factory):
     """A lake made as docs/monitoring.md says: a simulated deployment's monthly logs (2 sites x 3 months,
     site-2 on model v2 from month 2) landed and monitored by `autheval monitor run`; no demo run."""
-    import shutil
+    from autheval.monitoring.deployment_sim import DeploymentModel
 
-    from autheval.monitoring.deployment_sim import DeploymentModel, parse_drift, write_deployment
-    from dagster_project.monitor_run import monitor_run
-
-    root = tmp_path_factory.mktemp("landed")
-    drift = (parse_drift("site-2:proposer_quality:-0.5:from=2:version=v2", 2, 3),)
-    paths = write_deployment(DeploymentModel(sites=2, months=3, clusters_per_month=30, drifts=drift), root / "sim")
-    lake = root / "lake"
-    (lake / "landing").mkdir(parents=True)
-    for path in paths:
-        shutil.copy(path, lake / "landing" / path.name)
-    with warnings.catch_warnings():  # few clusters: noisy intervals, said by a warning
-        warnings.simplefilter("ignore")
-        code = monitor_run(lake, out=lambda line: None, settle_seconds=0)
+    model = DeploymentModel(sites=2, months=3, clusters_per_month=30)
+    lake, code = land_and_monitor(
+        tmp_path_factory.mktemp("landed"), model, "site-2:proposer_quality:-0.5:from=2:version=v2"
+    )
     assert code in (0, 3)
     return lake
 

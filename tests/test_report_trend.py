@@ -7,8 +7,6 @@ from __future__ import annotations
 import html
 import io
 import re
-import shutil
-import warnings
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,6 +24,7 @@ from autheval.reporting.report.plots import (
     trend_plot_png,
 )
 from autheval.reporting.report.words import SECTION_TITLES
+from tests.conftest import land_and_monitor
 
 RED = (0xD6, 0x27, 0x28)  # an alerting look and its panel's frame
 
@@ -56,19 +55,13 @@ def lake(tmp_path_factory):
     run` (the only alert of a site's own version: site-3 on v2-rc), then the report asset."""
     from assets.reports import report
     from assets.resources import LakeResource
-    from autheval.monitoring.deployment_sim import DeploymentModel, parse_drift, write_deployment
-    from dagster_project.monitor_run import monitor_run
+    from autheval.monitoring.deployment_sim import DeploymentModel
 
-    root = tmp_path_factory.mktemp("trend")
-    drift = (parse_drift("site-3:proposer_quality:-1.0:from=2:version=v2-rc", 3, 4),)
-    paths = write_deployment(DeploymentModel(sites=3, months=4, clusters_per_month=60, drifts=drift), root / "sim")
-    lake = root / "lake"
-    (lake / "landing").mkdir(parents=True)
-    for path in paths:
-        shutil.copy(path, lake / "landing" / path.name)
-    with warnings.catch_warnings():  # few clusters: noisy intervals, said by a warning
-        warnings.simplefilter("ignore")
-        assert monitor_run(lake, out=lambda line: None, settle_seconds=0) == 3  # something alerts
+    model = DeploymentModel(sites=3, months=4, clusters_per_month=60)
+    lake, code = land_and_monitor(
+        tmp_path_factory.mktemp("trend"), model, "site-3:proposer_quality:-1.0:from=2:version=v2-rc"
+    )
+    assert code == 3  # something alerts
     report(LakeResource(root=str(lake)))
     return lake
 
