@@ -123,13 +123,7 @@ def _land_given(defs, instance, store, run: LakeRun, landing: Path, files: list[
             moved = set_aside(target, f"{name}: not landed again; {reason}", "duplicates")
             out(f"duplicate {name}: already landed; moved to {moved}")
             continue
-        landed, said = _land(defs, instance, key, name, out)
-        if landed:
-            run.commit()
-            out(said)
-        else:
-            run.abort()
-        failed |= not landed
+        failed |= not _land(defs, instance, run, key, name, out)
     return failed
 
 
@@ -174,13 +168,7 @@ def _pass(
         out(f"waiting   {name}: still being written; it lands on a later run")
     failed = bool(tick.failed)  # a file not handled (a linked record folder, an unreadable file): exit 1
     for key, name, _ in tick.requests:
-        landed, said = _land(defs, instance, key, name, out)
-        if landed:
-            run.commit()
-            out(said)
-        else:
-            run.abort()
-        failed |= not landed
+        failed |= not _land(defs, instance, run, key, name, out)
     result = defs.resolve_job_def(recurring_evaluation_job.name).execute_in_process(
         instance=instance, run_config=QUIET, raise_on_error=False
     )
@@ -216,10 +204,22 @@ def _report(tick: Tick, out: Callable[[str], None]) -> None:
         out(f"skipped   {line}")
 
 
-def _land(defs, instance, key: str, name: str, out: Callable[[str], None]) -> tuple[bool, str]:
-    """Land one file as partition `key` (the landing job, as the sensor's run would): (False, "") when
-    it failed for another reason than its content (said at once), else (True, the line to say once the
-    caller has committed: `landed` is never printed for a file a killed run did not commit)."""
+def _land(defs, instance, run: LakeRun, key: str, name: str, out: Callable[[str], None]) -> bool:
+    """Land one file as partition `key` (the landing job, as the sensor's run would) and commit it as
+    its own snapshot; False, committing nothing, when it failed for another reason than its content.
+    Its line (`landed`, `rejected`) is said after the commit, never for a file a killed run did not commit."""
+    landed, said = _land_run(defs, instance, key, name, out)
+    if landed:
+        run.commit()
+        out(said)
+    else:
+        run.abort()
+    return landed
+
+
+def _land_run(defs, instance, key: str, name: str, out: Callable[[str], None]) -> tuple[bool, str]:
+    """The landing job's run for one file: (True, the line to say once committed), or (False, "") when
+    it failed for another reason than its content (said at once)."""
     instance.add_dynamic_partitions(landed_logs.name, [key])
     result = defs.resolve_job_def(landed_logs_job.name).execute_in_process(
         instance=instance, partition_key=key, tags={FILE_TAG: name}, run_config=QUIET, raise_on_error=False

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from autheval.errors import RecordError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 EXAMPLE = ROOT.parent / "shared" / "reference" / "examples" / "authority_log_example.csv"
 
@@ -23,14 +22,7 @@ def cli(*args, cwd=None, timeout=120):
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DS_ACCELERATOR": "cpu"}
     try:
-        return subprocess.run(
-            [sys.executable, "-m", "autheval", *args],
-            cwd=cwd or ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-        )
+        return run_cli(*args, cwd=cwd, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         pytest.fail(f"autheval {' '.join(args)[:200]} ran past {timeout} s")
 

@@ -93,27 +93,17 @@ def signed(logs, tmp_path_factory):
         assert _run("site", "keygen", "--out", root / f"key-{site}") == 0
         shutil.copy(root / f"key-{site}" / "site.pub", trust / f"{site}.pub")
         out = root / f"export-{site}"
-        assert (
-            _run(
-                "site",
-                "export",
-                "--input",
-                log,
-                "--site",
-                site,
-                "--out",
-                out,
-                "--key",
-                root / f"key-{site}" / "site.key",
-                "--seed",
-                SEED,
-                "--replicates",
-                REPS,
-            )
-            == 0
-        )
+        assert _export(log, site, out, root / f"key-{site}" / "site.key", seed=SEED, reps=REPS) == 0
         exports[site] = out
     return root, trust, exports
+
+
+def _export(log, site: str, out, key, *extra, seed=None, reps=None) -> int:
+    """`autheval site export` of one site's log (the flags left out when None), and any `extra` flags."""
+    argv = ["site", "export", "--input", log, "--site", site, "--out", out, *extra]
+    for flag, value in (("--key", key), ("--seed", seed), ("--replicates", reps)):
+        argv += [flag, value] if value is not None else []
+    return _run(*argv)
 
 
 def _pool(signed, tmp_path, *folders, extra=()):
@@ -263,25 +253,7 @@ def test_hub_refuses_unsigned_unregistered_altered_partial(logs, signed, tmp_pat
     _, per_site, _ = logs
     assert _run("site", "keygen", "--out", tmp_path / "rogue") == 0
     rogue = tmp_path / "rogue-export"
-    assert (
-        _run(
-            "site",
-            "export",
-            "--input",
-            per_site["north"],
-            "--site",
-            "north",
-            "--out",
-            rogue,
-            "--key",
-            tmp_path / "rogue" / "site.key",
-            "--seed",
-            SEED,
-            "--replicates",
-            REPS,
-        )
-        == 0
-    )
+    assert _export(per_site["north"], "north", rogue, tmp_path / "rogue" / "site.key", seed=SEED, reps=REPS) == 0
     capsys.readouterr()
     _refused(capsys, _pool(signed, tmp_path, rogue), "not registered")
     # any file altered after signing
@@ -310,47 +282,11 @@ def test_hub_refuses_replay_same_site_and_other_seed(logs, signed, tmp_path, cap
     replay = _copy(exports["north"], tmp_path, "replay")
     _refused(capsys, _pool(signed, tmp_path, exports["north"], replay), "replay")
     again = tmp_path / "again"  # the south records exported as north a second time (another export of north)
-    assert (
-        _run(
-            "site",
-            "export",
-            "--input",
-            per_site["south"],
-            "--site",
-            "north",
-            "--out",
-            again,
-            "--key",
-            root / "key-north" / "site.key",
-            "--seed",
-            SEED,
-            "--replicates",
-            REPS,
-        )
-        == 0
-    )
+    assert _export(per_site["south"], "north", again, root / "key-north" / "site.key", seed=SEED, reps=REPS) == 0
     capsys.readouterr()
     _refused(capsys, _pool(signed, tmp_path, exports["north"], again), "both exports of site 'north'")
     other = tmp_path / "other-seed"
-    assert (
-        _run(
-            "site",
-            "export",
-            "--input",
-            per_site["south"],
-            "--site",
-            "south",
-            "--out",
-            other,
-            "--key",
-            root / "key-south" / "site.key",
-            "--seed",
-            SEED + 1,
-            "--replicates",
-            REPS,
-        )
-        == 0
-    )
+    assert _export(per_site["south"], "south", other, root / "key-south" / "site.key", seed=SEED + 1, reps=REPS) == 0
     capsys.readouterr()
     _refused(capsys, _pool(signed, tmp_path, exports["north"], other), "seed")
     _refused(capsys, _pool(signed, tmp_path, exports["north"], extra=("--seed", SEED + 1)), "--seed")
@@ -364,25 +300,7 @@ def test_other_software_version_is_refused(logs, signed, tmp_path, capsys, monke
     _, per_site, _ = logs
     monkeypatch.setattr(autheval, "__version__", "9.9.9")
     newer = tmp_path / "newer"
-    assert (
-        _run(
-            "site",
-            "export",
-            "--input",
-            per_site["south"],
-            "--site",
-            "south",
-            "--out",
-            newer,
-            "--key",
-            root / "key-south" / "site.key",
-            "--seed",
-            SEED,
-            "--replicates",
-            REPS,
-        )
-        == 0
-    )
+    assert _export(per_site["south"], "south", newer, root / "key-south" / "site.key", seed=SEED, reps=REPS) == 0
     capsys.readouterr()
     _refused(capsys, _pool(signed, tmp_path, exports["north"], newer), "software")
 
@@ -392,23 +310,15 @@ def test_site_below_the_minimum_counts_is_suppressed_and_refused(logs, signed, t
     _, per_site, _ = logs
     small = tmp_path / "small"
     assert (
-        _run(
-            "site",
-            "export",
-            "--input",
+        _export(
             per_site["north"],
-            "--site",
             "north",
-            "--out",
             small,
-            "--key",
             root / "key-north" / "site.key",
-            "--seed",
-            SEED,
-            "--replicates",
-            REPS,
             "--min-clusters",
             15,
+            seed=SEED,
+            reps=REPS,
         )
         == 0
     )
@@ -420,21 +330,14 @@ def test_site_below_the_minimum_counts_is_suppressed_and_refused(logs, signed, t
     _refused(capsys, _pool(signed, tmp_path, small), "suppressed")
     changed = tmp_path / "changed"
     assert (
-        _run(
-            "site",
-            "export",
-            "--input",
+        _export(
             per_site["north"],
-            "--site",
             "north",
-            "--out",
             changed,
-            "--key",
             root / "key-north" / "site.key",
-            "--replicates",
-            REPS,
             "--min-changed-clusters",
             100,
+            reps=REPS,
         )
         == 0
     )
@@ -657,18 +560,7 @@ def test_a_key_signs_for_its_own_site_only(logs, signed, tmp_path, capsys):
 def test_export_replicates_refusal_names_replicates(logs, tmp_path, capsys):
     _, per_site, _ = logs
     for value in (0, -1, 10**7):
-        code = _run(
-            "site",
-            "export",
-            "--input",
-            per_site["west"],
-            "--site",
-            "west",
-            "--out",
-            tmp_path / "e",
-            "--replicates",
-            value,
-        )
+        code = _export(per_site["west"], "west", tmp_path / "e", None, reps=value)
         err = capsys.readouterr().err.strip()
         assert code == 2 and "--replicates" in err and "--reps" not in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "e").exists()
