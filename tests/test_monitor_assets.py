@@ -116,14 +116,14 @@ def land_all(root: Path, instance):
     """Land every waiting log as monitor_run does (two looks, one landing run per file), without the
     recurring job; returns the lake's definitions."""
     from autheval.monitoring.landing import watch
-    from dagster_project.monitor_run import _land
+    from dagster_project.monitor_run import _land_run
 
     defs = build_definitions(str(root))
     store = Lake(root)
     tick = watch(root / "landing", store, watch(root / "landing", store, None).cursor)
     assert tick.requests
     for key, name, _ in tick.requests:
-        assert _land(defs, instance, key, name, lambda line: None)
+        assert _land_run(defs, instance, key, name, lambda line: None)[0]
     return defs
 
 
