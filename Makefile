@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS := lake,models,ibis,dev
+EXTRAS := lake,models,ibis,team,dev
 # pyproject.toml is the one list of pins; torch's pin is read from it.
 TORCH := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
 export HF_HUB_OFFLINE := 1
@@ -44,6 +44,11 @@ bench: install
 	$(BIN)/python benchmarks/estimators.py
 	$(BIN)/python benchmarks/monitoring.py
 	$(BIN)/python benchmarks/scale.py --spark
+	$(BIN)/python benchmarks/sites.py --sites 10 --records 1000000 --replicates 5000
+	$(BIN)/python benchmarks/sites_coverage.py
+	$(BIN)/python benchmarks/monitoring_family.py
+	$(BIN)/python benchmarks/small_sample_coverage.py
+	$(BIN)/python benchmarks/training_curves.py
 
 clean:
 	rm -rf warehouse/lake .pytest_cache

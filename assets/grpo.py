@@ -48,7 +48,9 @@ GRPO_MISSING = "not run: GRPO is not configured (ModelsResource.grpo with finetu
             PROPOSALS,
             ["finetune", "images", "clusters"],
             "step, reward, reward_std, r_fmt, r_acc, s_hier, s_morph, gate (means over the step's completions), "
-            "kl (to the reference policy), loss, lr, completion_tokens, frac_zero_std_groups, seed, mechanism, "
+            "kl (to the reference policy), loss, lr, completion_tokens, frac_zero_std_groups, heldout_reward, "
+            "heldout_r_fmt, heldout_r_acc, heldout_s_hier, heldout_s_morph (MAVIC on held-out items; null here, "
+            "where none are scored), seed, mechanism, "
             "model, model_revision, config, config_sha256, reward_form, data_sha256, engine, device, dtype, "
             "software_version: the GRPO run's log, one row per optimizer step.",
         ),

@@ -430,6 +430,58 @@ def monitor_schedule_settings(cron: str | None = None, timezone: str | None = No
     return cron, timezone
 
 
+PG_URL_ENV = "AUTHEVAL_DAGSTER_PG_URL"  # a team's server: the Dagster instance on PostgreSQL (docs/deploy.md)
+PG_DRIVER = "postgresql+psycopg2"  # the team extra's driver (dagster-postgres's own dependency)
+PG_URL_SCHEMES = ("postgresql", PG_DRIVER)
+PG_CONNECT_TIMEOUT = 5  # seconds the probe waits for the database before the run is refused
+
+
+def dagster_pg_url() -> str | None:
+    """$AUTHEVAL_DAGSTER_PG_URL, checked: a postgresql:// URL (the password from $PGPASSWORD or the
+    URL, never echoed) of a database that answers within PG_CONNECT_TIMEOUT seconds with these
+    credentials, with the `team` extra installed. Returned with the psycopg2 driver named
+    (postgresql+psycopg2://, what dagster-postgres then needs); None where unset (the instance stays on sqlite).
+    Anything else is one line naming the variable (ValueError), before any run starts."""
+    import importlib.util
+
+    value = EnvVar(PG_URL_ENV).get_value()
+    if not value:
+        return None
+    check_env_text(PG_URL_ENV, value)
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+    from sqlalchemy.pool import NullPool
+
+    try:
+        url = make_url(value)
+    except (ArgumentError, ValueError):
+        url = None
+    if url is None or url.drivername not in PG_URL_SCHEMES:
+        got = f"scheme {url.drivername}://" if url is not None else "no scheme"
+        raise ValueError(f"${PG_URL_ENV}: must be a postgresql://USER@HOST:PORT/DATABASE URL, got {got}")
+    if not url.database:
+        raise ValueError(f"${PG_URL_ENV}: names no database (postgresql://USER@HOST:PORT/DATABASE)")
+    url = url.set(drivername=PG_DRIVER)  # SQLAlchemy 2.1 reads plain postgresql:// as psycopg 3, not installed
+    shown = url.render_as_string(hide_password=True)
+    if importlib.util.find_spec("psycopg2") is None or importlib.util.find_spec("dagster_postgres") is None:
+        raise ValueError(
+            f"${PG_URL_ENV}={shown}: needs the team extra "
+            "(pip install 'autheval-lake[team]': dagster-postgres, psycopg2)"
+        )
+    engine = create_engine(url, poolclass=NullPool, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT})
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError as err:
+        cause = str(getattr(err, "orig", None) or err).strip().splitlines()
+        reason = " ".join(line.strip() for line in cause[:2])[:300] or type(err).__name__
+        raise ValueError(f"${PG_URL_ENV}={shown}: cannot connect ({reason})") from None
+    finally:
+        engine.dispose()
+    return url.render_as_string(hide_password=False)
+
+
 def check_environment() -> None:
     """Every AUTHEVAL_* setting that a run reads, checked at once before it starts (the demo, `autheval
     monitor run`, `autheval ui`), each failure one line naming its variable: the lake and landing
@@ -457,3 +509,4 @@ def check_environment() -> None:
     declared_size(SPILL_ENV, minimum=0)
     memory_limit_bytes()
     compiled_setting()
+    dagster_pg_url()  # last: the one check that reaches the network (a few seconds at most)

@@ -1,7 +1,7 @@
 """subgroups and fairness (DermoGPT section 3): the authority gap and the accuracy of both roles per
 declared group (sex, age band, anatomic site, workflow profile, source, Fitzpatrick skin type where a
 source records it, ita_category: the skin tone estimated from the pixels, an estimate, not a label), and
-min/max group accuracy per grouping. The statistics are autheval/estimation/subgroups.py."""
+min/max group accuracy per grouping with its bootstrap interval. The statistics are autheval/estimation/subgroups.py."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ from warehouse.sql import connect
         ),
         fairness=(
             "analysis, grouping, min/max group accuracy for the proposal and for the selected action "
-            "(1 = every group equally accurate), over the estimable groups with a known value."
+            "(1 = every group equally accurate), over the estimable groups with a known value, each ratio with "
+            "its 95% whole-cluster bootstrap interval from the analysis's own replicates (scheme, seed, reps, "
+            "unit named); a ratio whose best group's accuracy interval includes 0 is not estimable (reason)."
         ),
     ),
 )

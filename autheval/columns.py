@@ -38,8 +38,9 @@ COLUMN_TYPES: dict[str, pa.DataType] = {
     **_typed(
         pa.float64(),
         """accuracy age alpha alpha_adjusted baseline_share bayes_factor ci_lower ci_upper completion_tokens cs_lower
-        cs_upper estimate fairness_ratio frac_zero_std_groups gate kl loss lower lr max_accuracy min_accuracy
-        p_running p_value r_acc r_fmt reward reward_std rho2 s_assistant s_hier s_morph share sigma skin_ita upper""",
+        cs_upper estimate fairness_ratio frac_zero_std_groups gate heldout_r_acc heldout_r_fmt heldout_reward
+        heldout_s_hier heldout_s_morph kl loss lower lr max_accuracy min_accuracy p_running p_value r_acc r_fmt
+        reward reward_std rho2 s_assistant s_hier s_morph share sigma skin_ita upper""",
     ),
     **_typed(
         pa.bool_(),

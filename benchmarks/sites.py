@@ -2,21 +2,27 @@
 
 N sites, each with a synthetic log of M records (sql/records/synthetic_log.sql, 10 records per cluster,
 a different stretch of case numbers per site) written to Parquet (not timed). Each site: read and
-validate its records, then `autheval.sites.export.write_export` (sufficient statistics, B poisson
-replicate sums, signed); then the hub: verify every export against the registered keys and pool them
-(`autheval.sites.pool`). Printed with the machine line (cores, available memory, load average).
+validate its records (timed apart), then `autheval.sites.export.write_export` (sufficient statistics, B
+poisson_by_site replicate sums, signed); then the hub: verify every export against the registered keys
+and pool them (`autheval.sites.pool`). Printed with the machine line (cores, available memory, load
+average) and the peak resident memory of this process.
 
 Usage: python benchmarks/sites.py [--sites 3] [--records 100000] [--replicates 1000]
-       (the issue's figure: --sites 10 --records 1000000)
+       (the issue's figure: --sites 10 --records 1000000; `make bench` runs it; figures: docs/sites.md)
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from benchmarks.peer import machine_line
 
@@ -38,11 +44,20 @@ def _log(folder: Path, first_case: int, cases: int) -> Path:
     return path
 
 
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sites", type=int, default=3)
     parser.add_argument("--records", type=int, default=100_000, help="records per site")
     parser.add_argument("--replicates", type=int, default=1000)
+    parser.add_argument(
+        "--secret-seed",
+        action="store_true",
+        help="each site's own secret seed (poisson_by_site_secret), not the hub's",
+    )
     args = parser.parse_args()
 
     from autheval.records.read import read_records
@@ -54,7 +69,7 @@ def main() -> int:
     try:
         trust = root / "trust"
         trust.mkdir()
-        exports, times = [], []
+        exports, reads, times = [], [], []
         for i in range(args.sites):
             site = f"site-{i}"
             folder = root / site
@@ -64,24 +79,39 @@ def main() -> int:
             shutil.copy(pub, trust / f"{site}.pub")
             started = time.perf_counter()
             records = read_records(str(log))
+            reads.append(time.perf_counter() - started)
+            started = time.perf_counter()
             write_export(
-                records, root / f"export-{site}", site, 20260711, args.replicates, 5, 5, load_private_key(key_file)
+                records,
+                root / f"export-{site}",
+                site,
+                None if args.secret_seed else 20260711,
+                args.replicates,
+                5,
+                5,
+                load_private_key(key_file),
             )
             times.append(time.perf_counter() - started)
             exports.append(root / f"export-{site}")
         print(machine_line())
         print(
-            f"export per site ({args.records:,} records, {args.records // 10:,} clusters, {args.replicates:,} "
-            f"replicates): median {sorted(times)[len(times) // 2]:.2f} s, max {max(times):.2f} s"
+            f"per site ({args.records:,} records, {args.records // 10:,} clusters, {args.replicates:,} replicates, "
+            f"{'a secret seed' if args.secret_seed else 'the hub seed'}): "
+            f"read and validate median {_median(reads):.2f} s (max {max(reads):.2f} s); export median "
+            f"{_median(times):.2f} s (max {max(times):.2f} s)"
         )
         started = time.perf_counter()
         trusted = trusted_keys(trust)
         read = [read_export(e, trusted) for e in exports]
         check_exports(read)
-        rows, _ = pool(read)
+        rows, _, _ = pool(read)
         seconds = time.perf_counter() - started
         print(machine_line())
-        print(f"pool at the hub ({args.sites} sites, {len(rows)} rows): {seconds:.2f} s")
+        size = sum(f.stat().st_size for e in exports for f in e.iterdir())
+        print(
+            f"pool at the hub ({args.sites} sites, {size / 1e6:.1f} MB of exports, {len(rows)} rows): {seconds:.2f} s; "
+            f"peak memory of this process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -1,13 +1,15 @@
 """`autheval demo`: materialize the asset graph in-process into a lake, stage by stage, and print the
 study's tables. In-process (dagster.materialize) so no daemon, webserver or multiprocess executor is
-needed, and each stage reports as it finishes."""
+needed, and each stage reports as it finishes. The command records its runs in the lake's instance
+(definitions.lake_instance, which `autheval ui` serves); tests run on an in-memory one."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
-from dagster import AssetSelection, DagsterEventType, materialize
+from dagster import AssetSelection, DagsterEventType, DagsterInstance, RunsFilter, materialize
 from dagster._core.errors import DagsterAssetCheckFailedError
 
 from assets.resources import ModelsResource, SourceResource
@@ -18,6 +20,7 @@ from dagster_project.stages import job_stages
 from warehouse.lake import Lake
 from warehouse.snapshots import new_run_id
 
+STEP_TAG = "autheval/demo_step"  # one value per stage's run
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures reach the caller as one line
 # each job's stages (dagster_project.stages); the raw path's stages stop before the catalog's group
 REFERENCE_STAGES, RAW_STAGES, COHORT_STAGES = (
@@ -58,17 +61,19 @@ def run_stages(
     models: ModelsResource | None = None,
     receipt: dict | None = None,
     rules: RuleFile | str | None = None,
+    instance: DagsterInstance | None = None,
 ) -> CheckTally:
     """Materialize each group in order, the recurring tables (trend, monitor: empty until logs land),
     then the `extra` assets; returns {check name: passed} of the checks that ran (with `.skipped`, those
     that did not). Raises if a stage fails (BlockingCheckFailed when a blocking check stopped it).
     `models` turns on the model mechanisms (default: as the environment says, see
     assets.resources.default_models); `rules` are the declared local rules (a RuleFile or a
-    YAML path; default: the study's), parsed once for every stage."""
+    YAML path; default: the study's), parsed once for every stage. `instance`: where the runs are
+    recorded (`autheval demo`: the lake's, definitions.lake_instance); default an in-memory one."""
     defs = build_definitions(str(lake_root), source, models, rules)
     assets_defs = study_assets()
     resources = defs.resources
-    instance = project_instance()
+    instance = instance or project_instance()
     checks = CheckTally()
     steps = [(stage, AssetSelection.groups(stage)) for stage in stages] + [RECURRING_STEP]
     steps += [(a, AssetSelection.assets(a)) for a in extra]
@@ -98,6 +103,8 @@ def write_lake_receipt(lake: Lake, receipt: dict) -> None:
 def _run_steps(steps, assets_defs, resources, instance, checks: CheckTally, out) -> None:
     for i, (stage, selection) in enumerate(steps, 1):
         started = time.perf_counter()
+        # the step's run found by its own tag: the lake's instance also holds the UI's runs
+        tag = {STEP_TAG: uuid.uuid4().hex}
         try:
             run_id = materialize(
                 assets_defs,
@@ -106,9 +113,10 @@ def _run_steps(steps, assets_defs, resources, instance, checks: CheckTally, out)
                 instance=instance,
                 raise_on_error=True,
                 run_config=QUIET,
+                tags=tag,
             ).run_id
         except DagsterAssetCheckFailedError:
-            _tally(instance, instance.get_runs(limit=1)[0].run_id, checks)
+            _tally(instance, instance.get_runs(filters=RunsFilter(tags=tag), limit=1)[0].run_id, checks)
             raise BlockingCheckFailed(stage, checks) from None
         names = _tally(instance, run_id, checks)
         out(f"[{i}/{len(steps)}] {stage:<10} {time.perf_counter() - started:5.1f} s  {', '.join(names)}")

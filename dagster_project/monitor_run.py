@@ -6,8 +6,9 @@ temporary names are ignored; a duplicate of landed content is moved to duplicate
 rejected/ with its reason), each as a partition of landed_records (the landing job, in-process), then
 runs the recurring job (trend, monitor, monitor_case_mix, catalog) in-process and prints the monitor's
 status (autheval.monitoring.monitor.status_report). When a notifier is declared, each new alert is sent once
-(the alert sensor's rule, the same record in the lake). Runs go to an in-memory Dagster instance (the
-demo's): the lake is the record, and the UI, when it runs, sees the committed tables.
+(the alert sensor's rule, the same record in the lake). Its Dagster runs (materializations, check
+results) are recorded in the lake's instance (dagster_project.definitions.lake_instance: $DAGSTER_HOME, else
+<lake>/.dagster_home), the one `autheval ui` serves, so the UI shows what a cron pass did.
 
 Every pass is a run of the record: it rebuilds the lake's report (autheval.reporting.report.lake) and
 writes its receipt, monitor/receipt.json (and monitor/receipts/<run>.json, kept), committed with its
@@ -48,7 +49,7 @@ from autheval.monitoring.landing import (
 from autheval.monitoring.monitor import status_report
 from autheval.monitoring.notify import check_notifier
 from autheval.monitoring.protocol import load_protocol
-from dagster_project.definitions import build_definitions, project_instance
+from dagster_project.definitions import build_definitions, lake_instance
 from dagster_project.demo import QUIET
 from warehouse.snapshots import LakeRun, new_run_id
 
@@ -79,7 +80,6 @@ def monitor_run(
     protocol = protocol or EnvVar(PROTOCOL_ENV).get_value() or None  # as the protocol resource reads it
     load_protocol(protocol)  # bad input: one line, exit 2, nothing landed
     defs = build_definitions(str(lake), protocol=str(protocol) if protocol else None)
-    instance = project_instance()
     with build_resources({"lake": defs.resources["lake"], "notifier": defs.resources["notifier"]}) as resources:
         lake_resource, notifier = resources.lake, resources.notifier
     check_notifier(notifier.command, notifier.url)  # a command or a URL, not both: one line, before anything lands
@@ -93,14 +93,17 @@ def monitor_run(
     ).open()
     landing = lake_resource.landing_dir()
     try:
-        failed = _land_given(defs, instance, store, run, landing, [Path(p) for p in land], out)
-        config = {"bootstrap_reps": defs.resources["protocol"].bootstrap_reps}
+        # the runs are recorded in the lake's instance, which the UI serves (opened under the lock, so two
+        # passes never make its files at once; a bad dagster.yaml is one line before anything lands)
+        with lake_instance(store) as instance:
+            failed = _land_given(defs, instance, store, run, landing, [Path(p) for p in land], out)
+            config = {"bootstrap_reps": defs.resources["protocol"].bootstrap_reps}
 
-        def record() -> None:
-            _record(store, run, landing, protocol, config)
+            def record() -> None:
+                _record(store, run, landing, protocol, config)
 
-        code = _pass(defs, instance, store, run, landing, notifier, out, settle_seconds, record)
-        return EXIT_FAILED if failed else code
+            code = _pass(defs, instance, store, run, landing, notifier, out, settle_seconds, record)
+            return EXIT_FAILED if failed else code
     finally:
         run.close()
 

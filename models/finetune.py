@@ -3,6 +3,11 @@ risk prompt (spec 5.1) of a train-split image with the continuation of its refer
 same mean token log-likelihood the scorer reads. The adapter is saved as a local directory; the scorer
 takes base directory + adapter directory and scores the fine-tuned model as its own mechanism.
 
+Two targets (`FinetuneConfig.target`): `risk_level` (the above) and `completion`, where each row brings
+its own `prompt` and target `completion` text (ended by the tokenizer's end-of-sequence token, so a
+sampler stops there): the SFT stage before GRPO, which teaches DermoGPT's `<morph>` /
+`<final_diagnosis>` completion format (models/morph_task.py builds such rows).
+
 Two engines, the same loop:
 * DeepSpeed ZeRO-2 (bf16 on GPU): the path to several GPUs (`deepspeed --num_gpus N`). DeepSpeed's own
   AdamW in its `torch_adam` form (nothing is compiled on the GPU machine) and our warmup-cosine.
@@ -34,6 +39,8 @@ from models.prompts import CONTINUATIONS, PUBLIC_COLUMNS, risk_prompt
 from models.training_runs import TrainingRun, facts
 
 TARGET_COLUMN = "ideal_action_level"  # 0..3 = very_low..high (the lake's images table)
+TARGETS = ("risk_level", "completion")  # what the model learns to write (FinetuneConfig.target)
+COMPLETION_COLUMNS = ("prompt", "completion")  # a `completion` row's own instruction and target text
 # LoRA on the language model's attention and MLP projections; embeddings, lm_head and the vision tower
 # stay frozen (DermoGPT excludes lm_head and embed_tokens too).
 LANGUAGE_MODEL_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
@@ -57,9 +64,12 @@ class FinetuneConfig:
     use_deepspeed: bool | None = None  # None: DeepSpeed on CUDA, plain loop on CPU
     zero_stage: int = 2
     device: str | None = None
+    target: str = "risk_level"  # or "completion": each row's `prompt` and `completion` text (TARGETS)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        if self.target not in TARGETS:
+            raise ValueError(f"FinetuneConfig.target must be one of {', '.join(TARGETS)}, got {self.target!r}")
         # epochs=0 (or max_steps=0) would save the untrained adapter, scored afterwards as a fine-tuned model
         for name in ("epochs", "batch_size", "max_steps"):
             value = getattr(self, name)
@@ -69,15 +79,26 @@ class FinetuneConfig:
             raise ValueError(f"FinetuneConfig.lr must be a positive finite number, got {self.lr!r}")
 
 
-def training_batch(processor, images: list, prompts: list[str], levels: list[int], device, dtype) -> dict:
-    """Prompt + target continuation per row, right-padded; labels are -100 except on the continuation."""
+def level_targets(processor, levels: list[int]) -> list[list[int]]:
+    """The token ids of each risk level's continuation (the `risk_level` target)."""
+    tokenizer = processor.tokenizer
+    return [tokenizer(CONTINUATIONS[RISK_LEVELS[level]], add_special_tokens=False)["input_ids"] for level in levels]
+
+
+def completion_targets(processor, completions: list[str]) -> list[list[int]]:
+    """The token ids of each completion text and the end-of-sequence token (the `completion` target):
+    the model learns where to stop, so a sampler's completion is the format and nothing after it."""
+    tokenizer = processor.tokenizer
+    return [tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for text in completions]
+
+
+def training_batch(processor, images: list, prompts: list[str], targets: list[list[int]], device, dtype) -> dict:
+    """Prompt + target token ids per row, right-padded; labels are -100 except on the target."""
     import torch
 
     from models.scorer_batches import encode_prompts, pad_token_id
 
     encoded = encode_prompts(processor, images, prompts)
-    tokenizer = processor.tokenizer
-    targets = [tokenizer(CONTINUATIONS[RISK_LEVELS[level]], add_special_tokens=False)["input_ids"] for level in levels]
     prompt_len = encoded["attention_mask"].sum(dim=1).tolist()
     width = max(p + len(t) for p, t in zip(prompt_len, targets))
     rows = torch.full((len(images), width), pad_token_id(processor), dtype=torch.long)
@@ -100,16 +121,23 @@ def training_batch(processor, images: list, prompts: list[str], levels: list[int
     return batch
 
 
-def _examples(table: pa.Table) -> list[dict]:
-    missing = [c for c in ("image_id", "image_path", TARGET_COLUMN) if c not in table.column_names]
+def _examples(table: pa.Table, target: str = "risk_level") -> list[dict]:
+    from autheval.errors import RecordError
+
+    wanted = (TARGET_COLUMN,) if target == "risk_level" else COMPLETION_COLUMNS
+    missing = [c for c in ("image_id", "image_path", *wanted) if c not in table.column_names]
     if missing:
-        from autheval.errors import RecordError
-
         raise RecordError("fine-tune input", missing[0], "required column is missing")
-    from models.level_metrics import check_levels
+    if target == "risk_level":
+        from models.level_metrics import check_levels
 
-    check_levels(table.column(TARGET_COLUMN).to_pylist(), "fine-tune input", TARGET_COLUMN)
-    keep = [c for c in (*PUBLIC_COLUMNS, TARGET_COLUMN) if c in table.column_names]
+        check_levels(table.column(TARGET_COLUMN).to_pylist(), "fine-tune input", TARGET_COLUMN)
+    else:
+        for column in COMPLETION_COLUMNS:
+            for row, value in enumerate(table.column(column).to_pylist()):
+                if not isinstance(value, str) or not value.strip():
+                    raise RecordError("fine-tune input", column, "must be non-empty text", f"row {row + 1}")
+    keep = [c for c in (*PUBLIC_COLUMNS, *wanted) if c in table.column_names]
     return table.select(keep).to_pylist()
 
 
@@ -118,17 +146,17 @@ def _batches(examples: list[dict], size: int):
         yield examples[begin : begin + size]
 
 
-def _load(model, processor, examples: list[dict], device, dtype) -> dict:
+def _load(processor, examples: list[dict], device, dtype) -> dict:
     from models.scorer_batches import open_rgb
 
-    return training_batch(
-        processor,
-        [open_rgb(e["image_path"]) for e in examples],
-        [risk_prompt(e.get("age"), e.get("sex"), e.get("anatomic_site")) for e in examples],
-        [int(e[TARGET_COLUMN]) for e in examples],
-        device,
-        dtype,
-    )
+    images = [open_rgb(e["image_path"]) for e in examples]
+    if TARGET_COLUMN in examples[0]:
+        prompts = [risk_prompt(e.get("age"), e.get("sex"), e.get("anatomic_site")) for e in examples]
+        targets = level_targets(processor, [int(e[TARGET_COLUMN]) for e in examples])
+    else:
+        prompts = [e["prompt"] for e in examples]
+        targets = completion_targets(processor, [e["completion"] for e in examples])
+    return training_batch(processor, images, prompts, targets, device, dtype)
 
 
 def lora_config(config):
@@ -252,8 +280,9 @@ class _PlainEngine:
 
 
 def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneConfig) -> dict:
-    """Train a LoRA adapter on `train` (public columns + ideal_action_level), report the validation loss
-    after every epoch, save the adapter to `config.adapter_dir`; return the run's metadata."""
+    """Train a LoRA adapter on `train` (public columns + ideal_action_level, or + prompt and completion
+    for `target="completion"`), report the validation loss after every epoch, save the adapter to
+    `config.adapter_dir`; return the run's metadata."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -262,7 +291,7 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
     from models.scorer import directory_sha256
 
     started = time.perf_counter()
-    train_rows, val_rows = _examples(train), _examples(validation)
+    train_rows, val_rows = _examples(train, config.target), _examples(validation, config.target)
     if not train_rows:
         raise ValueError("the fine-tune has no training images: no adapter is saved")
     device = choose_device(config.device)
@@ -311,7 +340,7 @@ def finetune_proposer(train: pa.Table, validation: pa.Table, config: FinetuneCon
         for batch_rows in _batches(shard, config.batch_size):
             if config.max_steps is not None and step >= config.max_steps:
                 break
-            loss = engine(**_load(model, processor, batch_rows, run_device, run_dtype)).loss
+            loss = engine(**_load(processor, batch_rows, run_device, run_dtype)).loss
             engine.backward(loss)
             engine.step()
             train_loss.append(float(loss.detach().float()))
@@ -376,7 +405,7 @@ def finetune_training_run(run: dict) -> TrainingRun:
 
 
 def validation_loss(model, processor, rows: list[dict], batch_size: int, device, dtype) -> float:
-    """Mean token cross-entropy of the target continuations over the validation images."""
+    """Mean token cross-entropy of the targets (continuations or completions) over the validation images."""
     import torch
 
     if not rows:
@@ -385,7 +414,7 @@ def validation_loss(model, processor, rows: list[dict], batch_size: int, device,
     total, tokens = 0.0, 0
     with torch.no_grad():
         for batch_rows in _batches(rows, batch_size):
-            batch = _load(model, processor, batch_rows, device, dtype)
+            batch = _load(processor, batch_rows, device, dtype)
             n = int((batch["labels"] != -100).sum())
             total += float(model(**batch).loss.float()) * n
             tokens += n

@@ -14,7 +14,10 @@ policy is that base with the GRPO adapter disabled (no second copy of the weight
 the result as base directory + adapter directory like any other fine-tuned mechanism.
 
 Every step's MAVIC components (means over the step's completions), the reward's spread, KL to the
-reference, the loss and the learning rate are kept (`steps_table`: the lake's `grpo_steps`).
+reference, the loss and the learning rate are kept (`steps_table`: the lake's `grpo_steps`). Given
+held-out items and `eval_every`, the policy is also scored on them before the first update (a step 0
+row) and every `eval_every` steps: `eval_samples` seeded samples per item, MAVIC's means in the
+`heldout_*` columns, so the log shows whether the reward moves on images the run never trained on.
 No Dagster here."""
 
 from __future__ import annotations
@@ -53,8 +56,11 @@ PROMPT_TEMPLATE = (
 REQUIRED_COLUMNS = ("image_id", "image_path", "reference_diagnosis", "reference_attributes", "modality")
 MAVIC_COMPONENTS = ("r_fmt", "r_acc", "s_hier", "s_morph", "gate", "reward")
 
+HELDOUT_COMPONENTS = ("reward", "r_fmt", "r_acc", "s_hier", "s_morph")  # held-out means in grpo_steps
 STEPS_SCHEMA = schema(
-    "step reward reward_std r_fmt r_acc s_hier s_morph gate kl loss lr completion_tokens frac_zero_std_groups seed",
+    "step reward reward_std r_fmt r_acc s_hier s_morph gate kl loss lr completion_tokens frac_zero_std_groups",
+    " ".join(f"heldout_{name}" for name in HELDOUT_COMPONENTS),
+    "seed",
     "mechanism model model_revision config config_sha256 reward_form data_sha256 engine device dtype",
     "software_version",
 )
@@ -84,6 +90,8 @@ class GrpoConfig(BaseModel):
     clip_epsilon: float = Field(0.2, gt=0, lt=1)
     loss_type: Literal["grpo", "dr_grpo", "bnpo", "dapo"] = "grpo"
     max_grad_norm: float = Field(1.0, gt=0, allow_inf_nan=False)
+    eval_every: int = Field(0, ge=0)  # score the held-out items every this many steps (0: never)
+    eval_samples: int = Field(4, ge=1)  # completions per held-out item, sampled as in training, seeded
     seed: int = 20260710
     device: str | None = None  # None: CUDA (bf16) when present, else CPU (fp32)
 
@@ -261,38 +269,48 @@ def _completion_text(completion) -> str:
 class MavicReward:
     """MAVIC as a TRL reward function: the scalar reward per completion, and the components' means of
     each call (one call per optimizer step) kept in `steps` and passed to the trainer's metric log.
-    Groups are the image's K completions (TRL repeats an image K times in a row, one process)."""
+    Groups are the image's K completions (TRL repeats an image K times in a row, one process).
+    `sign` -1 hands the trainer the negated reward (the wiring's ablation: the logged MAVIC reward must
+    then fall); the logged components are MAVIC's own either way."""
 
     __name__ = "mavic"
 
-    def __init__(self, weights=None, config=None, ontology=None):
-        self.weights, self.config, self.ontology = weights, config, ontology
+    def __init__(self, weights=None, config=None, ontology=None, sign: float = 1.0):
+        if sign not in (1.0, -1.0):
+            raise ValueError(f"MavicReward.sign must be 1 or -1, got {sign!r}")
+        self.weights, self.config, self.ontology, self.sign = weights, config, ontology, float(sign)
         self.steps: list[dict] = []
 
-    def __call__(
-        self, prompts, completions, image_id, modality, reference_diagnosis, reference_attributes, log_metric=None, **_
-    ):
+    def score(self, texts: list[str], rows: list[dict]) -> dict:
+        """MAVIC of `texts`, each with its row's labels (image_id is the group)."""
         from models.mavic import score_completions
 
-        texts = [_completion_text(c) for c in completions]
-        groups = np.array([str(i) for i in image_id], dtype=object)
-        attributes = [json.loads(a or "{}") for a in reference_attributes]
-        scored = score_completions(
+        return score_completions(
             texts,
-            np.asarray(modality, dtype=object),
-            np.asarray(reference_diagnosis, dtype=object),
-            attributes,
-            groups,
+            np.asarray([r["modality"] for r in rows], dtype=object),
+            np.asarray([r["reference_diagnosis"] for r in rows], dtype=object),
+            [json.loads(r["reference_attributes"] or "{}") for r in rows],
+            np.array([str(r["image_id"]) for r in rows], dtype=object),
             weights=self.weights,
             config=self.config,
             ontology=self.ontology,
         )
+
+    def __call__(
+        self, prompts, completions, image_id, modality, reference_diagnosis, reference_attributes, log_metric=None, **_
+    ):
+        texts = [_completion_text(c) for c in completions]
+        labels = zip(image_id, modality, reference_diagnosis, reference_attributes)
+        rows = [
+            {"image_id": i, "modality": m, "reference_diagnosis": d, "reference_attributes": a} for i, m, d, a in labels
+        ]
+        scored = self.score(texts, rows)
         means = {name: float(np.mean(np.asarray(scored[name], dtype=np.float64))) for name in MAVIC_COMPONENTS}
         self.steps.append(means)
         if log_metric is not None:
             for name, value in means.items():
                 log_metric(f"mavic/{name}", value)
-        return [float(r) for r in np.asarray(scored["reward"], dtype=np.float64)]
+        return [self.sign * float(r) for r in np.asarray(scored["reward"], dtype=np.float64)]
 
 
 def _dataset(rows: list[dict]):
@@ -328,6 +346,101 @@ def _dataset(rows: list[dict]):
     return table.with_transform(with_images)
 
 
+def sample_completions(
+    model,
+    processor,
+    rows: list[dict],
+    *,
+    samples: int = 1,
+    greedy: bool = False,
+    max_new_tokens: int = 256,
+    temperature: float = 1.0,
+    seed: int = 0,
+    batch_rows: int = 16,
+) -> list[str]:
+    """Completions of the morphology instruction for each row (its image and public metadata), `samples`
+    per row, row by row, decoded as TRL decodes them: greedy, or sampled as GRPO samples (top-k and
+    top-p off, the image token suppressed) from a random stream forked and seeded with `seed`, so the
+    caller's stream (a training run's) is left as it was."""
+    import torch
+
+    from models.scorer_batches import encode_prompts, open_rgb
+
+    tokenizer = processor.tokenizer
+    device = next(model.parameters()).device
+    settings = {
+        "max_new_tokens": max_new_tokens,
+        "pad_token_id": tokenizer.pad_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "suppress_tokens": [model.config.image_token_id],
+    }
+    if greedy:
+        settings.update(do_sample=False, num_return_sequences=1)
+    else:
+        settings.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0, num_return_sequences=samples)
+    training = model.training
+    model.eval()
+    texts: list[str] = []
+    side = tokenizer.padding_side
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
+            torch.manual_seed(seed)
+            for begin in range(0, len(rows), batch_rows):
+                chunk = rows[begin : begin + batch_rows]
+                encoded = encode_prompts(
+                    processor,
+                    [open_rgb(r["image_path"]) for r in chunk],
+                    [grpo_prompt(r.get("age"), r.get("sex"), r.get("anatomic_site")) for r in chunk],
+                    padding_side="left",
+                )
+                dtype = next(p for p in model.parameters() if p.is_floating_point()).dtype
+                inputs = {k: v.to(device, dtype) if k == "pixel_values" else v.to(device) for k, v in encoded.items()}
+                out = model.generate(**inputs, **settings)
+                texts += processor.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+    finally:
+        tokenizer.padding_side = side
+        model.train(training)
+    return texts
+
+
+def heldout_scores(model, processor, rows: list[dict], reward: MavicReward, config: GrpoConfig) -> dict:
+    """MAVIC's means (HELDOUT_COMPONENTS) over `config.eval_samples` completions of each held-out row,
+    sampled at the run's temperature and seed (the same stream at every evaluation, so the curve moves
+    with the policy, not with the draw)."""
+    texts = sample_completions(
+        model,
+        processor,
+        rows,
+        samples=config.eval_samples,
+        max_new_tokens=config.max_completion_tokens,
+        temperature=config.temperature,
+        seed=config.seed,
+    )
+    scored = reward.score(texts, [r for r in rows for _ in range(config.eval_samples)])
+    return {name: float(np.mean(scored[name])) for name in HELDOUT_COMPONENTS}
+
+
+def _heldout_callback(processor, rows: list[dict], reward: MavicReward, config: GrpoConfig):
+    """A trainer callback that scores the held-out rows before the first update and every
+    `config.eval_every` steps (and at the last); `.log` maps step -> heldout_scores."""
+    from transformers import TrainerCallback
+
+    class HeldOutEvaluation(TrainerCallback):
+        log: dict[int, dict] = {}
+
+        def on_train_begin(self, args, state, control, model=None, **_):
+            self.log[0] = heldout_scores(model, processor, rows, reward, config)
+
+        def on_step_end(self, args, state, control, model=None, **_):
+            step = state.global_step
+            if step % config.eval_every == 0 or step == state.max_steps:
+                self.log[step] = heldout_scores(model, processor, rows, reward, config)
+
+    callback = HeldOutEvaluation()
+    callback.log = {}
+    return callback
+
+
 def _quiet_trainer(trainer) -> None:
     """Results alone on stdout: transformers' printer and progress callbacks write each log line there."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -337,13 +450,21 @@ def _quiet_trainer(trainer) -> None:
 
 
 def grpo_train(
-    train: pa.Table, config: GrpoConfig, *, weights=None, mavic_config=None, ontology=None, reward=None
+    train: pa.Table,
+    config: GrpoConfig,
+    *,
+    weights=None,
+    mavic_config=None,
+    ontology=None,
+    reward=None,
+    held_out: pa.Table | None = None,
 ) -> dict:
     """Train a GRPO LoRA adapter on `train` (grpo_examples' columns) with the MAVIC reward (its PMI
     `weights`, `mavic_config` and `ontology`; None: MAVIC's defaults), save it to `config.adapter_dir`
     (with the base's content hash, which the scorer checks), return the run: every step's reward
     components, KL, loss and learning rate, and what the run read. `reward`: another TRL reward
-    function in MAVIC's place (its components are then not logged)."""
+    function in MAVIC's place (its components are then not logged). `held_out` (grpo_examples'
+    columns) with `config.eval_every` > 0: MAVIC on those items at step 0 and every eval_every steps."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor, set_seed
 
@@ -355,6 +476,9 @@ def grpo_train(
     rows = grpo_examples(train)
     if not rows:
         raise ValueError("GRPO has no training images: no adapter is saved")
+    heldout_rows = grpo_examples(held_out, "GRPO held-out items") if held_out is not None else []
+    if config.eval_every and not heldout_rows:
+        raise ValueError("GrpoConfig.eval_every needs held-out items (held_out=)")
     device = choose_device(config.device)
     name_deepspeed_accelerator(device.type)  # before TRL / accelerate import deepspeed
     quiet_transformers()
@@ -411,6 +535,11 @@ def grpo_train(
             peft_config=lora,
         )
         _quiet_trainer(trainer)
+        evaluation = None
+        if config.eval_every:
+            scorer = reward if isinstance(reward, MavicReward) else MavicReward(weights, mavic_config, ontology)
+            evaluation = _heldout_callback(processor, heldout_rows, scorer, config)
+            trainer.add_callback(evaluation)
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         train_started = time.perf_counter()
         trainer.train()
@@ -424,6 +553,11 @@ def grpo_train(
     if not logs:
         raise ValueError("GRPO ran no training step: no adapter is saved")
     steps = [_step_record(entry, components[i] if i < len(components) else {}) for i, entry in enumerate(logs)]
+    if evaluation is not None:  # a step 0 row (the policy before any update), then each evaluated step's
+        steps.insert(0, {**dict.fromkeys(steps[0]), "step": 0})
+        for step in steps:
+            scores = evaluation.log.get(step["step"], {})
+            step.update({f"heldout_{name}": scores.get(name) for name in HELDOUT_COMPONENTS})
     (adapter_dir / "finetune_metadata.json").write_text(
         json.dumps(  # the scorer's base check reads this
             {
@@ -432,7 +566,7 @@ def grpo_train(
                 "trainer": "grpo",
                 "config": config.model_dump(),
                 "reward_form": _reward_form(reward, mavic_config),
-                "steps": len(steps),
+                "steps": len(logs),
             },
             indent=1,
             default=str,
@@ -448,9 +582,9 @@ def grpo_train(
         "engine": "trl GRPOTrainer + peft",
         "device": str(run_device),
         "dtype": dtype_name(dtype),
-        "steps": len(steps),
+        "steps": len(logs),
         "train_images": len(rows),
-        "completions": len(steps) * config.group_size * config.images_per_step,
+        "completions": len(logs) * config.group_size * config.images_per_step,
         "step_log": steps,
         "trainable_parameters": trainable,
         "prompt_id": PROMPT_ID,
@@ -471,7 +605,8 @@ def _reward_form(reward, mavic_config) -> str:
         from models.mavic import MavicConfig
 
         config = mavic_config or MavicConfig()
-        return f"mavic {config.composite}: {config.formula()} (config sha256 {config.sha256()[:16]})"
+        negated = "negated " if reward.sign < 0 else ""
+        return f"{negated}mavic {config.composite}: {config.formula()} (config sha256 {config.sha256()[:16]})"
     return f"custom: {getattr(reward, '__name__', type(reward).__name__)}"
 
 

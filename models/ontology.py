@@ -15,7 +15,7 @@ Two ontologies ship:
 
 A user's ontology is a YAML file of the same form (`taxonomy: declared`, each label with its path below
 the root). Diagnoses are matched by code (case-insensitive) or by the spelled-out names the ingest knows
-(`autheval.raw.ingest.DIAGNOSIS_NAMES`, e.g. "melanoma")."""
+(`autheval.vocabulary.DIAGNOSIS_NAMES`, e.g. "melanoma")."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class Ontology:
         than a wrong sibling diagnosis)."""
         if diagnosis is None:
             return None
-        from autheval.raw.ingest import DIAGNOSIS_NAMES
+        from autheval.vocabulary import DIAGNOSIS_NAMES
 
         text = str(diagnosis).strip()
         code = text.upper()
@@ -134,11 +134,11 @@ def _tree(paths: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
 
 
 def risk_ontology() -> Ontology:
-    """root -> risk level -> diagnosis, over the ingest's diagnosis -> risk map."""
-    from autheval.raw.ingest import RISK
+    """root -> risk level -> diagnosis, over the diagnosis -> risk map (the ingest's RISK)."""
+    from autheval.vocabulary import DIAGNOSIS_RISK
 
-    paths = {code: (level, code) for code, level in RISK.items()}
-    text = "\n".join(f"{code}:{level}" for code, level in sorted(RISK.items()))
+    paths = {code: (level, code) for code, level in DIAGNOSIS_RISK.items()}
+    text = "\n".join(f"{code}:{level}" for code, level in sorted(DIAGNOSIS_RISK.items()))
     return Ontology(
         name="isic2019_risk",
         nodes=_tree(paths),

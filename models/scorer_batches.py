@@ -27,9 +27,10 @@ def pad_token_id(processor) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
-def encode_prompts(processor, images: list, prompts: list[str]) -> dict:
-    """Chat template + processor for a batch, right-padded (real prompt tokens first in every row)."""
-    processor.tokenizer.padding_side = "right"
+def encode_prompts(processor, images: list, prompts: list[str], padding_side: str = "right") -> dict:
+    """Chat template + processor for a batch, right-padded (real prompt tokens first in every row); left
+    for generation (models/grpo.py: every row continues from its last real token)."""
+    processor.tokenizer.padding_side = padding_side
     conversations = [chat_messages(image, text) for image, text in zip(images, prompts)]
     return processor.apply_chat_template(
         conversations,

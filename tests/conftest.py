@@ -54,9 +54,10 @@ def run_cli(
     )
 
 
-def land_and_monitor(root: Path, model, drift: str | None = None) -> tuple[Path, int]:
+def land_and_monitor(root: Path, model, drift: str | None = None, protocol: Path | None = None) -> tuple[Path, int]:
     """A lake at root/lake whose landing folder got every monthly log of the simulated deployment `model`
-    (with the planted `drift`, if any), monitored once by `monitor run` in this process: (lake, exit code)."""
+    (with the planted `drift`, if any), monitored once by `monitor run` in this process under `protocol`
+    (None: the packaged one): (lake, exit code)."""
     import shutil
     import warnings
     from dataclasses import replace
@@ -73,7 +74,7 @@ def land_and_monitor(root: Path, model, drift: str | None = None) -> tuple[Path,
         shutil.copy(path, lake / "landing" / path.name)
     with warnings.catch_warnings():  # few clusters: noisy intervals, said by a warning
         warnings.simplefilter("ignore")
-        return lake, monitor_run(lake, out=lambda line: None, settle_seconds=0)
+        return lake, monitor_run(lake, protocol, out=lambda line: None, settle_seconds=0)
 
 
 @pytest.fixture

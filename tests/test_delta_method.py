@@ -20,6 +20,7 @@ from autheval.estimation.analytic import (
 )
 from autheval.estimation.estimators import METRICS, UNITS, estimate
 from autheval.records.read import read_records
+from autheval.vocabulary import SCHEMES, SITE_KEYED_SCHEMES
 from tests.conftest import reference_file
 
 Z = NormalDist().inv_cdf(0.975)
@@ -177,9 +178,7 @@ def test_every_row_names_its_interval_method(llava):
     methods = table.column("interval_method").to_pylist()
     assert set(methods) == {"bootstrap_poisson", DELTA_METHOD}
     assert methods.count(DELTA_METHOD) == methods.count("bootstrap_poisson") == len(UNITS) * len(METRICS)
-    assert set(INTERVAL_METHODS) == {bootstrap_method(s) for s in ("reference", "evaluator", "poisson")} | {
-        DELTA_METHOD
-    }
+    assert set(INTERVAL_METHODS) == {bootstrap_method(s) for s in (*SCHEMES, *SITE_KEYED_SCHEMES)} | {DELTA_METHOD}
     with pytest.raises(ValueError):
         bootstrap_method("jackknife")
 

@@ -196,6 +196,25 @@ def test_no_training_images_saves_no_adapter(tiny_gemma3, tmp_path):
     assert not (tmp_path / "adapter").exists()
 
 
+def test_a_completion_target_needs_its_prompt_and_completion_text(tiny_gemma3, tmp_path):
+    """Issue 32: `target="completion"` rows bring their own instruction and target text; a missing
+    column or an empty text is one line naming the column (and row), and no adapter is saved."""
+    from autheval.errors import RecordError
+
+    table = labelled_images(tmp_path / "images", 2)
+    config = tiny_config(tiny_gemma3, tmp_path / "adapter", target="completion")
+    with pytest.raises(RecordError, match="column 'prompt': required column is missing"):
+        finetune_proposer(table, table, config)
+    table = table.append_column("prompt", pa.array(["describe the lesion"] * 2))
+    table = table.append_column("completion", pa.array(["<morph>{}</morph>", "  "]))
+    with pytest.raises(RecordError, match="column 'completion': must be non-empty text") as err:
+        finetune_proposer(table, table, config)
+    assert "row 2" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "adapter").exists()
+    with pytest.raises(ValueError, match="FinetuneConfig.target must be one of risk_level, completion"):
+        tiny_config(tiny_gemma3, tmp_path / "adapter", target="levels")
+
+
 def test_target_levels_outside_the_four_are_refused(tiny_gemma3, tmp_path):
     from autheval.errors import RecordError
 

@@ -118,6 +118,19 @@ def test_training_items_with_bad_labels_are_refused(tmp_path):
         grpo_examples(table.drop_columns(["modality"]))
 
 
+def test_heldout_evaluation_needs_heldout_items_and_the_reward_sign_is_plus_or_minus_one(tmp_path):
+    """Issue 32: eval_every without held-out items, a sign other than 1 or -1 and a negative eval_every
+    are refused in one line before any model is loaded."""
+    items = training_items(tmp_path / "images", 2)
+    with pytest.raises(ValueError, match="eval_every needs held-out items"):
+        grpo_train(items, tiny_config(tmp_path / "no-model", tmp_path / "adapter", eval_every=2))
+    with pytest.raises(ValueError, match="GrpoConfig.eval_every: Input should be greater than or equal to 0"):
+        tiny_config(tmp_path / "no-model", tmp_path / "adapter", eval_every=-1)
+    with pytest.raises(ValueError, match="MavicReward.sign must be 1 or -1"):
+        MavicReward(sign=0.5)
+    assert not (tmp_path / "adapter").exists()
+
+
 # --- MAVIC as the reward -------------------------------------------------------------------------------
 
 

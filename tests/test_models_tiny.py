@@ -89,3 +89,44 @@ def test_every_builder_writes_a_manifest(tmp_path):
         path = ensure_tiny_model(kind, tmp_path, seed=3)
         manifest = json.loads((path / "tiny_model.json").read_text())
         assert manifest["kind"] == kind and manifest["seed"] == 3
+
+
+def test_the_morph_kind_writes_the_completion_in_few_tokens_and_can_reach_confident_logits(tmp_path):
+    """Issue 32: tiny-gemma3-morph's tokenizer learnt the completion format (the risk kind needs twice
+    the tokens), its lm_head is untied from the embeddings at std 4/sqrt(width), and `dims` widens its
+    text tower; a folder is reused only for the same seed and dims."""
+    import json
+
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from models.morph_task import target_completion
+    from models.tiny import LOGIT_SCALE, text_dims
+
+    completion = target_completion("MEL")
+    path = ensure_tiny_model("tiny-gemma3-morph", tmp_path / "morph", seed=0)
+    morph_ids = AutoProcessor.from_pretrained(path, backend="pil").tokenizer(completion)["input_ids"]
+    risk = ensure_tiny_model("tiny-gemma3", tmp_path / "risk", seed=0)
+    risk_ids = AutoProcessor.from_pretrained(risk, backend="pil").tokenizer(completion)["input_ids"]
+    assert len(morph_ids) <= 40 < 2 * len(morph_ids) <= len(risk_ids)
+    model = AutoModelForImageTextToText.from_pretrained(path, local_files_only=True)
+    head, embeddings = model.get_output_embeddings().weight, model.get_input_embeddings().weight
+    assert head.data_ptr() != embeddings.data_ptr()
+    assert abs(float(head.std()) * head.shape[1] ** 0.5 - LOGIT_SCALE) < 0.3
+
+    wide = ensure_tiny_model("tiny-gemma3-morph", tmp_path / "morph", seed=0, dims=text_dims(64, 3))
+    text = json.loads((wide / "config.json").read_text())["text_config"]
+    assert (text["hidden_size"], text["num_hidden_layers"], text["head_dim"]) == (64, 3, 32)
+    narrow = ensure_tiny_model("tiny-gemma3-morph", tmp_path / "morph", seed=0)
+    assert json.loads((narrow / "config.json").read_text())["text_config"]["hidden_size"] == 32
+
+
+def test_text_dims_are_checked_and_only_the_morph_kind_takes_them(tmp_path):
+    from models.tiny import text_dims
+
+    with pytest.raises(ValueError, match="multiple of 16"):
+        text_dims(40, 2)
+    with pytest.raises(ValueError, match="multiple of 16 and a layer"):
+        text_dims(64, 0)
+    with pytest.raises(ValueError, match="tiny-llava has fixed dimensions"):
+        ensure_tiny_model("tiny-llava", tmp_path, dims=text_dims(64, 2))
+    assert not (tmp_path / "tiny-llava").exists()

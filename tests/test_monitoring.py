@@ -606,7 +606,10 @@ def test_the_status_report_and_its_exit_codes(drifted, tmp_path, capsys):
         lake.write("monitor", monitoring.table)
     assert main(["monitor", "status", "--lake", str(tmp_path / "lake")]) == 3
     out = capsys.readouterr().out.splitlines()
-    assert out == lines
+    assert out[: len(lines)] == lines  # then each alert in force by its id, with what was done about it
+    assert out[len(lines) :] and all(
+        line.startswith("alert ") and "not acknowledged" in line for line in out[len(lines) :]
+    )
     quiet = Lake(tmp_path / "quiet")
     with quiet.open_run("monitor"):
         quiet.write("monitor", passing)

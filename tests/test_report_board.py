@@ -216,6 +216,14 @@ def cohort_tables(intervals: bool) -> dict[str, pa.Table]:
                     fairness_proposal_ci_upper=0.72,
                     fairness_selected_ci_lower=0.52,
                     fairness_selected_ci_upper=0.93,
+                    best_group_proposal="light",
+                    best_group_selected="light",
+                    reason=None,
+                    unit="image_weighted",
+                    interval_method="bootstrap_reference",
+                    scheme="reference",
+                    seed=20260711,
+                    reps=5000,
                 )
                 if intervals
                 else {}

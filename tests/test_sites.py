@@ -1,12 +1,15 @@
 """Sites that keep their records (autheval/sites/, `autheval site keygen|export`, `autheval pool`):
-parity of pooled exports with one evaluation of all records, nothing identifying in an export, and the
-hub's one-line refusals (unsigned, unregistered key, altered, replayed, partial, same site twice, other
-software or seed, a suppressed cell)."""
+parity of pooled exports with one evaluation of all records (points and delta method to 1e-12, the
+`poisson_by_site` bootstrap to the bit, paired contrasts likewise), nothing identifying in an export, the
+secret-seed scheme, and the hub's one-line refusals (unsigned, unregistered key, altered, replayed,
+partial, same site twice, other software, scheme or seed, a suppressed cell, contrasts of other
+mechanisms)."""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -21,7 +24,7 @@ from autheval.records.read import read_records
 
 SITES = ("north", "south", "west")
 SEED = 4242
-REPS = 200
+REPS = 12  # below every site's clusters (14, 21, 17): export refuses reps >= clusters under the hub's seed
 COLUMNS = (
     "case_id",
     "cluster_id",
@@ -64,6 +67,11 @@ def _write(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def _namespaced(site: str, rows: list[dict]) -> list[dict]:
+    """A site's rows as one lake holds them: case and cluster ids '<site>:<id>'."""
+    return [{**r, "cluster_id": f"{site}:{r['cluster_id']}", "case_id": f"{site}:{r['case_id']}"} for r in rows]
+
+
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     """Three sites' logs (each log.csv in its own folder) and the pooled log with site-namespaced ids."""
@@ -73,7 +81,7 @@ def logs(tmp_path_factory):
     for site, g in zip(SITES, (14, 21, 17)):
         rows = _site_rows(site, g, rng)
         per_site[site] = _write(root / site / "log.csv", rows)
-        pooled += [{**r, "cluster_id": f"{site}:{r['cluster_id']}", "case_id": f"{site}:{r['case_id']}"} for r in rows]
+        pooled += _namespaced(site, rows)
     return root, per_site, _write(root / "all" / "log.csv", pooled)
 
 
@@ -100,8 +108,8 @@ def signed(logs, tmp_path_factory):
 
 def _export(log, site: str, out, key, *extra, seed=None, reps=None) -> int:
     """`autheval site export` of one site's log (the flags left out when None), and any `extra` flags."""
-    argv = ["site", "export", "--input", log, "--site", site, "--out", out, *extra]
-    for flag, value in (("--key", key), ("--seed", seed), ("--replicates", reps)):
+    argv = ["site", "export", "--site", site, "--out", out, *extra]
+    for flag, value in (("--input", log), ("--key", key), ("--seed", seed), ("--replicates", reps)):
         argv += [flag, value] if value is not None else []
     return _run(*argv)
 
@@ -131,10 +139,10 @@ def test_pooled_exports_equal_one_evaluation(logs, signed, tmp_path):
     assert _pool(signed, tmp_path) == 0
     rows = _estimates(tmp_path / "hub" / "estimates.csv")
     records = read_records(pooled_log)
-    one = estimate([records], scheme="poisson", reps=REPS, seed=SEED)
+    one = estimate([records], scheme="poisson_by_site", reps=REPS, seed=SEED)
     delta = {(r["unit"], r["metric"]): r for r in delta_method_rows([records])}
     pooled = [r for r in rows if r["source"] == "pooled"]
-    assert len(pooled) == 32 and {r["interval_method"] for r in pooled} == {"bootstrap_poisson", "delta_method"}
+    assert len(pooled) == 32 and {r["interval_method"] for r in pooled} == {"bootstrap_poisson_by_site", "delta_method"}
     checked = 0
     for r in pooled:
         want = one.estimate("log", r["unit"], r["metric"])
@@ -160,52 +168,105 @@ def test_pooled_exports_equal_one_evaluation(logs, signed, tmp_path):
     assert [e["site"] for e in summary["exports"]] == list(SITES)
 
 
-def test_pooled_bootstrap_is_the_site_namespaced_poisson_bootstrap_bit_for_bit(logs, signed, tmp_path):
-    """The pooled replicates are, to the bit, the poisson bootstrap of all records in one process with
-    each site's clusters weighted by its namespaced stream (autheval.sites.export.site_seed) over its
-    ranks: the combined record's statistics matrix, cut at the site boundaries of the namespaced ids."""
-    import pyarrow as pa
+def _lake_site_sums(monkeypatch) -> list:
+    """Capture the replicate sums the single-lake poisson_by_site scheme forms (one (first rep, sums)
+    per block of its first stream), as they go to the metric formulas."""
+    from autheval.estimation import estimators
 
-    from autheval.estimation.bootstrap import one_blas_thread, poisson_products
-    from autheval.estimation.estimators import MATRIX_TO_SUMS
-    from autheval.records.cluster_stats import register_cluster_stats
-    from autheval.sites.export import site_seed
-    from warehouse import sql
+    captured = []
+    real = estimators._site_poisson_blocks
+
+    def spy(matrices, reps, site_runs):
+        for first, sums in real(matrices, reps, site_runs):
+            captured.append((first, [part.copy() for part in sums]))
+            yield first, sums
+
+    monkeypatch.setattr(estimators, "_site_poisson_blocks", spy)
+    return captured
+
+
+def _stacked(captured: list, stream: int = 0) -> np.ndarray:
+    return np.vstack([sums[stream] for _, sums in sorted(captured, key=lambda block: block[0])])
+
+
+def _hub_exports(signed) -> list:
+    from autheval.sites.pool import read_export
+    from autheval.sites.signing import trusted_keys
+
+    _, trust, exports = signed
+    trusted = trusted_keys(trust)
+    return sorted((read_export(folder, trusted) for folder in exports.values()), key=lambda e: e.site)
+
+
+def test_evaluate_poisson_by_site_equals_the_pooled_exports_bit_for_bit(logs, signed, tmp_path, monkeypatch):
+    """`evaluate --scheme poisson_by_site` of all sites' records in one lake (cluster ids '<site>:<id>') and
+    the hub's pool of three exports (each from its own `site export`) with the hub's seed: the replicate
+    sums and every bootstrap interval end of both units are the same numbers (==, not approx)."""
+    from autheval.estimation.by_site import sum_over_sites
 
     _, _, pooled_log = logs
+    captured = _lake_site_sums(monkeypatch)
+    argv = ["evaluate", "--input", pooled_log, "--scheme", "poisson_by_site", "--seed", SEED, "--reps", REPS]
+    assert _run(*argv, "--no-progress", "--output-dir", tmp_path / "lake") == 0
+    lake = _stacked(captured)
+    hub = sum_over_sites(e.replicates["log"] for e in _hub_exports(signed))
+    assert lake.shape == hub.shape == (REPS, 16)
+    assert np.array_equal(lake, hub)
+    assert not np.array_equal(lake, _hub_exports(signed)[0].replicates["log"])  # every site's clusters count
+
     assert _pool(signed, tmp_path) == 0
-    records = read_records(pooled_log)
-    con = sql.connect(threads=1)
-    register_cluster_stats(con, [records])
-    point = sql.run(con, "estimates/replicates_point")
-    con.sql(sql.load_sql("records/cluster_matrix")).create_view("cluster_matrix")
-    m = con.sql("SELECT * FROM cluster_matrix ORDER BY matrix_row").arrow().read_all()
-    ids = [r[0] for r in con.sql("SELECT cluster_id FROM cluster_stats ORDER BY cluster_rank").fetchall()]
-    matrix = np.column_stack([m.column(c).to_numpy() for c in MATRIX_TO_SUMS])
-    sums = np.zeros((REPS, len(MATRIX_TO_SUMS)))
-    for site in SITES:
-        at = [i for i, c in enumerate(ids) if c.startswith(f"{site}:")]
-        assert at == list(range(at[0], at[-1] + 1))  # namespaced ids: each site's clusters are one run of ranks
-        with one_blas_thread():
-            sums = sums + poisson_products(site_seed(SEED, site), 0, REPS, matrix[at[0] : at[-1] + 1])
-    block = {"analysis": pa.array(["log"] * REPS), "rep": pa.array(np.arange(REPS, dtype=np.int64))}
-    for j, c in enumerate(MATRIX_TO_SUMS.values()):
-        block[c] = pa.array(sums[:, j])
-    con.register("reps_block", pa.table(block))
-    con.register("point_block", point)
-    con.sql("SELECT * FROM point_block UNION ALL BY NAME SELECT * FROM reps_block").create_view("replicate_sums")
-    sql.to_table(con, "replicate_metrics", "estimates/replicate_metrics")
-    want = {(r["unit"], r["metric"]): r for r in sql.rows(con, "estimates/intervals", {"lower": 0.025, "upper": 0.975})}
-    boot = [
+    method = "bootstrap_poisson_by_site"
+    one = {(r["unit"], r["metric"]): r for r in _estimates(tmp_path / "lake" / "estimates.csv")}
+    pooled = [
         r
         for r in _estimates(tmp_path / "hub" / "estimates.csv")
-        if r["source"] == "pooled" and r["interval_method"] == "bootstrap_poisson" and r["ci_lower"] not in ("", "NA")
+        if r["source"] == "pooled" and r["interval_method"] == method and r["ci_lower"] not in ("", "NA")
     ]
-    assert len(boot) == 16
-    for r in boot:
-        w = want[(r["unit"], r["metric"])]
-        assert float(r["ci_lower"]).hex() == float(w["ci_lower"]).hex()
-        assert float(r["ci_upper"]).hex() == float(w["ci_upper"]).hex()
+    assert len(pooled) == 16 and {r["unit"] for r in pooled} == {"image_weighted", "cluster_equal"}
+    for r in pooled:
+        w = one[(r["unit"], r["metric"])]
+        assert (w["scheme"], w["interval_method"], r["scheme"]) == ("poisson_by_site", method, "poisson_by_site")
+        assert float(r["ci_lower"]) == float(w["ci_lower"]) and float(r["ci_upper"]) == float(w["ci_upper"])
+        assert float(r["estimate"]) == pytest.approx(float(w["estimate"]), abs=1e-12, rel=1e-12)
+
+
+def test_poisson_by_site_keys_weights_by_site_not_by_global_rank(logs):
+    """The scheme differs from `poisson` (weights by global rank), and each site's clusters are weighted by
+    the site's own stream: moving a site's clusters under another site name changes the replicates."""
+    import warnings
+
+    _, _, pooled_log = logs
+    records = read_records(pooled_log)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_site = estimate([records], scheme="poisson_by_site", reps=REPS, seed=SEED)
+        poisson = estimate([records], scheme="poisson", reps=REPS, seed=SEED)
+    a, b = by_site.estimate("log", "image_weighted", "J"), poisson.estimate("log", "image_weighted", "J")
+    assert a["estimate"] == b["estimate"] and a["ci_lower"] != b["ci_lower"]
+    assert by_site.scheme == "poisson_by_site" and by_site.seed == SEED
+
+
+def test_poisson_by_site_refuses_cluster_ids_without_a_site(logs, tmp_path, capsys):
+    _, per_site, _ = logs
+    argv = ["evaluate", "--input", per_site["north"], "--scheme", "poisson_by_site", "--reps", 50]
+    _refused(capsys, _run(*argv, "--output-dir", tmp_path / "o"), "cluster_id must be <site>:<id>")
+    assert not (tmp_path / "o").exists()
+
+
+def test_poisson_by_site_refuses_a_reserved_site_or_an_empty_id(logs, tmp_path, capsys):
+    """`all:x` names the pooled rows' reserved name as a site; `s1:` has no id after the separator."""
+    _, per_site, _ = logs
+    rows = _read_rows(per_site["north"])
+    for bad, needle in (
+        ("all:x", "'cluster_id': the site name"),
+        ("s1:", "'cluster_id': must be <site>:<id> with an id"),
+    ):
+        changed = [{**r, "cluster_id": bad} if i < 3 else _namespaced("s1", [r])[0] for i, r in enumerate(rows)]
+        log = _write(tmp_path / bad.replace(":", "_") / "log.csv", changed)
+        argv = ["evaluate", "--input", log, "--scheme", "poisson_by_site", "--reps", 50]
+        code = _run(*argv, "--output-dir", tmp_path / "o")
+        _refused(capsys, code, needle)
+        assert not (tmp_path / "o").exists()
 
 
 def test_no_case_or_cluster_id_in_any_exported_file(logs, signed):
@@ -447,6 +508,8 @@ def test_signed_malformed_export_is_one_line_naming_file_and_field(signed, tmp_p
         ("seed-float", {"manifest": _set(["seed"], 1.5)}, "manifest.json: seed must be a whole number"),
         ("files-list", {"manifest": _set(["files"], [])}, "manifest.json: files must be an object"),
         ("software-none", {"manifest": _set(["software"], None)}, "manifest.json: software must be an object"),
+        ("stats-extra", {"stats": _set(["note"], "x")}, "statistics.json: note is not a field of this file"),
+        ("manifest-extra", {"manifest": _set(["note"], "x")}, "manifest.json: note is not a field of this file"),
         (
             "rep-dtype",
             {"replicates": lambda t: t.set_column(1, "rep", t.column("rep").cast("int32"))},
@@ -564,3 +627,323 @@ def test_export_replicates_refusal_names_replicates(logs, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert code == 2 and "--replicates" in err and "--reps" not in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "e").exists()
+
+
+def test_hub_seed_replicates_reaching_the_clusters_are_refused(logs, tmp_path, capsys):
+    """Under the hub's seed the hub knows the weights: replicates >= clusters (north has 14; the default
+    5000 too) would let it solve the replicate sums for every cluster's sums. Refused, naming --replicates
+    and pointing to --secret-seed; 13 replicates, the secret seed and the per-cluster opt-in pass."""
+    _, per_site, _ = logs
+    for reps in (14, None):
+        code = _export(per_site["north"], "north", tmp_path / "e", None, seed=SEED, reps=reps)
+        _refused(capsys, code, "--replicates")
+        assert not (tmp_path / "e").exists()
+    code = _export(per_site["north"], "north", tmp_path / "e", None, seed=SEED, reps=14)
+    err = capsys.readouterr().err
+    assert code == 2 and "14 clusters" in err and "--secret-seed" in err, err
+    assert _export(per_site["north"], "north", tmp_path / "fewer", None, seed=SEED, reps=13) == 0
+    assert _export(per_site["north"], "north", tmp_path / "secret", None, "--secret-seed", reps=14) == 0
+
+
+def test_a_protocol_that_is_not_a_regular_file_is_refused_before_reading(signed, tmp_path, capsys):
+    """A FIFO as --protocol would block the read forever (site export and pool): one line instead."""
+    root, trust, exports = signed
+    fifo = tmp_path / "protocol.yaml"
+    os.mkfifo(fifo)
+    monitor = tmp_path / "logs"
+    monitor.mkdir()
+    code = _run("site", "export", "--monitor", monitor, "--protocol", fifo, "--site", "north", "--out", tmp_path / "e")
+    _refused(capsys, code, "is not a regular file")
+    pool = ["pool", "--trust", trust, "--export", exports["north"], "--protocol", fifo]
+    _refused(capsys, _run(*pool, "--output-dir", tmp_path / "hub"), "is not a regular file")
+    assert not (tmp_path / "e").exists() and not (tmp_path / "hub").exists()
+
+
+def test_pool_into_a_reused_output_dir_leaves_no_stale_result(signed, tmp_path):
+    """The files of an earlier pool that this one does not write (a monitor table, a contrast) are removed;
+    other files stay."""
+    _, trust, exports = signed
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    for name in ("monitor.csv", "monitor_decisions.csv", "paired_contrast.csv", "notes.txt"):
+        (hub / name).write_text("old\n")
+    argv = ["pool", "--trust", trust, "--output-dir", hub]
+    assert _run(*argv, *[x for e in exports.values() for x in ("--export", e)]) == 0
+    assert sorted(p.name for p in hub.iterdir()) == ["estimates.csv", "heterogeneity.csv", "notes.txt", "summary.json"]
+
+
+def test_analysis_names_follow_the_one_name_rule(logs, tmp_path, capsys):
+    """An analysis name (an --arm's NAME, the --input file's stem) is a name as a site's is: not `all`, no
+    surrounding space, not two equal but for case (or Unicode form), no contrast separator."""
+    _, per_site, _ = logs
+    log = per_site["north"]
+    for stem in ("all", " sp"):
+        path = tmp_path / stem / f"{stem}.csv"
+        path.parent.mkdir()
+        shutil.copy(log, path)
+        _refused(capsys, _export(path, "north", tmp_path / "e", None, seed=SEED, reps=REPS), "--input")
+    nfc, nfd = "\u00e9", "e\u0301"
+    for first, second, needle in (
+        ("A", "a", "given twice"),
+        (nfc, nfd, "--arm"),
+        ("x minus y", "b", "--arm"),
+    ):
+        argv = ["--arm", f"{first}={log}", "--arm", f"{second}={log}"]
+        _refused(capsys, _export(None, "north", tmp_path / "e", None, *argv, seed=SEED, reps=REPS), needle)
+    assert not (tmp_path / "e").exists()
+
+
+# ------------------------------------------------------------------ paired contrasts: two arms per site
+
+
+def _other_arm(rows: list[dict], rng) -> list[dict]:
+    """Another mechanism's proposals on the same cases (same cases, clusters and executed actions)."""
+    out = []
+    for r in rows:
+        executed = int(r["executed_action"][1])
+        changed = rng.random() < 0.5
+        proposed = (executed + int(rng.integers(1, 4))) % 4 if changed else executed
+        prop = repr(float(rng.normal(-1.0, 1.2))) if changed else r["utility_executed_local"]
+        out.append({**r, "proposed_action": f"a{proposed}", "utility_proposed_local": prop})
+    return out
+
+
+def _read_rows(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def arms(logs, signed):
+    """Arm `b` (another mechanism) beside each site's log (arm `a`), the pooled arms with namespaced ids,
+    and each site's signed export of both arms (the contrast `b minus a`)."""
+    root, per_site, pooled_a = logs
+    keys, _, _ = signed
+    rng = np.random.default_rng(11)
+    per_site_b, pooled_b, exports = {}, [], {}
+    for site, log in per_site.items():
+        rows = _other_arm(_read_rows(log), rng)
+        per_site_b[site] = _write(root / f"{site}-b" / "log.csv", rows)
+        pooled_b += _namespaced(site, rows)
+        out = keys / f"arms-{site}"
+        key = keys / f"key-{site}" / "site.key"
+        argv = ["--arm", f"a={log}", "--arm", f"b={per_site_b[site]}"]
+        assert _export(None, site, out, key, *argv, seed=SEED, reps=REPS) == 0
+        exports[site] = out
+    return per_site_b, _write(root / "all-b" / "log.csv", pooled_b), pooled_a, exports
+
+
+def test_a_contrast_given_twice_or_of_one_arm_is_refused_at_the_site(logs, arms, tmp_path, capsys):
+    """`--contrast "b minus a"` twice would be signed with doubled clusters; "a minus a" is 0 by design."""
+    _, per_site, _ = logs
+    per_site_b = arms[0]
+    argv = ["--arm", f"a={per_site['north']}", "--arm", f"b={per_site_b['north']}"]
+    for contrasts, needle in ((["b minus a", "b minus a"], "--contrast: given twice"), (["a minus a"], "itself")):
+        extra = [x for c in contrasts for x in ("--contrast", c)]
+        _refused(capsys, _export(None, "north", tmp_path / "e", None, *argv, *extra, seed=SEED, reps=REPS), needle)
+    assert not (tmp_path / "e").exists()
+
+
+def _pool_folders(signed, out: Path, folders, extra=()) -> int:
+    _, trust, _ = signed
+    argv = ["pool", "--trust", trust, "--output-dir", out, *extra]
+    for folder in folders:
+        argv += ["--export", folder]
+    return _run(*argv)
+
+
+def test_pooled_paired_contrasts_equal_compare(arms, signed, tmp_path, monkeypatch):
+    """`compare --scheme poisson_by_site` of both arms of all sites vs the hub's pool of the sites' two-arm
+    exports: the contrast's replicate sums and interval ends to the bit, its point to 1e-12; the hub's
+    delta-method interval of the difference equals the delta method over all clusters to 1e-12."""
+    from autheval.estimation.analytic import delta_interval
+    from autheval.records.cluster_stats import register_cluster_stats
+    from autheval.sites.pool import read_export
+    from autheval.sites.signing import trusted_keys
+    from warehouse import sql
+
+    _, pooled_b, pooled_a, exports = arms
+    captured = _lake_site_sums(monkeypatch)
+    argv = ["compare", "--arm", f"a={pooled_a}", "--arm", f"b={pooled_b}", "--scheme", "poisson_by_site"]
+    assert _run(*argv, "--seed", SEED, "--reps", REPS, "--no-progress", "--output-dir", tmp_path / "lake") == 0
+    assert _pool_folders(signed, tmp_path / "hub", exports.values()) == 0
+    from autheval.estimation.by_site import sum_over_sites
+
+    trusted = trusted_keys(signed[1])
+    read = sorted((read_export(f, trusted) for f in exports.values()), key=lambda e: e.site)
+    for stream, arm in enumerate(("a", "b")):  # the lake's streams: one per analysis, in name order
+        assert np.array_equal(_stacked(captured, stream), sum_over_sites(e.replicates[arm] for e in read))
+
+    lake = {r["unit"]: r for r in _estimates(tmp_path / "lake" / "paired_contrast.csv")}
+    hub = _estimates(tmp_path / "hub" / "paired_contrast.csv")
+    boot = [r for r in hub if r["source"] == "pooled" and r["interval_method"] == "bootstrap_poisson_by_site"]
+    assert [r["unit"] for r in boot] == ["image_weighted", "cluster_equal"]
+    for r in boot:
+        w = lake[r["unit"]]
+        assert r["contrast"] == w["contrast"] == "b minus a" and (r["arm_a"], r["arm_b"]) == ("b", "a")
+        for key in ("ci_lower", "ci_upper", "p_value", "p_adjusted", "q_value"):
+            assert float(r[key]) == float(w[key]), key
+        assert r["family"] == w["family"] and r["excludes_zero"] == w["excludes_zero"]
+        assert float(r["difference"]) == pytest.approx(float(w["difference"]), abs=1e-12, rel=1e-12)
+
+    # the delta method of the difference over every cluster, from the lake's per-cluster sums
+    con = sql.connect(threads=1)
+    both = [read_records(pooled_a, analysis="a"), read_records(pooled_b, analysis="b")]  # held: their files
+    register_cluster_stats(con, both)
+    per_cluster = con.sql(
+        "SELECT a.n, a.sum_gap AS gap_a, b.sum_gap AS gap_b FROM cluster_stats a JOIN cluster_stats b "
+        "ON a.cluster_id = b.cluster_id AND a.analysis = 'a' AND b.analysis = 'b' ORDER BY a.cluster_id"
+    ).fetchnumpy()
+    delta = [r for r in hub if r["source"] == "pooled" and r["interval_method"] == "delta_method"]
+    assert [r["unit"] for r in delta] == ["image_weighted", "cluster_equal"]
+    n, g = per_cluster["n"], len(per_cluster["n"])
+    for r in delta:
+        divisor = np.ones(g) if r["unit"] == "image_weighted" else n
+        x, d = n / divisor, (per_cluster["gap_b"] - per_cluster["gap_a"]) / divisor
+        ratio = d.sum() / x.sum()
+        se = math.sqrt(g / (g - 1) * ((d - ratio * x) ** 2).sum()) / x.sum()
+        _, lo, hi = delta_interval(ratio, se, g, (0.025, 0.975))
+        assert float(r["difference"]) == pytest.approx(ratio, abs=1e-12, rel=1e-12)
+        assert float(r["ci_lower"]) == pytest.approx(lo, abs=1e-12, rel=1e-12)
+        assert float(r["ci_upper"]) == pytest.approx(hi, abs=1e-12, rel=1e-12)
+    assert {r["source"] for r in hub} == {"pooled", *(f"site:{s}" for s in SITES)}
+
+
+def test_contrast_exports_of_other_mechanisms_or_unpaired_arms_are_refused(logs, signed, arms, tmp_path, capsys):
+    root, per_site, _ = logs
+    keys, _, _ = signed
+    per_site_b, _, _, exports = arms
+    # south contrasts another mechanism (c) than north and west (b): nothing pooled
+    other = tmp_path / "south-c"
+    argv = ["--arm", f"a={per_site['south']}", "--arm", f"c={per_site_b['south']}"]
+    assert _export(None, "south", other, keys / "key-south" / "site.key", *argv, seed=SEED, reps=REPS) == 0
+    capsys.readouterr()
+    code = _pool_folders(signed, tmp_path / "hub", [exports["north"], other, exports["west"]])
+    _refused(capsys, code, "every site contrasts the same mechanisms")
+    # a single-record export beside two-arm ones
+    code = _pool_folders(signed, tmp_path / "hub", [exports["north"], signed[2]["south"]])
+    _refused(capsys, code, "paired contrasts")
+    # arms that are not on identical clusters: the site refuses, as compare does
+    unpaired = ["--arm", f"a={per_site['north']}", "--arm", f"b={per_site_b['south']}"]
+    code = _export(None, "north", tmp_path / "x", None, *unpaired, seed=SEED, reps=REPS)
+    _refused(capsys, code, "identical clusters")
+    code = _export(None, "north", tmp_path / "x", None, *unpaired[:2], "--contrast", "a minus z", reps=REPS)
+    _refused(capsys, code, "unknown arm 'z'")
+    # a re-signed contrast naming an arm the export does not hold
+    north_key = keys / "key-north" / "site.key"
+    bad = _resign(exports["north"], tmp_path, "bad-arm", north_key, stats=_set(["contrasts", 0, "arm_b"], "z"))
+    _refused(capsys, _pool_folders(signed, tmp_path / "hub", [bad]), "contrasts[0].contrast must be")
+    moved = _resign(
+        exports["north"],
+        tmp_path,
+        "bad-moment",
+        keys / "key-north" / "site.key",
+        stats=lambda s: s["contrasts"][0]["units"]["image_weighted"]["mean"].__setitem__(1, 1e3),
+    )
+    _refused(capsys, _pool_folders(signed, tmp_path / "hub", [moved]), "contrasts[0].units.image_weighted.mean[1]")
+    assert not (tmp_path / "hub").exists() and not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------------------ secret seeds and the scheme
+
+
+def test_secret_seed_exports_pool_as_their_own_scheme(logs, signed, tmp_path, capsys):
+    """--secret-seed: the manifest names scheme poisson_by_site_secret and no seed; two exports of the same
+    records have the same totals but other replicates; the hub pools them under that scheme with no seed,
+    and refuses them beside a hub-seed export or under a declared --seed."""
+    root, per_site, _ = logs
+    keys, _, exports = signed
+    secret = {}
+    for site in SITES:
+        secret[site] = tmp_path / f"secret-{site}"
+        key = keys / f"key-{site}" / "site.key"
+        assert _export(per_site[site], site, secret[site], key, "--secret-seed", reps=REPS) == 0
+    again = tmp_path / "again-north"
+    assert _export(per_site["north"], "north", again, keys / "key-north" / "site.key", "--secret-seed", reps=REPS) == 0
+    capsys.readouterr()
+    manifest = json.loads((secret["north"] / "manifest.json").read_text())
+    assert (manifest["scheme"], manifest["seed"], manifest["site_seed"]) == ("poisson_by_site_secret", None, None)
+    first, second = (json.loads((f / "statistics.json").read_text()) for f in (secret["north"], again))
+    assert first == second  # totals and moments: the same records, the same numbers
+    assert (secret["north"] / "replicates.parquet").read_bytes() != (again / "replicates.parquet").read_bytes()
+
+    assert _pool_folders(signed, tmp_path / "hub", secret.values()) == 0
+    rows = [r for r in _estimates(tmp_path / "hub" / "estimates.csv") if r["interval_method"].startswith("bootstrap")]
+    assert {(r["scheme"], r["interval_method"], r["seed"]) for r in rows} == {
+        ("poisson_by_site_secret", "bootstrap_poisson_by_site_secret", "")
+    }
+    summary = json.loads((tmp_path / "hub" / "summary.json").read_text())
+    assert (summary["scheme"], summary["seed"]) == ("poisson_by_site_secret", None)
+    capsys.readouterr()
+    _refused(capsys, _pool_folders(signed, tmp_path / "h2", [exports["north"], secret["south"]]), "scheme")
+    code = _pool_folders(signed, tmp_path / "h2", secret.values(), extra=("--seed", SEED))
+    _refused(capsys, code, "a secret seed")
+    # a secret export whose manifest still names a seed, re-signed
+    named = _resign(secret["north"], tmp_path, "named", keys / "key-north" / "site.key", manifest=_set(["seed"], SEED))
+    _refused(capsys, _pool_folders(signed, tmp_path / "h2", [named]), "seed must be null")
+    assert not (tmp_path / "h2").exists()
+
+
+def test_export_flag_refusals(logs, tmp_path, capsys):
+    _, per_site, _ = logs
+    log = per_site["west"]
+    _refused(capsys, _export(log, "west", tmp_path / "e", None, "--secret-seed", seed=SEED), "--secret-seed")
+    _refused(capsys, _export(None, "west", tmp_path / "e", None), "--input")
+    _refused(capsys, _export(log, "west", tmp_path / "e", None, "--arm", f"a={log}"), "--input")
+    _refused(capsys, _export(log, "west", tmp_path / "e", None, "--contrast", "a minus b"), "--contrast")
+    twice = ["--arm", f"a={log}", "--arm", f"a={log}"]
+    _refused(capsys, _export(None, "west", tmp_path / "e", None, *twice), "twice")
+    assert not (tmp_path / "e").exists()
+
+
+def test_sites_are_added_in_name_order_not_id_order():
+    """Site names 'a', 'a-b', 'a.c': their ids sort a-b:, a.c:, a: (byte order) but the hub adds sites in
+    name order, so the scheme's runs come in name order and its sums are the hub's sum of the sites'
+    own products in that order (which differs, in the last bits, from the id order's)."""
+    import duckdb
+
+    from autheval.estimation.bootstrap import one_blas_thread, poisson_products
+    from autheval.estimation.by_site import site_poisson_products, site_runs, site_seed, sum_over_sites
+
+    sizes = {"a-b": 7, "a.c": 5, "a": 9}  # id order
+    ids = [f"{site}:{k:02d}" for site, n in sizes.items() for k in range(n)]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE cluster_stats AS SELECT 'log' AS analysis, i AS cluster_id FROM unnest($1) t(i)", [ids])
+    con.execute(
+        "CREATE OR REPLACE TABLE cluster_stats AS SELECT analysis, cluster_id, "
+        "CAST(row_number() OVER (ORDER BY cluster_id) - 1 AS INTEGER) AS cluster_rank FROM cluster_stats"
+    )
+    runs = site_runs(con, {})["log"]
+    assert runs == [("a", 12, 9), ("a-b", 0, 7), ("a.c", 7, 5)]
+    matrix = np.random.default_rng(3).normal(size=(len(ids), 16)) * 1e3
+    with one_blas_thread():
+        got = site_poisson_products(SEED, runs, 0, 300, matrix)
+        parts = {s: poisson_products(site_seed(SEED, s), 0, 300, matrix[f : f + n]) for s, f, n in runs}
+    assert np.array_equal(got, sum_over_sites(parts[s] for s in ("a", "a-b", "a.c")))
+    assert not np.array_equal(got, sum_over_sites(parts[s] for s in ("a-b", "a.c", "a")))
+
+
+def test_secret_seed_pooled_interval_covers_at_about_its_level():
+    """benchmarks/sites_coverage.py's small case: 3 sites of 20 clusters that disagree (fixed site effects),
+    each with a secret seed of its own: the pooled 95% interval of Delta_authority covers the truth in
+    both units (figures at full size: docs/sites.md)."""
+    from benchmarks.sites_coverage import coverage
+
+    rng = np.random.default_rng(5)
+    seeds = np.random.default_rng(6)
+    mu = np.array([-0.2, 0.4, 1.0])  # the first site alone would be centred far from the truth
+    result = coverage([20, 20, 20], mu, 80, 300, rng, seeds=lambda: int(seeds.integers(0, 2**62)))
+    for unit, (covered, se) in result.items():
+        assert 0.85 <= covered <= 1.0 and 0 < se < 0.05, (unit, covered, se)
+
+
+def test_secret_weights_are_poisson_one():
+    """The secret scheme's weights (by inversion of 32-bit uniforms): the Poisson(1) probabilities of 0..3,
+    mean and variance 1, to within 4 standard errors over 10^6 draws."""
+    from autheval.estimation.by_site import secret_weights
+
+    w = secret_weights(np.random.default_rng(9), (1000, 1000))
+    for k in range(4):
+        p = math.exp(-1) / math.factorial(k)
+        assert abs((w == k).mean() - p) < 4 * math.sqrt(p * (1 - p) / w.size), k
+    assert abs(w.mean() - 1) < 4e-3 and abs(w.var() - 1) < 6e-3 and w.max() <= 11

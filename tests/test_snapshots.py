@@ -237,10 +237,12 @@ def test_a_full_disk_mid_run_keeps_the_previous_snapshot(tmp_path):
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
         root = mount / "lake"
-        assert run_cli("demo", "--lake", str(root), "--reps", "200").returncode == 0
+        # the run history (Dagster's sqlite instance) outside the small disk: the lake's files fill it
+        env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home")}
+        assert run_cli("demo", "--lake", str(root), "--reps", "200", env=env).returncode == 0
         first = served_state(root)
         files = run_files(root)
-        result = run_cli("demo", "--lake", str(root), "--reps", "200")
+        result = run_cli("demo", "--lake", str(root), "--reps", "200", env=env)
         assert result.returncode != 0
         assert "No space left on device" in result.stderr
         assert served_state(root) == first and run_files(root) == files  # nothing partial left behind

@@ -111,13 +111,25 @@ def _check_demo_flags(args):
 def cmd_demo(args) -> int:
     rules = _check_demo_flags(args)  # before Dagster is imported: a bad flag costs no start-up
 
-    from assets.resources import ModelsResource, SourceResource, check_environment
-    from dagster_project.demo import COHORT_STAGES, RAW_STAGES, REFERENCE_STAGES, BlockingCheckFailed, run_stages
-    from warehouse.lake import DEFAULT_LAKE, Lake
+    from assets.resources import check_environment
+    from dagster_project.definitions import lake_instance
+    from warehouse.lake import Lake
 
     check_environment()  # every AUTHEVAL_* setting, one line naming a bad one, before anything is written
     lake = Lake(args.lake)
     lake.snapshot()  # a lake whose pointer is lost or corrupt is refused before the cohort is written into it
+    # the runs are recorded where `autheval ui` looks ($DAGSTER_HOME, else <lake>/.dagster_home); a bad
+    # dagster.yaml there is one line before the cohort is written
+    with lake_instance(lake) as instance:
+        return _run_demo(args, rules, lake, instance)
+
+
+def _run_demo(args, rules, lake, instance) -> int:
+    """The demo after its checks: the source, its stages run into `lake`, recorded in `instance`."""
+    from assets.resources import ModelsResource, SourceResource
+    from dagster_project.demo import COHORT_STAGES, RAW_STAGES, REFERENCE_STAGES, BlockingCheckFailed, run_stages
+    from warehouse.lake import DEFAULT_LAKE, Lake
+
     models = ModelsResource(
         enabled=_demo_models_enabled(args),
         scorer_dir=_resolved_path(args.scorer_dir),
@@ -184,6 +196,7 @@ def cmd_demo(args) -> int:
             models=models,
             receipt=_demo_receipt(args),
             rules=rules,
+            instance=instance,
         )
     except BlockingCheckFailed as err:  # not bad input: the data broke a guarded rule (exit 1)
         print(f"autheval: error: {err}", file=sys.stderr)

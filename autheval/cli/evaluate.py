@@ -13,16 +13,17 @@ from pathlib import Path
 from autheval.cli.common import _progress
 from autheval.cli.flags import SEED_MAX, add_command, check_seed, path_flag
 from autheval.errors import RecordError
-from autheval.vocabulary import SCHEMES
+from autheval.vocabulary import SCHEMES, SITE_KEYED_SCHEMES
 
 
 def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scheme",
-        choices=SCHEMES,
+        choices=(*SCHEMES, *SITE_KEYED_SCHEMES),
         help="how clusters are resampled: reference (AuthEval's analysis scheme), evaluator "
-        "(AuthEval's log evaluator) or poisson (Poisson(1) weights, for very large logs); "
-        "default: reference for case traces, evaluator for logs",
+        "(AuthEval's log evaluator), poisson (Poisson(1) weights, for very large logs) or "
+        "poisson_by_site (the poisson weights keyed by site, cluster ids <site>:<id>: the replicates a hub "
+        "pools from site exports); default: reference for case traces, evaluator for logs",
     )
     parser.add_argument("--reps", type=int, default=5000, metavar="N", help="bootstrap replicates (default 5000)")
     parser.add_argument(
@@ -30,7 +31,7 @@ def _add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="S",
         help=f"random seed, an integer from 0 to {SEED_MAX} (2^62 - 1) for every scheme "
-        "(default: the scheme's own, 20260711 for reference and poisson, 20260710 for "
+        "(default: the scheme's own, 20260711 for reference and the poisson schemes, 20260710 for "
         "evaluator)",
     )
     parser.add_argument(

@@ -82,6 +82,9 @@ def build_parser(command: str | None = "aggregate") -> argparse.ArgumentParser:
 
     verify.register(sub)
     ui.register(sub)
+    from autheval.cli.serve import register as register_serve
+
+    register_serve(sub)
     return parser
 
 

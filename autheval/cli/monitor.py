@@ -1,6 +1,7 @@
 """`autheval protocol show|check FILE` (the declared acceptance protocol of a monitored deployment) and
-`autheval monitor status|run --lake DIR` (its current state; one recurring run from cron or any
-scheduler). docs/monitoring.md explains the tables and the statuses.
+`autheval monitor status|run|ack --lake DIR` (its current state; one recurring run from cron or any
+scheduler; what was done about an alert, recorded in the lake). docs/monitoring.md explains the tables
+and the statuses.
 
 autheval/cli/main.py calls register(subparsers); its RecordError handler turns ProtocolError and a lake
 without a monitor table into one line and exit code 2.
@@ -65,12 +66,43 @@ def read_monitor(lake: Path):
 
 
 def cmd_monitor_status(args) -> int:
+    from autheval.monitoring.acknowledgements import alert_lines, read_acknowledgements
     from autheval.monitoring.monitor import status_report
+    from warehouse.lake import Lake
 
-    lines, code = status_report(read_monitor(args.lake))
+    monitor = read_monitor(args.lake)
+    lines, code = status_report(monitor)
+    lines += alert_lines(monitor, read_acknowledgements(Lake(args.lake)), str(args.lake))
     for line in lines:
         print(line)
     return code
+
+
+def cmd_monitor_ack(args) -> int:
+    from autheval import __version__
+    from autheval.monitoring.acknowledgements import check_request, record_acknowledgement
+    from warehouse.lake import Lake
+
+    check_request(args.alert, args.action, args.by, args.note)  # the flags first: one line, the lake untouched
+    read_monitor(args.lake)  # no lake, or no monitor table: one line
+    from autheval.reporting.report.lake import write_report
+
+    row = record_acknowledgement(
+        Lake(args.lake),
+        args.alert,
+        args.action,
+        args.by,
+        args.note,
+        software=f"autheval {__version__}",
+        staged=write_report,  # the report shows what was done as soon as it is recorded, in the same snapshot
+    )
+    print(
+        f"recorded  {row['action']} of alert {row['alert_id']} ({row['site']} / {row['model_version']} / "
+        f"{row['mechanism']}: {row['metric']} ({row['unit']}) since {row['first_period']}, look "
+        f"{row['first_look']}) by {row['recorded_by']} at {row['recorded_at']}: snapshot {row['snapshot']}, "
+        f"run {row['recorded_run']}"
+    )
+    return 0
 
 
 def cmd_monitor_run(args) -> int:
@@ -86,7 +118,10 @@ def cmd_monitor_run(args) -> int:
 MONITOR_HELP = "watch a deployment: the state of every site x model version x rule, or one run"
 MONITOR_DESCRIPTION = """\
 Monitoring a deployment (docs/monitoring.md). `status` prints the latest look of every (site, model_version,
-rule) from the lake's monitor table and exits 0 when nothing alerts, 3 when something does (2: bad input).
+rule) from the lake's monitor table, then each alert in force with its id and what was done about it, and
+exits 0 when nothing alerts, 3 when something does (2: bad input). `ack` records what was done about an
+alert (acknowledged, reviewed; by whom, a note) as a row of the lake's append-only monitor_acknowledgements
+table, committed as a snapshot of its own; the report lists it beside the alert.
 `run` lands every complete file waiting in <lake>/landing/ and runs the recurring job (trend, monitor) in this
 process, for cron or any scheduler, rebuilds the report and writes the pass's receipt (monitor/receipt.json,
 which `autheval verify` re-derives); it exits 0, 3 when something alerts, 1 on failure."""
@@ -126,3 +161,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "receipt's command line re-derives the lake this way",
     )
     run.set_defaults(func=cmd_monitor_run)
+    ack = sub.add_parser("ack", help="record what was done about an alert (append-only, in the lake)")
+    add_lake_flag(ack)
+    ack.add_argument("--alert", required=True, metavar="ID", help="the alert's id, as `monitor status` prints it")
+    ack.add_argument("--by", required=True, metavar="NAME", help="who acted (a name or a role)")
+    ack.add_argument(
+        "--action", required=True, metavar="ACTION", help="acknowledged (seen, being looked at) or reviewed (decided)"
+    )
+    ack.add_argument("--note", required=True, metavar="TEXT", help="what was looked at and what was done (one line)")
+    ack.set_defaults(func=cmd_monitor_ack)

@@ -15,47 +15,61 @@ from autheval.cli.flags import add_lake_flag
 from autheval.errors import RecordError
 
 
-def _check_port(port: int) -> None:
-    """A port the UI can serve on: in range and free on 127.0.0.1 now (one line, exit 2), so that a port
-    in use is not a bind error printed by a server that keeps running."""
+def _check_port(port: int, host: str = "127.0.0.1") -> None:
+    """A port the UI can serve on: in range and free on `host` now (one line, exit 2), so that a port
+    in use (or an address this machine does not have) is not a bind error printed by a server that keeps
+    running."""
+    import errno
     import socket
 
     if not 1 <= port <= 65535:
         raise RecordError("--port", None, f"must be a port from 1 to 65535, got {port}")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except (OSError, UnicodeError) as err:
+        raise RecordError("--host", None, f"{host!r} is not an address of this machine ({err})") from None
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server binds
         try:
-            probe.bind(("127.0.0.1", port))
+            probe.bind((host, port))
         except OSError as err:
+            if err.errno == errno.EADDRNOTAVAIL:
+                raise RecordError("--host", None, f"{host} is not an address of this machine") from None
             raise RecordError(
                 "--port",
                 None,
-                f"127.0.0.1:{port} is not free ({err.strerror or err}); stop what serves there or choose another port",
+                f"{host}:{port} is not free ({err.strerror or err}); stop what serves there or choose another port",
             ) from err
 
 
-def cmd_ui(args) -> int:
-    """Serve the Dagster UI for this project on 127.0.0.1 until Ctrl-C, SIGINT or SIGTERM, which stop it
-    with every process it started, also when it was started in the background (see _serve)."""
+def _lake_instance_env(lake_dir, port: int, host: str = "127.0.0.1") -> tuple:
+    """What `autheval ui` and `autheval serve` check before a server starts, each failure one line: the
+    address, the lake folder, every AUTHEVAL_* setting (the instance's database too), the lake's pointer,
+    the instance's dagster.yaml. (lake, the environment of the Dagster processes: the lake's instance,
+    where `monitor run` from cron and the demo record their runs too.)"""
     import os
 
     from assets.resources import check_environment
     from autheval.reporting.outputs import check_output_dir
     from warehouse.lake import Lake
 
-    _check_port(args.port)
-    check_output_dir(args.lake, "--lake")  # its .dagster_home is made there
-    check_environment()  # every AUTHEVAL_* setting the UI's runs read (the snapshots kept too), one line each
-    lake = Lake(args.lake)
-    lake.snapshot()  # a lost or corrupt pointer: the same one line as every other command, before the UI starts
-    home = Path(os.environ.get("DAGSTER_HOME") or lake.root / ".dagster_home").resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        from dagster_project.definitions import instance_yaml
+    _check_port(port, host)
+    check_output_dir(lake_dir, "--lake")  # its .dagster_home is made there
+    check_environment()  # every AUTHEVAL_* setting the runs read (the snapshots kept too), one line each
+    lake = Lake(lake_dir)
+    lake.snapshot()  # a lost or corrupt pointer: the same one line as every other command, before a server starts
+    from dagster_project.definitions import DAGSTER_HOME_ENV, instance_home, lake_instance
 
-        config.write_text(instance_yaml())
-    env = {**os.environ, "DAGSTER_HOME": str(home), "AUTHEVAL_LAKE": str(lake.root)}
+    # opened once here so that a bad dagster.yaml is one line, not a traceback
+    with lake_instance(lake):
+        home = instance_home(lake)
+    return lake, {**os.environ, DAGSTER_HOME_ENV: str(home), "AUTHEVAL_LAKE": str(lake.root)}
+
+
+def cmd_ui(args) -> int:
+    """Serve the Dagster UI for this project on 127.0.0.1 until Ctrl-C, SIGINT or SIGTERM, which stop it
+    with every process it started, also when it was started in the background (see _serve)."""
+    lake, env = _lake_instance_env(args.lake, args.port)
     dagster = Path(sys.executable).with_name("dagster")
     command = [str(dagster), "dev", "-m", "dagster_project", "-h", "127.0.0.1", "-p", str(args.port)]
     _progress(f"Dagster UI on http://127.0.0.1:{args.port} (lake {lake.root}); Ctrl-C or SIGTERM stops it")
@@ -65,15 +79,16 @@ def cmd_ui(args) -> int:
 UI_STOP_WAIT = 30.0  # seconds dagster dev gets to stop its services before what is left is killed
 
 
-def _serve(command: list[str], env: dict) -> int:
-    """Run `command` (dagster dev) in a process group of its own until it exits or this process gets
-    SIGINT, SIGTERM or SIGHUP. A job started with `&` from a script inherits SIGINT ignored, and dagster
-    dev maps SIGTERM to its SIGINT handler, so it would ignore both: here the command starts with both
-    at their defaults (this process handles them), and a signal is passed on to it as SIGINT, its clean
-    shutdown. Its group (the webserver, the daemon, the code servers) then gets UI_STOP_WAIT seconds,
+def _serve(command: list[str], env: dict, *more: list[str]) -> int:
+    """Run `command` (dagster dev; `autheval serve` adds `more`: the webserver and the daemon) in a
+    process group of its own each until one exits or this process gets SIGINT, SIGTERM or SIGHUP. A job
+    started with `&` from a script inherits SIGINT ignored, and dagster dev maps SIGTERM to its SIGINT
+    handler, so it would ignore both: here the commands start with both at their defaults (this process
+    handles them), and a signal (or one command's exit) is passed on to the others as SIGINT, their clean
+    shutdown. Each group (the webserver, the daemon, the code servers) then gets UI_STOP_WAIT seconds,
     SIGTERM, and SIGKILL for what is left; a second signal kills at once. Killed itself (SIGKILL), this
-    process cannot pass anything on: the kernel sends the command SIGINT (_interrupt_when_orphaned).
-    Exit 0 after a requested stop, else the command's own status."""
+    process cannot pass anything on: the kernel sends the commands SIGINT (_interrupt_when_orphaned).
+    Exit 0 after a requested stop, else the status of the command that exited first (1 if that was 0)."""
     import contextlib
     import os
     import signal
@@ -83,26 +98,36 @@ def _serve(command: list[str], env: dict) -> int:
     received: list[int] = []
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in stops}
+    processes: list[subprocess.Popen] = []
     try:
-        # a signal this process handles is at its default in the child after exec (an ignored one is not)
-        process = subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_interrupt_when_orphaned
-        )
-        while process.poll() is None and not received:
+        for each in (command, *more):  # a signal this process handles is at its default in the child after exec
+            processes.append(
+                subprocess.Popen(
+                    each, env=env, stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_interrupt_when_orphaned
+                )
+            )
+        while all(p.poll() is None for p in processes) and not received:
             time.sleep(0.2)
-        if received:
-            process.send_signal(signal.SIGINT)
+        first = next((p for p in processes if p.poll() is not None), None)
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
         for sig, wait in ((None, UI_STOP_WAIT), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
             if sig is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, sig)
+                for process in processes:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, sig)
             deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and len(received) < 2 and _group_runs(process):
+            while time.monotonic() < deadline and len(received) < 2 and any(_group_runs(p) for p in processes):
                 time.sleep(0.2)
-            if not _group_runs(process):
+            if not any(_group_runs(p) for p in processes):
                 break
-        process.wait()
-        return 0 if received else process.returncode
+        for process in processes:
+            process.wait()
+        if received:
+            return 0
+        assert first is not None
+        return first.returncode if not more else (first.returncode or 1)  # a service that stops is a failure
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -44,7 +44,13 @@ from autheval.records.schema import RecordSet
 from warehouse.sql import connect, load_sql
 
 DELTA_METHOD = "delta_method"
-INTERVAL_METHODS = ("bootstrap_reference", "bootstrap_evaluator", "bootstrap_poisson", DELTA_METHOD)
+INTERVAL_METHODS = (
+    "bootstrap_reference",
+    "bootstrap_evaluator",
+    "bootstrap_poisson",
+    "bootstrap_poisson_by_site",
+    DELTA_METHOD,
+)
 INTERVAL_COLUMNS = (
     "analysis",
     "unit",

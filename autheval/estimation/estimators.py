@@ -11,6 +11,8 @@ Schemes (declared on every output row):
   over intervened rows only).
 * poisson: Poisson(1) cluster weights hashed inside SQL; constant memory; a different
   (asymptotically equivalent) bootstrap for logs too large for the exact schemes.
+* poisson_by_site: the poisson weights keyed by site (cluster ids '<site>:<id>'), the replicates a hub
+  pools from site exports, to the bit (autheval/estimation/by_site.py).
 
 A scheme changes intervals only: every scheme's point estimates are one computation
 (estimates/replicates_point.sql through estimates/replicate_metrics.sql, rep -1), so Delta = p * delta holds on the
@@ -36,6 +38,7 @@ from autheval.estimation.bootstrap import (
     poisson_products,
     stream_sums,
 )
+from autheval.estimation.by_site import SITE_SCHEME, site_poisson_products, site_runs
 from autheval.estimation.exact import clopper_pearson, sign_flip_floor
 from autheval.estimation.multiplicity import (
     DEFAULT_CONTRAST_FAMILY,
@@ -49,11 +52,11 @@ from autheval.records.cluster_stats import register_cluster_stats
 from autheval.records.registration import register_records
 from autheval.records.schema import FULL, PROPOSAL_ONLY, RecordSet
 from autheval.records.warnings import warn
-from autheval.vocabulary import SCHEMES
+from autheval.vocabulary import SCHEMES, SITE_KEYED_SCHEMES
 from warehouse import sql
 from warehouse.sql import MIN_MEMORY_MB, available_cores, connect, load_sql
 
-DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711}
+DEFAULT_SEEDS = {"reference": 20260711, "evaluator": 20260710, "poisson": 20260711, "poisson_by_site": 20260711}
 DEFAULT_REPS = 5000
 # Replicates are streamed in blocks, so memory does not grow with them until the interval step, which
 # keeps every replicate value of every metric and unit (reps x 16 doubles per analysis: 128 MB at MAX_REPS).
@@ -296,11 +299,13 @@ def _stream_metrics(
     columns: dict[str, str],
     progress=None,
     scheme: str = "reference",
+    site_runs: dict | None = None,
 ) -> None:
     """Append to replicate_metrics the metrics of every replicate of row blocks sharing resamples,
     {(seed, G): [(labels, G x len(columns) matrix)]}: one block of replicates at a time, all streams in
     lockstep (numpy's streams, or the poisson weights), is registered as `sums_name` and turned into
-    metrics by `metrics_sql` (bounded memory)."""
+    metrics by `metrics_sql` (bounded memory). `site_runs` (poisson_by_site): {stream key: the sites'
+    runs of its rows}."""
     keys = list(streams)
     matrices = []
     for seed, g in keys:
@@ -312,7 +317,12 @@ def _stream_metrics(
         if progress is None
         else (lambda done, total: progress(f"bootstrap: {done:,} of {total:,} replicates ({scheme} scheme)")),
     )
-    blocks = lockstep_blocks(matrices, reps) if scheme == "reference" else _poisson_blocks(matrices, reps)
+    if scheme == "reference":
+        blocks = lockstep_blocks(matrices, reps)
+    elif scheme == SITE_SCHEME:
+        blocks = _site_poisson_blocks(matrices, reps, site_runs or {})
+    else:
+        blocks = _poisson_blocks(matrices, reps)
     for start, sums_per_stream in _merged_blocks(blocks, METRICS_BLOCK_REPS, counter):
         parts = []
         for key, sums in zip(keys, sums_per_stream):
@@ -366,15 +376,28 @@ def _poisson_blocks(matrices, reps: int):
         yield first, [poisson_products(seed, first, rows, matrix) for seed, matrix in matrices]
 
 
-def _replicate_metrics(con, scheme: str, reps: int, seed: int, skip=frozenset(), progress=None) -> None:
+def _site_poisson_blocks(matrices, reps: int, site_runs: dict):
+    """`_poisson_blocks` of the poisson_by_site scheme: each stream's sums are its sites' sums, each
+    site's clusters weighted by the site's own stream (autheval/estimation/by_site.py), the blocks of
+    POISSON_BLOCK replicates a site export forms."""
+    block = min(POISSON_BLOCK, POISSON_BLOCK_REPS)
+    for first in range(0, reps, block):
+        rows = min(block, reps - first)
+        yield first, [site_poisson_products(seed, site_runs[i], first, rows, m) for i, (seed, m) in enumerate(matrices)]
+
+
+def _replicate_metrics(
+    con, scheme: str, reps: int, seed: int, skip=frozenset(), progress=None, by_name: dict | None = None
+) -> None:
     """Create replicate_metrics(analysis, rep, unit, <one column per metric>); rep -1 = the point, the
     same rows for every scheme (a scheme adds its replicates only).
-    `skip`: (analysis, metric) pairs no record supports (their streams are not drawn)."""
+    `skip`: (analysis, metric) pairs no record supports (their streams are not drawn). `by_name`: the
+    records by analysis, which a refusal names."""
     _point_metrics(con)
     if scheme == "evaluator":
         _evaluator_metrics(con, reps, seed, skip, progress)
     else:
-        _shared_stream_metrics(con, scheme, reps, seed, progress)
+        _shared_stream_metrics(con, scheme, reps, seed, progress, by_name or {})
 
 
 def _point_metrics(con) -> None:
@@ -438,7 +461,7 @@ def _evaluator_metrics(con, reps: int, seed: int, skip=frozenset(), progress=Non
         con.sql(load_sql("estimates/evaluator_metrics")).insert_into("replicate_metrics")
 
 
-def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None) -> None:
+def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None, by_name=None) -> None:
     """One set of resamples for every metric and unit and every analysis with the same cluster count:
     numpy's stream (reference) or the Poisson(1) weights of sql/estimates/portable_replicates_poisson.sql
     (poisson; the same integer hash computed in C or numpy, so the weights of a block are one dense
@@ -447,18 +470,24 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     block by block."""
     con.sql(load_sql("records/cluster_matrix")).create_view("cluster_matrix")
     runs = con.execute(load_sql("records/cluster_matrix_runs")).fetchall()
+    sites = site_runs(con, by_name or {}) if scheme == SITE_SCHEME else {}
     matrix = np.empty((sum(int(n) for _, n in runs), len(MATRIX_TO_SUMS)), dtype=np.float64)
     # streamed a batch at a time, each row put at its matrix_row: no sort and no copy of the matrix in DuckDB
     for batch in con.table("cluster_matrix").to_arrow_reader(1 << 17):
         at = batch.column("matrix_row").to_numpy(zero_copy_only=False)
         for j, column in enumerate(MATRIX_TO_SUMS):
             matrix[at, j] = batch.column(column).to_numpy(zero_copy_only=False)
-    streams: dict[tuple[int, int], list[tuple[dict, np.ndarray]]] = {}
+    streams: dict[tuple, list[tuple[dict, np.ndarray]]] = {}
+    by_site: dict[int, list[tuple[str, int, int]]] = {}
     first = 0
     for analysis, n_clusters in runs:
-        streams.setdefault((seed, int(n_clusters)), []).append(
-            ({"analysis": analysis}, matrix[first : first + n_clusters])
-        )
+        if scheme == SITE_SCHEME:  # each analysis its own stream: its sites' runs are its own
+            by_site[len(streams)] = sites[analysis]
+            streams[(seed, analysis)] = [({"analysis": analysis}, matrix[first : first + n_clusters])]
+        else:
+            streams.setdefault((seed, int(n_clusters)), []).append(
+                ({"analysis": analysis}, matrix[first : first + n_clusters])
+            )
         first += n_clusters
     # What DuckDB still does here (replicate sums, intervals) is small; the cluster statistics it keeps
     # spill. So this process holds the matrix beside DuckDB's floor, not beside its whole limit
@@ -466,7 +495,7 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     # measured: docs/evaluating.md, "Large logs: records as a dataset").
     con.execute(sql.fill("warehouse/duckdb_memory_limit", literals={"limit": f"{MIN_MEMORY_MB}MB"}))
     _stream_metrics(
-        con, "replicate_sums", "estimates/replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme
+        con, "replicate_sums", "estimates/replicate_metrics", streams, reps, MATRIX_TO_SUMS, progress, scheme, by_site
     )
 
 
@@ -480,8 +509,9 @@ MATRIX_STATISTICS = {
     "reference": len(MATRIX_TO_SUMS),
     "evaluator": 8 * len(EVALUATOR_TO_SUMS),
     "poisson": len(MATRIX_TO_SUMS),
+    "poisson_by_site": len(MATRIX_TO_SUMS),
 }
-MATRIX_COPIES = {"reference": 3, "evaluator": 3, "poisson": 1}
+MATRIX_COPIES = {"reference": 3, "evaluator": 3, "poisson": 1, "poisson_by_site": 1}
 MEMORY_LIMIT_VARIABLE = "AUTHEVAL_MEMORY_LIMIT"
 # A declared limit may be small (it only decides whether an exact scheme's matrix fits: 64kb sends every
 # record to poisson), but not zero or a few bytes, which are mistakes.
@@ -530,7 +560,7 @@ def check_matrix_memory(scheme: str, recordsets: Sequence[RecordSet]) -> None:
     poisson = matrix_bytes("poisson", clusters)
     fix = (
         f"use --scheme poisson (its weights are hashed a block at a time: one copy, {_size(poisson)})"
-        if scheme != "poisson" and poisson <= limit
+        if scheme not in ("poisson", "poisson_by_site") and poisson <= limit
         else "use --engine spark (the statistics stay on the engine)"
     )
     raise RecordError(
@@ -648,8 +678,8 @@ def estimate(
     `engine` (warehouse.engine.Engine): None or DuckDB = here, in process; Spark = the work that grows
     with records and replicates runs there (autheval.estimation.engine_estimates), the rest here. `progress`:
     called with a line now and then during a long bootstrap (the CLI prints it on stderr)."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
+    if scheme not in (*SCHEMES, *SITE_KEYED_SCHEMES):
+        raise ValueError(f"unknown scheme {scheme!r}: expected one of {', '.join((*SCHEMES, *SITE_KEYED_SCHEMES))}")
     reps = check_reps(reps)
     lower, upper = quantiles
     if not 0.0 <= lower < upper <= 1.0:
@@ -666,7 +696,7 @@ def estimate(
     if engine is None or engine.kind == "duckdb":
         register_cluster_stats(con, recordsets)  # summed once, when the records were read
         with one_blas_thread():
-            _replicate_metrics(con, scheme, reps, seed, _unsupported(by_name), progress)
+            _replicate_metrics(con, scheme, reps, seed, _unsupported(by_name), progress, by_name)
     else:
         from autheval.estimation.engine_estimates import replicate_metrics_on_engine
 
@@ -730,7 +760,11 @@ def _cases(n) -> str:
     return "no" if n is None else str(int(n))
 
 
-def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
+def check_contrast_pairs(con, by_name, contrasts) -> list[dict]:
+    """The pairs {contrast, arm_a, arm_b} of `contrasts` ((arm a, arm b) names), registered on `con` as
+    contrast_pairs, each arm known and its Delta_authority recoverable, the two arms on identical clusters
+    with identical case counts (estimates/paired_clusters_mismatch.sql on the cluster_stats of `con`);
+    else one line naming the record and the rule."""
     pairs = []
     for arm_a, arm_b in contrasts:
         for arm in (arm_a, arm_b):
@@ -751,8 +785,21 @@ def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
             "a paired contrast needs identical clusters with identical case counts in both arms",
             f"cluster {first['cluster_id']!r}: {_cases(first['n_arm_a'])} vs {_cases(first['n_arm_b'])} cases",
         )
-    rows = sql.rows(con, "estimates/paired_contrast", q)
+    return pairs
+
+
+def _paired_contrasts(con, by_name, contrasts, q) -> list[dict]:
+    pairs = check_contrast_pairs(con, by_name, contrasts)
     support = {r["contrast"]: int(r["changed_clusters"] or 0) for r in sql.rows(con, "estimates/contrast_support")}
+    return contrast_rows(con, pairs, support, q)
+
+
+def contrast_rows(con, pairs: list[dict], support: dict[str, int], q: dict) -> list[dict]:
+    """The paired-contrast rows of `pairs` (registered on `con` as contrast_pairs) from the
+    replicate_metrics of `con` (estimates/paired_contrast.sql): p-values no smaller than the sign-flip
+    floor of `support` (contrast -> clusters with a change in either arm), in the order of `pairs` and
+    UNITS, each with its arms and whether its interval excludes 0."""
+    rows = sql.rows(con, "estimates/paired_contrast", q)
     for row in rows:  # no p-value below what the clusters with a change in either arm can support
         if row["p_value"] is not None:
             row["p_value"] = max(row["p_value"], sign_flip_floor(support.get(row["contrast"], 0)))

@@ -156,7 +156,9 @@ def _cell_replicates(records: RecordSet, scheme: str, reps: int, seed: int) -> t
     register_records(con, [records])
     register_cluster_stats(con, [records])
     with one_blas_thread():
-        _replicate_metrics(con, scheme, reps, seed, _unsupported({records.analysis: records}), None)
+        _replicate_metrics(
+            con, scheme, reps, seed, _unsupported({records.analysis: records}), None, {records.analysis: records}
+        )
     table = con.table("replicate_metrics").arrow()
     table = table.read_all() if hasattr(table, "read_all") else table
     delta = sql.rows(con, "estimates/delta_method", {"z_lower": 0.0, "z_upper": 0.0})

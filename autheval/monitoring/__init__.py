@@ -1,2 +1,2 @@
-"""Recurring evaluation (stage `recurring`): the acceptance protocol, landed logs, the monitor, notifications and
-the deployment simulator."""
+"""Recurring evaluation (stage `recurring`): the acceptance protocol, landed logs, the monitor, notifications,
+the acknowledgements of alerts and the deployment simulator."""

@@ -151,7 +151,10 @@ class Monitoring:
 
 
 @dataclass
-class _Slice:
+class LookSlice:
+    """A monitored slice (a site x model version, a site over its model versions, or every site) and its
+    looks."""
+
     site: str
     model_version: str
     cells: int
@@ -166,12 +169,12 @@ class _Slice:
         }
 
 
-def _slices(con) -> list[_Slice]:
-    found: dict[tuple[str, str], _Slice] = {}
+def look_slices(con) -> list[LookSlice]:
+    found: dict[tuple[str, str], LookSlice] = {}
     for site, model_version, cells, look, period in con.execute(load_sql("recurring/monitor_looks")).fetchall():
         key = (site, model_version)
         if key not in found:
-            found[key] = _Slice(site, model_version, cells, [])
+            found[key] = LookSlice(site, model_version, cells, [])
         found[key].looks.append((look, period))
     cells = [k for k in found if k[0] != "all" and k[1] != "all"]
     for key, piece in found.items():
@@ -230,9 +233,19 @@ def _within(row: dict) -> bool:
     return (low is None or row["cs_upper"] >= low) and (high is None or row["cs_lower"] <= high)
 
 
-def _slice_records(con, slices: list[_Slice]) -> tuple[dict[tuple[int, int], RecordSet], dict[tuple[int, int], str]]:
-    """(slice, look) -> a validated record that look's level and counts are laid on, or the one-line
-    reason its records cannot be read as one (a pooling that breaks a record rule, e.g. logs of two
+def pooling_reason(piece: LookSlice, period: str, err: RecordError) -> str:
+    """Why the landed logs of a slice to a period cannot be read as one record: the broken rule's line."""
+    return (
+        f"the landed logs of {piece.site} / {piece.model_version} to {period} cannot "
+        f"be pooled: {str(err).splitlines()[0]}"
+    )
+
+
+def _slice_records(
+    con, slices: list[LookSlice]
+) -> tuple[dict[tuple[int, int], RecordSet], dict[tuple[int, int], RecordError]]:
+    """(slice, look) -> a validated record that look's level and counts are laid on, or the error that
+    says why its records cannot be read as one (a pooling that breaks a record rule, e.g. logs of two
     record levels). A slice is validated once, whole (a look reads a subset of its rows); only a slice
     that fails whole is validated look by look, so that its looks before the break are still decided."""
     found, failed = {}, {}
@@ -249,10 +262,7 @@ def _slice_records(con, slices: list[_Slice]) -> tuple[dict[tuple[int, int], Rec
             try:
                 records = records_from_table(part, source, str(index), "")  # each look names its own hash
             except RecordError as err:
-                failed[(index, look)] = (
-                    f"the landed logs of {piece.site} / {piece.model_version} to {period} cannot "
-                    f"be pooled: {str(err).splitlines()[0]}"
-                )
+                failed[(index, look)] = err
                 continue
             earlier = [k for k, _ in piece.looks if k <= look and (index, k) not in failed]
             found.update({(index, k): records for k in earlier})
@@ -300,7 +310,7 @@ def _look_recordsets(
 
 
 def _bootstrap(
-    con, slices: list[_Slice], whole: dict[tuple[int, int], RecordSet], reps: int
+    con, slices: list[LookSlice], whole: dict[tuple[int, int], RecordSet], reps: int
 ) -> tuple[dict, str | None]:
     """(analysis, unit, metric) -> (ci_lower, ci_upper) of the fixed-sample bootstrap (TREND_SCHEME) of
     every look, or the reason there is none. Each look's records are read and validated here: the
@@ -329,7 +339,7 @@ def _bootstrap(
     return {(r["analysis"], r["unit"], r["metric"]): (r["ci_lower"], r["ci_upper"]) for r in result.estimates}, None
 
 
-def _look_hashes(con, slices: list[_Slice]) -> dict[tuple[int, int], str]:
+def _look_hashes(con, slices: list[LookSlice]) -> dict[tuple[int, int], str]:
     """(slice, look) -> the data hash of a look: SHA-256 of its slice, its last period and the content
     keys of the landed files it reads (each key names a file's bytes), so that the same landed data
     gives the same hash without hashing every look's rows again."""
@@ -344,17 +354,27 @@ def _look_hashes(con, slices: list[_Slice]) -> dict[tuple[int, int], str]:
     return out
 
 
-def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAULT_REPS) -> Monitoring:
-    """The monitor and case-mix tables of every landed log to date under `protocol`, and the alerts in
-    force (the latest look of a (site, model_version, mechanism, rule) whose status is `alert`).
-    `reps`: replicates of the fixed-sample bootstrap interval beside the confidence sequence (0: none).
-    No landed data gives the empty tables."""
-    if landed is None or landed.num_rows == 0:
-        return Monitoring(empty_monitor(), empty_case_mix(), [])
-    landed = with_deployment_columns(landed)
-    con = connect(threads=1)  # same inputs, same bytes
-    con.register(LANDED_TABLE, landed)
-    slices = _slices(con)
+@dataclass
+class LookStatistics:
+    """What the monitor decides each look from, however it was formed: from the lake's landed rows
+    (landed_statistics), or pooled from site exports (autheval.sites.monitor). Beside it, on the
+    connection: monitor_period_sums and monitor_period_moments (what each period adds to each slice,
+    sql/recurring/monitor_period_*.sql, in any number of parts) and landed_records (at least its site,
+    model_version, period and landed_key: the looks and their data hashes)."""
+
+    slices: list[LookSlice]
+    whole: dict[tuple[int, int], RecordSet]  # (slice, look) -> a valid record its level and counts are laid on
+    failed: dict[tuple[int, int], str]  # (slice, look) -> why it is not decided (its logs cannot be pooled)
+    errors: dict[tuple[int, int], RecordError]  # (slice, look) -> the record rule its logs break
+    intervals: dict[tuple[str, str, str], tuple]  # (analysis, unit, metric) -> the fixed-sample interval
+    no_interval: dict[int, str]  # slice -> why it has no fixed-sample interval
+    reps: int  # replicates of the fixed-sample interval (0: none)
+    withheld: set[tuple[int, int]] = field(default_factory=set)  # looks whose cluster count is not known
+    case_mix_counts: pa.Table | None = None  # monitor_case_mix_counts' rows (None: from landed_records)
+
+
+def register_slices(con, slices: list[LookSlice]) -> None:
+    """`monitor_slices` on `con`: every slice that is not an alias, by its index."""
     con.register(
         "monitor_slices",
         pa.table(
@@ -365,14 +385,51 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
             }
         ),
     )
+
+
+def period_statistics(con) -> None:
+    """monitor_period_sums and monitor_period_moments on `con`, from monitor_cluster_periods."""
+    to_table(con, "monitor_period_sums", "recurring/monitor_period_sums")
+    to_table(con, "monitor_period_moments", "recurring/monitor_period_moments")
+
+
+def landed_statistics(con, slices: list[LookSlice], reps: int) -> LookStatistics:
+    """The LookStatistics of the landed records on `con` (landed_records, monitor_slices and the period
+    tables registered): each look validated as one record, and its fixed-sample interval."""
+    whole, errors = _slice_records(con, slices)
+    failed = {(i, k): pooling_reason(slices[i], dict(slices[i].looks)[k], err) for (i, k), err in errors.items()}
+    intervals, no_interval = _bootstrap(con, slices, whole, reps)
+    reasons = dict.fromkeys(range(len(slices)), no_interval) if no_interval else {}
+    return LookStatistics(slices, whole, failed, errors, intervals, reasons, reps)
+
+
+def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAULT_REPS) -> Monitoring:
+    """The monitor and case-mix tables of every landed log to date under `protocol`, and the alerts in
+    force (the latest look of a (site, model_version, mechanism, rule) whose status is `alert`).
+    `reps`: replicates of the fixed-sample bootstrap interval beside the confidence sequence (0: none).
+    No landed data gives the empty tables."""
+    if landed is None or landed.num_rows == 0:
+        return Monitoring(empty_monitor(), empty_case_mix(), [])
+    landed = with_deployment_columns(landed)
+    con = connect(threads=1)  # same inputs, same bytes
+    con.register(LANDED_TABLE, landed)
+    slices = look_slices(con)
+    register_slices(con, slices)
     to_table(con, "monitor_cluster_periods", "recurring/monitor_cluster_periods")
+    period_statistics(con)
+    return decide_looks(con, landed_statistics(con, slices, reps), protocol)
+
+
+def decide_looks(con, stats: LookStatistics, protocol: Protocol) -> Monitoring:
+    """The monitor and case-mix tables and the alerts of the looks `stats` describes (the period tables
+    on `con`) under `protocol`: the same SQL whether a lake or a hub formed them."""
+    slices, reps = stats.slices, stats.reps
     to_table(con, "monitor_look_sums", "recurring/monitor_look_sums")
     sums = {(r["slice"], r["look"]): r for r in rows(con, "recurring/monitor_look_profiles")}
-    whole, failed_looks = _slice_records(con, slices)
     hashes = _look_hashes(con, slices)
-    recordsets = _look_recordsets(whole, sums, hashes)
-    failed = {f"{index}/{look}": reason for (index, look), reason in failed_looks.items()}
-    intervals, no_interval = _bootstrap(con, slices, whole, reps)
+    recordsets = _look_recordsets(stats.whole, sums, hashes)
+    failed = {f"{index}/{look}": reason for (index, look), reason in stats.failed.items()}
+    intervals = stats.intervals
     to_table(con, "monitor_delta_method", "recurring/monitor_look_ratios")
 
     rows_out = []
@@ -451,7 +508,11 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
             "unit": rule.unit,
             "period": row["period"],
             "look": row["look"],
-            "n_clusters": records.n_clusters if records else decision["n_clusters"],
+            "n_clusters": None
+            if (index, row["look"]) in stats.withheld
+            else records.n_clusters
+            if records
+            else decision["n_clusters"],
             "estimate": decision["estimate"] if decision["available"] else None,
             "cs_lower": status["cs_lower"] if decision["available"] else None,
             "cs_upper": status["cs_upper"] if decision["available"] else None,
@@ -487,6 +548,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
                 f"; the family has {decision['family_size']} hypotheses, more than the protocol's declared "
                 f"family_size {declared}: corrected over all of them, and the guarantee over runs is lost"
             )
+        no_interval = stats.no_interval.get(index)
         if no_interval and reps > 0:
             out["reason"] += f"; no bootstrap interval: {no_interval}"
         rows_out.append(out)
@@ -507,7 +569,7 @@ def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAU
         if piece.alias_of is not None and piece.model_version == "all" and piece.site != "all":
             cell = next(i for i, s in enumerate(slices) if (s.site, s.model_version) == piece.alias_of)
             site_hashes.update({(piece.site, period): hashes[(cell, look)] for look, period in piece.looks})
-    case_mix = case_mix_table(con, protocol, site_hashes)
+    case_mix = case_mix_table(con, protocol, site_hashes, stats.case_mix_counts)
     return Monitoring(table, case_mix, alerts(table))
 
 
@@ -517,7 +579,7 @@ def _rule_order(protocol: Protocol, row: dict) -> int:
     return keys.index(key) if key in keys else len(keys)
 
 
-def _hypotheses(slices: list[_Slice], protocol: Protocol) -> list[tuple[int, Rule, float, int]]:
+def _hypotheses(slices: list[LookSlice], protocol: Protocol) -> list[tuple[int, Rule, float, int]]:
     """(slice index, rule, alpha, min_clusters) of every slice that is not an alias and rule of its
     site (a pooled slice: the protocol's own settings, or the `all` override)."""
     out: list[tuple[int, Rule, float, int]] = []
@@ -571,7 +633,7 @@ def _decide(con, decisions: list[dict]) -> dict[int, dict]:
         con.unregister("monitor_decisions")
 
 
-def _alias_rows(rows_out: list[dict], slices: list[_Slice]) -> list[dict]:
+def _alias_rows(rows_out: list[dict], slices: list[LookSlice]) -> list[dict]:
     """The rows of each one-cell pooled slice: its cell's rows under the pooled slice's name."""
     out = []
     for piece in slices:
@@ -680,12 +742,16 @@ CASE_MIX_VOCABULARY = {  # the categories a dimension takes; any other a site sh
 }
 
 
-def case_mix_tests(con, protocol: Protocol) -> list[dict]:
+def case_mix_tests(con, protocol: Protocol, counts: pa.Table | None = None) -> list[dict]:
     """The case-mix test's rows (sql/recurring/monitor_case_mix.sql) of the landed records registered on `con` as
-    landed_records: per site, look, dimension and category the clusters, shares, the log Bayes factor
+    landed_records (or of their `counts`, sql/recurring/monitor_case_mix_counts.sql's rows, where given: a
+    hub's sites'): per site, look, dimension and category the clusters, shares, the log Bayes factor
     (or e-value) and the anytime-valid p-value, before any multiplicity correction."""
     periods = {"baseline_periods": protocol.baseline_periods}
-    to_table(con, "monitor_case_mix_counts", "recurring/monitor_case_mix_counts", periods)
+    if counts is None:
+        to_table(con, "monitor_case_mix_counts", "recurring/monitor_case_mix_counts", periods)
+    else:
+        con.register("monitor_case_mix_counts", counts)
     reference = [
         {"dimension": d, "category": c, "share": s}
         for d, shares in protocol.case_mix_reference.items()
@@ -718,13 +784,15 @@ def case_mix_tests(con, protocol: Protocol) -> list[dict]:
     )
 
 
-def case_mix_table(con, protocol: Protocol, hashes: dict[tuple[str, str], str]) -> pa.Table:
+def case_mix_table(
+    con, protocol: Protocol, hashes: dict[tuple[str, str], str], counts: pa.Table | None = None
+) -> pa.Table:
     """monitor_case_mix of the landed records registered on `con` (with deployment columns): per site,
     period, dimension and category, the clusters first seen and shares, and per (site, period,
     dimension) the Bayes factor (e-value), the anytime-valid p-value and whether the mix has shifted
     (p <= alpha over the number of site x dimension tests: Bonferroni). `hashes`: (site, period) -> the
-    data hash of the site's records to that period."""
-    found = case_mix_tests(con, protocol)
+    data hash of the site's records to that period; `counts`: case_mix_tests'."""
+    found = case_mix_tests(con, protocol, counts)
     tests = {(r["site"], r["dimension"]) for r in found}
     level = protocol.alpha / max(1, len(tests))
     out = []

@@ -18,6 +18,7 @@ protocol's `version` and the file's SHA-256.
 from __future__ import annotations
 
 import hashlib
+import stat
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -226,6 +227,12 @@ def load_protocol(path: Path | str | None = None) -> Protocol:
     if path is None:
         return parse_protocol(default_protocol_text(), str(DEFAULT_PROTOCOL))
     path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        mode = None  # the read below names why
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a FIFO would block the read
+        raise ProtocolError(str(path), None, "is not a regular file (a FIFO or device); a protocol is a plain file")
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:

@@ -34,7 +34,7 @@ from autheval.columns import schema
 from autheval.errors import RecordError
 from autheval.io import file_sha256
 from autheval.raw.isic_metadata import validate_rows
-from autheval.vocabulary import RISK_LEVELS
+from autheval.vocabulary import DIAGNOSIS_NAMES, DIAGNOSIS_RISK, RISK_LEVELS
 from warehouse.sql import connect, load_sql
 
 METADATA_FILE = "ISIC_2019_Training_Metadata.csv"
@@ -67,42 +67,7 @@ ALIASES = {
 # One-hot columns searched for the row maximum, in this order (UNK deliberately absent, spec 1.2.3).
 ONE_HOT = ("MEL", "NV", "BCC", "AK", "AKIEC", "BKL", "DF", "VASC", "SCC")
 
-RISK = {
-    "NV": "very_low",
-    "VASC": "very_low",
-    "DF": "very_low",
-    "BKL": "low",
-    "AK": "moderate",
-    "AKIEC": "moderate",
-    "BCC": "moderate",
-    "SCC": "high",
-    "MEL": "high",
-}
-# Spelled-out diagnoses of ISIC-Archive / HAM10000-style files -> ISIC 2019 code.
-DIAGNOSIS_NAMES = {
-    "melanoma": "MEL",
-    "nevus": "NV",
-    "melanocytic nevus": "NV",
-    "melanocytic nevi": "NV",
-    "basal cell carcinoma": "BCC",
-    "actinic keratosis": "AK",
-    "actinic keratoses": "AK",
-    "actinic keratoses and intraepithelial carcinoma": "AKIEC",
-    "intraepithelial carcinoma": "AKIEC",
-    "bowen's disease": "AKIEC",
-    "benign keratosis": "BKL",
-    "benign keratosis-like lesions": "BKL",
-    "pigmented benign keratosis": "BKL",
-    "seborrheic keratosis": "BKL",
-    "solar lentigo": "BKL",
-    "lichenoid keratosis": "BKL",
-    "lentigo nos": "BKL",
-    "lichen planus like keratosis": "BKL",
-    "dermatofibroma": "DF",
-    "vascular lesion": "VASC",
-    "vascular lesions": "VASC",
-    "squamous cell carcinoma": "SCC",
-}
+RISK = DIAGNOSIS_RISK  # diagnosis -> risk level; DIAGNOSIS_NAMES: spelled-out names (autheval/vocabulary.py)
 PROFILES = ("BCN_like", "HAM_like", "MSK_like", "RURAL_like")
 
 IMAGES_SCHEMA = schema(

@@ -323,7 +323,9 @@ def verify(path: str | os.PathLike, workdir: str | os.PathLike | None = None) ->
     with tempfile.TemporaryDirectory(prefix="autheval-verify-", dir=workdir) as tmp:
         target = Path(tmp) / "out"
         argv = _retargeted(receipt["argv"], RERUN_TARGET[receipt["command"]], str(target))
-        run = subprocess.run([sys.executable, "-m", "autheval", *argv], capture_output=True, text=True)
+        # the re-run's Dagster instance is its own lake's (never a DAGSTER_HOME the user's UI reads)
+        env = {name: value for name, value in os.environ.items() if name != "DAGSTER_HOME"}
+        run = subprocess.run([sys.executable, "-m", "autheval", *argv], capture_output=True, text=True, env=env)
         if run.returncode not in RERUN_OK.get(receipt["command"], (0,)) and receipt["command"] != "demo":
             lines = (run.stderr or run.stdout).strip().splitlines()
             return Verification(

@@ -1,25 +1,36 @@
 """A site's export: the sufficient statistics of its records, never a case, a cluster id or a per-cluster row.
 
-Per analysis (the record's name) the export holds:
+Per analysis (the record's name, or each arm's) the export holds:
 
 * the totals every point estimate reads (estimates/replicates_point.sql's rep -1 sums: image-unit sums and
   cluster-unit sums of means, with the case and cluster counts);
 * per unit, the means and the centred cross-products over clusters of the delta method's terms
   (sql/sites/site_terms.sql): the hub pools them with the parallel (Chan) update, exact and stable, and the
   delta method's sum of squared residuals is C_yy - 2 R C_xy + R^2 C_xx (the residuals' mean is 0);
-* the replicate sums of the `poisson` scheme: the weights of autheval.estimation.bootstrap.poisson_weights
-  over the site's own clusters in rank order, seeded by `site_seed(seed, site)`, so the clusters are
-  namespaced by site (no two sites share a weight stream) and the hub adds the sites' sums.
+* the replicate sums of the `poisson_by_site` scheme (autheval/estimation/by_site.py): the poisson weights
+  of the stream `site_seed(seed, site)` over the site's own clusters in rank order, so that the hub's sum
+  over sites is, to the bit, `evaluate --scheme poisson_by_site` of all records with ids `<site>:<id>`.
+  With a secret seed (scheme `poisson_by_site_secret`) the weights are Poisson(1) draws of numpy's PCG64
+  seeded by 128 bits of the operating system's random source, used once and kept nowhere
+  (by_site.secret_site_products): the pooled replicates are still a valid bootstrap (independent
+  Poisson(1) weights per cluster), but nobody, the site included, can reproduce them.
+
+Per paired contrast ("A minus B": two arms on identical clusters, checked here as `compare` checks them)
+the clusters, the clusters with a change in either arm (the p-value's floor) and, per unit, the means and
+centred cross-products over clusters of (x_n, y_gap of A minus y_gap of B): the delta method of the
+difference. Its bootstrap needs nothing more: identical clusters get identical weights, so the hub's
+pooled replicate sums of the two arms are paired as one evaluation's are.
 
 Disclosure control: an analysis with fewer clusters than the declared minimum, or fewer clusters with a
-changed case, is suppressed with the reason (no number of it is written). This is disclosure control,
-not differential privacy: totals and B replicate sums of G clusters are B + 1 linear combinations of
-the per-cluster sums; with B >= G and the seed known, the hub could solve for per-cluster sums. Where
-that matters, keep B < G (the minimum counts) or use a site-secret seed (valid, but then the pooled
-replicates are not the ones the hub's seed would give).
+changed case, is suppressed with the reason (no number of it is written); so is a contrast with fewer
+clusters with a change in either arm. This is disclosure control, not differential privacy (docs/sites.md):
+totals and B replicate sums of G clusters are B + 1 linear combinations of the per-cluster sums; with
+B >= G and the seed known, the hub solves them for per-cluster sums exactly, so an export under the hub's
+seed refuses B >= G (check_solvable); below that the hub still learns B linear equations in the
+per-cluster sums. Where that matters, use a secret seed.
 
-The manifest names the software, the scheme, seed and replicates, the hash of the site's input
-(autheval.io, as `evaluate` records it) and the SHA-256 of every exported file; with a key it is signed
+The manifest names the software, the scheme, seed and replicates, the hash of each input (autheval.io, as
+`evaluate` records it) and the SHA-256 of every exported file; with a key it is signed
 (autheval.sites.signing).
 """
 
@@ -28,29 +39,52 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from autheval.errors import RecordError
+from autheval.estimation.by_site import SITE_SCHEME, site_seed
 
-EXPORT_FORMAT = "autheval-site-export/1"
+EXPORT_FORMAT = "autheval-site-export/3"
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
 STATISTICS = "statistics.json"
 REPLICATES = "replicates.parquet"
 EXPORT_FILES = (STATISTICS, REPLICATES)
-SCHEME = "poisson"
+MONITOR = "monitor.json"  # the monitor part (autheval.sites.monitor)
+SCHEME = SITE_SCHEME  # the hub's declared seed: pooled replicates equal one evaluation's to the bit
+SECRET_SCHEME = "poisson_by_site_secret"  # each site's own secret seed: a valid bootstrap, reproducible by none
+EXPORT_SCHEMES = (SCHEME, SECRET_SCHEME)
 TERMS = ("x_n", "x_changed", "y_exec", "y_prop", "y_gap", "y_glob", "y_total_gap", "y_utility_gap")
+CONTRAST_TERMS = ("x_n", "y_gap_difference")  # a paired contrast's delta method: Delta_authority of A minus B
+STATISTICS_KEYS = ("format", "site", "analyses", "contrasts")
+MANIFEST_KEYS = (
+    "format",
+    "site",
+    "software",
+    "scheme",
+    "seed",
+    "site_seed",
+    "reps",
+    "min_clusters",
+    "min_changed_clusters",
+    "inputs",
+    "monitor",
+    "per_cluster",
+    "files",
+    "signer",
+)
 DEFAULT_MIN_CLUSTERS = 5
 DEFAULT_MIN_CHANGED_CLUSTERS = 5
 
 
-def site_seed(seed: int, site: str) -> int:
-    """The seed of a site's poisson weights: the hub's seed namespaced by the site's name (a hash, below
-    2^62), so that the sites' clusters never share a weight stream."""
-    digest = hashlib.sha256(f"autheval-site-seed\0{int(seed)}\0{site}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 2
+def secret_entropy() -> int:
+    """A site's secret seed: 128 bits from the operating system's random source."""
+    import secrets
+
+    return secrets.randbits(128)
 
 
 def sum_columns() -> tuple[str, ...]:
@@ -68,18 +102,69 @@ def _moments(values: np.ndarray) -> dict:
     return {"clusters": int(g), "mean": mean.tolist(), "comoments": (centred.T @ centred).tolist()}
 
 
-def site_statistics(records, site: str, seed: int, reps: int, min_clusters: int, min_changed_clusters: int):
-    """(statistics dict, replicates Arrow table) of one record read by autheval.records.read.read_records."""
+def _suppressed(g: int, changed: int, min_clusters: int, min_changed_clusters: int, what: str) -> str | None:
+    """Why a cell is suppressed (fewer clusters, or clusters with a change, than declared), or None."""
+    if g < min_clusters:
+        return f"fewer than {min_clusters} clusters (the declared --min-clusters)"
+    if changed < min_changed_clusters:
+        rule = "the declared --min-changed-clusters"
+        return f"fewer than {min_changed_clusters} clusters with a changed case{what} ({rule})"
+    return None
+
+
+def check_solvable(analysis: str, clusters: int, reps: int) -> None:
+    """Refuse replicate sums the hub could solve for per-cluster sums: it knows the poisson weights of the
+    hub's seed, so `reps` replicates are `reps` linear equations in the analysis's `clusters` unknowns."""
+    if reps >= clusters:
+        raise RecordError(
+            "--replicates",
+            None,
+            f"{reps:,} replicates of analysis {analysis!r} with {clusters:,} clusters under the hub's seed let the hub "
+            "solve them for every cluster's sums: give fewer replicates than clusters, or --secret-seed",
+        )
+
+
+def _record_entry(records) -> dict:
+    return {
+        "schema": records.schema,
+        "level": records.level,
+        "has_local": bool(records.has_local),
+        "has_global": bool(records.has_global),
+        "n_cases": int(records.n_cases),
+        "n_changed": int(records.n_changed),
+        "n_local": int(records.n_local),
+    }
+
+
+def site_statistics(
+    recordsets: Sequence,
+    site: str,
+    stream_seed: int | None,
+    reps: int,
+    min_clusters: int,
+    min_changed_clusters: int,
+    contrasts: Sequence[tuple[str, str]] = (),
+    per_cluster: bool = False,
+):
+    """(statistics dict, replicates Arrow table) of the records (each read by
+    autheval.records.read.read_records, one analysis each) and their paired contrasts ((arm a, arm b)),
+    the replicates weighted by the stream `stream_seed` (poisson_by_site), or None: a secret one
+    (poisson_by_site_secret), drawn here and kept nowhere. Under the hub's stream, `reps` must stay below
+    every exported analysis's clusters (check_solvable) unless `per_cluster` exports the clusters' sums anyway."""
     import pyarrow as pa
 
     from autheval.estimation.bootstrap import one_blas_thread, poisson_products
-    from autheval.estimation.estimators import MATRIX_TO_SUMS
+    from autheval.estimation.by_site import secret_site_products
+    from autheval.estimation.estimators import MATRIX_TO_SUMS, check_contrast_pairs
     from autheval.records.cluster_stats import register_cluster_stats
     from warehouse import sql
 
+    by_name = {r.analysis: r for r in recordsets}
     con = sql.connect(threads=1)
     try:
-        register_cluster_stats(con, [records])
+        register_cluster_stats(con, list(recordsets))
+        pairs = check_contrast_pairs(con, by_name, contrasts) if contrasts else []
+        support = {r["contrast"]: r for r in sql.rows(con, "estimates/contrast_support")} if pairs else {}
         counts = {r["analysis"]: r for r in sql.rows(con, "sites/site_counts")}
         totals = {r["analysis"]: r for r in sql.rows(con, "estimates/replicates_point")}
         terms = sql.run(con, "sites/site_terms")
@@ -89,31 +174,25 @@ def site_statistics(records, site: str, seed: int, reps: int, min_clusters: int,
             matrix_rows = matrix_rows.read_all()
     finally:
         con.close()
+    term_analysis = np.array(terms.column("analysis").to_pylist(), dtype=object)
+    term_unit = np.array(terms.column("unit").to_pylist(), dtype=object)
+
+    def unit_terms(analysis: str, unit: str) -> np.ndarray:  # (clusters x TERMS), rank order
+        mask = (term_analysis == analysis) & (term_unit == unit)
+        return np.column_stack([terms.column(t).to_numpy(zero_copy_only=False)[mask] for t in TERMS])
+
     columns = sum_columns()
     analyses, parts = [], []
-    seed_of_site = site_seed(seed, site)
+    entropy = None
+    matrix_analysis = np.array(matrix_rows.column("analysis").to_pylist(), dtype=object)
     for analysis in sorted(counts):
         g, changed = int(counts[analysis]["n_clusters"]), int(counts[analysis]["n_changed_clusters"])
-        reason = None
-        if g < min_clusters:
-            reason = f"fewer than {min_clusters} clusters (the declared --min-clusters)"
-        elif changed < min_changed_clusters:
-            reason = (
-                f"fewer than {min_changed_clusters} clusters with a changed case (the declared --min-changed-clusters)"
-            )
+        reason = _suppressed(g, changed, min_clusters, min_changed_clusters, "")
         if reason:
             analyses.append({"analysis": analysis, "suppressed": True, "reason": reason})
             continue
-        units = {}
-        for unit in ("image_weighted", "cluster_equal"):
-            mask = np.array(
-                [
-                    a == analysis and u == unit
-                    for a, u in zip(terms.column("analysis").to_pylist(), terms.column("unit").to_pylist())
-                ]
-            )
-            values = np.column_stack([terms.column(t).to_numpy(zero_copy_only=False)[mask] for t in TERMS])
-            units[unit] = _moments(values)
+        if stream_seed is not None and not per_cluster:
+            check_solvable(analysis, g, reps)
         analyses.append(
             {
                 "analysis": analysis,
@@ -121,33 +200,48 @@ def site_statistics(records, site: str, seed: int, reps: int, min_clusters: int,
                 "reason": None,
                 "n_clusters": g,
                 "n_changed_clusters": changed,
-                "record": {
-                    "schema": records.schema,
-                    "level": records.level,
-                    "has_local": bool(records.has_local),
-                    "has_global": bool(records.has_global),
-                    "n_cases": int(records.n_cases),
-                    "n_changed": int(records.n_changed),
-                    "n_local": int(records.n_local),
-                },
+                "record": _record_entry(by_name[analysis]),
                 "totals": {c: totals[analysis][c] or 0.0 for c in columns},  # unscored: 0.0, masked by the level
                 "terms": list(TERMS),
-                "units": units,
+                "units": {unit: _moments(unit_terms(analysis, unit)) for unit in ("image_weighted", "cluster_equal")},
             }
         )
-        rows = [a == analysis for a in matrix_rows.column("analysis").to_pylist()]
+        rows = matrix_analysis == analysis
         matrix = np.column_stack(
-            [matrix_rows.column(c).to_numpy(zero_copy_only=False)[np.array(rows)] for c in MATRIX_TO_SUMS]
+            [matrix_rows.column(c).to_numpy(zero_copy_only=False)[rows] for c in MATRIX_TO_SUMS]
         ).astype(np.float64)
         with one_blas_thread():
-            sums = poisson_products(seed_of_site, 0, reps, matrix)
+            if stream_seed is None:
+                entropy = secret_entropy() if entropy is None else entropy  # one per export: arms stay paired
+                sums = secret_site_products(entropy, reps, matrix)
+            else:
+                sums = poisson_products(stream_seed, 0, reps, matrix)
         block = {"analysis": pa.array([analysis] * reps, pa.string()), "rep": pa.array(np.arange(reps, dtype=np.int64))}
         for j, name in enumerate(columns):
             block[name] = pa.array(sums[:, j])
         parts.append(pa.table(block))
+    exported = {a["analysis"] for a in analyses if not a["suppressed"]}
+    contrast_entries = []
+    for pair in pairs:
+        a, b = pair["arm_a"], pair["arm_b"]
+        g, changed = int(support[pair["contrast"]]["n_clusters"]), int(support[pair["contrast"]]["changed_clusters"])
+        reason = _suppressed(g, changed, min_clusters, min_changed_clusters, " in either arm")
+        if reason is None and not {a, b} <= exported:
+            reason = "an arm is suppressed"
+        entry = {"contrast": pair["contrast"], "arm_a": a, "arm_b": b}
+        entry.update(suppressed=reason is not None, reason=reason)
+        if reason is None:
+            gap = TERMS.index("y_gap")
+            units = {}
+            for unit in ("image_weighted", "cluster_equal"):
+                ta, tb = unit_terms(a, unit), unit_terms(b, unit)
+                units[unit] = _moments(np.column_stack([ta[:, 0], ta[:, gap] - tb[:, gap]]))
+            entry.update(n_clusters=g, changed_clusters=changed, terms=list(CONTRAST_TERMS), units=units)
+        contrast_entries.append(entry)
     schema = pa.schema([("analysis", pa.string()), ("rep", pa.int64()), *[(c, pa.float64()) for c in columns]])
     replicates = pa.concat_tables(parts) if parts else schema.empty_table()
-    return {"format": EXPORT_FORMAT, "site": site, "analyses": analyses}, replicates
+    statistics = {"format": EXPORT_FORMAT, "site": site, "analyses": analyses, "contrasts": contrast_entries}
+    return statistics, replicates
 
 
 def _json_bytes(value) -> bytes:
@@ -155,7 +249,8 @@ def _json_bytes(value) -> bytes:
 
 
 def check_out_folder(out: Path, inputs: list[tuple[str, Path]], flag: str = "--out") -> Path:
-    """An export's folder: new or empty (an export is never written over another), not an input."""
+    """An export's folder: new or empty (an export is never written over another), not an input, not in
+    one (a folder of logs that holds the export would read it next time)."""
     out = Path(out)
     if out.is_symlink():
         raise RecordError(flag, None, f"{out} is a link; give the folder itself")
@@ -164,6 +259,8 @@ def check_out_folder(out: Path, inputs: list[tuple[str, Path]], flag: str = "--o
         p = Path(path).resolve()
         if p == resolved or resolved in p.parents:
             raise RecordError(flag, None, f"{out} is or holds the input {name} {path}: choose another folder")
+        if p in resolved.parents:
+            raise RecordError(flag, None, f"{out} lies inside the input {name} {path}: choose another folder")
     if out.exists():
         if not out.is_dir():
             raise RecordError(flag, None, f"{out} is a file, not a folder")
@@ -175,18 +272,38 @@ def check_out_folder(out: Path, inputs: list[tuple[str, Path]], flag: str = "--o
     return out
 
 
+def export_files(manifest: dict) -> tuple[str, ...]:
+    """The files an export's manifest names: the statistics and replicate sums of its inputs (where it
+    has inputs) and its monitor part (where it has one)."""
+    from autheval.sites.clusters import CLUSTER_FILES
+
+    return (
+        (EXPORT_FILES if manifest.get("inputs") else ())
+        + (CLUSTER_FILES if manifest.get("per_cluster") else ())
+        + ((MONITOR,) if manifest.get("monitor") else ())
+    )
+
+
 def write_export(
-    records,
+    recordsets,
     out: Path,
     site: str,
-    seed: int,
+    seed: int | None,
     reps: int,
     min_clusters: int = DEFAULT_MIN_CLUSTERS,
     min_changed_clusters: int = DEFAULT_MIN_CHANGED_CLUSTERS,
     key=None,
+    contrasts: Sequence[tuple[str, str]] = (),
+    monitor: tuple[dict, dict] | None = None,
+    salt: bytes | None = None,
 ) -> list[Path]:
-    """Write one site export into the new folder `out` (all files or none), signed with `key` (an
-    Ed25519 private key) when given. Returns the files written."""
+    """Write one site export of `recordsets` (one record, or a RecordSet list: arms; none for a monitor
+    part alone) and their paired `contrasts` into the new folder `out` (all files or none), signed with
+    `key` (an Ed25519 private key) when given. `seed`: the hub's declared seed (scheme poisson_by_site),
+    or None for a secret one (poisson_by_site_secret). `monitor`: (monitor.json's content, its manifest
+    entry) of autheval.sites.monitor.monitor_part. `salt`: opt in to the per-cluster export
+    (autheval.sites.clusters: one row per cluster, its id hashed with the salt; weaker protection).
+    Returns the files written."""
     import io
 
     import pyarrow.parquet as pq
@@ -195,21 +312,40 @@ def write_export(
     from autheval.sites.signing import public_hex, sign
     from warehouse.atomic import atomic_dir
 
-    statistics, replicates = site_statistics(records, site, seed, reps, min_clusters, min_changed_clusters)
-    buffer = io.BytesIO()
-    pq.write_table(replicates, buffer, compression="zstd")
-    files = {STATISTICS: _json_bytes(statistics), REPLICATES: buffer.getvalue()}
+    if not isinstance(recordsets, (list, tuple)):
+        recordsets = [recordsets]
+    stream_seed = None if seed is None else site_seed(seed, site)
+    files = {}
+    if recordsets:
+        statistics, replicates = site_statistics(
+            recordsets, site, stream_seed, reps, min_clusters, min_changed_clusters, contrasts, salt is not None
+        )
+        buffer = io.BytesIO()
+        pq.write_table(replicates, buffer, compression="zstd")
+        files = {STATISTICS: _json_bytes(statistics), REPLICATES: buffer.getvalue()}
+        if salt is not None:
+            from autheval.sites.clusters import CLUSTERS, EVALUATOR_CLUSTERS, cluster_tables
+
+            exported = {a["analysis"] for a in statistics["analyses"] if not a["suppressed"]}
+            for name, table in zip((CLUSTERS, EVALUATOR_CLUSTERS), cluster_tables(recordsets, exported, salt)):
+                buffer = io.BytesIO()
+                pq.write_table(table, buffer, compression="zstd")
+                files[name] = buffer.getvalue()
+    if monitor is not None:
+        files[MONITOR] = _json_bytes(monitor[0])
     manifest = {
         "format": EXPORT_FORMAT,
         "site": site,
         "software": {"autheval": __version__},
-        "scheme": SCHEME,
-        "seed": int(seed),
-        "site_seed": site_seed(seed, site),
+        "scheme": SCHEME if seed is not None else SECRET_SCHEME,
+        "seed": None if seed is None else int(seed),
+        "site_seed": None if seed is None else site_seed(seed, site),
         "reps": int(reps),
         "min_clusters": int(min_clusters),
         "min_changed_clusters": int(min_changed_clusters),
-        "input": {"sha256": records.data_sha256, "schema": records.schema},
+        "inputs": [{"analysis": r.analysis, "sha256": r.data_sha256, "schema": r.schema} for r in recordsets],
+        "monitor": None if monitor is None else monitor[1],
+        "per_cluster": salt is not None,
         "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
         "signer": public_hex(key) if key is not None else None,
     }

@@ -1,11 +1,13 @@
 """The hub: reads signed site exports (autheval.sites.export), checks each against the registered keys,
-and pools them into what `evaluate` writes: point estimates, poisson bootstrap intervals and delta-method
-intervals per analysis and unit, per site beside pooled, with Cochran's Q and I^2 of Delta_authority
-across sites.
+and pools them into what `evaluate` and `compare` write: point estimates, poisson_by_site bootstrap
+intervals and delta-method intervals per analysis and unit, and paired contrasts, per site beside pooled,
+with Cochran's Q and I^2 of Delta_authority across sites.
 
-Pooling: totals and replicate sums are added over the sites (in site-name order); the delta method's
-centred cross-products are pooled with the parallel (Chan) update. Every refusal is one line naming the
-export folder and the rule; nothing is pooled when any export is refused.
+Pooling: totals and replicate sums are added over the sites in site-name order (the replicate sums by
+autheval.estimation.by_site.sum_over_sites, the addition `evaluate --scheme poisson_by_site` makes, so
+the pooled replicates are its replicates to the bit); the delta method's centred cross-products are
+pooled with the parallel (Chan) update. Every refusal is one line naming the export folder and the rule;
+nothing is pooled when any export is refused.
 """
 
 from __future__ import annotations
@@ -19,18 +21,25 @@ from pathlib import Path
 import numpy as np
 
 from autheval.errors import RecordError
-from autheval.parse import load_json
+from autheval.estimation.multiplicity import DEFAULT_CONTRAST_FAMILY
+from autheval.estimation.study import CONTRAST_COLUMNS
 from autheval.sites.export import (
-    EXPORT_FILES,
+    CONTRAST_TERMS,
     EXPORT_FORMAT,
+    EXPORT_SCHEMES,
     MANIFEST,
+    MANIFEST_KEYS,
+    MONITOR,
     REPLICATES,
     SCHEME,
     SIGNATURE,
     STATISTICS,
+    STATISTICS_KEYS,
     TERMS,
+    export_files,
     sum_columns,
 )
+from autheval.sites.fields import Fields, json_object
 from autheval.sites.names import check_site_name
 from autheval.sites.signing import key_site, plain_file_bytes, verify
 
@@ -57,6 +66,20 @@ TERM_TOTALS = {
     ),
 }
 RECORD_KEYS = ("schema", "level", "has_local", "has_global")
+# paired_contrast.csv of the hub: compare's columns (autheval.estimation.study.CONTRAST_COLUMNS) with the
+# arms, then how each interval was formed and from which exports
+POOLED_CONTRAST_COLUMNS = (
+    CONTRAST_COLUMNS[0],
+    "arm_a",
+    "arm_b",
+    *CONTRAST_COLUMNS[1:],
+    "interval_method",
+    "scheme",
+    "reps",
+    "seed",
+    "source",
+    "data_sha256",
+)
 SAME_ACROSS_SITES = ("format", "software", "scheme", "seed", "reps")
 
 
@@ -70,92 +93,9 @@ class SiteExport:
     signer: str  # the registered key file's name
     analyses: dict[str, dict]
     replicates: dict[str, np.ndarray]  # analysis -> (reps x sum columns)
-
-
-def _json(data: bytes, source: str) -> dict:
-    value = load_json(data, source)
-    if not isinstance(value, dict):
-        raise RecordError(source, None, "is not a JSON object")
-    return value
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_count(value) -> bool:
-    """A whole number from 0 (an integer, or a float below 2^53 holding one exactly)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    if isinstance(value, int):
-        return value >= 0
-    return math.isfinite(value) and value.is_integer() and 0 <= value <= 2**53
-
-
-class _Fields:
-    """One line naming the export file and the field path when a field is missing or of another type."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def fail(self, field: str, rule: str, value=None) -> RecordError:
-        example = None if value is None else f"got {_short(value)}"
-        return RecordError(str(self.path), None, f"{field} {rule}", example)
-
-    def get(self, obj: dict, key: str, where: str):
-        field = f"{where}.{key}" if where else key
-        if key not in obj:
-            raise RecordError(str(self.path), None, f"{field} is missing")
-        return obj[key], field
-
-    def text(self, obj: dict, key: str, where: str = "") -> str:
-        value, field = self.get(obj, key, where)
-        if not isinstance(value, str) or not value or len(value) > 256:
-            raise self.fail(field, "must be a non-empty string (at most 256 characters)", value)
-        return value
-
-    def flag(self, obj: dict, key: str, where: str = "") -> bool:
-        value, field = self.get(obj, key, where)
-        if not isinstance(value, bool):
-            raise self.fail(field, "must be true or false", value)
-        return value
-
-    def count(self, obj: dict, key: str, where: str = "", low: int = 0, high: int = 2**62) -> int:
-        value, field = self.get(obj, key, where)
-        if not _is_count(value) or not low <= value <= high:
-            raise self.fail(field, f"must be a whole number from {low:,} to {high:,}", value)
-        return int(value)
-
-    def number(self, obj: dict, key: str, where: str = "") -> float:
-        value, field = self.get(obj, key, where)
-        if not _is_number(value):
-            raise self.fail(field, "must be a finite number", value)
-        return float(value)
-
-    def obj(self, obj: dict, key: str, where: str = "") -> dict:
-        value, field = self.get(obj, key, where)
-        if not isinstance(value, dict):
-            raise self.fail(field, "must be an object", value)
-        return value
-
-    def array(self, obj: dict, key: str, shape: tuple[int, ...], where: str = "") -> np.ndarray:
-        value, field = self.get(obj, key, where)
-        dims = "x".join(str(n) for n in shape)
-        rule = f"must be {'an' if dims[0] == '8' or dims[:2] in ('11', '18') else 'a'} {dims} array of finite numbers"
-        if not _shaped(value, shape):
-            raise self.fail(field, rule)
-        return np.asarray(value, dtype=np.float64)
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _shaped(value, shape: tuple[int, ...]) -> bool:
-    if not shape:
-        return _is_number(value)
-    return isinstance(value, list) and len(value) == shape[0] and all(_shaped(v, shape[1:]) for v in value)
+    contrasts: dict[str, dict]  # "A minus B" -> its entry (arms, clusters, the difference's moments)
+    monitor: dict | None = None  # the monitor part (autheval.sites.monitor.check_monitor), where it has one
+    clusters: dict | None = None  # analysis -> (per-cluster sums, evaluator terms): a per-cluster export's
 
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -168,25 +108,44 @@ def check_manifest(manifest: dict, path: Path) -> None:
     from autheval.sites.export import site_seed
     from autheval.vocabulary import SEED_MAX
 
-    f = _Fields(path)
+    f = Fields(path)
+    f.only(manifest, MANIFEST_KEYS)
     site = f.text(manifest, "site")
     check_site_name(site, f"{path}: site")
     software = f.obj(manifest, "software")
     f.text(software, "autheval", "software")
-    f.text(manifest, "scheme")
-    seed = f.count(manifest, "seed", high=SEED_MAX)
-    if f.count(manifest, "site_seed", high=SEED_MAX) != site_seed(seed, site):
-        raise f.fail("site_seed", f"is not the seed of site {site!r} under seed {seed}")
+    scheme = f.text(manifest, "scheme")
+    if scheme not in EXPORT_SCHEMES:
+        raise f.fail("scheme", f"must be one of {', '.join(EXPORT_SCHEMES)}", scheme)
+    if scheme == SCHEME:
+        seed = f.count(manifest, "seed", high=SEED_MAX)
+        if f.count(manifest, "site_seed", high=SEED_MAX) != site_seed(seed, site):
+            raise f.fail("site_seed", f"is not the seed of site {site!r} under seed {seed}")
+    else:
+        for key in ("seed", "site_seed"):
+            if f.get(manifest, key, "")[0] is not None:
+                raise f.fail(key, f"must be null: the {scheme} scheme's seed is the site's secret", manifest[key])
     f.count(manifest, "reps", low=1, high=MAX_REPS)
     f.count(manifest, "min_clusters", high=1_000_000_000)
     f.count(manifest, "min_changed_clusters", high=1_000_000_000)
-    source = f.obj(manifest, "input")
-    f.text(source, "sha256", "input")
-    f.text(source, "schema", "input")
+    inputs, _ = f.get(manifest, "inputs", "")
+    monitor, _ = f.get(manifest, "monitor", "")
+    if not isinstance(inputs, list) or not (0 if monitor else 1) <= len(inputs) <= MAX_ANALYSES:
+        raise f.fail("inputs", f"must be a list of 1 to {MAX_ANALYSES:,} inputs (0 with a monitor part)")
+    for i, source in enumerate(inputs):
+        if not isinstance(source, dict):
+            raise f.fail(f"inputs[{i}]", "must be an object", source)
+        for key in ("analysis", "sha256", "schema"):
+            f.text(source, key, f"inputs[{i}]")
     files = f.obj(manifest, "files")
-    if set(files) != set(EXPORT_FILES):
-        raise f.fail("files", f"must name exactly the export's files {', '.join(EXPORT_FILES)}")
-    for name in EXPORT_FILES:
+    if monitor is not None:
+        _check_monitor_entry(f, f.obj(manifest, "monitor"), manifest["reps"])
+    if f.flag(manifest, "per_cluster") and not inputs:
+        raise f.fail("per_cluster", "needs the export's record statistics (--input)")
+    expected = export_files(manifest)
+    if set(files) != set(expected):
+        raise f.fail("files", f"must name exactly the export's files {', '.join(expected)}")
+    for name in expected:
         if not isinstance(files[name], str) or not HEX64.match(files[name]):
             raise f.fail(f"files.{name}", "must be a SHA-256 (64 lower-case hex digits)", files[name])
     signer = f.text(manifest, "signer")
@@ -198,18 +157,83 @@ def _close(a: float, b: float, scale: float) -> bool:
     return abs(a - b) <= 1e-9 * (1.0 + abs(a) + abs(b) + scale)
 
 
-def check_statistics(statistics: dict, path: Path, manifest: dict) -> dict[str, dict]:
-    """{analysis: entry} of a signed statistics.json, every field checked for type, shape and range, and
-    the counts, totals and moments checked against each other; one line naming the file and the field.
-    Overflow in the checks' own arithmetic is a failed check, never a warning."""
+def check_statistics(statistics: dict, path: Path, manifest: dict) -> tuple[dict[str, dict], dict[str, dict]]:
+    """({analysis: entry}, {contrast: entry}) of a signed statistics.json, every field checked for type,
+    shape and range, and the counts, totals and moments checked against each other; one line naming the
+    file and the field. Overflow in the checks' own arithmetic is a failed check, never a warning."""
     with np.errstate(all="ignore"):
-        return _check_statistics(statistics, path, manifest)
+        analyses = _check_statistics(statistics, path, manifest)
+        return analyses, _check_contrasts(statistics, path, manifest, analyses)
+
+
+def _check_moments(f: Fields, part: dict, at: str, g: int, names: tuple[str, ...], totals: list[float]) -> None:
+    """A unit's clusters, means and centred cross-products of `names`, the means times the clusters
+    equal to `totals` (what the hub's delta method reads)."""
+    k = len(names)
+    if f.count(part, "clusters", at) != g:
+        raise f.fail(f"{at}.clusters", f"must equal the clusters ({g:,})", part["clusters"])
+    mean = f.array(part, "mean", (k,), at)
+    comoments = f.array(part, "comoments", (k, k), at)
+    diag = np.diag(comoments)
+    if not np.allclose(comoments, comoments.T, rtol=1e-9, atol=0) or (diag < 0).any():
+        raise f.fail(f"{at}.comoments", "must be symmetric with no negative sum of squares")
+    for j, term in enumerate(names):
+        spread = math.sqrt(g * (diag[j] + g * mean[j] ** 2))
+        if not math.isfinite(mean[j] * g) or not _close(mean[j] * g, totals[j], spread):
+            rule = f"({term}) times the clusters must equal its total {totals[j]!r}"
+            raise f.fail(f"{at}.mean[{j}]", rule, float(mean[j]))
+
+
+def _check_contrasts(statistics: dict, path: Path, manifest: dict, analyses: dict[str, dict]) -> dict[str, dict]:
+    f = Fields(path)
+    entries, _ = f.get(statistics, "contrasts", "")
+    if not isinstance(entries, list) or len(entries) > MAX_ANALYSES:
+        raise f.fail("contrasts", f"must be a list of at most {MAX_ANALYSES:,} paired contrasts")
+    contrasts: dict[str, dict] = {}
+    for i, entry in enumerate(entries):
+        at = f"contrasts[{i}]"
+        if not isinstance(entry, dict):
+            raise f.fail(at, "must be an object", entry)
+        name, a, b = (f.text(entry, key, at) for key in ("contrast", "arm_a", "arm_b"))
+        if name != f"{a} minus {b}" or a == b or a not in analyses or b not in analyses:
+            raise f.fail(f"{at}.contrast", "must be '<arm_a> minus <arm_b>' of two of the export's analyses", name)
+        if name in contrasts:
+            raise f.fail(f"{at}.contrast", "names a contrast twice", name)
+        contrasts[name] = entry
+        if f.flag(entry, "suppressed", at):
+            f.text(entry, "reason", at)
+            continue
+        g = f.count(entry, "n_clusters", at, low=1)
+        changed = f.count(entry, "changed_clusters", at, high=g)
+        arm_a, arm_b = analyses[a], analyses[b]
+        if arm_a["suppressed"] or arm_b["suppressed"]:
+            raise f.fail(at, "pairs a suppressed arm but is not suppressed")
+        if arm_a["n_clusters"] != g or arm_b["n_clusters"] != g:
+            raise f.fail(f"{at}.n_clusters", "must equal both arms' n_clusters (a paired contrast's clusters)", g)
+        if g < manifest["min_clusters"] or changed < manifest["min_changed_clusters"]:
+            raise f.fail(at, "is below the manifest's minimum counts but is not suppressed")
+        ca, cb = arm_a["n_changed_clusters"], arm_b["n_changed_clusters"]
+        if not max(ca, cb) <= changed <= min(g, ca + cb):
+            raise f.fail(f"{at}.changed_clusters", "is inconsistent with the arms' n_changed_clusters", changed)
+        terms, _ = f.get(entry, "terms", at)
+        if terms != list(CONTRAST_TERMS):
+            raise f.fail(f"{at}.terms", f"must be {', '.join(CONTRAST_TERMS)}")
+        units = f.obj(entry, "units", at)
+        if set(units) != set(TERM_TOTALS):
+            raise f.fail(f"{at}.units", f"must name exactly the units {', '.join(TERM_TOTALS)}")
+        for unit, names in TERM_TOTALS.items():
+            ta, tb = arm_a["totals"], arm_b["totals"]
+            gap = names["y_gap"]
+            totals = [ta[names["x_n"]], ta[gap] - tb[gap]]
+            _check_moments(f, f.obj(units, unit, f"{at}.units"), f"{at}.units.{unit}", g, CONTRAST_TERMS, totals)
+    return contrasts
 
 
 def _check_statistics(statistics: dict, path: Path, manifest: dict) -> dict[str, dict]:
     from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED
 
-    f = _Fields(path)
+    f = Fields(path)
+    f.only(statistics, STATISTICS_KEYS)
     if f.text(statistics, "format") != EXPORT_FORMAT:
         raise f.fail("format", f"must be {EXPORT_FORMAT}", statistics["format"])
     if f.text(statistics, "site") != manifest["site"]:
@@ -265,25 +289,9 @@ def _check_statistics(statistics: dict, path: Path, manifest: dict) -> dict[str,
         units = f.obj(entry, "units", at)
         if set(units) != set(TERM_TOTALS):
             raise f.fail(f"{at}.units", f"must name exactly the units {', '.join(TERM_TOTALS)}")
-        k = len(TERMS)
         for unit, names in TERM_TOTALS.items():
-            uat = f"{at}.units.{unit}"
             part = f.obj(units, unit, f"{at}.units")
-            if f.count(part, "clusters", uat) != g:
-                raise f.fail(f"{uat}.clusters", f"must equal {at}.n_clusters ({g:,})", part["clusters"])
-            mean = f.array(part, "mean", (k,), uat)
-            comoments = f.array(part, "comoments", (k, k), uat)
-            diag = np.diag(comoments)
-            if not np.allclose(comoments, comoments.T, rtol=1e-9, atol=0) or (diag < 0).any():
-                raise f.fail(f"{uat}.comoments", "must be symmetric with no negative sum of squares")
-            for j, term in enumerate(TERMS):
-                spread = math.sqrt(g * (diag[j] + g * mean[j] ** 2))
-                if not math.isfinite(mean[j] * g) or not _close(mean[j] * g, totals[names[term]], spread):
-                    raise f.fail(
-                        f"{uat}.mean[{j}]",
-                        f"({term}) times the clusters must equal {at}.totals.{names[term]}",
-                        float(mean[j]),
-                    )
+            _check_moments(f, part, f"{at}.units.{unit}", g, TERMS, [totals[names[t]] for t in TERMS])
     return analyses
 
 
@@ -298,7 +306,7 @@ def read_export(folder: Path, trusted: dict[str, str], flag: str = "--export") -
     if folder.is_symlink() or not folder.is_dir():
         raise RecordError(flag, None, f"{folder} is not an export folder (a link, a file or missing)")
     manifest_bytes = plain_file_bytes(folder / MANIFEST, flag, "site export manifest", MAX_MANIFEST_BYTES)
-    manifest = _json(manifest_bytes, str(folder / MANIFEST))
+    manifest = json_object(manifest_bytes, str(folder / MANIFEST))
     if manifest.get("format") != EXPORT_FORMAT:
         raise RecordError(flag, None, f"{folder / MANIFEST}: format {manifest.get('format')!r}, not {EXPORT_FORMAT}")
     if not (folder / SIGNATURE).exists() and not (folder / SIGNATURE).is_symlink():
@@ -326,24 +334,63 @@ def read_export(folder: Path, trusted: dict[str, str], flag: str = "--export") -
         )
     files = manifest["files"]
     present = sorted(p.name for p in folder.iterdir())
-    extra = [n for n in present if n not in (MANIFEST, SIGNATURE, *EXPORT_FILES)]
+    expected = export_files(manifest)
+    extra = [n for n in present if n not in (MANIFEST, SIGNATURE, *expected)]
     if extra:
         raise RecordError(flag, None, f"{folder} holds {extra[0]!r}, which the signed manifest does not name")
     blobs = {}
-    for name in EXPORT_FILES:
-        limit = MAX_STATISTICS_BYTES if name == STATISTICS else 1 << 34
+    for name in expected:
+        limit = MAX_STATISTICS_BYTES if name in (STATISTICS, MONITOR) else 1 << 36
         data = plain_file_bytes(folder / name, flag, "file of the export (a partial export)", limit)
         if hashlib.sha256(data).hexdigest() != files[name]:
             raise RecordError(
                 flag, None, f"{folder / name} was altered after signing (its SHA-256 is not the signed one)"
             )
         blobs[name] = data
-    statistics = _json(blobs[STATISTICS], str(folder / STATISTICS))
-    analyses = check_statistics(statistics, folder / STATISTICS, manifest)
-    replicates = _read_replicates(blobs[REPLICATES], folder, analyses, manifest["reps"], flag)
+    analyses: dict[str, dict] = {}
+    contrasts: dict[str, dict] = {}
+    replicates: dict[str, np.ndarray] = {}
+    monitor = None
+    if STATISTICS in blobs:
+        statistics = json_object(blobs[STATISTICS], str(folder / STATISTICS))
+        analyses, contrasts = check_statistics(statistics, folder / STATISTICS, manifest)
+        replicates = _read_replicates(blobs[REPLICATES], folder, analyses, manifest["reps"], flag)
+    clusters = None
+    if manifest["per_cluster"]:
+        from autheval.sites.clusters import read_cluster_tables
+
+        clusters = read_cluster_tables(blobs, folder, analyses, flag)
+    if MONITOR in blobs:
+        from autheval.sites.monitor import check_monitor
+
+        monitor = check_monitor(json_object(blobs[MONITOR], str(folder / MONITOR)), folder / MONITOR, manifest)
+    manifest_sha256 = hashlib.sha256(manifest_bytes).hexdigest()
     return SiteExport(
-        folder, site, manifest, hashlib.sha256(manifest_bytes).hexdigest(), signature, signer, analyses, replicates
+        folder, site, manifest, manifest_sha256, signature, signer, analyses, replicates, contrasts, monitor, clusters
     )
+
+
+def _check_monitor_entry(f: Fields, entry: dict, reps: int) -> None:
+    """The manifest's monitor entry: the protocol it was made under, the fixed-sample replicates (the
+    export's), each log's name and SHA-256."""
+    f.text(entry, "protocol_version", "monitor")
+    if not HEX64.match(f.text(entry, "protocol_sha256", "monitor")):
+        raise f.fail(
+            "monitor.protocol_sha256", "must be a SHA-256 (64 lower-case hex digits)", entry["protocol_sha256"]
+        )
+    if f.count(entry, "reps", "monitor") != reps:
+        raise f.fail("monitor.reps", f"must equal the export's reps {reps}", entry["reps"])
+    logs, _ = f.get(entry, "logs", "monitor")
+    if not isinstance(logs, list) or not 1 <= len(logs) <= 1_000_000:
+        raise f.fail("monitor.logs", "must be a list of the site's logs, at least one")
+    for i, log in enumerate(logs):
+        if not isinstance(log, dict) or set(log) != {"file", "sha256"}:
+            raise f.fail(f"monitor.logs[{i}]", "must be an object of file and sha256", log)
+        name = f.text(log, "file", f"monitor.logs[{i}]")
+        if "/" in name or "\\" in name or "\0" in name or name in (".", ".."):
+            raise f.fail(f"monitor.logs[{i}].file", "must be a log's plain file name (no folder)", name)
+        if not HEX64.match(f.text(log, "sha256", f"monitor.logs[{i}]")):
+            raise f.fail(f"monitor.logs[{i}].sha256", "must be a SHA-256 (64 lower-case hex digits)", log["sha256"])
 
 
 def _read_replicates(data: bytes, folder: Path, analyses: dict, reps: int, flag: str) -> dict[str, np.ndarray]:
@@ -390,7 +437,8 @@ def _read_replicates(data: bytes, folder: Path, analyses: dict, reps: int, flag:
 
 def check_exports(exports: list[SiteExport], seed: int | None = None, flag: str = "--export") -> None:
     """The exports pool together: no replay, one export per site, the same format, software, scheme,
-    seed and replicates (the hub's --seed when declared), no suppressed cell, the same record kind."""
+    seed and replicates (the hub's --seed when declared; no secret seed then), no suppressed cell, the
+    same record kind, the same paired contrasts of the same arms."""
     seen: dict[str, Path] = {}
     for e in exports:
         for key in (e.manifest_sha256, e.signature):
@@ -404,8 +452,9 @@ def check_exports(exports: list[SiteExport], seed: int | None = None, flag: str 
         sites[e.site] = e.folder
     first = exports[0]
     for e in exports:
-        if e.manifest.get("scheme") != SCHEME:
-            raise RecordError(flag, None, f"{e.folder}: scheme {e.manifest.get('scheme')!r}, not {SCHEME}")
+        if seed is not None and e.manifest.get("scheme") != SCHEME:
+            scheme = e.manifest.get("scheme")
+            raise RecordError(flag, None, f"{e.folder}: scheme {scheme} (a secret seed), not the hub's --seed {seed}")
         if seed is not None and e.manifest.get("seed") != seed:
             raise RecordError(flag, None, f"{e.folder}: seed {e.manifest.get('seed')}, not the hub's --seed {seed}")
         for key in SAME_ACROSS_SITES:
@@ -414,11 +463,38 @@ def check_exports(exports: list[SiteExport], seed: int | None = None, flag: str 
                     flag,
                     None,
                     f"{e.folder} has {key} {e.manifest.get(key)!r} but {first.folder} has {first.manifest.get(key)!r}; "
-                    "every site exports with the same software, seed and replicates",
+                    "every site exports with the same software, scheme, seed and replicates",
                 )
+        if e.manifest["per_cluster"] != first.manifest["per_cluster"]:
+            kinds = {True: "a per-cluster export", False: "an aggregate export"}
+            raise RecordError(
+                flag,
+                None,
+                f"{e.folder} is {kinds[e.manifest['per_cluster']]} but {first.folder} is "
+                f"{kinds[first.manifest['per_cluster']]}; every site opts in to --per-cluster, or none",
+            )
+        if bool(e.analyses) != bool(first.analyses):
+            holds = {True: "holds", False: "holds no"}
+            raise RecordError(
+                flag,
+                None,
+                f"{e.folder} {holds[bool(e.analyses)]} record statistics but {first.folder} "
+                f"{holds[bool(first.analyses)]}; every site exports the same parts (--input, --monitor)",
+            )
         for name, entry in e.analyses.items():
             if entry.get("suppressed"):
                 raise RecordError(flag, None, f"{e.folder}: analysis {name!r} is suppressed ({entry.get('reason')})")
+        for name, entry in e.contrasts.items():
+            if entry.get("suppressed"):
+                raise RecordError(flag, None, f"{e.folder}: contrast {name!r} is suppressed ({entry.get('reason')})")
+        if set(e.contrasts) != set(first.contrasts):
+            ours, theirs = sorted(set(e.contrasts)), sorted(set(first.contrasts))
+            raise RecordError(
+                flag,
+                None,
+                f"{e.folder} exports the paired contrasts {ours} but {first.folder} exports {theirs}; "
+                "every site contrasts the same mechanisms",
+            )
     by_analysis: dict[str, SiteExport] = {}
     for e in exports:
         for name, entry in e.analyses.items():
@@ -468,6 +544,51 @@ def _delta_rows(entries: list[dict], totals: dict[str, float]) -> dict:
     return out
 
 
+def _bootstrap(exports: list[SiteExport]) -> tuple[str, int, int | None]:
+    """(scheme, replicates, seed) of compatible exports: the seed None where each site's is secret."""
+    manifest = exports[0].manifest
+    seed = manifest["seed"] if manifest["scheme"] == SCHEME else None
+    return manifest["scheme"], int(manifest["reps"]), seed
+
+
+def pooled_totals(analysis: str, exports: list[SiteExport]) -> dict[str, float]:
+    """The totals of `analysis` added over the exports (site-name order)."""
+    totals = dict.fromkeys(sum_columns(), 0.0)
+    for e in exports:
+        for c in totals:
+            totals[c] += e.analyses[analysis]["totals"][c]
+    return totals
+
+
+def _metrics_connection(analyses: list[str], exports: list[SiteExport]):
+    """A DuckDB connection holding replicate_metrics (estimates/replicate_metrics.sql) of `analyses` pooled
+    over `exports`: rep -1 from the pooled totals, the replicates from the sites' replicate sums added by
+    sum_over_sites (the poisson_by_site scheme's own addition)."""
+    import pyarrow as pa
+
+    from autheval.estimation.by_site import sum_over_sites
+    from warehouse import sql
+
+    columns = sum_columns()
+    reps = int(exports[0].manifest["reps"])
+    parts = []
+    for analysis in analyses:
+        totals = pooled_totals(analysis, exports)
+        sums = sum_over_sites(e.replicates[analysis] for e in exports)
+        block = {
+            "analysis": pa.array([analysis] * (reps + 1), pa.string()),
+            "rep": pa.array(np.arange(-1, reps, dtype=np.int64)),
+        }
+        for j, c in enumerate(columns):
+            block[c] = pa.array(np.concatenate([[totals[c]], sums[:, j]]))
+        parts.append(pa.table(block))
+    con = sql.connect(threads=1)
+    con.register("replicate_sums", pa.concat_tables(parts))
+    sql.to_table(con, "replicate_metrics", "estimates/replicate_metrics")
+    con.unregister("replicate_sums")
+    return con
+
+
 def _records(analysis: str, entries: list[dict], source: str, data_sha256: str):
     """A RecordSet standing for the pooled record (no rows): what the availability rules read."""
     from autheval.records.schema import RecordSet
@@ -490,12 +611,16 @@ def _records(analysis: str, entries: list[dict], source: str, data_sha256: str):
 
 
 def pool_analysis(
-    analysis: str, exports: list[SiteExport], quantiles: tuple[float, float], source: str, data_sha256: str
+    analysis: str,
+    exports: list[SiteExport],
+    quantiles: tuple[float, float],
+    source: str,
+    data_sha256: str,
+    exact: tuple[str, int, int] | None = None,
 ) -> tuple[list[dict], dict]:
-    """The estimates rows (ESTIMATE_COLUMNS: bootstrap_poisson and delta_method) of one analysis pooled
-    over `exports`, and the delta method's (estimate, se) per (unit, metric) for the heterogeneity."""
-    import pyarrow as pa
-
+    """The estimates rows (ESTIMATE_COLUMNS: the bootstrap of the exports' scheme, or the `exact` (scheme,
+    reps, seed) over per-cluster exports, and delta_method) of one analysis pooled over `exports`, and the
+    delta method's (estimate, se) per (unit, metric) for the heterogeneity."""
     from autheval.estimation.analytic import delta_interval
     from autheval.estimation.estimators import (
         EstimationResult,
@@ -508,35 +633,24 @@ def pool_analysis(
     from autheval.estimation.study import estimate_rows
     from warehouse import sql
 
-    columns = sum_columns()
     entries = [e.analyses[analysis] for e in exports]
-    totals = dict.fromkeys(columns, 0.0)
-    sums = None
-    for e, entry in zip(exports, entries):
-        for c in columns:
-            totals[c] += entry["totals"][c]
-        sums = e.replicates[analysis].copy() if sums is None else sums + e.replicates[analysis]
-    assert sums is not None
-    manifest = exports[0].manifest
-    reps, seed = int(manifest["reps"]), int(manifest["seed"])
-    block = {
-        "analysis": pa.array([analysis] * (reps + 1), pa.string()),
-        "rep": pa.array(np.arange(-1, reps, dtype=np.int64)),
-    }
-    for j, c in enumerate(columns):
-        block[c] = pa.array(np.concatenate([[totals[c]], sums[:, j]]))
+    totals = pooled_totals(analysis, exports)
+    scheme, reps, seed = exact or _bootstrap(exports)
     records = _records(analysis, entries, source, data_sha256)
-    con = sql.connect(threads=1)
+    if exact is None:
+        con = _metrics_connection([analysis], exports)
+    else:
+        from autheval.sites.clusters import exact_metrics_connection
+
+        con = exact_metrics_connection(analysis, exports, *exact)
     try:
-        con.register("replicate_sums", pa.table(block))
-        sql.to_table(con, "replicate_metrics", "estimates/replicate_metrics")
         computed = {
             (r["analysis"], r["unit"], r["metric"]): r
             for r in sql.rows(con, "estimates/intervals", {"lower": quantiles[0], "upper": quantiles[1]})
         }
     finally:
         con.close()
-    result = EstimationResult(SCHEME, reps, seed, quantiles, {analysis: records})
+    result = EstimationResult(scheme, reps, seed, quantiles, {analysis: records})  # type: ignore[arg-type]
     support = (records.n_clusters, sum(e["n_changed_clusters"] for e in entries))
     result.support = {analysis: support}
     for rec, unit, metric, row, avail in metric_cells([records], computed):
@@ -598,6 +712,70 @@ def pool_analysis(
     return rows, kept
 
 
+def pool_contrasts(
+    exports: list[SiteExport], quantiles: tuple[float, float], source: str, data_sha256: str, family: str
+) -> list[dict]:
+    """The paired-contrast rows (POOLED_CONTRAST_COLUMNS) of the exports' contrasts pooled over `exports`:
+    per contrast and unit, the bootstrap of the pooled replicate sums of both arms (identical clusters,
+    identical weights: estimates/paired_contrast.sql, as `compare` forms them, with its p-value floor
+    and multiplicity columns over `family`), then the delta method of the difference from the pooled
+    moments of (x_n, y_gap of A minus B)."""
+    import pyarrow as pa
+
+    from autheval.estimation.analytic import DELTA_METHOD, delta_interval
+    from autheval.estimation.estimators import contrast_rows
+    from autheval.estimation.multiplicity import ADJUSTED_COLUMNS, add_adjusted_columns, contrast_family
+
+    names = list(exports[0].contrasts)
+    if not names:
+        return []
+    pairs = [
+        {"contrast": n, "arm_a": exports[0].contrasts[n]["arm_a"], "arm_b": exports[0].contrasts[n]["arm_b"]}
+        for n in names
+    ]
+    scheme, reps, seed = _bootstrap(exports)
+    q = {"lower": quantiles[0], "upper": quantiles[1]}
+    support = {n: sum(e.contrasts[n]["changed_clusters"] for e in exports) for n in names}
+    con = _metrics_connection(sorted({p[k] for p in pairs for k in ("arm_a", "arm_b")}), exports)
+    try:
+        con.register("contrast_pairs", pa.Table.from_pylist(pairs))
+        rows = contrast_rows(con, pairs, support, q)
+        add_adjusted_columns(rows, [contrast_family(family, r["unit"]) for r in rows], quantiles, con)
+    finally:
+        con.close()
+    stamp = {"scheme": scheme, "reps": reps, "seed": seed, "source": source, "data_sha256": data_sha256}
+    for row in rows:
+        row.update(interval_method=f"bootstrap_{scheme}", **stamp)
+    points = {(r["contrast"], r["unit"]): r["difference"] for r in rows}
+    for pair in pairs:
+        totals = pooled_totals(pair["arm_a"], exports)
+        for unit, names_of in TERM_TOTALS.items():
+            g, _, c = _chan([e.contrasts[pair["contrast"]]["units"][unit] for e in exports])
+            est, sx = points.get((pair["contrast"], unit)), totals[names_of["x_n"]]
+            se = None
+            if est is not None and sx != 0 and g > 1:
+                ss = max(c[1, 1] - 2 * est * c[1, 0] + est * est * c[0, 0], 0.0)  # sum of (D - R X)^2
+                se = math.sqrt(g / (g - 1) * ss) / sx
+            _, lo, hi = delta_interval(est, se, g, quantiles)
+            rows.append(
+                {
+                    **pair,
+                    "unit": unit,
+                    "difference": est,
+                    "ci_lower": lo,
+                    "ci_upper": hi,
+                    "excludes_zero": None if lo is None or hi is None else bool(lo > 0 or hi < 0),
+                    **dict.fromkeys(ADJUSTED_COLUMNS),
+                    **stamp,
+                    "interval_method": DELTA_METHOD,
+                    "scheme": "",
+                    "reps": None,
+                    "seed": None,
+                }
+            )
+    return rows
+
+
 def heterogeneity(per_site: dict[str, dict], metric: str = "Delta_authority") -> list[dict]:
     """Cochran's Q and I^2 of `metric` across sites, per unit, from each site's delta-method estimate
     and standard error (inverse-variance weights); None where fewer than two sites have a positive one."""
@@ -641,23 +819,31 @@ def _check_finite(analysis: str, rows: list[dict], het: list[dict]) -> None:
                 )
 
 
-def pool(exports: list[SiteExport], quantiles: tuple[float, float] = (0.025, 0.975)) -> tuple[list[dict], dict]:
-    """(estimates rows, summary) of the verified, compatible `exports`: per analysis the pooled rows
-    (source 'pooled', data_sha256 naming every export's manifest hash) then each site's rows."""
+def pool(
+    exports: list[SiteExport],
+    quantiles: tuple[float, float] = (0.025, 0.975),
+    exact: tuple[str, int, int] | None = None,
+) -> tuple[list[dict], list[dict], dict]:
+    """(estimates rows, paired-contrast rows, summary) of the verified, compatible `exports`: per
+    analysis (and per contrast) the pooled rows (source 'pooled', data_sha256 naming every export's
+    manifest hash) then each site's rows. `exact`: (scheme, reps, seed) of the reference or evaluator
+    scheme run over per-cluster exports (autheval.sites.clusters); the paired contrasts stay on the
+    exports' replicate sums."""
     exports = sorted(exports, key=lambda e: e.site)
+    scheme, reps, seed = exact or _bootstrap(exports)
     rows: list[dict] = []
     summary: dict = {
         "command": "pool",
-        "scheme": SCHEME,
-        "seed": exports[0].manifest["seed"],
-        "reps": exports[0].manifest["reps"],
+        "scheme": scheme,
+        "seed": seed,
+        "reps": reps,
         "quantiles": list(quantiles),
         "software": exports[0].manifest["software"],
         "exports": [
             {
                 "site": e.site,
                 "manifest_sha256": e.manifest_sha256,
-                "input_sha256": e.manifest["input"]["sha256"],
+                "inputs": {i["analysis"]: i["sha256"] for i in e.manifest["inputs"]},
                 "signed_by": e.signer,
             }
             for e in exports
@@ -666,19 +852,32 @@ def pool(exports: list[SiteExport], quantiles: tuple[float, float] = (0.025, 0.9
     }
     with np.errstate(all="ignore"):  # an overflow is refused by _check_finite, in one line, not warned of
         for analysis in sorted({a for e in exports for a in e.analyses}):
-            _pool_one(analysis, exports, quantiles, rows, summary)
-    return rows, summary
+            _pool_one(analysis, exports, quantiles, rows, summary, exact)
+        names = ";".join(f"{e.site}={e.manifest_sha256}" for e in exports)
+        contrasts = pool_contrasts(exports, quantiles, "pooled", names, DEFAULT_CONTRAST_FAMILY)
+        for e in exports:
+            family = f"{DEFAULT_CONTRAST_FAMILY} of site {e.site}"
+            contrasts += pool_contrasts([e], quantiles, f"site:{e.site}", e.manifest_sha256, family)
+        _check_finite("paired contrasts", contrasts, [])
+    summary["contrasts"] = {
+        f"{r['interval_method']}/{r['contrast']}/{r['unit']}": [r["difference"], r["ci_lower"], r["ci_upper"]]
+        for r in contrasts
+        if r["source"] == "pooled"
+    }
+    return rows, contrasts, summary
 
 
-def _pool_one(analysis: str, exports: list[SiteExport], quantiles: tuple[float, float], rows: list, summary: dict):
+def _pool_one(
+    analysis: str, exports: list[SiteExport], quantiles: tuple[float, float], rows: list, summary: dict, exact=None
+):
     """Append the pooled and per-site rows of one analysis to `rows` and its entry to `summary`."""
     members = [e for e in exports if analysis in e.analyses]
     names = ";".join(f"{e.site}={e.manifest_sha256}" for e in members)
-    pooled, _ = pool_analysis(analysis, members, quantiles, "pooled", names)
+    pooled, _ = pool_analysis(analysis, members, quantiles, "pooled", names, exact)
     per_site = {}
     site_rows = []
     for e in members:
-        r, kept = pool_analysis(analysis, [e], quantiles, f"site:{e.site}", e.manifest_sha256)
+        r, kept = pool_analysis(analysis, [e], quantiles, f"site:{e.site}", e.manifest_sha256, exact)
         site_rows += r
         per_site[e.site] = kept
     rows += pooled + site_rows

@@ -5,7 +5,7 @@
 -- with no data yet by a period counts with p = 1: it is never rejected and only makes m larger. So the
 -- family does not grow when a site or model version joins, and a hypothesis tested early is not tested at
 -- a looser level than later (a family counted per period would be: with 10 hypotheses entering one per
--- period its family-wise error was 0.133 at alpha 0.05; benchmarks/monitoring_family.py).
+-- period its family-wise error was 0.138 +- 0.005 at alpha 0.05; benchmarks/monitoring_family.py).
 -- A hypothesis's p-value at period P is the running minimum of its anytime-valid p-values
 -- (sql/recurring/monitor_cs_pvalues.sql) over its looks up to P (NULL, not yet decidable: 1). Per period, with
 -- the hypotheses with data ordered by p / alpha (alpha: the hypothesis's own level, a site may override it):

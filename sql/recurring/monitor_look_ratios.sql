@@ -1,59 +1,38 @@
 -- Each look's ratio metrics and their delta-method standard errors, in sql/estimates/delta_method.sql's
 -- layout and with its definitions: R = sum Y / sum X over the look's clusters and
--- Var(R) = G / (G - 1) * sum_c (Y_c - R X_c)^2 / (sum X)^2, without re-reading earlier looks' records.
--- Each cluster's (Y_c, X_c) changes at the periods it appears in (sql/recurring/monitor_cluster_periods.sql:
--- first seen, or seen again); the change of its moments enters at that period and is cumulated to each look.
+-- Var(R) = G / (G - 1) * sum_c (Y_c - R X_c)^2 / (sum X)^2, without re-reading earlier looks' records:
+-- what each period adds (sql/recurring/monitor_period_moments.sql) cumulated to each look.
 -- The sum of squares is summed in centred form, as delta_method.sql sums it after R is known: the moments
--- are those of e_c = Y_c - K X_c, K the slice's ratio over every cluster (its latest look), and
+-- are those of e_c = Y_c - K X_c, K near the slice's ratio, and
 --   sum_c (Y_c - R X_c)^2 = sum e_c^2 - 2 (R - K) sum X_c e_c + (R - K)^2 sum X_c^2,
--- where e_c is of the size of the residuals and R - K of the look's deviation from the latest ratio: no raw
--- moments of large values cancel (utilities near 1e6 with SD 0.01 keep their width). Only the monitored
--- metrics. Input: monitor_cluster_periods, monitor_look_sums. Output: analysis ('<slice>/<look>'), unit,
--- metric, estimate, std_error, n_clusters (sql/recurring/monitor_cs.sql reads it as monitor_delta_method).
-WITH states AS (  -- the cluster's means to date (cluster_equal)
-    SELECT *, ex / n AS mex, ch / n AS mch, pr / n AS mpr, gp / n AS mgp FROM monitor_cluster_periods
-),
-pairs AS (  -- every cluster state once per ratio: its Y_c and X_c (delta_method.sql's)
-    SELECT slice, site, cluster_id, period, 'image_weighted' AS unit, 'J' AS metric, ex AS y, n AS x FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'image_weighted', 'intervention_rate', ch, n FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'image_weighted', 'J_auth', pr, n FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'image_weighted', 'Delta_authority', gp, n FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'image_weighted', 'delta', gp, ch FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'J', mex, 1e0 FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'intervention_rate', mch, 1e0 FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'J_auth', mpr, 1e0 FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'Delta_authority', mgp, 1e0 FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'delta', mgp, mch FROM states
-),
-latest AS (  -- each cluster's latest state
-    SELECT * FROM pairs
-    QUALIFY row_number() OVER (PARTITION BY slice, site, cluster_id, unit, metric ORDER BY period DESC) = 1
-),
-centres AS (  -- K: the ratio over every cluster of the slice (0 where undefined)
-    SELECT slice, unit, metric, coalesce(fsum(y) / NULLIF(fsum(x), 0), 0.0) AS k
-    FROM latest
+-- where e_c is of the size of the residuals and R - K of the look's deviation from K: no raw moments of
+-- large values cancel. A slice's period may come in several parts (a hub's sites, autheval.sites.monitor),
+-- each centred on its own k: parts that share one k (one lake: one part per slice) keep it; otherwise K is
+-- the ratio of the parts' sums and each part is re-centred on it (e' = e + (k - K) X, so
+-- e'^2 = e^2 + 2 (k - K) X e + (k - K)^2 X^2 and X e' = X e + (k - K) X^2) before they are added.
+-- Input: monitor_period_moments, monitor_look_sums. Output: analysis ('<slice>/<look>'), unit, metric,
+-- estimate, std_error, n_clusters (sql/recurring/monitor_cs.sql reads it as monitor_delta_method).
+WITH centres AS (
+    SELECT
+        slice, unit, metric,
+        CASE WHEN min(k) = max(k) THEN min(k) ELSE coalesce(fsum(d_y) / NULLIF(fsum(d_x), 0), 0.0) END AS k
+    FROM monitor_period_moments
     GROUP BY slice, unit, metric
 ),
-centred AS (
-    SELECT p.*, c.k, p.y - c.k * p.x AS e
-    FROM pairs AS p
-    JOIN centres AS c ON c.slice = p.slice AND c.unit = p.unit AND c.metric = p.metric
-),
-steps AS (  -- what this period changes: the moments now minus the moments before (0 when first seen)
+recentred AS (
     SELECT
-        slice, unit, metric, period, k,
-        y - coalesce(lag(y) OVER c, 0) AS d_y,
-        x - coalesce(lag(x) OVER c, 0) AS d_x,
-        e * e - coalesce(lag(e * e) OVER c, 0) AS d_ee,
-        x * e - coalesce(lag(x * e) OVER c, 0) AS d_xe,
-        x * x - coalesce(lag(x * x) OVER c, 0) AS d_xx
-    FROM centred
-    WINDOW c AS (PARTITION BY slice, site, cluster_id, unit, metric ORDER BY period)
+        m.slice, m.unit, m.metric, m.period, c.k, m.d_y, m.d_x,
+        CASE WHEN m.k = c.k THEN m.d_ee
+             ELSE m.d_ee + 2.0 * (m.k - c.k) * m.d_xe + (m.k - c.k) * (m.k - c.k) * m.d_xx END AS d_ee,
+        CASE WHEN m.k = c.k THEN m.d_xe ELSE m.d_xe + (m.k - c.k) * m.d_xx END AS d_xe,
+        m.d_xx
+    FROM monitor_period_moments AS m
+    JOIN centres AS c ON c.slice = m.slice AND c.unit = m.unit AND c.metric = m.metric
 ),
 per_period AS (
     SELECT slice, unit, metric, period, any_value(k) AS k,
            fsum(d_y) AS d_y, fsum(d_x) AS d_x, fsum(d_ee) AS d_ee, fsum(d_xe) AS d_xe, fsum(d_xx) AS d_xx
-    FROM steps
+    FROM recentred
     GROUP BY slice, unit, metric, period
 ),
 cumulated AS (

@@ -1,17 +1,18 @@
--- Every look of every monitored slice in one pass over its clusters' periods
--- (sql/recurring/monitor_cluster_periods.sql), without re-reading the records of earlier looks: per
--- slice and look the cases, the clusters (a (site, cluster_id) counted at the period it is first seen) and
--- the counts that decide the record level (records/records_profile.sql's), cumulated over the periods to
--- the look. sql/recurring/monitor_look_ratios.sql gives each look's ratios and standard errors.
--- Input: monitor_cluster_periods. Output: slice, look, period, n_cases, n_clusters, n_changed,
+-- Every look of every monitored slice from what its periods add (sql/recurring/monitor_period_sums.sql),
+-- without re-reading the records of earlier looks: per slice and look the cases, the clusters (a (site,
+-- cluster_id) counted at the period it is first seen) and the counts that decide the record level
+-- (records/records_profile.sql's), cumulated over the periods to the look. A slice's period may come in
+-- several parts (a hub's sites: autheval.sites.monitor), added here. sql/recurring/monitor_look_ratios.sql
+-- gives each look's ratios and standard errors.
+-- Input: monitor_period_sums. Output: slice, look, period, n_cases, n_clusters, n_changed,
 -- n_changed_local, n_local, n_global, n_executed.
 WITH per_period AS (
     SELECT
         slice, period,
-        sum(CAST(first_seen AS INTEGER)) AS new_clusters, sum(n_period) AS cases, sum(ch_period) AS changed,
+        sum(new_clusters) AS new_clusters, sum(cases) AS cases, sum(changed) AS changed,
         sum(changed_local) AS changed_local, sum(local_given) AS local_given, sum(global_given) AS global_given,
         sum(executed) AS executed
-    FROM monitor_cluster_periods
+    FROM monitor_period_sums
     GROUP BY slice, period
 ),
 looks AS (

@@ -1,5 +1,6 @@
 """The study report: a front page a reviewer can read, as Markdown and as one self-contained HTML page
-(inline CSS, plots as data URIs, no script, no network), built from what the lake holds.
+(inline CSS, plots as data URIs, no script, no network), and as a printable PDF, built from what the
+lake holds.
 
 The lake's `report` asset runs the SQL files named in REPORT_QUERIES over the tables it has and hands the
 results here (`ReportInputs`); this package only words and lays them out, so both formats come from one
@@ -8,8 +9,9 @@ list of sections. Every lake value is escaped where it is written (a mechanism n
 One module per idea, each importing only those below it: `document` (the inputs and the blocks),
 `queries` (what the asset asks of the lake), `words` (what the section builders share), `plots`,
 the section builders (`sections_study`, `sections_data`, `sections_monitoring`, `reporting_items`),
-`sections` (build_report), the renderers `markdown` and `html`, and `lake` (a lake's report from whatever
-it holds: the asset's reads and the files it writes; imported by its callers, not here, as it loads DuckDB).
+`sections` (build_report), the renderers `markdown`, `html` and `pdf` (the printable form, written by
+`lake` only), and `lake` (a lake's report from whatever it holds: the asset's reads and the files it
+writes; imported by its callers, not here, as it loads DuckDB).
 This file exposes only the entry points the rest of the code calls.
 """
 

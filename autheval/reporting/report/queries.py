@@ -30,6 +30,16 @@ MONITOR_COLUMNS = (
     "reason",
     "alpha_adjusted",
 )
+# the protocol's settings each monitor row carries (the acceptance criteria section states them)
+PROTOCOL_COLUMNS = (
+    "protocol_version",
+    "protocol_sha256",
+    "alpha",
+    "multiplicity",
+    "family_size",
+    "min_clusters",
+    "horizon_clusters",
+)
 # An estimate row as the report reads it, in estimates and in trend (a trend row is an estimate per period)
 ESTIMATE_ROW = (
     "unit",
@@ -56,7 +66,7 @@ ANALYSIS_STAMP = (
 )
 # How an analysis's intervals were made: the report's analyses table, stamped or not, reads these
 INTERVAL_STAMP = ("scheme", "interval_method", "reps", "seed", "quantile_lower", "quantile_upper")
-# A fairness row as the report reads it; a table whose ratios carry intervals adds fairness_<role>_ci_lower/upper
+# A fairness row as the report reads it; a table whose ratios carry intervals adds FAIRNESS_INTERVALS
 FAIRNESS_ROW = (
     "analysis",
     "grouping",
@@ -71,6 +81,18 @@ FAIRNESS_ROW = (
     "fairness_selected",
 )
 LU = ("lower", "upper")
+# each ratio's interval, the pair it compares, why a ratio is not estimable, and how the interval was made
+FAIRNESS_INTERVALS = (
+    *(f"fairness_{r}_ci_{end}" for r in ("proposal", "selected") for end in LU),
+    "best_group_proposal",
+    "best_group_selected",
+    "reason",
+    "unit",
+    "interval_method",
+    "scheme",
+    "seed",
+    "reps",
+)
 REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     (
         "estimates",
@@ -180,7 +202,7 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     (
         "fairness",
         "reports/report_fairness_intervals",
-        {"fairness": (*FAIRNESS_ROW, *(f"fairness_{r}_ci_{end}" for r in ("proposal", "selected") for end in LU))},
+        {"fairness": (*FAIRNESS_ROW, *FAIRNESS_INTERVALS)},
     ),
     ("fairness", "reports/report_fairness", {"fairness": FAIRNESS_ROW}),
     (
@@ -255,6 +277,32 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     ("trend", "reports/report_trend_pooled", {"trend": ("period", "pool", *ESTIMATE_ROW)}),  # an older lake
     ("monitor_latest", "reports/report_monitor_latest", {"monitor": MONITOR_COLUMNS}),
     ("monitor_series", "reports/report_monitor_series", {"monitor": MONITOR_COLUMNS}),
+    # every alert (a run of alerting looks, in force or ended): the one file `autheval monitor ack` reads too
+    ("monitor_alerts", "recurring/monitor_alert_episodes", {"monitor": (*MONITOR_COLUMNS, *PROTOCOL_COLUMNS[:2])}),
+    ("monitor_criteria", "reports/report_monitor_criteria", {"monitor": (*MONITOR_COLUMNS, *PROTOCOL_COLUMNS)}),
+    (
+        "monitor_acknowledgements",
+        "reports/report_monitor_acknowledgements",
+        {
+            "monitor_acknowledgements": (
+                "alert_id",
+                "site",
+                "model_version",
+                "mechanism",
+                "metric",
+                "unit",
+                "lower",
+                "upper",
+                "first_look",
+                "first_period",
+                "action",
+                "recorded_by",
+                "note",
+                "recorded_at",
+                "recorded_run",
+            )
+        },
+    ),
     (
         "monitor_case_mix",
         "reports/report_monitor_case_mix",

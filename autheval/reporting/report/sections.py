@@ -4,13 +4,15 @@ puts every section builder's section in reading order; the renderers take their 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 
 from autheval import __version__
 from autheval.reporting.report.document import Document, ReportInputs, Text
 from autheval.reporting.report.reporting_items import _items_section
 from autheval.reporting.report.sections_data import _benchmark_section, _provenance_section, _subgroups_section
-from autheval.reporting.report.sections_monitoring import _monitoring_section, _trend_section
+from autheval.reporting.report.sections_monitoring import _criteria_section, _monitoring_section, _trend_section
 from autheval.reporting.report.sections_study import (
     _contrasts_section,
     _decomposition_section,
@@ -92,6 +94,27 @@ def build_report(inputs: ReportInputs) -> Document:
         if row.get("mechanism") in tiny_mechanisms and row["analysis"] in entries:
             entries[row["analysis"]]["tiny"] = True
     title = f"{study}: authority-preserving evaluation"
+    lede = _lede(inputs, study, source, entries)
+    sections = [
+        _summary_section(inputs, entries),
+        _decomposition_section(entries),
+        _levels_section(entries),
+        _forest_section(inputs),
+        _contrasts_section(inputs),
+        _subgroups_section(inputs),
+        _benchmark_section(inputs),
+        _trend_section(inputs),
+        _monitoring_section(inputs),
+        _criteria_section(inputs),
+        _items_section(inputs, entries),
+        _provenance_section(inputs),
+    ]
+    return Document(title, lede, sections)
+
+
+def _lede(inputs: ReportInputs, study: str, source: str, entries: dict[str, dict]) -> list[Text]:
+    """The lines under the title: the study, its source, the analyses, what wrote it (run, time), and the
+    warnings a reader needs first (a synthetic cohort, tiny models)."""
     lede = [
         Text(
             [
@@ -138,20 +161,17 @@ def build_report(inputs: ReportInputs) -> Document:
                 "callout",
             )
         )
-    sections = [
-        _summary_section(inputs, entries),
-        _decomposition_section(entries),
-        _levels_section(entries),
-        _forest_section(inputs),
-        _contrasts_section(inputs),
-        _subgroups_section(inputs),
-        _benchmark_section(inputs),
-        _trend_section(inputs),
-        _monitoring_section(inputs),
-        _items_section(inputs, entries),
-        _provenance_section(inputs),
-    ]
-    return Document(title, lede, sections)
+    return lede
+
+
+def without_clock(doc: Document, inputs: ReportInputs) -> Document:
+    """`doc` (built from `inputs`) as it reads without the clock time it was written at, in the lede and
+    the provenance: what the printable form prints, so the same lake prints the same bytes (the served
+    snapshot and the run name the lake's state). The other sections, their plots included, are `doc`'s."""
+    clockless = replace(inputs, lake={**inputs.lake, "written_at": None})
+    study, source = _study_of(clockless)
+    sections = [_provenance_section(clockless) if s.anchor == "provenance" else s for s in doc.sections]
+    return Document(doc.title, _lede(clockless, study, source, _by_analysis(clockless)), sections)
 
 
 def _document(report: Document | ReportInputs | pa.Table, contrasts: pa.Table | None, note: str | None) -> Document:

@@ -36,12 +36,36 @@ def _estimated_note(*row_lists: list[dict]) -> list[Text]:
 
 
 def _ratio(row: dict, key: str) -> str:
-    """A fairness ratio with its interval where the table carries one."""
+    """A fairness ratio with its interval where the table carries one ("ratio [lo, hi]"), or "not estimable"
+    where the table says why it has no number (its best group's accuracy has an interval that includes 0)."""
     value = _num(row.get(key), 3, False)
     lower, upper = row.get(f"{key}_ci_lower"), row.get(f"{key}_ci_upper")
     if f"{key}_ci_lower" not in row:
         return value
+    if row.get(key) is None and f"{key} not estimable" in (row.get("reason") or ""):
+        return "not estimable"
     return f"{value} [{_num(lower, 3, False)}, {_num(upper, 3, False)}]"
+
+
+def _fairness_note(rows: list[dict], intervals: bool) -> str:
+    """How the fairness ratios were made: the note above the table."""
+    head = (
+        "Per analysis and grouping: the worst group and the lowest to highest group accuracy "
+        "(exact action level) of the proposal and of the selected action; fairness is their "
+        "ratio (1 = equally accurate in every group)"
+    )
+    if not intervals:
+        return (
+            head + ". This lake's fairness table carries no interval for the ratios: read them as "
+            "point estimates, which with few clusters per group can differ from 1 by chance alone."
+        )
+    first = rows[0]
+    return (
+        head + f", with its 95% whole-cluster bootstrap interval ({first['interval_method']}, scheme "
+        f"{first['scheme']}, seed {first['seed']}, {first['reps']} replicates, {first['unit']} accuracy): the "
+        "replicates of the analysis's own estimates, the worst and the best group of the point held fixed in "
+        "each. A ratio whose best group's accuracy has an interval that includes 0 is not estimable."
+    )
 
 
 def _subgroups_section(inputs: ReportInputs) -> Section:
@@ -147,22 +171,12 @@ def _subgroups_section(inputs: ReportInputs) -> Section:
     if rows:
         rows = _labelled(rows)
         intervals = "fairness_proposal_ci_lower" in rows[0]
-        blocks.append(
-            Text(
-                [
-                    "Per analysis and grouping: the worst group and the lowest to highest group accuracy "
-                    "(exact action level) of the proposal and of the selected action; fairness is their "
-                    "ratio (1 = equally accurate in every group)"
-                    + (
-                        ", with its 95% whole-cluster bootstrap interval."
-                        if intervals
-                        else ". This lake's fairness table carries no interval for the ratios: read them as "
-                        "point estimates, which with few clusters per group can differ from 1 by chance alone."
-                    )
-                ],
-                "note",
+        blocks.append(Text([_fairness_note(rows, intervals)], "note"))
+        unestimable = [r for r in rows if r.get("reason")]
+        if intervals and unestimable:
+            blocks.append(
+                Text([" ".join(f"In {r['analysis']} by {r['grouping']}: {r['reason']}." for r in unestimable)])
             )
-        )
         if not inputs.has("subgroups"):
             blocks += _estimated_note(rows)
         for role in ("proposal", "selected"):

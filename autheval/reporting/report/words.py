@@ -19,6 +19,7 @@ SECTION_TITLES = {
     "benchmark": "Benchmark and transfer",
     "trend": "Trend",
     "monitoring": "Monitoring a deployment",
+    "acceptance": "Acceptance criteria, declared in advance",
     "items": "Reporting items (CONSORT-AI, DECIDE-AI, TRIPOD+AI)",
     "provenance": "Provenance",
 }
