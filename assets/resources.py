@@ -455,11 +455,13 @@ def dagster_pg_url() -> str | None:
 
     try:
         url = make_url(value)
-    except (ArgumentError, ValueError):
-        url = None
-    if url is None or url.drivername not in PG_URL_SCHEMES:
-        got = f"scheme {url.drivername}://" if url is not None else "no scheme"
-        raise ValueError(f"${PG_URL_ENV}: must be a postgresql://USER@HOST:PORT/DATABASE URL, got {got}")
+    except (ArgumentError, ValueError) as err:  # no scheme, or a part that does not parse (a port 'abc')
+        why = "no scheme" if "://" not in value else f"a URL that does not parse ({str(err).splitlines()[0][:120]})"
+        raise ValueError(f"${PG_URL_ENV}: must be a postgresql://USER@HOST:PORT/DATABASE URL, got {why}") from None
+    if url.drivername not in PG_URL_SCHEMES:
+        raise ValueError(
+            f"${PG_URL_ENV}: must be a postgresql://USER@HOST:PORT/DATABASE URL, got scheme {url.drivername}://"
+        )
     if not url.database:
         raise ValueError(f"${PG_URL_ENV}: names no database (postgresql://USER@HOST:PORT/DATABASE)")
     url = url.set(drivername=PG_DRIVER)  # SQLAlchemy 2.1 reads plain postgresql:// as psycopg 3, not installed

@@ -141,10 +141,19 @@ def test_the_report_and_its_pdf_name_the_alert_with_its_site_and_version(deploym
     assert "FIRED: site-3 / v2 at look" in criterion[-1], criterion
 
 
-def test_each_monthly_runs_receipt_verifies(deployment, tmp_path):
+def test_each_monthly_runs_receipt_is_kept_and_the_first_the_corrected_and_the_last_verify(deployment, tmp_path):
+    """Every pass keeps its own receipt (monitor/receipts/<run>.json), each naming the files landed to
+    date in landing order; re-deriving one is a whole replay of its landings, so three of the twelve are
+    verified here: the first, the one with the correction, the last."""
+    import json
+
     from autheval.reporting.receipt import verification_lines, verify
 
-    _, runs, _ = deployment
+    root, runs, _ = deployment
+    kept = sorted((root / "monitor" / "receipts").glob("monitor-*.json"))
+    assert len(kept) == len(runs)
+    landed = [sum(a == "--land" for a in json.loads(r.read_text())["argv"]) for _, _, _, r in runs]
+    assert landed == sorted(landed) and landed[0] == SITES and landed[-1] == SITES * MONTHS + 1  # + the fix
     for _, _, _, receipt in (runs[0], runs[3], runs[-1]):
         (tmp_path / receipt.stem).mkdir()
         result = verify(receipt, workdir=tmp_path / receipt.stem)

@@ -180,6 +180,7 @@ def test_a_cron_monitor_run_records_into_postgres_and_the_lake_keeps_no_password
         ("nothing listening", "postgresql://autheval@127.0.0.1:{closed}/db", PASSWORD, "Connection refused"),
         ("wrong password", "{url}", "not-the-password", "password authentication failed"),
         ("no database", "postgresql://autheval@127.0.0.1:{port}", PASSWORD, "names no database"),
+        ("a port that is no number", "postgresql://autheval@127.0.0.1:abc/db", PASSWORD, "does not parse"),
     ],
 )
 def test_a_bad_database_setting_is_one_line_naming_the_variable_before_anything_lands(
