@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from autheval.monitoring.acknowledgements import ACKS_SCHEMA
+
 # (part, SQL file, {table: columns it needs}): the asset runs, for each part, the first file whose tables
 # and columns the lake holds; a part the lake cannot fill is reported as absent, never guessed.
 # the monitor's columns the report reads (autheval.monitoring.monitor.MONITOR_SCHEMA has them, and more)
@@ -283,25 +285,7 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
     (
         "monitor_acknowledgements",
         "reports/report_monitor_acknowledgements",
-        {
-            "monitor_acknowledgements": (
-                "alert_id",
-                "site",
-                "model_version",
-                "mechanism",
-                "metric",
-                "unit",
-                "lower",
-                "upper",
-                "first_look",
-                "first_period",
-                "action",
-                "recorded_by",
-                "note",
-                "recorded_at",
-                "recorded_run",
-            )
-        },
+        {"monitor_acknowledgements": tuple(ACKS_SCHEMA.names)},  # the record's own columns
     ),
     (
         "monitor_case_mix",
