@@ -55,6 +55,11 @@ COLUMN_TYPES: dict[str, pa.DataType] = {
 }
 
 
+def typed(arrow_type: pa.DataType, names: str | tuple[str, ...]) -> list[tuple[str, pa.DataType]]:
+    """(name, type) pairs of columns that share a type their table gives itself (`schema` takes them)."""
+    return [(name, arrow_type) for name in (names.split() if isinstance(names, str) else names)]
+
+
 def schema(*columns: str | tuple[str, pa.DataType]) -> pa.Schema:
     """The schema of these columns, in order: a string names one or more columns (separated by white
     space), each of the type COLUMN_TYPES gives it; a (name, type) pair is a column whose type the table

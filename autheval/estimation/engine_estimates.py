@@ -87,8 +87,8 @@ def records_on_engine(engine: Engine, con, recordsets=()) -> None:
     if not recordsets or not all(r.dataset is not None and r.dataset.kind == "parquet" for r in recordsets):
         engine.register("records", _arrow(con.table("records").arrow()))
         return
+    from autheval.records.registration import canonical_sql
     from autheval.records.schema import LOG_COLUMNS
-    from warehouse.sql import fill
 
     statements = []
     for i, records in enumerate(recordsets):
@@ -100,7 +100,7 @@ def records_on_engine(engine: Engine, con, recordsets=()) -> None:
         engine.create_column_view(
             raw, files, {c: given.get(c) for c in LOG_COLUMNS}, {"analysis": records.analysis, "row_index": ""}
         )
-        statements.append(fill("records/records_dataset_canonical", identifiers={"raw": raw}))
+        statements.append(canonical_sql(raw))
     engine.create_union_view("records", statements)
 
 

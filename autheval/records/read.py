@@ -36,6 +36,7 @@ from autheval.errors import RecordError, first_violation
 from autheval.io import CSV_SUFFIXES, GLOB_CHARACTERS, PARQUET_SUFFIXES, _stream_sha256, is_dataset_path
 from autheval.records import cluster_stats
 from autheval.records.datasets import RecordDataset, _first_line, open_dataset
+from autheval.records.registration import canonical_sql
 from autheval.records.schema import (
     CANONICAL_COLUMNS,
     FULL,
@@ -109,7 +110,7 @@ def records_from_table(
     con.register("raw_records", raw)
     validate(con, source, schema)
     level, has_local, counts = _record_level(con)
-    canonical = _canonical(raw, con.execute(load_sql("records/records_normalize")).arrow().read_all(), analysis)
+    canonical = _canonical(raw, con.execute(canonical_sql()).arrow().read_all(), analysis)
     con.unregister("raw_records")
     return with_cluster_stats(
         RecordSet(

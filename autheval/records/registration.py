@@ -12,10 +12,20 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from warehouse.sql import fill
+from warehouse.sql import fill, load_sql
 
 if TYPE_CHECKING:
     from autheval.records.schema import RecordSet
+
+
+def canonical_sql(raw: str | None = None) -> str:
+    """The canonical record's SELECT: of the dataset view `raw` (records_dataset_canonical, scanned
+    where it lies), else the typed part of `raw_records` held in memory (records_normalize); both fill
+    one text of the typed columns (records_typed_columns)."""
+    typed = {"typed": load_sql("records/records_typed_columns")}
+    if raw is None:
+        return fill("records/records_normalize", fragments=typed)
+    return fill("records/records_dataset_canonical", identifiers={"raw": raw}, fragments=typed)
 
 
 def register_records(con, recordsets: Sequence[RecordSet], name: str = "records") -> None:
@@ -36,7 +46,7 @@ def register_records(con, recordsets: Sequence[RecordSet], name: str = "records"
         assert records.dataset is not None  # a record holds its rows or names its files
         records.dataset.scan(con, files)
         records.dataset.raw_records(con, files, records.analysis).create_view(raw)
-        relations.append(con.sql(fill("records/records_dataset_canonical", identifiers={"raw": raw})))
+        relations.append(con.sql(canonical_sql(raw)))
     union = relations[0]
     for other in relations[1:]:
         union = union.union(other)

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from autheval.columns import schema, typed
 from autheval.errors import RecordError
 
 CLUSTERS = "clusters.parquet"
@@ -38,19 +39,9 @@ CLUSTER_FILES = (CLUSTERS, EVALUATOR_CLUSTERS)
 EXACT_SCHEMES = ("reference", "evaluator")
 MIN_SALT_BYTES = 16
 SUMS = ("n", "sum_changed", "sum_exec", "sum_prop", "sum_gap", "sum_glob", "sum_total_gap", "sum_utility_gap")
-CLUSTERS_SCHEMA = pa.schema([("analysis", pa.string()), ("cluster", pa.string()), *[(c, pa.float64()) for c in SUMS]])
-EVALUATOR_SCHEMA = pa.schema(
-    [
-        ("analysis", pa.string()),
-        ("metric", pa.string()),
-        ("seed_offset", pa.int32()),
-        ("n_clusters", pa.int32()),
-        ("cluster_rank", pa.int32()),
-        ("s", pa.float64()),
-        ("n", pa.float64()),
-        ("m", pa.float64()),
-        ("k", pa.float64()),
-    ]
+CLUSTERS_SCHEMA = schema("analysis", ("cluster", pa.string()), *typed(pa.float64(), SUMS))
+EVALUATOR_SCHEMA = schema(
+    "analysis metric", *typed(pa.int32(), "seed_offset n_clusters cluster_rank"), *typed(pa.float64(), "s n m k")
 )
 
 
@@ -121,14 +112,14 @@ def read_cluster_tables(blobs: dict[str, bytes], folder: Path, analyses: dict, f
     import pyarrow.parquet as pq
 
     tables = {}
-    for name, schema in ((CLUSTERS, CLUSTERS_SCHEMA), (EVALUATOR_CLUSTERS, EVALUATOR_SCHEMA)):
+    for name, wanted in ((CLUSTERS, CLUSTERS_SCHEMA), (EVALUATOR_CLUSTERS, EVALUATOR_SCHEMA)):
         source = str(folder / name)
         try:
             table = pq.read_table(io.BytesIO(blobs[name]))
         except Exception as err:  # pyarrow's errors vary by what is wrong with the file
             raise RecordError(flag, None, f"{source} is not a Parquet file: {err}") from err
-        if table.schema.remove_metadata() != schema:
-            raise RecordError(source, None, f"must hold the columns {', '.join(schema.names)} of their types, in order")
+        if table.schema.remove_metadata() != wanted:
+            raise RecordError(source, None, f"must hold the columns {', '.join(wanted.names)} of their types, in order")
         tables[name] = table
     out = {}
     clusters, terms = tables[CLUSTERS], tables[EVALUATOR_CLUSTERS]

@@ -40,6 +40,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from autheval.columns import schema, typed
 from autheval.errors import RecordError
 from autheval.sites.fields import Fields
 
@@ -590,24 +591,6 @@ def pooled_monitor(exports, protocol):
     return monitoring, record_decisions(None, monitoring.table, run_id, None)
 
 
-_SUMS_SCHEMA = pa.schema([("slice", pa.int64()), ("period", pa.string()), *[(f, pa.int64()) for f in SUM_FIELDS]])
-_MOMENTS_SCHEMA = pa.schema(
-    [
-        ("slice", pa.int64()),
-        ("unit", pa.string()),
-        ("metric", pa.string()),
-        ("period", pa.string()),
-        ("k", pa.float64()),
-        *[(f, pa.float64()) for f in MOMENT_FIELDS],
-    ]
-)
-_CASE_MIX = pa.schema(
-    [
-        ("site", pa.string()),
-        ("period", pa.string()),
-        ("look", pa.int64()),
-        ("dimension", pa.string()),
-        ("category", pa.string()),
-        ("count", pa.int64()),
-    ]
-)
+_SUMS_SCHEMA = schema(("slice", pa.int64()), "period", *typed(pa.int64(), SUM_FIELDS))
+_MOMENTS_SCHEMA = schema(("slice", pa.int64()), "unit metric period", *typed(pa.float64(), ("k", *MOMENT_FIELDS)))
+_CASE_MIX = schema("site period look dimension category count")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,28 +185,56 @@ def _check_moments(f: Fields, part: dict, at: str, g: int, names: tuple[str, ...
             raise f.fail(f"{at}.mean[{j}]", rule, float(mean[j]))
 
 
-def _check_contrasts(statistics: dict, path: Path, manifest: dict, analyses: dict[str, dict]) -> dict[str, dict]:
-    f = Fields(path)
-    entries, _ = f.get(statistics, "contrasts", "")
-    if not isinstance(entries, list) or len(entries) > MAX_ANALYSES:
-        raise f.fail("contrasts", f"must be a list of at most {MAX_ANALYSES:,} paired contrasts")
-    contrasts: dict[str, dict] = {}
+def _named_entries(
+    f: Fields, statistics: dict, key: str, what: str, low: int, name_of: Callable[[dict, str], str]
+) -> Iterator[tuple[str, dict]]:
+    """Each entry of the list `key` that is not suppressed, with where it stands; every entry is first an
+    object whose name (`name_of` checks it) is new, and a suppressed one states its reason."""
+    entries, _ = f.get(statistics, key, "")
+    if not isinstance(entries, list) or not low <= len(entries) <= MAX_ANALYSES:
+        span = f"at most {MAX_ANALYSES:,}" if low == 0 else f"{low} to {MAX_ANALYSES:,}"
+        raise f.fail(key, f"must be a list of {span} {what}")
+    seen: set[str] = set()
     for i, entry in enumerate(entries):
-        at = f"contrasts[{i}]"
+        at = f"{key}[{i}]"
         if not isinstance(entry, dict):
             raise f.fail(at, "must be an object", entry)
-        name, a, b = (f.text(entry, key, at) for key in ("contrast", "arm_a", "arm_b"))
-        if name != f"{a} minus {b}" or a == b or a not in analyses or b not in analyses:
-            raise f.fail(f"{at}.contrast", "must be '<arm_a> minus <arm_b>' of two of the export's analyses", name)
-        if name in contrasts:
-            raise f.fail(f"{at}.contrast", "names a contrast twice", name)
-        contrasts[name] = entry
+        name = name_of(entry, at)
+        if name in seen:
+            field = "contrast" if key == "contrasts" else "analysis"
+            raise f.fail(f"{at}.{field}", f"names {'a' if key == 'contrasts' else 'an'} {field} twice", name)
+        seen.add(name)
         if f.flag(entry, "suppressed", at):
             f.text(entry, "reason", at)
             continue
+        yield at, entry
+
+
+def _check_units(f: Fields, entry: dict, at: str, g: int, terms: tuple[str, ...], totals: dict[str, list]) -> None:
+    """An entry's `terms` and per-unit moments, each unit's means matching its `totals`."""
+    listed, _ = f.get(entry, "terms", at)
+    if listed != list(terms):
+        raise f.fail(f"{at}.terms", f"must be {', '.join(terms)}")
+    units = f.obj(entry, "units", at)
+    if set(units) != set(TERM_TOTALS):
+        raise f.fail(f"{at}.units", f"must name exactly the units {', '.join(TERM_TOTALS)}")
+    for unit in TERM_TOTALS:
+        _check_moments(f, f.obj(units, unit, f"{at}.units"), f"{at}.units.{unit}", g, terms, totals[unit])
+
+
+def _check_contrasts(statistics: dict, path: Path, manifest: dict, analyses: dict[str, dict]) -> dict[str, dict]:
+    f = Fields(path)
+
+    def name_of(entry: dict, at: str) -> str:
+        name, a, b = (f.text(entry, key, at) for key in ("contrast", "arm_a", "arm_b"))
+        if name != f"{a} minus {b}" or a == b or a not in analyses or b not in analyses:
+            raise f.fail(f"{at}.contrast", "must be '<arm_a> minus <arm_b>' of two of the export's analyses", name)
+        return name
+
+    for at, entry in _named_entries(f, statistics, "contrasts", "paired contrasts", 0, name_of):
         g = f.count(entry, "n_clusters", at, low=1)
         changed = f.count(entry, "changed_clusters", at, high=g)
-        arm_a, arm_b = analyses[a], analyses[b]
+        arm_a, arm_b = analyses[entry["arm_a"]], analyses[entry["arm_b"]]
         if arm_a["suppressed"] or arm_b["suppressed"]:
             raise f.fail(at, "pairs a suppressed arm but is not suppressed")
         if arm_a["n_clusters"] != g or arm_b["n_clusters"] != g:
@@ -215,18 +244,10 @@ def _check_contrasts(statistics: dict, path: Path, manifest: dict, analyses: dic
         ca, cb = arm_a["n_changed_clusters"], arm_b["n_changed_clusters"]
         if not max(ca, cb) <= changed <= min(g, ca + cb):
             raise f.fail(f"{at}.changed_clusters", "is inconsistent with the arms' n_changed_clusters", changed)
-        terms, _ = f.get(entry, "terms", at)
-        if terms != list(CONTRAST_TERMS):
-            raise f.fail(f"{at}.terms", f"must be {', '.join(CONTRAST_TERMS)}")
-        units = f.obj(entry, "units", at)
-        if set(units) != set(TERM_TOTALS):
-            raise f.fail(f"{at}.units", f"must name exactly the units {', '.join(TERM_TOTALS)}")
-        for unit, names in TERM_TOTALS.items():
-            ta, tb = arm_a["totals"], arm_b["totals"]
-            gap = names["y_gap"]
-            totals = [ta[names["x_n"]], ta[gap] - tb[gap]]
-            _check_moments(f, f.obj(units, unit, f"{at}.units"), f"{at}.units.{unit}", g, CONTRAST_TERMS, totals)
-    return contrasts
+        ta, tb = arm_a["totals"], arm_b["totals"]
+        unit_totals = {u: [ta[t["x_n"]], ta[t["y_gap"]] - tb[t["y_gap"]]] for u, t in TERM_TOTALS.items()}
+        _check_units(f, entry, at, g, CONTRAST_TERMS, unit_totals)
+    return {e["contrast"]: e for e in statistics["contrasts"]}
 
 
 def _check_statistics(statistics: dict, path: Path, manifest: dict) -> dict[str, dict]:
@@ -238,24 +259,15 @@ def _check_statistics(statistics: dict, path: Path, manifest: dict) -> dict[str,
         raise f.fail("format", f"must be {EXPORT_FORMAT}", statistics["format"])
     if f.text(statistics, "site") != manifest["site"]:
         raise f.fail("site", f"names another site than its manifest ({manifest['site']!r})", statistics["site"])
-    entries, _ = f.get(statistics, "analyses", "")
-    if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_ANALYSES:
-        raise f.fail("analyses", f"must be a list of 1 to {MAX_ANALYSES:,} analyses")
     columns = sum_columns()
-    analyses: dict[str, dict] = {}
-    for i, entry in enumerate(entries):
-        at = f"analyses[{i}]"
-        if not isinstance(entry, dict):
-            raise f.fail(at, "must be an object", entry)
+
+    def name_of(entry: dict, at: str) -> str:
         name = f.text(entry, "analysis", at)
         if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
             raise f.fail(f"{at}.analysis", "must hold no control character", name)
-        if name in analyses:
-            raise f.fail(f"{at}.analysis", "names an analysis twice", name)
-        analyses[name] = entry
-        if f.flag(entry, "suppressed", at):
-            f.text(entry, "reason", at)
-            continue
+        return name
+
+    for at, entry in _named_entries(f, statistics, "analyses", "analyses", 1, name_of):
         g = f.count(entry, "n_clusters", at, low=1)
         changed_clusters = f.count(entry, "n_changed_clusters", at, high=g)
         if g < manifest["min_clusters"] or changed_clusters < manifest["min_changed_clusters"]:
@@ -283,16 +295,8 @@ def _check_statistics(statistics: dict, path: Path, manifest: dict) -> dict[str,
                 raise f.fail(f"{at}.totals.{c}", f"must equal the counts' {want:,}", totals[c])
         if not 0 <= totals["c_changed"] <= g:
             raise f.fail(f"{at}.totals.c_changed", f"must lie in [0, n_clusters {g:,}]", totals["c_changed"])
-        terms, _ = f.get(entry, "terms", at)
-        if terms != list(TERMS):
-            raise f.fail(f"{at}.terms", f"must be {', '.join(TERMS)}")
-        units = f.obj(entry, "units", at)
-        if set(units) != set(TERM_TOTALS):
-            raise f.fail(f"{at}.units", f"must name exactly the units {', '.join(TERM_TOTALS)}")
-        for unit, names in TERM_TOTALS.items():
-            part = f.obj(units, unit, f"{at}.units")
-            _check_moments(f, part, f"{at}.units.{unit}", g, TERMS, [totals[names[t]] for t in TERMS])
-    return analyses
+        _check_units(f, entry, at, g, TERMS, {u: [totals[t[n]] for n in TERMS] for u, t in TERM_TOTALS.items()})
+    return {e["analysis"]: e for e in statistics["analyses"]}
 
 
 def n_changed_bound(changed_clusters: int, n_cases: int, g: int) -> int:

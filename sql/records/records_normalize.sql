@@ -1,15 +1,6 @@
--- The typed part of the canonical record, row for row in input order: the intervention flag and the
--- three utilities as doubles, the proposal's local score filled on unchanged rows where it is missing
--- (same action, same rule, same score). The text columns are taken from the input as they are.
+-- The typed part of the canonical record, row for row in input order (records/records_typed_columns.sql,
+-- filled as {typed}). The text columns are taken from the input as they are.
 -- Input: raw_records (validated).
 SELECT
-    CAST(proposed_action AS VARCHAR) <> CAST(executed_action AS VARCHAR) AS intervened,
-    TRY_CAST(utility_executed_local AS DOUBLE) AS utility_executed_local,
-    CASE
-        WHEN utility_proposed_local IS NULL
-             AND CAST(proposed_action AS VARCHAR) = CAST(executed_action AS VARCHAR)
-            THEN TRY_CAST(utility_executed_local AS DOUBLE)
-        ELSE TRY_CAST(utility_proposed_local AS DOUBLE)
-    END AS utility_proposed_local,
-    TRY_CAST(utility_proposed_global AS DOUBLE) AS utility_proposed_global
+{typed}
 FROM raw_records

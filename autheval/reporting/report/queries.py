@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from autheval.estimation.subgroups import GROUP_COLUMNS
 from autheval.monitoring.acknowledgements import ACKS_SCHEMA
 
 # (part, SQL file, {table: columns it needs}): the asset runs, for each part, the first file whose tables
@@ -178,15 +179,7 @@ REPORT_QUERIES: tuple[tuple[str, str, dict[str, tuple[str, ...]]], ...] = (
         "reports/report_subgroups",
         {
             "subgroups": (
-                "analysis",
-                "grouping",
-                "group_value",
-                "n_images",
-                "n_clusters",
-                "estimable",
-                "reason",
-                "accuracy_proposal",
-                "accuracy_selected",
+                *(c for c in GROUP_COLUMNS if not c.startswith("balanced_")),
                 "metric",
                 "unit",
                 "estimate",
