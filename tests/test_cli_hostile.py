@@ -117,6 +117,33 @@ def test_compare_refuses_an_output_dir_holding_an_arm(tmp_path):
     assert listing(tmp_path) == before
 
 
+@pytest.mark.parametrize("unpaired", [False, True])
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--contrast", "B minus A", "--contrast", "B minus A"], ["--contrast", "is given twice", "B minus A"]),
+        (["--contrast", "A minus A"], ["--contrast", "compares an arm with itself", "A minus A"]),
+        (["--contrast", "C minus A"], ["--contrast", "unknown arm 'C'"]),
+    ],
+)
+def test_compare_refuses_a_contrast_twice_of_an_arm_with_itself_or_of_no_arm(tmp_path, flags, words, unpaired):
+    """Checked before a record is read: each refusal one line naming --contrast, nothing written."""
+    out = tmp_path / "out"
+    arms = ["--arm", f"A={LOG}", "--arm", f"B={LOG}"]
+    result = run_cli("compare", *arms, *flags, *(["--unpaired"] if unpaired else []), "--output-dir", str(out))
+    one_line_error(result, *words)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("unpaired", [False, True])
+def test_compare_refuses_two_arms_of_one_name(tmp_path, unpaired):
+    out = tmp_path / "out"
+    arms = ["--arm", f"A={LOG}", "--arm", f"A={LOG}"]
+    result = run_cli("compare", *arms, *(["--unpaired"] if unpaired else []), "--output-dir", str(out))
+    one_line_error(result, "--arm", "the arm name 'A' is given twice")
+    assert not out.exists()
+
+
 def test_aggregate_refuses_an_output_that_is_its_input(tmp_path):
     probs = tmp_path / "probs.csv"
     probs.write_text("case_id,variant,option,prob\nc1,0,a0,0.1\nc1,0,a1,0.2\nc1,0,a2,0.3\nc1,0,a3,0.4\n")

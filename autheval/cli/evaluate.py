@@ -316,6 +316,32 @@ def _parse_contrast(text: str) -> tuple[str, str]:
     return a.strip(), b.strip()
 
 
+def _arms_and_contrasts(args) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The arms (NAME, PATH) and the contrasts (A, B) of `compare`, checked before any record is read:
+    arm names unique, every contrast two different known arms, no contrast twice (default: each later arm
+    minus the first)."""
+    arms = [_parse_arm(a) for a in args.arm]
+    names = [name for name, _ in arms]
+    for name in names:
+        if names.count(name) > 1:
+            raise RecordError("--arm", None, f"the arm name {name!r} is given twice")
+    if not args.contrast:
+        return arms, [(name, names[0]) for name in names[1:]]
+    contrasts = []
+    for text in args.contrast:
+        a, b = _parse_contrast(text)
+        got = f"got {text!r}"
+        for arm in (a, b):
+            if arm not in names:
+                raise RecordError("--contrast", None, f"unknown arm {arm!r} (arms: {', '.join(names)})", got)
+        if a == b:
+            raise RecordError("--contrast", None, "compares an arm with itself (A and B must differ)", got)
+        if (a, b) in contrasts:
+            raise RecordError("--contrast", None, "is given twice", got)
+        contrasts.append((a, b))
+    return arms, contrasts
+
+
 def cmd_compare(args) -> int:
     from autheval.estimation.estimators import warn_if_no_contrast
     from autheval.records.read import read_records
@@ -326,16 +352,12 @@ def cmd_compare(args) -> int:
         return _compare_unpaired(args)
     if args.strata:
         raise RecordError("--strata", None, "stratifies an unpaired comparison: give --unpaired too")
-    arms = [_parse_arm(a) for a in args.arm]
+    arms, contrasts = _arms_and_contrasts(args)
     _check_bootstrap_flags(args, [(f"--arm {name}", path) for name, path in arms], (*COMPARE_FILES, RECEIPT))
     from warehouse.sql import connect
 
     with connect() as reading:  # one connection for every arm's validation
         records = [_read_with_progress(read_records, args, path, analysis=name, con=reading) for name, path in arms]
-    if args.contrast:
-        contrasts = [_parse_contrast(c) for c in args.contrast]
-    else:  # every later arm against the first
-        contrasts = [(name, arms[0][0]) for name, _ in arms[1:]]
     warn_if_no_contrast([name for name, _ in arms], contrasts)
     with _engine(args, args.scheme or _default_scheme(records)) as engine:
         try:
@@ -363,13 +385,10 @@ def _compare_unpaired(args) -> int:
     from autheval.reporting.outputs import UNPAIRED_FILES, write_unpaired_outputs
     from autheval.reporting.receipt import RECEIPT
 
-    arms = [_parse_arm(a) for a in args.arm]
+    arms, contrasts = _arms_and_contrasts(args)
     if len(arms) < 2:
         raise RecordError("--arm", None, "an unpaired comparison needs two arms or more (repeat --arm NAME=FILE)")
     names = [name for name, _ in arms]
-    for name in names:
-        if names.count(name) > 1:
-            raise RecordError("--arm", None, f"the arm name {name!r} is given twice")
     strata = _column_list("--strata", args.strata) if args.strata else ()
     _check_bootstrap_flags(args, [(f"--arm {name}", path) for name, path in arms], (*UNPAIRED_FILES, RECEIPT))
     if args.engine != "duckdb":
@@ -385,10 +404,6 @@ def _compare_unpaired(args) -> int:
                 cells.append((name, groups))
             else:
                 cells.append((name, [((), _read_with_progress(read_records, args, path, analysis=name, con=reading))]))
-    if args.contrast:
-        contrasts = [_parse_contrast(c) for c in args.contrast]
-    else:  # every later arm against the first
-        contrasts = [(name, names[0]) for name in names[1:]]
     warn_if_no_contrast(names, contrasts)
     recordsets = [records for _, groups in cells for _, records in groups]
     scheme = args.scheme or _default_scheme(recordsets)
