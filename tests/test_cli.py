@@ -283,3 +283,31 @@ def test_warnings_are_one_plain_line_each_on_stderr(tmp_path):
     )
     assert all(line.startswith("autheval: warning: ") for line in lines), lines
     assert "AuthEvalWarning" not in result.stderr
+
+
+def test_the_same_input_gives_the_same_result_bytes_in_any_folder(tmp_path):
+    """Results name an input by its file name (the receipt keeps where it lay): evaluate and compare of
+    one log copied into two folders, given as an absolute path, write identical result files."""
+    import shutil
+
+    log = reference_file("authority_log_example")
+    results = {}
+    for where in ("a", tmp_path / "b" / "deeper"):
+        folder = tmp_path / where
+        folder.mkdir(parents=True)
+        shutil.copy(log, folder / f"log{log.suffix}")
+        given = str(folder / f"log{log.suffix}")
+        for command, flags in (
+            ("evaluate", ["--input", given]),
+            ("compare", ["--arm", f"a={given}", "--arm", f"b={given}", "--unpaired"]),
+        ):
+            out = folder / command
+            result = run_cli(command, *flags, "--reps", "50", "--no-progress", "--output-dir", str(out))
+            assert result.returncode == 0, result.stderr
+            results.setdefault(command, []).append(
+                {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name != "receipt.json"}
+            )
+    for command, (first, second) in results.items():
+        assert first == second, command
+    assert f",log{log.suffix},".encode() in results["evaluate"][0]["estimates.csv"]
+    assert str(tmp_path).encode() not in results["evaluate"][0]["estimates.csv"]

@@ -8,6 +8,7 @@ command runs. _UnneededImports is what autheval/cli/main.py installs in the comm
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from autheval.cli.common import _progress
@@ -185,7 +186,8 @@ def _split_records(path, columns: tuple[str, ...], flag: str, analysis: str | No
     for key, rows in groups.items():
         label = group_label(columns, key)
         name = f"{analysis} / {label}" if analysis else label
-        out.append((key, records_from_table(rows, source, name, table_sha256(rows), used=columns, con=con)))
+        records = records_from_table(rows, source, name, table_sha256(rows), used=columns, con=con)
+        out.append((key, replace(records, source=_source_label(path))))
     return table, out
 
 
@@ -258,6 +260,23 @@ def _input_text(path) -> str:
     return str(path) if "://" in str(path) else str(Path(path).resolve())
 
 
+def _source_label(path) -> str:
+    """A record input as the results name it (the `source` column, summary.md): a URI as given, else the
+    file's name (a folder's with a trailing '/', a glob with its folder's), never the folder it lies in,
+    so the same input gives the same bytes in any folder; the receipt keeps the absolute path."""
+    text = str(path)
+    if "://" in text:
+        return text
+    resolved = Path(_input_text(path))
+    if resolved.is_dir():
+        return resolved.name + "/"
+    from autheval.io import GLOB_CHARACTERS
+
+    if any(ch in resolved.name for ch in GLOB_CHARACTERS):
+        return f"{resolved.parent.name}/{resolved.name}"
+    return resolved.name
+
+
 def _uri_entry(flag: str, uri: str) -> dict:
     """A receipt's input entry for a dataset given as a URI (receipt.input_entry's layout; the data
     hash of autheval.io, which verify re-derives from the URI)."""
@@ -281,7 +300,7 @@ def _read_with_progress(read_records, args, path, analysis=None, con=None):
     import time
 
     started = time.monotonic()
-    records = read_records(_input_text(path), analysis=analysis, con=con)
+    records = replace(read_records(_input_text(path), analysis=analysis, con=con), source=_source_label(path))
     seconds = time.monotonic() - started
     if args.progress and seconds >= SLOW_SECONDS:
         _progress(
