@@ -48,6 +48,7 @@ from assets.resources import (
     default_source,
     lake_resource,
 )
+from assets.site_exports import site_exports_job
 from assets.trend import recurring_evaluation_job, recurring_evaluation_schedule
 from autheval.errors import RecordError
 from autheval.review.rules import RuleFile
@@ -272,7 +273,8 @@ def build_definitions(
         executor=in_process_executor,
         assets=_assets(),
         asset_checks=load_asset_checks_from_package_module(assets),
-        jobs=[*stage_jobs(), landed_logs_job, recurring_evaluation_job],  # the recurring jobs: landing; trend, monitor
+        # the recurring jobs (landing; trend, monitor) and a hub lake's (site exports)
+        jobs=[*stage_jobs(), landed_logs_job, recurring_evaluation_job, site_exports_job],
         sensors=[landing_sensor, monitor_alert_sensor],
         schedules=[recurring_evaluation_schedule()],
         resources={

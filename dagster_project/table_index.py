@@ -41,6 +41,7 @@ GRPO_ON = "GRPO on"
 BENCHMARK_FILE = "benchmark file"
 NOT_RUN = "not run"
 LANDED = "landed logs"
+HUB = "site exports"
 
 SOURCES = {
     REFERENCE: "the embedded AuthEval study's traces and published hashes (source `reference`, the default)",
@@ -57,6 +58,7 @@ SOURCES = {
     NOT_RUN: "the step does not run for this source or configuration (the reference study, model mechanisms off, "
     "the fine-tune or GRPO not configured, no benchmark file): an empty table, whose metadata says why",
     LANDED: "role-separated logs dropped into the landing folder, one partition per file (the recurring job)",
+    HUB: "signed site exports landed in a hub lake (landing/exports/, `autheval site land`; docs/sites.md)",
 }
 
 # lake table (asset key) -> {source: producer}, in run order
@@ -116,6 +118,8 @@ TABLE_PRODUCERS: dict[str, dict[str, str]] = {
     "trend": {LANDED: "autheval.monitoring.landing.trend_table"},
     "monitor": {LANDED: "autheval.monitoring.monitor.monitor_table"},
     "monitor_case_mix": {LANDED: "recurring/monitor_case_mix"},
+    "site_exports": {HUB: "autheval.sites.lake.site_exports_table"},
+    "heterogeneity": {HUB: "autheval.sites.lake.hub_tables"},
 }
 
 # What one producer per source leaves unsaid. A SQL file or Python path named here in backticks is checked.
@@ -158,6 +162,9 @@ TABLE_NOTES = {
     "benchmark": "benchmark file: the mechanisms no language model answers (a probe, a file's mechanism, models off) "
     "get `autheval.estimation.benchmark.not_scored` rows.",
     "trend": "empty until a log has landed, as are monitor and monitor_case_mix.",
+    "site_exports": "the step also writes the hub lake's estimates, intervals, contrasts, monitor, monitor_case_mix "
+    "and monitor_decisions as the pool of every landed export (`autheval.sites.lake.hub_tables`): their asset keys "
+    "are the records path's and the landed logs', which a hub lake does not run.",
 }
 
 # What each SQL folder holds besides the producers of lake tables (one line each).

@@ -8,6 +8,7 @@ mechanisms)."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import os
@@ -352,6 +353,33 @@ def test_hub_refuses_replay_same_site_and_other_seed(logs, signed, tmp_path, cap
     _refused(capsys, _pool(signed, tmp_path, exports["north"], other), "seed")
     _refused(capsys, _pool(signed, tmp_path, exports["north"], extra=("--seed", SEED + 1)), "--seed")
     assert not (tmp_path / "hub").exists()
+
+
+def test_exports_of_other_rules_than_the_hub_declares_are_refused(logs, signed, tmp_path, capsys):
+    """A site declares the rule file its scores were made under (--rules, signed in the manifest); the hub's
+    --rules refuses an export of other rules or of none, and sites declaring different rules never pool."""
+    from autheval.review.rules import default_rules_text
+
+    root, _, exports = signed
+    _, per_site, _ = logs
+    ours = tmp_path / "rules.yaml"
+    ours.write_text(default_rules_text())
+    other = tmp_path / "other-rules.yaml"
+    other.write_text(default_rules_text() + "\n# the same rules, another file: another SHA-256\n")
+    made = {}
+    for site, rules in (("north", ours), ("south", other), ("west", ours)):
+        made[site] = tmp_path / f"ruled-{site}"
+        key = root / f"key-{site}" / "site.key"
+        assert _export(per_site[site], site, made[site], key, "--rules", rules, seed=SEED, reps=REPS) == 0
+    capsys.readouterr()
+    manifest = json.loads((made["north"] / "manifest.json").read_text())
+    assert manifest["rules"]["sha256"] == hashlib.sha256(ours.read_bytes()).hexdigest()
+    _refused(capsys, _pool(signed, tmp_path, made["north"], made["south"]), "rules")
+    _refused(capsys, _pool(signed, tmp_path, made["north"], extra=("--rules", other)), "not the hub's --rules")
+    _refused(capsys, _pool(signed, tmp_path, exports["north"], extra=("--rules", ours)), "declares no rules")
+    assert not (tmp_path / "hub").exists()
+    assert _pool(signed, tmp_path, made["north"], made["west"], extra=("--rules", ours)) == 0
+    _refused(capsys, _export(per_site["north"], "north", tmp_path / "x", None, "--rules", tmp_path / "nope"), "nope")
 
 
 def test_other_software_version_is_refused(logs, signed, tmp_path, capsys, monkeypatch):

@@ -110,6 +110,16 @@ def cmd_monitor_run(args) -> int:
 
     if args.protocol is not None:
         load_protocol(args.protocol)  # a broken protocol is one line before anything runs
+    from autheval.errors import RecordError
+    from autheval.sites.lake import SITE_EXPORTS
+    from warehouse.lake import Lake
+
+    try:
+        hub = Path(args.lake).is_dir() and Lake(args.lake).has_table(SITE_EXPORTS)
+    except (OSError, ValueError):  # a broken lake: monitor_run says so in its own line
+        hub = False
+    if hub:  # its recurring job would replace the pooled monitor with one of no landed logs
+        raise RecordError(str(args.lake), None, "a hub lake pools site exports: run `autheval site land` instead")
     from dagster_project.monitor_run import monitor_run
 
     return monitor_run(args.lake, args.protocol, land=args.land or ())

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from autheval.cli.flags import add_command, check_seed, path_flag
-from autheval.cli.site import add_hub_seed_flag
+from autheval.cli.site import HUB_RULES_HELP, add_hub_seed_flag
 
 POOL_HELP = "pool signed site exports into the estimates one lake of their records would give"
 POOL_DESCRIPTION = """\
@@ -26,6 +26,7 @@ def cmd_pool(args) -> int:
     from autheval.errors import RecordError
     from autheval.estimation.study import ESTIMATE_COLUMNS
     from autheval.reporting.outputs import csv_text, write_files
+    from autheval.sites.export import rules_entry
     from autheval.sites.pool import POOLED_CONTRAST_COLUMNS, check_exports, pool, read_export
     from autheval.sites.signing import trusted_keys
 
@@ -42,6 +43,7 @@ def cmd_pool(args) -> int:
         from autheval.monitoring.protocol import load_protocol
 
         protocol = load_protocol(args.protocol)
+    rules = rules_entry(args.rules) if args.rules is not None else None
     trusted = trusted_keys(args.trust)
     exports = [read_export(folder, trusted) for folder in args.export]
     exact = None
@@ -58,7 +60,7 @@ def cmd_pool(args) -> int:
             )
         seed = DEFAULT_SEEDS[args.scheme] if args.seed is None else args.seed
         exact = (args.scheme, check_reps(DEFAULT_REPS if args.reps is None else args.reps), seed)
-    check_exports(exports, None if exact else args.seed)
+    check_exports(exports, None if exact else args.seed, rules=rules)
     files = {}
     summary: dict = {"command": "pool"}
     if exports[0].analyses:
@@ -153,6 +155,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the acceptance protocol the hub declares: pool the exports' monitor parts (each made under it) into "
         "monitor.csv, monitor_case_mix.csv and monitor_decisions.csv",
     )
+    p.add_argument("--rules", type=path_flag, metavar="FILE", help=HUB_RULES_HELP)
     p.add_argument(
         "--output-dir",
         type=path_flag,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autheval.cli.flags import add_command, check_seed, path_flag
+from autheval.cli.flags import add_command, add_lake_flag, check_seed, path_flag
 
 SITE_HELP = "a site that keeps its records: make its key, export its sufficient statistics"
 SITE_DESCRIPTION = """\
@@ -14,9 +14,20 @@ A site evaluates its own records and exports sufficient statistics only (totals,
 over clusters and poisson_by_site bootstrap replicate sums; never a case id, a cluster id or a per-cluster
 row), signed with its Ed25519 key; a hub pools the exports with `autheval pool` (docs/sites.md). With
 --monitor, the monitor's per-period sums of its deployment logs too; with --per-cluster (opt-in, weaker
-protection), one row per cluster under salted id hashes for the hub's exact schemes."""
+protection), one row per cluster under salted id hashes for the hub's exact schemes. `site land` is the hub's
+side in a lake: exports verified against <lake>/trusted_keys/<site>.pub land as logs do and pool into the
+lake's estimates, intervals, contrasts, heterogeneity and monitor tables, per site beside pooled."""
 KEYGEN_HELP = "write a new key pair: site.key (private, mode 0600) and site.pub (register it with the hub)"
 EXPORT_HELP = "export a record's sufficient statistics into a new folder, signed with --key"
+EXPORT_RULES_HELP = (
+    "the declared local rule file (autheval rules) the site scored its records under: its version and SHA-256 "
+    "enter the signed manifest, and a hub declaring other rules refuses the export"
+)
+HUB_RULES_HELP = (
+    "the declared local rule file the hub requires: an export scored under other rules, or declaring none, is "
+    "refused (without it, the sites must declare the same rules, or none)"
+)
+LAND_HELP = "a hub lake: land signed exports (verified against <lake>/trusted_keys) and pool them into its tables"
 
 
 def cmd_keygen(args) -> int:
@@ -25,6 +36,14 @@ def cmd_keygen(args) -> int:
     for path in keygen(args.out):
         print(path)
     return 0
+
+
+def cmd_land(args) -> int:
+    from autheval.sites.export import rules_entry
+    from dagster_project.site_land import site_land
+
+    rules = rules_entry(args.rules) if args.rules is not None else None
+    return site_land(args.lake, args.export or [], args.protocol, rules=rules)
 
 
 def _count(value: int, flag: str) -> int:
@@ -40,7 +59,7 @@ def cmd_export(args) -> int:
     from autheval.errors import RecordError
     from autheval.estimation.estimators import DEFAULT_SEEDS, check_reps
     from autheval.records.read import read_records
-    from autheval.sites.export import SCHEME, check_out_folder, write_export
+    from autheval.sites.export import SCHEME, check_out_folder, rules_entry, write_export
     from autheval.sites.names import check_analysis_names, check_site_name
     from autheval.sites.signing import load_private_key
 
@@ -75,6 +94,7 @@ def cmd_export(args) -> int:
     _count(args.min_clusters, "--min-clusters")
     _count(args.min_changed_clusters, "--min-changed-clusters")
     key = load_private_key(args.key) if args.key is not None else None
+    rules = rules_entry(args.rules) if args.rules is not None else None
     salt = None
     if args.salt_file is not None:
         from autheval.sites.clusters import read_salt
@@ -123,6 +143,7 @@ def cmd_export(args) -> int:
         contrasts,
         monitor,
         salt,
+        rules,
     ):
         print(path)
     if key is None:
@@ -158,13 +179,31 @@ def add_hub_seed_flag(parser: argparse.ArgumentParser, default: str) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add `site keygen` and `site export` to the `autheval` parser."""
+    """Add `site keygen`, `site export` and `site land` to the `autheval` parser."""
     from autheval.cli.evaluate import record_input_flag
 
     p = add_command(subparsers, "site", SITE_HELP, SITE_DESCRIPTION)
     sub = p.add_subparsers(dest="site_command", required=True)
     k = add_command(sub, "keygen", KEYGEN_HELP, run=cmd_keygen)
     k.add_argument("--out", required=True, type=path_flag, metavar="DIR", help="folder for site.key and site.pub")
+    land = add_command(sub, "land", LAND_HELP, run=cmd_land)
+    add_lake_flag(land)
+    land.add_argument(
+        "--export",
+        action="append",
+        type=path_flag,
+        metavar="DIR",
+        help="a site's export folder: verified, then copied into <lake>/landing/exports/ (repeatable); what "
+        "already waits there lands too",
+    )
+    land.add_argument(
+        "--protocol",
+        type=path_flag,
+        metavar="FILE",
+        help="the acceptance protocol the hub lake declares (default $AUTHEVAL_PROTOCOL, else the packaged one): "
+        "monitor parts made under another are refused",
+    )
+    land.add_argument("--rules", type=path_flag, metavar="FILE", help=HUB_RULES_HELP)
     e = add_command(sub, "export", EXPORT_HELP, run=cmd_export)
     e.add_argument(
         "--input",
@@ -196,6 +235,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="the monitor's acceptance protocol (default: the packaged one); the hub must declare the same",
     )
+    e.add_argument("--rules", type=path_flag, metavar="FILE", help=EXPORT_RULES_HELP)
     e.add_argument(
         "--per-cluster",
         action="store_true",

@@ -73,6 +73,7 @@ MANIFEST_KEYS = (
     "inputs",
     "monitor",
     "per_cluster",
+    "rules",
     "files",
     "signer",
 )
@@ -284,6 +285,15 @@ def export_files(manifest: dict) -> tuple[str, ...]:
     )
 
 
+def rules_entry(path) -> dict:
+    """The manifest's `rules`: the version and SHA-256 of the declared rule file (autheval rules) under
+    which the site scored its records, so that a hub refuses an export of other rules."""
+    from autheval.review.rules import load_rules
+
+    rules = load_rules(path)
+    return {"version": rules.version, "sha256": rules.sha256}
+
+
 def write_export(
     recordsets,
     out: Path,
@@ -296,6 +306,7 @@ def write_export(
     contrasts: Sequence[tuple[str, str]] = (),
     monitor: tuple[dict, dict] | None = None,
     salt: bytes | None = None,
+    rules: dict | None = None,
 ) -> list[Path]:
     """Write one site export of `recordsets` (one record, or a RecordSet list: arms; none for a monitor
     part alone) and their paired `contrasts` into the new folder `out` (all files or none), signed with
@@ -303,6 +314,7 @@ def write_export(
     or None for a secret one (poisson_by_site_secret). `monitor`: (monitor.json's content, its manifest
     entry) of autheval.sites.monitor.monitor_part. `salt`: opt in to the per-cluster export
     (autheval.sites.clusters: one row per cluster, its id hashed with the salt; weaker protection).
+    `rules`: the declared local rules the site's scores were made under (rules_entry), or None.
     Returns the files written."""
     import io
 
@@ -346,6 +358,7 @@ def write_export(
         "inputs": [{"analysis": r.analysis, "sha256": r.data_sha256, "schema": r.schema} for r in recordsets],
         "monitor": None if monitor is None else monitor[1],
         "per_cluster": salt is not None,
+        "rules": rules,
         "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
         "signer": public_hex(key) if key is not None else None,
     }

@@ -484,10 +484,11 @@ def _latest(cell: dict, period: str) -> dict | None:
     return cell["periods"][max(before)] if before else None
 
 
-def pooled_monitor(exports, protocol):
+def pooled_monitor(exports, protocol, decisions=None, run_id: str | None = None, snapshot: int | None = None):
     """(Monitoring, Decided) of the exports' monitor parts under `protocol`: the monitor and case-mix
     tables the lake's monitor of all the sites' logs gives (autheval.monitoring.monitor.decide_looks on
-    the sites' period sums), and the decision record of a first run with the table as served."""
+    the sites' period sums), and the decision record with the table as served: a first run's (`pool`),
+    or a hub lake's record `decisions` with this run's first decisions added (run `run_id`, `snapshot`)."""
     import hashlib
 
     from autheval.monitoring.decisions import record_decisions
@@ -587,8 +588,8 @@ def pooled_monitor(exports, protocol):
     )
     monitoring = decide_looks(con, stats, protocol)
     names = ";".join(f"{e.site}={e.manifest_sha256}" for e in sorted(exports, key=lambda e: e.site))
-    run_id = "pool-" + hashlib.sha256(names.encode()).hexdigest()[:20]
-    return monitoring, record_decisions(None, monitoring.table, run_id, None)
+    run_id = run_id or "pool-" + hashlib.sha256(names.encode()).hexdigest()[:20]
+    return monitoring, record_decisions(decisions, monitoring.table, run_id, snapshot)
 
 
 _SUMS_SCHEMA = schema(("slice", pa.int64()), "period", *typed(pa.int64(), SUM_FIELDS))

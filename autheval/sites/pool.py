@@ -81,7 +81,7 @@ POOLED_CONTRAST_COLUMNS = (
     "source",
     "data_sha256",
 )
-SAME_ACROSS_SITES = ("format", "software", "scheme", "seed", "reps")
+SAME_ACROSS_SITES = ("format", "software", "scheme", "seed", "reps", "rules")
 
 
 @dataclass
@@ -149,6 +149,12 @@ def check_manifest(manifest: dict, path: Path) -> None:
     for name in expected:
         if not isinstance(files[name], str) or not HEX64.match(files[name]):
             raise f.fail(f"files.{name}", "must be a SHA-256 (64 lower-case hex digits)", files[name])
+    if f.get(manifest, "rules", "")[0] is not None:
+        rules = f.obj(manifest, "rules")
+        f.only(rules, ("version", "sha256"), "rules")
+        f.text(rules, "version", "rules")
+        if not HEX64.match(f.text(rules, "sha256", "rules")):
+            raise f.fail("rules.sha256", "must be a SHA-256 (64 lower-case hex digits)", rules["sha256"])
     signer = f.text(manifest, "signer")
     if not HEX64.match(signer):
         raise f.fail("signer", "must be an Ed25519 public key (64 lower-case hex digits)", signer)
@@ -439,10 +445,16 @@ def _read_replicates(data: bytes, folder: Path, analyses: dict, reps: int, flag:
     return out
 
 
-def check_exports(exports: list[SiteExport], seed: int | None = None, flag: str = "--export") -> None:
+def _rules_text(rules: dict) -> str:
+    return f"{rules['version']!r} (sha256 {rules['sha256'][:12]}...)"
+
+
+def check_exports(
+    exports: list[SiteExport], seed: int | None = None, flag: str = "--export", rules: dict | None = None
+) -> None:
     """The exports pool together: no replay, one export per site, the same format, software, scheme,
-    seed and replicates (the hub's --seed when declared; no secret seed then), no suppressed cell, the
-    same record kind, the same paired contrasts of the same arms."""
+    seed, replicates and declared rules (the hub's --seed and --rules when declared; no secret seed
+    then), no suppressed cell, the same record kind, the same paired contrasts of the same arms."""
     seen: dict[str, Path] = {}
     for e in exports:
         for key in (e.manifest_sha256, e.signature):
@@ -461,13 +473,17 @@ def check_exports(exports: list[SiteExport], seed: int | None = None, flag: str 
             raise RecordError(flag, None, f"{e.folder}: scheme {scheme} (a secret seed), not the hub's --seed {seed}")
         if seed is not None and e.manifest.get("seed") != seed:
             raise RecordError(flag, None, f"{e.folder}: seed {e.manifest.get('seed')}, not the hub's --seed {seed}")
+        if rules is not None and e.manifest.get("rules") != rules:
+            declared = e.manifest.get("rules")
+            what = "declares no rules" if declared is None else f"was scored under rules {_rules_text(declared)}"
+            raise RecordError(flag, None, f"{e.folder} {what}, not the hub's --rules {_rules_text(rules)}")
         for key in SAME_ACROSS_SITES:
             if e.manifest.get(key) != first.manifest.get(key):
                 raise RecordError(
                     flag,
                     None,
                     f"{e.folder} has {key} {e.manifest.get(key)!r} but {first.folder} has {first.manifest.get(key)!r}; "
-                    "every site exports with the same software, scheme, seed and replicates",
+                    "every site exports with the same software, scheme, seed, replicates and rules",
                 )
         if e.manifest["per_cluster"] != first.manifest["per_cluster"]:
             kinds = {True: "a per-cluster export", False: "an aggregate export"}
@@ -692,6 +708,7 @@ def pool_analysis(
                     "unit": unit,
                     "metric": metric,
                     "estimate": est,
+                    "std_error": se,
                     "ci_lower": lo,
                     "ci_upper": hi,
                     "p_value": None,

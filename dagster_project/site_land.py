@@ -1,0 +1,93 @@
+"""`autheval site land`: a hub lake lands signed site exports and pools them, in this process.
+
+Each `--export DIR` is verified first against the lake's registered keys and every export it holds
+(autheval.sites.lake.verify_export: one line, exit 2, the lake untouched), then copied into
+<landing>/exports/ under a hidden name and renamed in, so the landing step never sees half of it. The
+job site_exports_job (assets/site_exports.py) then lands everything waiting there and pools every landed
+export into the lake's tables, one snapshot; its runs are recorded in the lake's Dagster instance (the
+one `autheval ui` serves)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from dagster import EnvVar
+
+from assets.resources import PROTOCOL_ENV, check_environment
+from assets.site_exports import site_exports_job
+from autheval.errors import RecordError
+from autheval.monitoring.landing import LANDED_TABLE
+from autheval.monitoring.protocol import load_protocol
+from autheval.sites.lake import (
+    PROCESSED,
+    REJECTED,
+    SITE_EXPORTS,
+    check_own_folders,
+    exports_dir,
+    lake_keys,
+    landed_exports,
+    verify_export,
+)
+from dagster_project.definitions import build_definitions, lake_instance
+from dagster_project.demo import QUIET
+from dagster_project.monitor_run import _failure, _materialized
+from warehouse.lake import Lake
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+
+
+def site_land(
+    lake: Path,
+    exports: list[Path],
+    protocol: Path | None = None,
+    out: Callable[[str], None] = print,
+    rules: dict | None = None,
+) -> int:
+    """Copy in the given exports (each verified first), land what waits and pool; 0 when every export
+    landed, 2 when one waiting in the landing folder was refused (moved to rejected/, said on its line),
+    1 when the run failed otherwise. Bad input (a refused --export, no registered keys, a lake holding
+    landed logs) raises RecordError before anything is written."""
+    check_environment()
+    protocol = protocol or EnvVar(PROTOCOL_ENV).get_value() or None  # as the protocol resource reads it
+    declared = load_protocol(protocol)  # a bad protocol: one line, nothing landed
+    root = Path(lake)
+    if not root.is_dir():
+        raise RecordError(str(lake), None, "no such lake folder (--lake); make it and its trusted_keys/ first")
+    store = Lake(root)
+    if store.has_table(LANDED_TABLE):
+        raise RecordError(
+            str(lake), None, "the lake holds landed logs (landed_records): a hub lake pools site exports only"
+        )
+    trusted = lake_keys(store.root)
+    defs = build_definitions(str(root), protocol=str(protocol) if protocol else None)
+    landing = Path(defs.resources["lake"].landing_dir())
+    landed = landed_exports(store, trusted)
+    check_own_folders(landing)
+    waiting = exports_dir(landing)
+    for folder in exports:
+        name = Path(folder).resolve().name
+        if name.startswith(".") or name in (PROCESSED, REJECTED):
+            raise RecordError(str(folder), None, f"an export folder's name may not be {name!r} (the landing's own)")
+        if (waiting / name).exists() or (waiting / name).is_symlink():
+            raise RecordError(str(waiting / name), None, f"an export waits under this name; {folder} not copied")
+        copy, export = verify_export(Path(folder), waiting, trusted, landed, declared, rules)
+        landed.append(export)
+        copy.rename(waiting / name)  # a hidden copy renamed in: the landing step sees all of it or nothing
+    with lake_instance(store) as instance:
+        result = defs.resolve_job_def(site_exports_job.name).execute_in_process(
+            instance=instance, run_config=QUIET, raise_on_error=False
+        )
+        if not result.success:
+            why = _failure(instance, result.run_id)
+            out(f"{'rejected  ' + why[len('rejected ') :] if why.startswith('rejected ') else 'failed    ' + why}")
+            return EXIT_REFUSED if why.startswith("rejected ") else EXIT_FAILED
+        metadata = _materialized(instance, result.run_id)
+    out(f"landed    {metadata.get('landed', '?')}: {SITE_EXPORTS} of sites {metadata.get('sites', '?')}")
+    out(f"pooled    {metadata.get('tables', '?')}")
+    refused = metadata.get("refused", "none")
+    if refused != "none":
+        for line in str(refused).split(" | "):
+            out(f"rejected  {line}")
+        return EXIT_REFUSED
+    return EXIT_OK
