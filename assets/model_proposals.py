@@ -16,6 +16,7 @@ published traces), each writes an empty table and says why in its metadata; noth
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -219,8 +220,9 @@ def cct_arms(context, store: Lake, source: SourceResource, models: ModelsResourc
     ["images", "clusters"],
     "The 'VLM LoRA fine-tuned' mechanism's proposals: a LoRA adapter on the scorer (peft; DeepSpeed "
     "ZeRO-2 on GPU) trained on train-split images towards each image's risk continuation, then the "
-    "fine-tuned model scored on the evaluated split (slate by probability). Runs only when "
-    "ModelsResource.finetune is set; otherwise an empty table.",
+    "fine-tuned model scored on the evaluated split (slate by probability); with "
+    "ModelsResource.morph_task towards the morphology task's <morph> / <final_diagnosis> completion instead "
+    "(models/morph_task.py). Runs only when ModelsResource.finetune is set; otherwise an empty table.",
     kinds=KINDS | {"deepspeed"},
     missing=lambda models: None if models.finetune else FINETUNE_MISSING,
 )
@@ -228,16 +230,25 @@ def finetune(context, store: Lake, source: SourceResource, models: ModelsResourc
     con = connect_with(store, ["images", "clusters"])
     base = models.scorer_model(store)
     adapter = sft_adapter_dir(store, base)
-    run = finetune_proposer(
-        sql.run(con, "proposals/finetune_examples", {"split": "train"}),
-        sql.run(con, "proposals/finetune_examples", {"split": "val"}),
-        FinetuneConfig(
+    if models.morph_task:  # the completion target of the morphology task, with the curves' recipe
+        from models.morph_task import planted_rows
+        from models.morph_training import sft_config
+
+        train, validation = (
+            planted_rows(sql.run(con, "proposals/grpo_examples", {"split": split})) for split in ("train", "val")
+        )
+        recipe = morph_recipe(models)
+        validation = validation.slice(0, recipe.heldout_images)
+        config = sft_config(base, adapter, recipe)
+    else:
+        train, validation = (sql.run(con, "proposals/finetune_examples", {"split": s}) for s in ("train", "val"))
+        config = FinetuneConfig(
             model_dir=str(base),
             adapter_dir=str(adapter),
             device=models.device_or_none(),
             max_steps=models.finetune_max_steps or None,
-        ),
-    )
+        )
+    run = finetune_proposer(train, validation, config)
     table, meta = adapter_proposals(con, store, source, models, base, adapter, FINETUNED)
     context.log.info(f"fine-tuned {run['steps']} steps on {run['device']}; scored {meta['images_scored']} images")
     runs = finetune_training_run(run).table(FINETUNED, meta["model"], meta["revision"])
@@ -268,6 +279,19 @@ def adapter_proposals(con, store, source: SourceResource, models: ModelsResource
         public_inputs(inputs.drop_columns(["evaluated"])), config, store.root / "cache" / "scorer", progress=False
     )
     return as_contract(proposals_from_scores(scores, mechanism, model=f"{base}+{adapter}")), meta
+
+
+def morph_recipe(models: ModelsResource):
+    """The fine-tune's and GRPO's recipe on the morphology task (models/morph_training.py CurveConfig,
+    the figures of docs/models.md), with the resource's device and step counts where they are set."""
+    from models.morph_training import CurveConfig
+
+    recipe = CurveConfig(device=models.device_or_none())
+    return dataclasses.replace(
+        recipe,
+        sft_steps=models.finetune_max_steps or recipe.sft_steps,
+        grpo_steps=models.grpo_max_steps or recipe.grpo_steps,
+    )
 
 
 def sft_adapter_dir(store, base) -> Path:

@@ -228,6 +228,7 @@ VISION_DIR_ENV = "AUTHEVAL_VISION_DIR"
 FINETUNE_ENV = "AUTHEVAL_FINETUNE"
 GRPO_ENV = "AUTHEVAL_GRPO"
 TINY_SCORER = "tiny-gemma3"
+TINY_MORPH_SCORER = "tiny-gemma3-morph"  # its tokenizer learnt the morphology task's texts (models/tiny.py)
 TINY_VISION = "tiny-clip-vision"
 
 
@@ -248,6 +249,9 @@ class ModelsResource(ConfigurableResource):
     finetune_max_steps: int = 0  # 0: one full epoch over the train split
     grpo: bool = False  # GRPO on the MAVIC reward from the fine-tuned model, scored as its own mechanism
     grpo_max_steps: int = 0  # 0: one full epoch over the train split (one image's group per step)
+    # the fine-tune and GRPO train on the learnable morphology task (models/morph_task.py; scorer
+    # default tiny-gemma3-morph) instead of the risk continuations; 0 steps above: its recipe's own
+    morph_task: bool = False
     cct_lam: float = 1.0
     cct_beta: float = 1.0
     torch_threads: int = 0  # intra-op CPU threads during a run; 0: 1 with the tiny models, torch's default otherwise
@@ -273,7 +277,9 @@ class ModelsResource(ConfigurableResource):
 
     def scorer_model(self, lake: Lake) -> Path:
         """The scorer's model directory (the tiny Gemma3 is built on first use)."""
-        return Path(self.scorer_dir) if self.scorer_dir else _tiny(TINY_SCORER, self.model_root(lake))
+        if self.scorer_dir:
+            return Path(self.scorer_dir)
+        return _tiny(TINY_MORPH_SCORER if self.morph_task else TINY_SCORER, self.model_root(lake))
 
     def vision_model(self, lake: Lake) -> Path:
         """The probe's vision tower directory (the tiny CLIP vision model is built on first use)."""

@@ -69,6 +69,31 @@ def tokenizer_texts() -> list[str]:
     return prompts + [target_completion(d) for d in DIAGNOSIS_CODES]
 
 
+def planted_rows(examples: pa.Table, source: str = "morphology task") -> pa.Table:
+    """A lake's training items (sql/proposals/grpo_examples.sql: public fields, reference_diagnosis,
+    modality) as rows of this task: the diagnosis's planted attributes as `reference_attributes`, the
+    instruction `prompt` and the target `completion`, so the lake's fine-tune and GRPO assets train on
+    what the curves train on. A diagnosis with no planted attributes is one line naming the column."""
+    from autheval.errors import RecordError
+
+    diagnoses = examples.column("reference_diagnosis").to_pylist()
+    for image_id, diagnosis in zip(examples.column("image_id").to_pylist(), diagnoses):
+        if diagnosis not in PLANTED_MORPHOLOGY:
+            planted = ", ".join(PLANTED_MORPHOLOGY)
+            rule = f"{str(diagnosis)[:40]!r} has no planted attributes (one of {planted})"
+            raise RecordError(source, "reference_diagnosis", rule, str(image_id)[:80])
+    rows = examples.to_pylist()
+    for row in rows:
+        row["reference_attributes"] = json.dumps(PLANTED_MORPHOLOGY[row["reference_diagnosis"]])
+        row["prompt"] = grpo_prompt(row.get("age"), row.get("sex"), row.get("anatomic_site"))
+        row["completion"] = target_completion(row["reference_diagnosis"])
+    if not rows:  # the same columns, none of them filled
+        return examples.append_column("prompt", pa.array([], pa.string())).append_column(
+            "completion", pa.array([], pa.string())
+        )
+    return pa.Table.from_pylist(rows)
+
+
 def _cohort_rows(cohort_dir: Path) -> list[dict]:
     """The images of a synthetic cohort folder with their metadata and planted diagnosis."""
     import pyarrow.csv as pacsv

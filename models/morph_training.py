@@ -57,6 +57,44 @@ class CurveConfig:
         return text_dims(self.hidden or 32, self.layers or 2)
 
 
+def sft_config(base: str | Path, adapter_dir: str | Path, config: CurveConfig) -> FinetuneConfig:
+    """The fine-tune's recipe on the morphology task (completion target, the plain torch loop), for the
+    curves here and for the lake's fine-tune asset alike (assets/model_proposals.py)."""
+    return FinetuneConfig(
+        model_dir=str(base),
+        adapter_dir=str(adapter_dir),
+        target="completion",
+        epochs=10**6,  # max_steps decides
+        max_steps=config.sft_steps,
+        batch_size=config.sft_batch,
+        lr=config.sft_lr,
+        weight_decay=0.0,
+        seed=config.seed,
+        device=config.device,
+        use_deepspeed=False,  # one process on any device: the plain torch + peft loop
+    )
+
+
+def grpo_config(merged: str | Path, adapter_dir: str | Path, config: CurveConfig) -> GrpoConfig:
+    """GRPO's recipe from the merged SFT model on the morphology task, for the curves here and for the
+    lake's GRPO asset alike (assets/grpo.py)."""
+    return GrpoConfig(
+        model_dir=str(merged),
+        adapter_dir=str(adapter_dir),
+        group_size=config.group_size,
+        images_per_step=config.images_per_step,
+        max_steps=config.grpo_steps,
+        lr=config.grpo_lr,
+        kl_coef=config.kl_coef,
+        temperature=config.temperature,
+        max_completion_tokens=config.max_completion_tokens,
+        eval_every=config.eval_every,
+        eval_samples=config.eval_samples,
+        seed=config.seed,
+        device=config.device,
+    )
+
+
 def _load(model_dir: str | Path, device: str | None, adapter_dir: str | Path | None = None):
     """(model, processor) of a model folder (and adapter) on the device, in its dtype."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -90,23 +128,7 @@ def sft_stage(train: pa.Table, held_out: pa.Table, work: Path, config: CurveConf
     quiet_transformers()
     base = ensure_tiny_model(KIND, work / f"base-{config.seed}", seed=config.seed, dims=config.dims())
     adapter = work / f"sft-{config.seed}"
-    run = finetune_proposer(
-        train,
-        held_out.slice(0, config.heldout_images),
-        FinetuneConfig(
-            model_dir=str(base),
-            adapter_dir=str(adapter),
-            target="completion",
-            epochs=10**6,  # max_steps decides
-            max_steps=config.sft_steps,
-            batch_size=config.sft_batch,
-            lr=config.sft_lr,
-            weight_decay=0.0,
-            seed=config.seed,
-            device=config.device,
-            use_deepspeed=False,  # one process on any device: the plain torch + peft loop
-        ),
-    )
+    run = finetune_proposer(train, held_out.slice(0, config.heldout_images), sft_config(base, adapter, config))
     merged = merge_sft_adapter(base, adapter, work / f"merged-{config.seed}")
     model, processor = _load(merged, config.device)
     scores = greedy_scores(model, processor, held_out.slice(0, config.heldout_images).to_pylist(), 64)
@@ -116,21 +138,7 @@ def sft_stage(train: pa.Table, held_out: pa.Table, work: Path, config: CurveConf
 def grpo_stage(train: pa.Table, held_out: pa.Table, merged: Path, work: Path, config: CurveConfig) -> dict:
     """GRPO from the merged SFT model on MAVIC (or its negation), held-out MAVIC every eval_every steps."""
     name = "grpo" if config.reward_sign > 0 else "grpo-negated"
-    grpo = GrpoConfig(
-        model_dir=str(merged),
-        adapter_dir=str(work / f"{name}-{config.seed}"),
-        group_size=config.group_size,
-        images_per_step=config.images_per_step,
-        max_steps=config.grpo_steps,
-        lr=config.grpo_lr,
-        kl_coef=config.kl_coef,
-        temperature=config.temperature,
-        max_completion_tokens=config.max_completion_tokens,
-        eval_every=config.eval_every,
-        eval_samples=config.eval_samples,
-        seed=config.seed,
-        device=config.device,
-    )
+    grpo = grpo_config(merged, work / f"{name}-{config.seed}", config)
     return grpo_train(
         train, grpo, reward=MavicReward(sign=config.reward_sign), held_out=held_out.slice(0, config.heldout_images)
     )

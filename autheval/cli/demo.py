@@ -48,7 +48,8 @@ def _check_demo_flags(args):
     if args.min_group_clusters < 1:
         raise RecordError("--min-group-clusters", None, f"must be at least 1, got {args.min_group_clusters}")
     if args.source == "reference":
-        for flag, value in [*_path_flags(args), ("--finetune", args.finetune or None), ("--grpo", args.grpo or None)]:
+        trainers = [("--finetune", args.finetune), ("--grpo", args.grpo), ("--morph", args.morph)]
+        for flag, value in [*_path_flags(args), *((flag, on or None) for flag, on in trainers)]:
             if value is not None:
                 raise RecordError(
                     flag, None, "is for the synthetic and isic2019 sources; the reference source is embedded"
@@ -80,13 +81,14 @@ def _check_demo_flags(args):
             from models.model_dir import check_model_dir  # no torch: config, processor and weight headers
 
             check_model_dir(value, flag, role)  # no weights, truncated safetensors, a BERT folder: one line
-    if args.no_models and (args.scorer_dir or args.vision_dir or args.finetune or args.grpo):
+    if args.no_models and (args.scorer_dir or args.vision_dir or args.finetune or args.grpo or args.morph):
         raise RecordError(
             "--no-models",
             None,
-            "turns the model mechanisms off; drop --scorer-dir, --vision-dir, --finetune and --grpo, or --no-models",
+            "turns the model mechanisms off; drop --scorer-dir, --vision-dir, --finetune, --grpo and --morph, "
+            "or --no-models",
         )
-    if args.grpo_steps < 0:
+    if args.grpo_steps is not None and args.grpo_steps < 0:
         raise RecordError(
             "--grpo-steps", None, f"must be 0 (one epoch) or a positive number of steps, got {args.grpo_steps}"
         )
@@ -134,9 +136,10 @@ def _run_demo(args, rules, lake, instance) -> int:
         enabled=_demo_models_enabled(args),
         scorer_dir=_resolved_path(args.scorer_dir),
         vision_dir=_resolved_path(args.vision_dir),
-        finetune=args.finetune or args.grpo,
-        grpo=args.grpo,
-        grpo_max_steps=args.grpo_steps,
+        finetune=args.finetune or args.grpo or args.morph,
+        grpo=args.grpo or args.morph,
+        grpo_max_steps=_grpo_steps(args),
+        morph_task=args.morph,
     )
     extra: tuple[str, ...]  # the assets run after the stages (run_stages)
     if args.source == "reference":
@@ -183,7 +186,9 @@ def _run_demo(args, rules, lake, instance) -> int:
             "Model mechanisms on: VLM readout, CLIP probe, CCT single, CCT cc"
             + (", VLM LoRA fine-tuned" if models.finetune else "")
             + (", VLM GRPO (MAVIC)" if models.grpo else "")
-            + f" (scorer {args.scorer_dir or 'tiny Gemma3'}, vision tower {args.vision_dir or 'tiny CLIP'})"
+            + (" on the morphology task" if models.morph_task else "")
+            + f" (scorer {args.scorer_dir or ('tiny Gemma3 -morph' if args.morph else 'tiny Gemma3')}, "
+            + f"vision tower {args.vision_dir or 'tiny CLIP'})"
         )
     _progress(f"Materializing the {args.source} source into {lake.root} (Dagster, in-process)")
     try:
@@ -241,10 +246,15 @@ def _demo_receipt(args) -> dict:
     ]
     argv += [
         flag
-        for flag, on in (("--no-models", args.no_models), ("--finetune", args.finetune), ("--grpo", args.grpo))
+        for flag, on in (
+            ("--no-models", args.no_models),
+            ("--finetune", args.finetune),
+            ("--grpo", args.grpo),
+            ("--morph", args.morph),
+        )
         if on
     ]
-    argv += ["--grpo-steps", str(args.grpo_steps)] if args.grpo else []
+    argv += ["--grpo-steps", str(_grpo_steps(args))] if args.grpo or args.morph else []
     config = {
         "source": args.source,
         "reps": args.reps,
@@ -255,12 +265,22 @@ def _demo_receipt(args) -> dict:
     return build_receipt("demo", argv, inputs, [], config)
 
 
+def _grpo_steps(args) -> int:
+    """GRPO's steps: --grpo-steps, else 16, or with --morph 0 (its recipe's 48: in 16 the reward of some
+    cohorts has not moved yet)."""
+    if args.grpo_steps is not None:
+        return args.grpo_steps
+    return 0 if args.morph else 16
+
+
 def _demo_models_enabled(args) -> bool:
     """The model mechanisms run for the synthetic source unless --no-models (tiny random models unless
     --scorer-dir/--vision-dir name real ones), and for isic2019 when a model flag asks for them."""
     if args.source == "reference" or args.no_models:
         return False
-    return args.source == "synthetic" or bool(args.scorer_dir or args.vision_dir or args.finetune or args.grpo)
+    return args.source == "synthetic" or bool(
+        args.scorer_dir or args.vision_dir or args.finetune or args.grpo or args.morph
+    )
 
 
 def _resolved_path(path) -> str:
@@ -464,12 +484,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "score it as its own mechanism, VLM GRPO (MAVIC)",
     )
     p.add_argument(
+        "--morph",
+        action="store_true",
+        help="fine-tune and GRPO on the learnable morphology task (implies --grpo; scorer default: tiny "
+        "Gemma3 -morph): SFT on <morph>/<final_diagnosis> completions (120 steps), then GRPO that moves "
+        "the MAVIC reward; a few CPU minutes",
+    )
+    p.add_argument(
         "--grpo-steps",
         type=int,
-        default=16,
+        default=None,
         metavar="N",
         help="GRPO optimizer steps, one image's group of 8 completions each (default 16; 0: one epoch "
-        "over the train split)",
+        "over the train split; with --morph: default and 0 are its recipe's 48 steps of 2 images)",
     )
     p.add_argument(
         "--benchmark",
