@@ -10,7 +10,7 @@ path's, which a hub lake does not run, so they are written here, in one commit w
 
 from __future__ import annotations
 
-from dagster import AssetSpec, Failure, define_asset_job, multi_asset
+from dagster import AssetSpec, Failure, Field, define_asset_job, multi_asset
 
 from assets.common import RECURRING, write_table
 from assets.resources import LakeResource, ProtocolResource
@@ -27,6 +27,10 @@ from autheval.sites.lake import (
     release,
     site_exports_table,
 )
+
+# the rule file the hub declares (`site land --rules`: its version and SHA-256): an export scored under other
+# rules, or declaring none, is refused; left out, the sites must declare the same rules (or none)
+HUB_RULES = {"rules_version": Field(str, is_required=False), "rules_sha256": Field(str, is_required=False)}
 
 
 @multi_asset(
@@ -55,14 +59,19 @@ from autheval.sites.lake import (
             ),
         ),
     ],
+    config_schema=HUB_RULES,
 )
 def site_exports(context, lake: LakeResource, protocol: ProtocolResource):
     store = lake.lake()
     landing = lake.landing_dir()
     trusted = lake_keys(store.root)
     declared = protocol.protocol()
-    before = landed_exports(store, trusted)
-    result = land_exports(landing, trusted, before, declared)
+    given = context.op_execution_context.op_config or {}
+    rules = None
+    if "rules_sha256" in given:
+        rules = {"version": given.get("rules_version"), "sha256": given["rules_sha256"]}
+    before = landed_exports(store, trusted, landing)
+    result = land_exports(landing, trusted, before, declared, rules)
     for line in result.refused:
         context.log.error(f"rejected {line}")
     if not result.landed and (result.refused or not before):
@@ -81,10 +90,10 @@ def site_exports(context, lake: LakeResource, protocol: ProtocolResource):
         for name, part in pooled.tables.items():
             if name != HETEROGENEITY:
                 store.write(name, part)
+        keep(landing, result.landed)  # the copies in place before their rows commit
     except BaseException:
         discard(result.landed)
         raise
-    keep(landing, result.landed)  # the copies in place before their rows commit
     store.after_commit(lambda: release(landing, result.landed))
     landed = ", ".join(f"{e.site} ({name})" for _, e, name in result.landed) or "none"
     yield write_table(

@@ -20,13 +20,14 @@ from autheval.errors import RecordError
 from autheval.monitoring.landing import LANDED_TABLE
 from autheval.monitoring.protocol import load_protocol
 from autheval.sites.lake import (
-    PROCESSED,
-    REJECTED,
     SITE_EXPORTS,
     check_own_folders,
+    discard,
+    export_name_problem,
     exports_dir,
     lake_keys,
     landed_exports,
+    printable,
     verify_export,
 )
 from dagster_project.definitions import build_definitions, lake_instance
@@ -62,21 +63,30 @@ def site_land(
     trusted = lake_keys(store.root)
     defs = build_definitions(str(root), protocol=str(protocol) if protocol else None)
     landing = Path(defs.resources["lake"].landing_dir())
-    landed = landed_exports(store, trusted)
+    landed = landed_exports(store, trusted, landing)
     check_own_folders(landing)
     waiting = exports_dir(landing)
-    for folder in exports:
-        name = Path(folder).resolve().name
-        if name.startswith(".") or name in (PROCESSED, REJECTED):
-            raise RecordError(str(folder), None, f"an export folder's name may not be {name!r} (the landing's own)")
-        if (waiting / name).exists() or (waiting / name).is_symlink():
-            raise RecordError(str(waiting / name), None, f"an export waits under this name; {folder} not copied")
-        copy, export = verify_export(Path(folder), waiting, trusted, landed, declared, rules)
-        landed.append(export)
+    copies: list = []  # (hidden copy, name, export): every --export verified before any is copied in
+    try:
+        for folder in exports:
+            name = Path(folder).resolve().name
+            problem = export_name_problem(name)
+            if problem:
+                raise RecordError(printable(str(folder)), None, f"an export folder's name {problem}")
+            if (waiting / name).exists() or (waiting / name).is_symlink() or name in (n for _, n, _ in copies):
+                raise RecordError(str(waiting / name), None, f"an export waits under this name; {folder} not copied")
+            copy, export = verify_export(Path(folder), waiting, trusted, landed, declared, rules)
+            copies.append((copy, name, export))
+            landed.append(export)
+    except BaseException:
+        discard(copies)
+        raise
+    for copy, name, _ in copies:
         copy.rename(waiting / name)  # a hidden copy renamed in: the landing step sees all of it or nothing
+    config = {"rules_version": rules["version"], "rules_sha256": rules["sha256"]} if rules else {}
     with lake_instance(store) as instance:
         result = defs.resolve_job_def(site_exports_job.name).execute_in_process(
-            instance=instance, run_config=QUIET, raise_on_error=False
+            instance=instance, run_config={**QUIET, "ops": {"site_exports": {"config": config}}}, raise_on_error=False
         )
         if not result.success:
             why = _failure(instance, result.run_id)

@@ -382,6 +382,26 @@ def test_exports_of_other_rules_than_the_hub_declares_are_refused(logs, signed, 
     _refused(capsys, _export(per_site["north"], "north", tmp_path / "x", None, "--rules", tmp_path / "nope"), "nope")
 
 
+def test_a_rules_flag_naming_a_folder_fifo_device_or_huge_file_is_refused_before_reading(
+    logs, signed, tmp_path, capsys
+):
+    """`--rules` of `site export` and of `pool`: a folder, a FIFO, a device or a file past 1 MiB is refused in
+    one line naming --rules and what it is (not "file not found"), before anything is read or written."""
+    _, per_site, _ = logs
+    folder = tmp_path / "rules-folder"
+    folder.mkdir()
+    fifo = tmp_path / "rules-fifo"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as f:
+        f.truncate((1 << 20) + 1)
+    for path, rule in ((folder, "not a plain file"), (fifo, "not a plain file"), ("/dev/zero", "not a plain file")):
+        _refused(capsys, _export(per_site["north"], "north", tmp_path / "x", None, "--rules", path), rule)
+        _refused(capsys, _pool(signed, tmp_path, extra=("--rules", path)), rule)
+    _refused(capsys, _pool(signed, tmp_path, extra=("--rules", huge)), "larger than")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "hub").exists()
+
+
 def test_other_software_version_is_refused(logs, signed, tmp_path, capsys, monkeypatch):
     import autheval
 

@@ -273,3 +273,86 @@ def test_links_fifos_odd_folders_and_reserved_names_are_refused(signed, tmp_path
     shutil.rmtree(lake / "trusted_keys")
     (lake / "trusted_keys").symlink_to(trust, target_is_directory=True)
     _refused(capsys, _land(lake, north), "no registered site keys")
+
+
+def test_hub_rules_reach_dropped_exports_and_no_export_is_copied_before_all_are_verified(
+    logs,  # noqa: F811
+    signed,  # noqa: F811
+    tmp_path,
+    capsys,
+):
+    """`site land --rules` refuses an export dropped by hand that was scored under other rules (not only a
+    given --export); of several --export, none is copied in when one is refused, and the refusal names
+    each export as given, never the lake's hidden copy, and its rules by version and hash."""
+    root, trust, _ = signed
+    _, per_site, _ = logs
+    ours, other = tmp_path / "rules.yaml", tmp_path / "other.yaml"
+    ours.write_text(default_rules_text())
+    other.write_text(default_rules_text() + "\n# another file: another SHA-256\n")
+    made = {}
+    for site, rules in (("north", ours), ("south", other)):
+        made[site] = tmp_path / f"ruled-{site}"
+        key = root / f"key-{site}" / "site.key"
+        assert _export(per_site[site], site, made[site], key, "--rules", rules, seed=SEED, reps=REPS) == 0
+    capsys.readouterr()
+    lake = _hub_lake(tmp_path, trust)
+    dropped = _copy(made["south"], lake / "landing" / "exports" / "dropped")
+    assert _land(lake, extra=("--rules", ours)) == 2
+    out = capsys.readouterr().out
+    assert "export dropped" in out and "not the hub's --rules" in out, out
+    assert not dropped.exists() and (dropped.parent / "rejected" / "dropped.reason.txt").is_file()
+    assert not Lake(lake).tables()
+    err = _refused(capsys, _land(lake, made["north"], made["south"]), "export ruled-south", "rules")
+    assert ".incoming" not in err and "{'" not in err and str(made["north"]) in err, err
+    assert _waiting(lake) == ["rejected"] and not Lake(lake).tables()
+
+
+def test_odd_export_names_and_files_in_place_of_folders_are_refused(signed, tmp_path, capsys):  # noqa: F811
+    """An export folder named with a newline, bytes that are not UTF-8 or too long to keep as <key>__<name>
+    (given or dropped), and a file where the landing keeps its folders: one line each (the name escaped),
+    set aside with its reason when dropped, the lake untouched."""
+    _, trust, exports = signed
+    lake = _hub_lake(tmp_path, trust)
+    odd = tmp_path / "odd"
+    names = ("two\nlines", os.fsdecode(b"n\xffx"), "n" * 240)
+    for name, rule in zip(names, ("control character", "not UTF-8", "longer than 200 bytes")):
+        err = _refused(capsys, _land(lake, _copy(exports["north"], odd / name)), rule)
+        assert "\\n" in err or "\n" not in name
+        assert not Lake(lake).tables() and not (lake / "landing" / "exports").exists()
+    odd_fifo = os.fsdecode(b"f\xff\nx")  # a FIFO in the export, named with a newline and a byte not UTF-8
+    os.mkfifo(_copy(exports["north"], odd / "holds-odd-fifo") / odd_fifo)
+    _refused(capsys, _land(lake, odd / "holds-odd-fifo"), "f\\xff\\nx", "not a plain file")
+    for name in (*names, "holds-odd-fifo"):
+        _copy(exports["north"], lake / "landing" / "exports" / name)
+    os.mkfifo(lake / "landing" / "exports" / "holds-odd-fifo" / odd_fifo)
+    assert _land(lake) == 2
+    capsys.readouterr()
+    rejected = lake / "landing" / "exports" / "rejected"
+    assert len(list(rejected.glob("*.reason.txt"))) == 4 and _waiting(lake) == ["rejected"]
+    assert "not a plain file" in (rejected / "holds-odd-fifo.reason.txt").read_text()
+    assert not Lake(lake).tables()
+    (lake / "landing" / "exports" / "processed").write_text("")
+    _refused(capsys, _land(lake, exports["north"]), "processed", "is not a folder")
+    assert not Lake(lake).tables() and not list((lake / "landing" / "exports").glob(".incoming-*"))
+
+
+def test_a_moved_lake_still_pools_and_a_replaced_kept_copy_is_refused(logs, signed, tmp_path, capsys):  # noqa: F811
+    """The lake finds its kept copies where it lies now (moved or restored elsewhere), and refuses a kept
+    copy that is not the export its row names (another signed export of the site put in its place)."""
+    root, trust, exports = signed
+    _, per_site, _ = logs
+    lake = _hub_lake(tmp_path / "was", trust)
+    assert _land(lake, exports["north"]) == 0
+    moved = tmp_path / "now" / "lake"
+    moved.parent.mkdir()
+    shutil.move(lake, moved)
+    assert _land(moved, exports["south"]) == 0
+    assert Lake(moved).read("site_exports").column("site").to_pylist() == ["north", "south"]
+    before = _state(moved)
+    (kept,) = (moved / "landing" / "exports" / "processed").glob("*__export-north")
+    shutil.rmtree(kept)
+    key = root / "key-north" / "site.key"
+    assert _export(per_site["north"], "north", kept, key, seed=SEED, reps=REPS + 1) == 0
+    capsys.readouterr()
+    _refused(capsys, _land(moved, exports["west"]), "site_exports", "not the", "its row names")
+    assert _state(moved)[0] == before[0]

@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -285,11 +286,23 @@ def export_files(manifest: dict) -> tuple[str, ...]:
     )
 
 
+RULES_MAX_BYTES = 1 << 20  # a declared rule file (the study's is a few kB)
+
+
 def rules_entry(path) -> dict:
     """The manifest's `rules`: the version and SHA-256 of the declared rule file (autheval rules) under
-    which the site scored its records, so that a hub refuses an export of other rules."""
+    which the site scored its records, so that a hub refuses an export of other rules. A folder, FIFO or
+    device, or a file past RULES_MAX_BYTES, is refused in one line naming --rules before it is read."""
     from autheval.review.rules import load_rules
 
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise RecordError("--rules", None, f"{path}: no such rule file ({err.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise RecordError("--rules", None, f"{path} is not a plain file (a folder, FIFO or device)")
+    if st.st_size > RULES_MAX_BYTES:
+        raise RecordError("--rules", None, f"{path} is larger than {RULES_MAX_BYTES:,} bytes (a rule file is a few kB)")
     rules = load_rules(path)
     return {"version": rules.version, "sha256": rules.sha256}
 

@@ -23,7 +23,7 @@ import os
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -43,6 +43,7 @@ HETEROGENEITY = "heterogeneity"
 POOLED_SITE = "all"  # the `site` of a pooled row
 STUDY = "sites"  # the `study` of a hub lake's rows
 KEY_LENGTH = 20  # hex digits of the manifest's SHA-256 naming a landed export
+NAME_MAX_BYTES = 200  # an export folder's name: `<key>__<name>` and `<name>.reason.txt` fit in one file name
 SITE_EXPORT_COLUMNS = (
     "site",
     "export_key",
@@ -103,12 +104,42 @@ def exports_dir(landing: Path) -> Path:
 
 def check_own_folders(landing: Path) -> None:
     """landing/exports/ and its processed/ and rejected/ are real folders: nothing is read or kept
-    through a link out of the lake (one line naming it)."""
+    through a link out of the lake, nothing is copied onto a file (one line naming it)."""
     for folder in (exports_dir(landing), exports_dir(landing) / PROCESSED, exports_dir(landing) / REJECTED):
         if folder.is_symlink():
             raise RecordError(
                 str(folder), None, "is a symbolic link; a hub lake keeps its exports in folders of its own"
             )
+        if folder.exists() and not folder.is_dir():
+            raise RecordError(str(folder), None, "is not a folder; a hub lake keeps its exports in folders of its own")
+
+
+def export_name_problem(name: str) -> str | None:
+    """Why an export folder's name cannot land (None: it can): the landing's own names, a hidden name, a
+    name a table, a reason or one line of output cannot hold, or one too long to keep as `<key>__<name>`."""
+    from autheval.monitoring.landing import shown
+
+    if not name or name.startswith(".") or name in (PROCESSED, REJECTED):
+        return f"may not be {name!r} (the landing's own)"
+    if shown(name) != name:
+        return "is not UTF-8"
+    if not name.isprintable():
+        return "holds a control character (a newline, a tab)"
+    if len(name.encode()) > NAME_MAX_BYTES:
+        return f"is longer than {NAME_MAX_BYTES} bytes"
+    return None
+
+
+def printable(text: str) -> str:
+    """`text` as one line of a refusal: bytes that are not UTF-8 as \\xNN, a control character escaped."""
+    from autheval.monitoring.landing import shown
+
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown(text))
+
+
+def _fitted(name: str) -> str:
+    """`name` cut to NAME_MAX_BYTES: what a refused folder is set aside as, its reason beside it."""
+    return os.fsdecode(os.fsencode(name)[:NAME_MAX_BYTES])
 
 
 def waiting_exports(landing: Path) -> list[Path]:
@@ -119,12 +150,26 @@ def waiting_exports(landing: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.name not in (PROCESSED, REJECTED))
 
 
-def landed_exports(store, trusted: dict[str, str]) -> list[SiteExport]:
-    """Every export the lake holds (`site_exports`), read and verified again from its kept copy."""
+def landed_exports(store, trusted: dict[str, str], landing: Path) -> list[SiteExport]:
+    """Every export the lake holds (`site_exports`), read and verified again from its kept copy in
+    <landing>/exports/processed/ (the lake moved or copied elsewhere still finds it; else the copy the
+    row's `stored` names), and refused in one line unless it is the export its row names."""
     if not store.has_table(SITE_EXPORTS):
         return []
-    table = store.read(SITE_EXPORTS)
-    return [read_export(Path(p), trusted, SITE_EXPORTS) for p in table.column("stored").to_pylist()]
+    exports = []
+    for row in store.read(SITE_EXPORTS).to_pylist():
+        kept = exports_dir(landing) / PROCESSED / f"{row['export_key']}__{row['landed_name']}"
+        folder = kept if kept.is_dir() or not row["stored"] else Path(row["stored"])
+        export = read_export(folder, trusted, SITE_EXPORTS)
+        if export.manifest_sha256 != row["manifest_sha256"]:
+            raise RecordError(
+                SITE_EXPORTS,
+                None,
+                f"{folder} holds the export of manifest SHA-256 {export.manifest_sha256[:12]}..., not the "
+                f"{row['manifest_sha256'][:12]}... its row names (a kept copy replaced)",
+            )
+        exports.append(export)
+    return exports
 
 
 def _copy_plain(src: Path, dst: Path) -> None:
@@ -133,10 +178,10 @@ def _copy_plain(src: Path, dst: Path) -> None:
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as err:
-        raise RecordError(str(src), None, why) from err
+        raise RecordError(printable(str(src)), None, why) from err
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise RecordError(str(src), None, why)
+        raise RecordError(printable(str(src)), None, why)
     with os.fdopen(fd, "rb") as reader:
         with open(dst, "xb") as writer:
             shutil.copyfileobj(reader, writer)
@@ -146,7 +191,7 @@ def private_copy(folder: Path, into: Path) -> Path:
     """A copy of an export folder's plain files in a new hidden folder of `into` (the lake's own): what
     is verified and kept is this copy, so nothing can rewrite the export once it is read."""
     if folder.is_symlink() or not folder.is_dir():
-        raise RecordError(str(folder), None, "is not an export folder (a link, a file or missing)")
+        raise RecordError(printable(str(folder)), None, "is not an export folder (a link, a file or missing)")
     into.mkdir(parents=True, exist_ok=True)
     copy = Path(tempfile.mkdtemp(prefix=".incoming-", dir=into))
     try:
@@ -159,11 +204,13 @@ def private_copy(folder: Path, into: Path) -> Path:
 
 
 def _named(err: RecordError, copy: Path, folder: Path) -> RecordError:
-    """`err` naming the export as it was given rather than its private copy."""
+    """`err` naming the export as it was given rather than its private copy, as one printable line (a
+    file of the export named with a newline or bytes that are not UTF-8 shown escaped)."""
     label = f"export {folder.name}"
     if err.source in (label, SITE_EXPORTS):  # the flag the checks were given: the label says it
-        return RecordError(label, err.column, err.rule.replace(str(copy), str(folder)), err.example)
-    return RecordError(label, None, str(err).replace(str(copy), str(folder)))
+        rule = printable(err.rule.replace(str(copy), str(folder)))
+        return RecordError(printable(label), err.column, rule, err.example)
+    return RecordError(printable(label), None, printable(str(err).replace(str(copy), str(folder))))
 
 
 def admit(new: SiteExport, landed: list[SiteExport], protocol=None, rules: dict | None = None) -> None:
@@ -185,7 +232,7 @@ def verify_export(
     """(the private copy, the verified export) of an export folder; RecordError naming the folder."""
     copy = private_copy(folder, into)
     try:
-        export = read_export(copy, trusted, f"export {folder.name}")
+        export = replace(read_export(copy, trusted, f"export {folder.name}"), folder=folder)  # named as given
         admit(export, landed, protocol, rules)
     except RecordError as err:
         shutil.rmtree(copy, ignore_errors=True)
@@ -205,10 +252,13 @@ class Landing:
     moved: list[Path] = field(default_factory=list)
 
 
-def land_exports(landing: Path, trusted: dict[str, str], landed: list[SiteExport], protocol=None) -> Landing:
+def land_exports(
+    landing: Path, trusted: dict[str, str], landed: list[SiteExport], protocol=None, rules: dict | None = None
+) -> Landing:
     """Verify every export waiting in <landing>/exports/ (name order, each against the landed ones and
-    those before it); a refused one is moved to rejected/ with its reason. Nothing is kept yet: `keep`
-    moves the copies into processed/ once the lake has committed their rows."""
+    those before it, and the hub's `rules` where declared); a refused one is moved to rejected/ with its
+    reason. Nothing is kept yet: `keep` moves the copies into processed/ once the lake has committed
+    their rows."""
     from autheval.monitoring.landing import _move_no_clobber
     from warehouse.atomic import atomic_write_text
 
@@ -217,11 +267,16 @@ def land_exports(landing: Path, trusted: dict[str, str], landed: list[SiteExport
     result = Landing()
     for folder in waiting_exports(landing):
         try:
-            copy, export = verify_export(folder, into, trusted, landed + [e for _, e, _ in result.landed], protocol)
+            problem = export_name_problem(folder.name)
+            if problem:
+                raise RecordError(f"export {printable(folder.name)}", None, f"the folder's name {problem}")
+            before = landed + [e for _, e, _ in result.landed]
+            copy, export = verify_export(folder, into, trusted, before, protocol, rules)
         except RecordError as err:
-            result.refused.append(str(err))
-            moved = _move_no_clobber(folder, into / REJECTED / folder.name)
-            atomic_write_text(moved.with_name(moved.name + ".reason.txt"), str(err) + "\n")
+            line = printable(str(err))  # one line a reason file and the output can hold
+            result.refused.append(line)
+            moved = _move_no_clobber(folder, into / REJECTED / _fitted(folder.name))
+            atomic_write_text(moved.with_name(moved.name + ".reason.txt"), line + "\n")
             result.moved.append(moved)
             continue
         result.landed.append((copy, export, folder.name))

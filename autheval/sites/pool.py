@@ -449,6 +449,13 @@ def _rules_text(rules: dict) -> str:
     return f"{rules['version']!r} (sha256 {rules['sha256'][:12]}...)"
 
 
+def _same_text(key: str, value) -> str:
+    """A manifest's value as a refusal names it (declared rules by version and hash, none as `none`)."""
+    if key == "rules":
+        return "none" if value is None else _rules_text(value)
+    return repr(value)
+
+
 def check_exports(
     exports: list[SiteExport], seed: int | None = None, flag: str = "--export", rules: dict | None = None
 ) -> None:
@@ -479,10 +486,11 @@ def check_exports(
             raise RecordError(flag, None, f"{e.folder} {what}, not the hub's --rules {_rules_text(rules)}")
         for key in SAME_ACROSS_SITES:
             if e.manifest.get(key) != first.manifest.get(key):
+                this, that = (_same_text(key, x.manifest.get(key)) for x in (e, first))
                 raise RecordError(
                     flag,
                     None,
-                    f"{e.folder} has {key} {e.manifest.get(key)!r} but {first.folder} has {first.manifest.get(key)!r}; "
+                    f"{e.folder} has {key} {this} but {first.folder} has {that}; "
                     "every site exports with the same software, scheme, seed, replicates and rules",
                 )
         if e.manifest["per_cluster"] != first.manifest["per_cluster"]:
