@@ -7,6 +7,7 @@ same-site export, or one of another protocol, is refused in one line and the lak
 from __future__ import annotations
 
 import csv
+import hashlib
 import os
 import shutil
 import warnings
@@ -305,6 +306,10 @@ def test_hub_rules_reach_dropped_exports_and_no_export_is_copied_before_all_are_
     err = _refused(capsys, _land(lake, made["north"], made["south"]), "export ruled-south", "rules")
     assert ".incoming" not in err and "{'" not in err and str(made["north"]) in err, err
     assert _waiting(lake) == ["rejected"] and not Lake(lake).tables()
+    assert _land(lake, made["north"], extra=("--rules", ours)) == 0  # its rules: every row names them
+    declared = hashlib.sha256(ours.read_bytes()).hexdigest()
+    for table in ("site_exports", "estimates", "intervals"):
+        assert set(Lake(lake).read(table).column("rule_sha256").to_pylist()) == {declared}, table
 
 
 def test_odd_export_names_and_files_in_place_of_folders_are_refused(signed, tmp_path, capsys):  # noqa: F811

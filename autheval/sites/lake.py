@@ -56,6 +56,8 @@ SITE_EXPORT_COLUMNS = (
     "analyses",
     "contrasts",
     "monitor_protocol_sha256",
+    "rule_version",
+    "rule_sha256",
     "scheme",
     "seed",
     "reps",
@@ -334,6 +336,8 @@ def site_exports_table(store, landing: Path, landed: list[tuple[Path, SiteExport
                 "analyses": ";".join(sorted(e.analyses)),
                 "contrasts": ";".join(sorted(e.contrasts)),
                 "monitor_protocol_sha256": monitor["protocol_sha256"] if monitor else None,
+                "rule_version": (e.manifest.get("rules") or {}).get("version"),
+                "rule_sha256": (e.manifest.get("rules") or {}).get("sha256"),
                 "scheme": e.manifest["scheme"],
                 "seed": e.manifest["seed"],
                 "reps": e.manifest["reps"],
@@ -359,7 +363,8 @@ def _site(source: str) -> str:
 
 
 def _run_wide(provenance: Provenance) -> dict:
-    """The provenance every row of a pool shares: no rule file applied at the hub, the engine, the software."""
+    """The provenance every row of a pool shares: the rule file the sites declare they scored under (none
+    where they declare none), the engine, the software."""
     return {name: getattr(provenance, name) for name in ("rule_version", "rule_sha256", "engine", "software_version")}
 
 
@@ -393,7 +398,14 @@ def hub_tables(exports: list[SiteExport], protocol=None, decisions=None, run_id=
     alerts: list = []
     if exports[0].analyses:
         rows, contrasts, summary = pool(exports)
-        provenance = Provenance(scheme=summary["scheme"], seed=summary["seed"], reps=summary["reps"])
+        declared = exports[0].manifest.get("rules") or {}  # the same at every site (check_exports)
+        provenance = Provenance(
+            scheme=summary["scheme"],
+            seed=summary["seed"],
+            reps=summary["reps"],
+            rule_version=declared.get("version"),
+            rule_sha256=declared.get("sha256"),
+        )
         order = {a: i for i, a in enumerate(summary["analyses"])}
         boot = [{**r, "analysis_order": order[r["analysis"]]} for r in rows if r["interval_method"] != "delta_method"]
         estimates = _stamped((*ESTIMATE_COLUMNS, "analysis_order"), boot, provenance)
