@@ -8,12 +8,14 @@ figure printed with the machine line (cores, available memory, load average) tak
 2. All six reference traces plus the paired contrast in one process: the numpy per-replicate loop
    (benchmarks/numpy_loop.py traces) against `autheval compare` (reference scheme, 5000 replicates);
    every published cell checked to 1e-12.
-3. Fixed cost: `autheval evaluate` on the 4-row example (best of 5), and which heavy modules
+3. Issue 30's rows of the small-log path (1M reference, 1M and 100k evaluator, the six traces),
+   from the figures of 1 and 2, each beside its goal.
+4. Fixed cost: `autheval evaluate` on the 4-row example (best of 5), and which heavy modules
    `autheval --help` loads.
-4. Scale: the poisson scheme on 10M records in 1M clusters, 1000 replicates: read + validate,
+5. Scale: the poisson scheme on 10M records in 1M clusters, 1000 replicates: read + validate,
    estimate, where the estimate's time goes (weights, their product with the cluster statistics, the
    SQL around them), peak memory.
-5. Inner loops, in this process: counting numpy's stream (`integers` + `bincount` against the C
+6. Inner loops, in this process: counting numpy's stream (`integers` + `bincount` against the C
    extension autheval/estimation/_stream_counts.c) and the poisson weights (numpy hash against C), per draw or
    weight, results checked identical.
 
@@ -64,7 +66,8 @@ def trace_file(table: str) -> Path:
     return shared if shared.exists() else reference_path(table)
 
 
-def six_traces(runs: int) -> None:
+def six_traces(runs: int) -> tuple[float, float]:
+    """The six traces and the contrast: (the loop's seconds, ours), each best of `runs`, printed."""
     arms = [f"{name}={trace_file(table)}" for name, table in TRACES.items()]
     machine = machine_line()
     loop_wall, loop_peak, out = best_of(
@@ -126,6 +129,32 @@ def six_traces(runs: int) -> None:
         f"{loop_wall / ours_wall:5.2f}x faster; max |difference| {worst:.1e} "
         f"({'equal to 1e-12' if worst <= 1e-12 else 'MISMATCH'})"
     )
+    return loop_wall, ours_wall
+
+
+def small_log_rows(table: list[dict], traces: tuple[float, float] | None) -> None:
+    """Issue 30's rows of the small-log path, from the figures printed above (same run): each ratio or
+    figure beside its goal, with the machine line now."""
+    by_log = {row["log"]: row for row in table}
+    lines = []
+    big, small = by_log.get("1,000,000 cases, 100,000 clusters"), by_log.get("100,000 cases, 10,000 clusters")
+    if big:
+        loop, _ = big["baseline"]
+        lines.append(("1M cases, reference scheme vs the loop", f"{loop / big['reference'][0]:.2f}x", "at least 12x"))
+        wall, peak = big["evaluator"]
+        lines.append(("1M cases, evaluator scheme", f"{loop / wall:.2f}x, {peak:.0f} MB", "kept: 3.24x, 391 MB"))
+    if small:
+        (loop, loop_peak), (wall, peak) = small["baseline"], small["evaluator"]
+        figure = f"{loop / wall:.2f}x, {peak:.0f} MB (loop {loop_peak:.0f} MB)"
+        lines.append(("100k cases, evaluator scheme", figure, "at most the loop's memory"))
+    if traces:
+        lines.append(("six traces + contrast, one compare", f"{traces[0] / traces[1]:.2f}x", "at least 3x"))
+    if not lines:
+        return
+    print("\n== issue 30, the small-log path (the figures above, against the numpy loop of the same run)")
+    print(machine_line())
+    for work, figure, goal in lines:
+        print(f"  {work:40s} {figure:34s} goal: {goal}")
 
 
 def fixed_cost(runs: int) -> None:
@@ -326,8 +355,8 @@ def main() -> int:
         scale_child(args)
         return 0
     warm_bytecode()
-    peer_table([s.strip() for s in args.sizes.split(",") if s.strip()], 5000, args.runs)
-    six_traces(max(args.runs, 3))
+    table = peer_table([s.strip() for s in args.sizes.split(",") if s.strip()], 5000, args.runs)
+    small_log_rows(table, six_traces(max(args.runs, 3)))
     fixed_cost(5)
     if not args.skip_scale:
         scale_run(args.cases, args.clusters, args.poisson_reps)

@@ -14,19 +14,20 @@
    month 7: the share that alert at site-2 by month 24, the median delay (months of drifted data at the
    first alert: 1 = at the look of month 7), and false alerts elsewhere.
 4. One monthly look: on --look-records landed records (default 10M; 3 sites x 24 months, landed by
-   autheval.monitoring.landing.read_landed, which is not timed), the latest look's confidence sequences (the
-   per-cluster sums of every slice, sql/records/cluster_stats.sql, then confidence_sequences against the
-   protocol's bounds) and the monitor's whole run (autheval.monitoring.monitor.monitor_table: every slice,
-   rule and look, as each monthly run recomputes them) without the bootstrap interval beside; then the
-   whole run with it on --monitor-records (default 100k). Each in a child process with its own peak
-   memory.
+   autheval.monitoring.landing.read_landed in a child of its own, not timed, into a Parquet file as the lake
+   keeps it), the latest look's confidence sequences (`latest_look`: each site's per-cluster sums, the pooled
+   slice's from them, then confidence_sequences against the protocol's bounds; goal (issue 30): under 10 s
+   and 2 GB) and the monitor's whole run (autheval.monitoring.monitor.monitor_table: every slice, rule and
+   look, as each monthly run recomputes them) without the bootstrap interval beside; then the whole run
+   with it on --monitor-records (default 100k). Each in a child process with its own peak memory;
+   --look-only prints only this table, --latest-look-only (with it) only its first row.
 5. Case mix: the monitor's case-mix test (autheval.monitoring.monitor.case_mix_tests) on --case-mix-deployments
    stationary deployments and as many with --case-mix-drift planted: deployments with any shift
    reported (Bonferroni over a deployment's site x dimension tests), and detection at site-1.
 
 Usage: python benchmarks/monitoring.py [--deployments 500] [--clusters-per-month 30] [--look-records N]
        [--monitor-records N] [--skip-look] [--case-mix-deployments 500] [--case-mix-drift SPEC]
-       [--case-mix-only]
+       [--case-mix-only] [--look-only [--latest-look-only]]
 """
 
 from __future__ import annotations
@@ -46,11 +47,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autheval.monitoring.deployment_sim import DeploymentModel, month_label, parse_drift, simulate, site_name
-from autheval.records.cluster_stats import create_cluster_stats
 from autheval.records.schema import FULL
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
 from benchmarks.peer import child_rusage, machine_line
-from warehouse.sql import connect, run, to_table
+from warehouse.sql import connect, load_sql, run, to_table
 
 SITES, MONTHS = 3, 24
 DRIFT = "site-2:proposer_quality:-0.5:from=7"
@@ -244,50 +244,70 @@ def delays(decisions: Decisions, site: int, rule: int, start: int) -> np.ndarray
 # --- one monthly look on 10M landed records ----------------------------------------------------------
 
 
-def landed_deployment(records: int) -> tuple[pa.Table, float, float]:
+def landed_deployment(records: int, folder: Path) -> tuple[pa.Table, Path, float, float]:
     """A deployment of about `records` images (3 sites x 24 months) landed as the lake lands it (the
-    logs written as Parquet, each read and validated by autheval.monitoring.landing.read_landed): the landed
-    table, and the seconds writing and landing took."""
-    import tempfile
+    logs written as Parquet under `folder`, each read and validated by autheval.monitoring.landing.read_landed):
+    the landed table, the same rows as the lake keeps them (a Parquet file under `folder`), and the seconds
+    writing and landing took."""
+    import pyarrow.parquet as pq
 
     from autheval.monitoring.deployment_sim import write_deployment
     from autheval.monitoring.landing import read_landed
 
     clusters = max(1, round(records / (SITES * MONTHS * 2.5)))
     model = DeploymentModel(sites=SITES, months=MONTHS, clusters_per_month=clusters)
-    with tempfile.TemporaryDirectory() as tmp:
-        started = time.perf_counter()
-        paths = write_deployment(model, Path(tmp), fmt="parquet")
-        written = time.perf_counter() - started
-        started = time.perf_counter()
-        landed = pa.concat_tables([read_landed(path)[1] for path in paths], promote_options="default")
-        return landed, written, time.perf_counter() - started
+    started = time.perf_counter()
+    (folder / "logs").mkdir()
+    paths = write_deployment(model, folder / "logs", fmt="parquet")
+    written = time.perf_counter() - started
+    started = time.perf_counter()
+    landed = pa.concat_tables([read_landed(path)[1] for path in paths], promote_options="default")
+    land = time.perf_counter() - started
+    pq.write_table(landed, folder / "landed_records.parquet")
+    return landed, folder / "landed_records.parquet", written, land
 
 
-def look_child(mode: str, records: int, reps: int) -> None:
-    """In a child process, on a landed deployment of about `records` records, prints JSON timings of
-    `core`: the latest look's confidence sequences (per-cluster sums of every slice, sql/records/cluster_stats.sql,
-    then autheval.monitoring.monitor.confidence_sequences against the protocol's bounds), or `monitor`: the
-    monitor's whole run (autheval.monitoring.monitor.monitor_table: every slice, rule and look, as the monthly
-    run recomputes them, with `reps` bootstrap replicates beside)."""
-    from autheval.monitoring.monitor import confidence_sequences, monitor_table
+def latest_look(landed: Path, protocol) -> int:
+    """The latest look's confidence sequences of every slice (each site, every site pooled) of the landed
+    records in the Parquet file `landed`, scanned where it lies: each site's per-cluster sums in one GROUP
+    BY, the pooled slice's being the same clusters' (sql/recurring/deployment_sim_pooled_sums.sql), then
+    confidence_sequences against the protocol's bounds (the delta method's sums need no rank, so the clusters
+    are not sorted); its rows."""
+    from autheval.monitoring.monitor import confidence_sequences
+
+    con = connect()
+    con.read_parquet(str(landed)).create_view("landed_records")
+    con.sql(load_sql("recurring/deployment_sim_look_slices")).create_view("records")
+    to_table(con, "site_cluster_sums", "records/cluster_sums", integers={"partitions": 1, "partition": 0})
+    con.sql(load_sql("recurring/deployment_sim_pooled_sums")).create_view("look_sums")
+    bounds = _bounds(protocol)
+    return confidence_sequences(con, "look_sums", protocol.alpha, protocol.horizon_clusters, bounds).num_rows
+
+
+def look_child(mode: str, records: int, reps: int, folder: Path) -> None:
+    """In a child process, prints JSON: `land`: a deployment of about `records` records landed under
+    `folder` (landed_deployment: its Parquet file as the lake keeps it; the seconds writing and landing
+    took); `core`: the latest look of that file (`latest_look`, scanned where it lies); `monitor`: the
+    monitor's whole run on it (autheval.monitoring.monitor.monitor_table: every slice, rule and look, as the
+    monthly run recomputes them, with `reps` bootstrap replicates beside), the file read into memory as
+    the monitor asset reads the lake's table. The child's peak memory is then the look's own."""
+    import pyarrow.parquet as pq
+
+    from autheval.monitoring.monitor import monitor_table
     from autheval.monitoring.protocol import load_protocol
 
+    if mode == "land":
+        landed, _, written, land = landed_deployment(records, folder)
+        print(json.dumps({"records": landed.num_rows, "write": written, "land": land}))
+        return
     protocol = load_protocol(None)
-    landed, written, land = landed_deployment(records)
+    path = folder / "landed_records.parquet"
     started = time.perf_counter()
     if mode == "core":
-        con = connect()
-        con.register("landed_records", landed)
-        to_table(con, "records", "recurring/deployment_sim_look_slices")
-        create_cluster_stats(con)
-        rows = confidence_sequences(
-            con, "cluster_stats", protocol.alpha, protocol.horizon_clusters, _bounds(protocol)
-        ).num_rows
+        rows = latest_look(path, protocol)
     else:
-        rows = monitor_table(landed, protocol, reps=reps).table.num_rows
-    look = time.perf_counter() - started
-    print(json.dumps({"records": landed.num_rows, "write": written, "land": land, "look": look, "rows": rows}))
+        rows = monitor_table(pq.read_table(path), protocol, reps=reps).table.num_rows
+    print(json.dumps({"look": time.perf_counter() - started, "rows": rows}))
 
 
 def simulated_landed(model: DeploymentModel, deployments: int, seed: int) -> pa.Table:
@@ -388,6 +408,58 @@ def print_table(header: list[str], rows: list[list]) -> None:
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
 
 
+def print_looks(args) -> None:
+    """The monthly look table: the deployments landed by a child of their own (not timed as a look), then
+    each computation in a child process of its own, with its peak memory."""
+    import tempfile
+
+    print(
+        f"\nOne monthly look ({SITES} sites x {MONTHS} months landed; each in a child process of its own, timed "
+        "from the landed records' Parquet file as the lake keeps it; landing itself is not part of a look)"
+    )
+
+    def child(mode: str, records: int, reps: int, folder: str) -> tuple[float, dict]:
+        command = [sys.executable, str(Path(__file__).resolve()), "--look-child", mode, "--look-records", str(records)]
+        command += ["--look-reps", str(reps), "--look-folder", folder]
+        _, peak, out = child_rusage(command)
+        return peak, json.loads(out.strip().splitlines()[-1])
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        landed = {}
+        for records in sorted({args.look_records} | (set() if args.latest_look_only else {args.monitor_records})):
+            folder = Path(tmp) / str(records)
+            folder.mkdir()
+            landed[records] = (str(folder), child("land", records, 0, str(folder))[1])
+        for mode, records, reps in (
+            ("core", args.look_records, 0),
+            ("monitor", args.look_records, 0),
+            ("monitor", args.monitor_records, args.look_reps),
+        )[: 1 if args.latest_look_only else 3]:
+            print(machine_line())
+            folder, land = landed[records]
+            peak, result = child(mode, records, reps, folder)
+            what = (
+                "the latest look's confidence sequences (cluster sums + confidence_sequences)"
+                if mode == "core"
+                else f"monitor_table, every look{f', {reps} bootstrap replicates' if reps else ', no bootstrap'}"
+            )
+            rows.append(
+                [
+                    what,
+                    f"{land['records']:,}",
+                    f"{land['land']:.1f} s",
+                    f"{result['look']:.2f} s",
+                    f"{result['look'] / (1 if mode == 'core' else MONTHS):.2f} s",
+                    f"{peak:.0f} MB",
+                ]
+            )
+            if mode == "core":
+                met = result["look"] < 10 and peak < 2000
+                print(f"  the latest look: goal (issue 30) under 10 s and 2 GB: {'met' if met else 'NOT met'}")
+    print_table(["computation", "landed records", "landing (apart)", "time", "per look", "child peak RSS"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--deployments", type=int, default=500)
@@ -424,14 +496,19 @@ def main() -> None:
     )
     parser.add_argument("--skip-look", action="store_true")
     parser.add_argument("--case-mix-only", action="store_true", help="only the case-mix table")
-    parser.add_argument("--look-child", choices=("core", "monitor"), help=argparse.SUPPRESS)
+    parser.add_argument("--look-only", action="store_true", help="only the monthly look table")
+    parser.add_argument("--latest-look-only", action="store_true", help="with --look-only: only the latest look")
+    parser.add_argument("--look-child", choices=("land", "core", "monitor"), help=argparse.SUPPRESS)
+    parser.add_argument("--look-folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.look_child is not None:
-        return look_child(args.look_child, args.look_records, args.look_reps)
+        return look_child(args.look_child, args.look_records, args.look_reps, Path(args.look_folder))
 
     from autheval.monitoring.protocol import load_protocol
 
     protocol = load_protocol(None)
+    if args.look_only:
+        return print_looks(args)
     if args.case_mix_only:
         return print_case_mix(
             protocol, args.case_mix_deployments, args.case_mix_drift, args.clusters_per_month, args.seed + 2
@@ -513,46 +590,7 @@ def main() -> None:
         print_case_mix(protocol, args.case_mix_deployments, args.case_mix_drift, args.clusters_per_month, args.seed + 2)
 
     if not args.skip_look:
-        print(
-            f"\nOne monthly look ({SITES} sites x {MONTHS} months landed; each in a child process, timed from the "
-            "landed table in memory; landing itself is not part of a look)"
-        )
-        rows = []
-        for mode, records, reps in (
-            ("core", args.look_records, 0),
-            ("monitor", args.look_records, 0),
-            ("monitor", args.monitor_records, args.look_reps),
-        ):
-            print(machine_line())
-            _, peak, out = child_rusage(
-                [
-                    sys.executable,
-                    str(Path(__file__).resolve()),
-                    "--look-child",
-                    mode,
-                    "--look-records",
-                    str(records),
-                    "--look-reps",
-                    str(reps),
-                ]
-            )
-            result = json.loads(out.strip().splitlines()[-1])
-            what = (
-                "the latest look's confidence sequences (cluster sums + confidence_sequences)"
-                if mode == "core"
-                else f"monitor_table, every look{f', {reps} bootstrap replicates' if reps else ', no bootstrap'}"
-            )
-            rows.append(
-                [
-                    what,
-                    f"{result['records']:,}",
-                    f"{result['land']:.1f} s",
-                    f"{result['look']:.2f} s",
-                    f"{result['look'] / (1 if mode == 'core' else MONTHS):.2f} s",
-                    f"{peak:.0f} MB",
-                ]
-            )
-        print_table(["computation", "landed records", "landing (apart)", "time", "per look", "child peak RSS"], rows)
+        print_looks(args)
 
 
 if __name__ == "__main__":

@@ -45,14 +45,23 @@ def read(table: pa.Table, analysis: str = "noisy"):
 
 
 def stats_of(records) -> pa.Table:
-    return pq.read_table(records.cluster_stats.path)
+    held = records.cluster_stats.table
+    return held if held is not None else pq.read_table(records.cluster_stats.path)
+
+
+@pytest.fixture
+def in_files(monkeypatch):
+    """Every record's statistics in a file, however small (the large-record path)."""
+    monkeypatch.setattr(cluster_stats, "HELD_CLUSTERS", 0)
 
 
 @pytest.mark.parametrize("cores", ["1", "2"])
 def test_partitions_side_by_side_give_the_bytes_of_one(monkeypatch, cores):
     table = noisy_log(clusters=3000, rows=24_000)
     whole = read(table)
-    assert whole.cluster_stats.partitions == 1
+    assert whole.cluster_stats.partitions == 1 and whole.cluster_stats.path is None  # small: held in memory
+    monkeypatch.setattr(cluster_stats, "HELD_CLUSTERS", 0)
+    assert stats_of(read(table)).equals(stats_of(whole))  # one partition in a file: the bytes held
     monkeypatch.setattr(cluster_stats, "PARTITION_CLUSTERS", 300)
     monkeypatch.setenv("AUTHEVAL_THREADS", cores)
     split = read(table)
@@ -96,7 +105,7 @@ def test_several_analyses_in_one_call_are_each_alone(scheme):
     assert delta_together == [row for r in (a, b, c) for row in delta_method_rows([r])]
 
 
-def test_the_file_goes_with_its_record():
+def test_the_file_goes_with_its_record(in_files):
     records = read(noisy_log(clusters=20, rows=100))
     path = records.cluster_stats.path
     assert path.is_file()
@@ -105,10 +114,19 @@ def test_the_file_goes_with_its_record():
     assert not path.exists()
 
 
-def test_a_record_with_its_sums_does_not_travel_to_another_process():
+def test_a_record_with_its_sums_in_a_file_does_not_travel_to_another_process(in_files):
     records = read(noisy_log(clusters=20, rows=100))
     with pytest.raises(TypeError, match="temporary file of this process"):
         pickle.dumps(records)
+
+
+def test_a_small_record_holds_its_sums_writes_no_file_and_travels(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster_stats, "_FOLDER", [tmp_path])
+    records = read(noisy_log(clusters=20, rows=100))
+    assert records.cluster_stats.path is None and list(tmp_path.iterdir()) == []
+    again = pickle.loads(pickle.dumps(records))
+    assert stats_of(again).equals(stats_of(records))
+    assert estimate([again], reps=1000).estimates == estimate([records], reps=1000).estimates
 
 
 def test_two_databases_never_share_a_spill_folder():
@@ -118,15 +136,15 @@ def test_two_databases_never_share_a_spill_folder():
     assert len(folders) == 3
 
 
-def test_the_folder_of_a_killed_process_is_removed_by_the_next(tmp_path, monkeypatch):
+def test_the_folder_of_a_killed_process_is_removed_by_the_next(tmp_path, monkeypatch, in_files):
     import subprocess
     import sys
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     code = (
         "import os, signal; from autheval.io import table_sha256; "
-        "from autheval.records.read import records_from_table; "
-        "from tests.test_cluster_stats import noisy_log; t = noisy_log(20, 100); "
+        "from autheval.records.read import records_from_table; from autheval.records import cluster_stats; "
+        "cluster_stats.HELD_CLUSTERS = 0; from tests.test_cluster_stats import noisy_log; t = noisy_log(20, 100); "
         "r = records_from_table(t, 'x.csv', 'x', table_sha256(t)); os.kill(os.getpid(), signal.SIGKILL)"
     )
     subprocess.run([sys.executable, "-c", code], cwd=str(cluster_stats.Path(__file__).resolve().parent.parent))
@@ -139,7 +157,7 @@ def test_the_folder_of_a_killed_process_is_removed_by_the_next(tmp_path, monkeyp
     assert records.cluster_stats.path.parent.parent == tmp_path
 
 
-def test_a_full_temporary_folder_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+def test_a_full_temporary_folder_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, in_files):
     import duckdb
 
     monkeypatch.setattr(cluster_stats, "_FOLDER", [tmp_path])
@@ -176,3 +194,16 @@ def test_the_spill_folders_of_a_killed_process_go_at_the_next_first_connection(t
     monkeypatch.setattr(cluster_stats.tempfile, "tempdir", str(tmp_path))
     assert wsql.spill_folder().parent == tmp_path
     assert not dead.exists() and living.exists()
+
+
+def test_sums_held_and_sums_in_a_file_are_read_together(monkeypatch):
+    a = read(noisy_log(clusters=150, rows=1200, seed=1), "arm a")
+    b_table = noisy_log(clusters=150, rows=900, seed=5)
+    b_held = read(b_table, "arm b")
+    monkeypatch.setattr(cluster_stats, "HELD_CLUSTERS", 0)
+    b_file = read(b_table, "arm b")
+    assert a.cluster_stats.path is None and b_file.cluster_stats.path is not None
+    for scheme in ("reference", "evaluator"):
+        both_held = estimate([a, b_held], scheme=scheme, reps=1000).estimates
+        assert estimate([a, b_file], scheme=scheme, reps=1000).estimates == both_held
+    assert delta_method_rows([a, b_file]) == delta_method_rows([a, b_held])

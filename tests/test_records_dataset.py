@@ -85,7 +85,13 @@ def largest_difference(a: dict, b: dict) -> float:
 
 
 @pytest.mark.parametrize("scheme", ["reference", "evaluator", "poisson"])
-def test_one_file_several_files_and_the_csv_give_the_same_estimates(inputs, scheme):
+def test_one_file_several_files_and_the_csv_give_the_same_estimates(inputs, scheme, monkeypatch):
+    import autheval.records.read as read
+
+    held = [read_records(inputs[k], analysis="log") for k in ("single", "folder", "csv")]
+    assert all(r.rows is not None for r in held)  # small: read into memory once (the small-log path)
+    monkeypatch.setattr(read, "HELD_ROWS", 0)
+    monkeypatch.setattr(read, "HELD_CSV_BYTES", 0)
     single = read_records(inputs["single"], analysis="log")
     several = read_records(inputs["folder"], analysis="log")
     csv = read_records(inputs["csv"], analysis="log")
@@ -94,6 +100,9 @@ def test_one_file_several_files_and_the_csv_give_the_same_estimates(inputs, sche
     expected = numbers(single, scheme)
     assert largest_difference(expected, numbers(several, scheme)) <= 1e-12
     assert largest_difference(expected, numbers(csv, scheme)) <= 1e-12
+    for records, scanned in zip(held, (single, several, csv)):  # the rows held give the numbers of the scan
+        assert (records.n_clusters, records.data_sha256) == (scanned.n_clusters, scanned.data_sha256)
+        assert largest_difference(numbers(scanned, scheme), numbers(records, scheme)) == 0.0
     assert expected[("image_weighted", "Delta_authority")][0] != 0.0  # a gap to estimate
 
 
@@ -331,3 +340,64 @@ def test_a_csv_the_reader_refuses_is_one_line(tmp_path, text, rule):
     with pytest.raises(RecordError, match=rule) as err:
         read_records(path)
     assert str(err.value).startswith(str(path)) and "\n" not in str(err.value)
+
+
+HEADER = b"case_id,cluster_id,proposed_action,executed_action,utility_executed_local,utility_proposed_local\n"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"c1,k1,a,a,0,0\nc2,k1,a\n",  # a ragged row
+        b"c1,k1,a,a,0,0\n\xff\xfe,k1,a,a,0,0\n",  # bad encoding
+        b"c1,k1,a,b,0,x\n",  # not a number
+        b"c1,k1,a,b,0,1e309\n",  # not finite
+        b"c1,k1,a,b,0,-1\nc1,k2,a,a,0,0\n",  # a repeated id
+        b"c1,k1 ,a,b,0,-1\n",  # a trailing space in an id
+        b"c1,k1,a,,0,-1\n",  # an empty selection beside selected rows
+        b'c1,k1,a,b,"1e306",-1\nc2,k1,a,b,1e306,-1\n',  # sums that overflow (a quoted number)
+    ],
+)
+def test_a_record_read_into_memory_is_refused_as_one_scanned(tmp_path, monkeypatch, body):
+    """The small-log path (a record read into memory once) refuses bad input in the line of a record
+    scanned where it lies: the same file, column, rule, row and id."""
+    import autheval.records.read as read
+
+    path = tmp_path / "log.csv"
+    path.write_bytes(HEADER + b"c0,k0,a,b,0,-1\n" + body)
+    messages = []
+    for held in (True, False):
+        if not held:
+            monkeypatch.setattr(read, "HELD_CSV_BYTES", 0)
+        with pytest.raises(RecordError) as err:
+            read_records(path)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and messages[0].startswith(str(path)) and "\n" not in messages[0]
+
+
+def test_a_damaged_parquet_file_is_one_line_read_into_memory_or_scanned(inputs, tmp_path, monkeypatch):
+    """A page the Parquet reader refuses (DuckDB's plain Error, "Invalid data") is the file's one line."""
+    import autheval.records.read as read
+
+    damaged = tmp_path / "log.parquet"
+    data = inputs["single"].read_bytes()
+    damaged.write_bytes(data[:4] + bytes(len(data) // 2) + data[len(data) // 2 + 4 :])  # pages zeroed, footer kept
+    messages = []
+    for held in (True, False):
+        if not held:
+            monkeypatch.setattr(read, "HELD_ROWS", 0)
+        with pytest.raises(RecordError, match="cannot be read as Parquet") as err:
+            read_records(damaged)
+        messages.append(str(err.value))
+    assert messages[0].startswith(str(damaged)) and "\n" not in messages[0]
+
+
+def test_a_small_record_is_read_once_and_a_larger_one_is_let_go_after_its_sums(inputs, monkeypatch):
+    import autheval.records.read as read
+
+    kept = read_records(inputs["csv"], analysis="log")
+    assert kept.rows is not None and kept.rows.num_rows == N_CASES
+    monkeypatch.setattr(read, "KEPT_ROWS", N_CASES - 1)  # read into memory, summed, then not kept
+    summed = read_records(inputs["csv"], analysis="log")
+    assert summed.rows is None and summed.dataset is not None
+    assert numbers(summed, "evaluator") == numbers(kept, "evaluator")

@@ -103,14 +103,48 @@ static PyObject *counts(PyObject *self, PyObject *args) {
 
 #define HASH_PRIME 2147483647ULL /* 2^31 - 1 */
 #define N_CUTPOINTS 11
-#define BUCKET_BITS 20                                  /* autheval.estimation.bootstrap.BUCKET_BITS */
-#define N_BUCKETS ((HASH_PRIME >> BUCKET_BITS) + 1)     /* 2048: every grid index k < 2^31 - 1 */
 
 /* x mod (2^31 - 1) for x < 2^63, by folding (2^31 = 1 mod p): no division */
 static inline uint64_t mod_p(uint64_t x) {
     x = (x & HASH_PRIME) + (x >> 31);
     x = (x & HASH_PRIME) + (x >> 31);
     return x >= HASH_PRIME ? x - HASH_PRIME : x;
+}
+
+#define WEIGHT_RUN 256 /* grid indices computed, then weighed, a run at a time (in L1) */
+
+/* The weights of consecutive hash values h1 .. h1 + n - 1 (no wrap past 2^31 - 1 inside: the caller
+ * splits there) of one replicate, as doubles. Written as two simple loops over a run, the hash and
+ * then the weight as the count of cutpoints at or below the grid index (the same whole number as the
+ * bucket tables give), so the compiler vectorises both: 32-bit products (h1, h2 < 2^31), folds mod
+ * 2^31 - 1, compares; cloned for AVX-512 and AVX2 where the compiler can, picked at run time (1.2-1.5x
+ * the bucket tables' loop here: docs/benchmarks.md, issue 30). The same whole numbers on every machine. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef VECTOR_CLONES
+#define VECTOR_CLONES
+#endif
+
+VECTOR_CLONES
+static void weights_run(uint64_t rep_key, uint64_t h1, Py_ssize_t n, const uint32_t *cut, double *row) {
+    uint32_t k[WEIGHT_RUN];
+    for (Py_ssize_t at = 0; at < n; at += WEIGHT_RUN) {
+        const int m = n - at < WEIGHT_RUN ? (int)(n - at) : WEIGHT_RUN;
+        const uint32_t first = (uint32_t)(h1 + (uint64_t)at);
+        for (int i = 0; i < m; i++) {
+            const uint64_t a = (uint64_t)(first + (uint32_t)i);
+            const uint64_t h2 = mod_p(a * a + rep_key);
+            k[i] = (uint32_t)mod_p((uint64_t)(uint32_t)h2 * 48271ULL + 12345ULL);
+        }
+        for (int i = 0; i < m; i++) {
+            int32_t w = 0;
+            for (int j = 0; j < N_CUTPOINTS; j++) w += k[i] >= cut[j];
+            row[at + i] = (double)w;
+        }
+    }
 }
 
 static PyObject *poisson_weights(PyObject *self, PyObject *args) {
@@ -126,41 +160,20 @@ static PyObject *poisson_weights(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "poisson_weights: bad cutpoints, output size or arguments");
         return NULL;
     }
-    const uint64_t *cut = (const uint64_t *)cut_view.buf;
+    const uint64_t *cut64 = (const uint64_t *)cut_view.buf;
     double *out = (double *)out_view.buf;
     Py_ssize_t n = reps ? out_view.len / (reps * (Py_ssize_t)sizeof(double)) : 0;
     Py_BEGIN_ALLOW_THREADS
-    /* the weight by the grid index's top bits (autheval.estimation.bootstrap's bucket tables): outside the few
-     * buckets a cutpoint falls in (11 of 2048), every index of a bucket has the bucket's weight, so
-     * the 11 comparisons run only there (slower with them everywhere; figures: docs/evaluating.md,
-     * "Large logs: records as a dataset") */
-    unsigned char base[N_BUCKETS], mixed[N_BUCKETS];
-    for (uint64_t b = 0; b < N_BUCKETS; b++) {
-        const uint64_t lo = b << BUCKET_BITS, hi = lo + ((uint64_t)1 << BUCKET_BITS) - 1;
-        int at_lo = 0, at_hi = 0;
-        for (int j = 0; j < N_CUTPOINTS; j++) {
-            at_lo += lo >= cut[j];
-            at_hi += hi >= cut[j];
-        }
-        base[b] = (unsigned char)at_lo;
-        mixed[b] = at_lo != at_hi;
-    }
+    uint32_t cut[N_CUTPOINTS]; /* every cutpoint is below 2^31 - 1: 32 bits, as the grid indices */
+    for (int j = 0; j < N_CUTPOINTS; j++) cut[j] = (uint32_t)cut64[j];
     for (Py_ssize_t r = 0; r < reps; r++) {
         const uint64_t rep_key = ((first_rep + (uint64_t)r) * 48271ULL + seed_mod_p) % HASH_PRIME;
-        uint64_t h1 = (rep_key * 69621ULL + first_rank) % HASH_PRIME; /* h1 of rank first_rank + i */
+        const uint64_t h1 = (rep_key * 69621ULL + first_rank) % HASH_PRIME; /* h1 of rank first_rank */
         double *row = out + r * n;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            const uint64_t h2 = mod_p(h1 * h1 + rep_key);
-            const uint64_t k = mod_p(h2 * 48271ULL + 12345ULL);
-            const uint64_t b = k >> BUCKET_BITS;
-            int w = base[b];
-            if (mixed[b]) { /* about 0.5% of the indices; branch-free: a loop stopping early mispredicts */
-                w = 0;
-                for (int j = 0; j < N_CUTPOINTS; j++) w += k >= cut[j];
-            }
-            row[i] = (double)w;
-            if (++h1 == HASH_PRIME) h1 = 0;
-        }
+        /* h1 of rank first_rank + i is h1 + i until it reaches 2^31 - 1, then counts up from 0 */
+        const Py_ssize_t before = (Py_ssize_t)(HASH_PRIME - h1) < n ? (Py_ssize_t)(HASH_PRIME - h1) : n;
+        weights_run(rep_key, h1, before, cut, row);
+        if (before < n) weights_run(rep_key, 0, n - before, cut, row + before);
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&cut_view);

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from functools import partial
@@ -327,9 +328,8 @@ def poisson_weights(seed: int, first_rep: int, reps: int, first_rank: int, n_ran
     """(reps x n_ranks) Poisson(1) weights of replicates first_rep.. and cluster ranks first_rank..:
     exactly the weights of sql/estimates/portable_replicates_poisson.sql (integer hash, every intermediate below
     2^62; the Poisson(1) quantile of u = k / HASH_PRIME, 11 for the 1e-9 beyond). Computed by the C
-    extension where it is built (by bucket tables, figures: docs/evaluating.md, "Large logs: records as a
-    dataset"; the same weights: tests), else by its
-    fallback `numpy_poisson_weights`."""
+    extension where it is built (a vectorised loop, figures: docs/benchmarks.md, issue 30; the same weights:
+    tests), else by its fallback `numpy_poisson_weights` (by bucket tables)."""
     p = HASH_PRIME
     module = compiled_extension()
     if module is not None:
@@ -361,6 +361,50 @@ def numpy_poisson_weights(seed: int, first_rep: int, reps: int, first_rank: int,
     if mixed.size:
         weights.flat[mixed] = np.searchsorted(CUTPOINTS, h.flat[mixed], side="right")
     return weights
+
+
+def poisson_piece_products(
+    seed: int, reps: int, pieces: Iterable[np.ndarray], workers: int | None = None
+) -> np.ndarray | None:
+    """`poisson_products(seed, 0, reps, matrix)` to the bit, the (G x k) statistics matrix given as its
+    consecutive pieces of POISSON_CHUNK rows in rank order (the last may be shorter), so that it is never
+    held whole (10^7 clusters: 1.3 GB): the same products, and each block's products added in piece
+    order as there. A few pieces are in flight on `workers` threads. None when there is no piece."""
+    blocks = [(first, min(POISSON_BLOCK, reps - first)) for first in range(0, reps, POISSON_BLOCK)]
+    out: np.ndarray | None = None
+
+    def products(rank: int, piece: np.ndarray) -> list[np.ndarray]:
+        return [np.dot(poisson_weights(seed, first, rows, rank, piece.shape[0]), piece) for first, rows in blocks]
+
+    def add(parts: list[np.ndarray]) -> None:
+        assert out is not None  # made with the first piece
+        for (first, rows), product in zip(blocks, parts):
+            out[first : first + rows] += product
+
+    workers = workers or available_cores()
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="autheval-poisson") if workers > 1 else None
+    pending: deque = deque()
+    try:
+        with one_blas_thread() if pool else nullcontext():
+            rank = 0
+            for piece in pieces:
+                if out is None:
+                    out = np.zeros((reps, piece.shape[1]), dtype=np.float64)
+                if pool is None:
+                    add(products(rank, piece))
+                else:
+                    pending.append(pool.submit(products, rank, piece))
+                    while len(pending) > 2 * workers:  # bounded: a few pieces held, in piece order
+                        add(pending.popleft().result())
+                rank += piece.shape[0]
+            while pending:
+                add(pending.popleft().result())
+    finally:
+        if pool:
+            for future in pending:
+                future.cancel()
+            pool.shutdown()
+    return out
 
 
 def poisson_products(

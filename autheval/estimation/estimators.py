@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,9 +32,11 @@ import pyarrow as pa
 from autheval.errors import RecordError
 from autheval.estimation.bootstrap import (
     POISSON_BLOCK,
+    POISSON_CHUNK,
     Progress,
     lockstep_blocks,
     one_blas_thread,
+    poisson_piece_products,
     poisson_products,
     stream_sums,
 )
@@ -64,6 +66,7 @@ MAX_REPS = 1_000_000
 MIN_STABLE_REPS = 1000  # fewer replicates: the interval ends are noisy (a warning)
 POISSON_BLOCK_REPS = 1 << 16  # at most this many replicates per block of replicate rows handed to DuckDB
 METRICS_BLOCK_REPS = 1 << 13  # replicate sums are handed to DuckDB's metric formulas this many at a time
+MATRIX_BATCH_ROWS = 1 << 16  # cluster rows of the statistics matrix fetched at a time (8 MB of doubles)
 METRICS = (
     "J",
     "intervention_rate",
@@ -300,12 +303,14 @@ def _stream_metrics(
     progress=None,
     scheme: str = "reference",
     site_runs: dict | None = None,
+    blocks=None,
 ) -> None:
     """Append to replicate_metrics the metrics of every replicate of row blocks sharing resamples,
     {(seed, G): [(labels, G x len(columns) matrix)]}: one block of replicates at a time, all streams in
     lockstep (numpy's streams, or the poisson weights), is registered as `sums_name` and turned into
     metrics by `metrics_sql` (bounded memory). `site_runs` (poisson_by_site): {stream key: the sites'
-    runs of its rows}."""
+    runs of its rows}. `blocks`: the (first_rep, [sums per stream]) blocks where already summed (the
+    streamed poisson scheme: each member's matrix is then None)."""
     keys = list(streams)
     matrices = []
     for seed, g in keys:
@@ -317,7 +322,9 @@ def _stream_metrics(
         if progress is None
         else (lambda done, total: progress(f"bootstrap: {done:,} of {total:,} replicates ({scheme} scheme)")),
     )
-    if scheme == "reference":
+    if blocks is not None:
+        pass
+    elif scheme == "reference":
         blocks = lockstep_blocks(matrices, reps)
     elif scheme == SITE_SCHEME:
         blocks = _site_poisson_blocks(matrices, reps, site_runs or {})
@@ -384,6 +391,62 @@ def _site_poisson_blocks(matrices, reps: int, site_runs: dict):
     for first in range(0, reps, block):
         rows = min(block, reps - first)
         yield first, [site_poisson_products(seed, site_runs[i], first, rows, m) for i, (seed, m) in enumerate(matrices)]
+
+
+class _RowsOutOfOrder(Exception):
+    """The cluster matrix's rows did not come in matrix_row order (the streamed poisson sums need it)."""
+
+
+def _matrix_batches(con) -> Iterator[np.ndarray]:
+    """The rows of cluster_matrix on `con` (a connection of one thread: the statistics file's order,
+    analysis then rank) as (rows x statistics) arrays, checked to come in matrix_row order."""
+    expected = 0
+    for batch in con.table("cluster_matrix").to_arrow_reader(MATRIX_BATCH_ROWS):
+        at = batch.column("matrix_row").to_numpy(zero_copy_only=False)
+        if at.size and (at[0] != expected or at[-1] != expected + at.size - 1 or (np.diff(at) != 1).any()):
+            raise _RowsOutOfOrder
+        expected += at.size
+        rows = np.empty((at.size, len(MATRIX_TO_SUMS)), dtype=np.float64)
+        for j, column in enumerate(MATRIX_TO_SUMS):  # as doubles (`one` is a decimal literal)
+            rows[:, j] = batch.column(column).to_numpy(zero_copy_only=False)
+        yield rows
+
+
+def _streamed_poisson_sums(con, runs, seed: int, reps: int) -> list[np.ndarray]:
+    """Each analysis's (reps x statistics) poisson sums (`runs`: (analysis, clusters) in matrix order),
+    the matrix read a piece at a time (bootstrap.poisson_piece_products: poisson_products' numbers)."""
+    batches = _Rebatch(_matrix_batches(con))
+    out = []
+    for _, n_clusters in runs:
+        sums = poisson_piece_products(seed, reps, batches.pieces(int(n_clusters), POISSON_CHUNK))
+        out.append(sums if sums is not None else np.zeros((reps, len(MATRIX_TO_SUMS))))
+    return out
+
+
+class _Rebatch:
+    """Arrays of rows read in order, handed out as pieces of given sizes across analyses."""
+
+    def __init__(self, batches: Iterator[np.ndarray]):
+        self.batches = batches
+        self.held = np.empty((0, len(MATRIX_TO_SUMS)))
+
+    def take(self, n: int) -> np.ndarray:
+        while self.held.shape[0] < n:
+            batch = next(self.batches)
+            self.held = batch if self.held.shape[0] == 0 else np.concatenate([self.held, batch])
+        piece, self.held = self.held[:n], self.held[n:]
+        return piece
+
+    def pieces(self, n_rows: int, size: int) -> Iterator[np.ndarray]:
+        for first in range(0, n_rows, size):
+            yield self.take(min(size, n_rows - first))
+
+
+def _sums_blocks(sums: list[np.ndarray], reps: int):
+    """(first_rep, [sums per stream]) blocks of POISSON_BLOCK replicates of summed replicates."""
+    block = min(POISSON_BLOCK, POISSON_BLOCK_REPS)
+    for first in range(0, reps, block):
+        yield first, [s[first : first + block] for s in sums]
 
 
 def _replicate_metrics(
@@ -470,6 +533,27 @@ def _shared_stream_metrics(con, scheme: str, reps: int, seed: int, progress=None
     block by block."""
     con.sql(load_sql("records/cluster_matrix")).create_view("cluster_matrix")
     runs = con.execute(load_sql("records/cluster_matrix_runs")).fetchall()
+    if scheme == "poisson" and len({n for _, n in runs}) == len(runs):
+        # each analysis its own stream: its sums from the matrix read a piece at a time, never held whole
+        con.execute(sql.fill("warehouse/duckdb_memory_limit", literals={"limit": f"{MIN_MEMORY_MB}MB"}))
+        try:
+            sums = _streamed_poisson_sums(con, runs, seed, reps)
+        except _RowsOutOfOrder:
+            pass  # (not seen) the whole matrix below, the same numbers
+        else:
+            labels = {(seed, int(n)): [({"analysis": a}, None)] for a, n in runs}
+            _stream_metrics(
+                con,
+                "replicate_sums",
+                "estimates/replicate_metrics",
+                labels,
+                reps,
+                MATRIX_TO_SUMS,
+                progress,
+                scheme,
+                blocks=_sums_blocks(sums, reps),
+            )
+            return
     sites = site_runs(con, by_name or {}) if scheme == SITE_SCHEME else {}
     matrix = np.empty((sum(int(n) for _, n in runs), len(MATRIX_TO_SUMS)), dtype=np.float64)
     # streamed a batch at a time, each row put at its matrix_row: no sort and no copy of the matrix in DuckDB
@@ -775,7 +859,8 @@ def check_contrast_pairs(con, by_name, contrasts) -> list[dict]:
                     by_name[arm].source, "utility_proposed_local", "Delta_authority is not recoverable, so no contrast"
                 )
         pairs.append({"contrast": f"{arm_a} minus {arm_b}", "arm_a": arm_a, "arm_b": arm_b})
-    con.register("contrast_pairs", pa.Table.from_pylist(pairs))
+    pair_schema = pa.schema([(name, pa.string()) for name in ("contrast", "arm_a", "arm_b")])  # typed: no inference
+    con.register("contrast_pairs", pa.Table.from_pylist(pairs, schema=pair_schema))
     mismatch = sql.rows(con, "estimates/paired_clusters_mismatch")
     if mismatch:
         first = mismatch[0]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from statistics import NormalDist
 
 EXPANSION_DF = 1000.0  # from here on the Cornish-Fisher expansion is the quantile (measured error < 1e-12)
 _TINY = 1e-300
@@ -107,6 +106,8 @@ def t_quantile(q: float, df: float) -> float:
         return sign / math.tan(math.pi * tail)
     if df == 2.0:
         return sign * (1.0 - 2.0 * tail) / math.sqrt(2.0 * tail * (1.0 - tail))
+    from statistics import NormalDist  # here: the module costs every command's start
+
     start = _cornish_fisher(-NormalDist().inv_cdf(tail), df)
     if df >= EXPANSION_DF:
         return sign * start

@@ -264,6 +264,8 @@ def _slice_records(
             except RecordError as err:
                 failed[(index, look)] = err
                 continue
+            del part
+            records = replace(records, rows=None)  # validated: its level and counts are laid on, no row is read
             earlier = [k for k, _ in piece.looks if k <= look and (index, k) not in failed]
             found.update({(index, k): records for k in earlier})
             break  # every earlier look is a subset of these valid records

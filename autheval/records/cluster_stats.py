@@ -1,8 +1,9 @@
-"""Per-cluster sufficient statistics, computed once per record and kept beside it as a Parquet file.
+"""Per-cluster sufficient statistics, computed once per record and kept beside it: in memory for a small
+record (HELD_CLUSTERS), else as a Parquet file.
 
 Every in-process estimate starts from the same per-cluster sums (sql/records/cluster_stats.sql): the bootstrap
 schemes' matrix, the point estimates, the delta method and the paired contrasts' cluster check. They
-are computed when the record is read (autheval.records.read.with_cluster_stats) and every later step reads the file,
+are computed when the record is read (autheval.records.read.with_cluster_stats) and every later step reads them,
 so a run with a bootstrap and the delta method sums its records once, not once per step.
 
 Why partitions: the sums must be added on one DuckDB thread (the same rows, the same bits;
@@ -14,7 +15,7 @@ order by one thread, so the sums do not depend on the number of partitions or co
 after: docs/evaluating.md, "Large logs: records as a dataset"). The partition count is a function of the
 data alone (its estimated cluster count), so the same record gives the same bytes on any machine.
 
-The file lives in this process's temporary folder and goes when the last RecordSet holding it does
+A file lives in this process's temporary folder and goes when the last RecordSet holding it does
 (or when the process exits; the folder of a process killed before its exit is removed by the next
 one).
 """
@@ -34,12 +35,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from autheval.records.registration import register_records
 from warehouse.sql import (
     available_cores,
     connect,
     load_sql,
     memory_share,
+    run,
     sweep_dead_folders,
     to_parquet,
     to_table,
@@ -54,17 +58,27 @@ if TYPE_CHECKING:
 PARTITION_CLUSTERS = 1 << 20
 
 
-class ClusterStatsFile:
-    """The per-cluster statistics of one record as a Parquet file (sql/records/cluster_stats.sql's rows in
-    rank order), removed when this object is collected."""
+# A record of at most this many clusters (its estimate) keeps its statistics in memory as an Arrow table
+# (about 150 bytes a cluster: 40 MB at most), not in a file: the small-log path writes nothing.
+HELD_CLUSTERS = 1 << 18
 
-    def __init__(self, path: Path, n_clusters: int, partitions: int):
+
+class ClusterStatsFile:
+    """The per-cluster statistics of one record (sql/records/cluster_stats.sql's rows in rank order): held
+    in memory as `table` (a small record), or a Parquet file at `path`, removed when this object is
+    collected."""
+
+    def __init__(self, path: Path | None, n_clusters: int, partitions: int, table: pa.Table | None = None):
         self.path = path
+        self.table = table
         self.n_clusters = n_clusters
         self.partitions = partitions
-        weakref.finalize(self, _remove, str(path))
+        if path is not None:
+            weakref.finalize(self, _remove, str(path))
 
     def __reduce__(self):  # a private temporary file: it cannot follow the record to another process
+        if self.path is None:
+            return (ClusterStatsFile, (None, self.n_clusters, self.partitions, self.table))
         raise TypeError("cluster statistics are a temporary file of this process; read the record again there")
 
 
@@ -121,18 +135,15 @@ def compute(records: RecordSet, clusters_estimate: int) -> ClusterStatsFile:
     import pyarrow.parquet as pq
 
     partitions = partition_count(clusters_estimate)
+    held = clusters_estimate <= HELD_CLUSTERS
+    if held:
+        table = _one_partition(records, None)
+        assert table is not None  # held: the rows come back
+        return ClusterStatsFile(None, table.num_rows, partitions, table)
     target = _folder() / f"stats-{uuid.uuid4().hex}.parquet"
     try:
         if partitions == 1:
-            con = _small_database().cursor()  # its own views and registrations, gone when it closes
-            try:
-                register_records(con, [records])
-                con.sql(with_integers(load_sql("records/cluster_sums"), {"partitions": 1, "partition": 0})).create_view(
-                    "cluster_sums"
-                )
-                to_parquet(con, "records/cluster_stats", target)
-            finally:
-                con.close()
+            _one_partition(records, target)
         else:
             _partitioned(records, partitions, target)
         n_clusters = pq.ParquetFile(target).metadata.num_rows
@@ -140,6 +151,22 @@ def compute(records: RecordSet, clusters_estimate: int) -> ClusterStatsFile:
         _remove(str(target))
         raise
     return ClusterStatsFile(target, int(n_clusters), partitions)
+
+
+def _one_partition(records: RecordSet, target: Path | None) -> pa.Table | None:
+    """The statistics of a record in one partition, on a cursor of the one small database: into the
+    file `target`, or returned as an Arrow table where `target` is None."""
+    con = _small_database().cursor()  # its own views and registrations, gone when it closes
+    try:
+        register_records(con, [records])
+        sums = with_integers(load_sql("records/cluster_sums"), {"partitions": 1, "partition": 0})
+        con.sql(sums).create_view("cluster_sums")
+        if target is None:
+            return run(con, "records/cluster_stats")
+        to_parquet(con, "records/cluster_stats", target)
+        return None
+    finally:
+        con.close()
 
 
 def _partitioned(records: RecordSet, partitions: int, target: Path) -> None:
@@ -186,10 +213,26 @@ def create_cluster_stats(con, name: str = "cluster_stats") -> None:
 
 
 def register_cluster_stats(con, recordsets: Sequence[RecordSet], name: str = "cluster_stats") -> None:
-    """Make the statistics of `recordsets` readable as the view `name` on `con` (their files, read
-    where they lie; each record's rows carry its analysis label)."""
-    files = []
+    """Make the statistics of `recordsets` readable as the view `name` on `con` (the tables held, the
+    files read where they lie, in the order of `recordsets`; each record's rows carry its analysis label)."""
+    stats = []
     for r in recordsets:
         assert r.cluster_stats is not None  # summed when the records were read (records.read.with_cluster_stats)
-        files.append(str(r.cluster_stats.path))
-    con.read_parquet(files).create_view(name)
+        stats.append(r.cluster_stats)
+    if all(s.table is not None for s in stats):
+        con.register(name, pa.concat_tables([s.table for s in stats]))
+        return
+    if all(s.table is None for s in stats):
+        con.read_parquet([str(s.path) for s in stats]).create_view(name)
+        return
+    relations = []  # some held, some in files: one relation each, in order
+    for i, s in enumerate(stats):
+        if s.table is None:
+            relations.append(con.read_parquet(str(s.path)))
+        else:
+            con.register(f"{name}_held_{i}", s.table)
+            relations.append(con.table(f"{name}_held_{i}"))
+    union = relations[0]
+    for other in relations[1:]:
+        union = union.union(other)
+    union.create_view(name)

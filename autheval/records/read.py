@@ -23,13 +23,13 @@ file whole in autheval/io.py; this module keeps the reading entry points.
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
 from autheval.errors import RecordError, first_violation
@@ -85,7 +85,8 @@ def _canonical(raw: pa.Table, typed: pa.Table, analysis: str) -> pa.Table:
     """Text columns from the input (no copy when they are already text) beside the typed columns of
     records/records_normalize.sql (same row order), and the analysis label as a one-value dictionary."""
     n = raw.num_rows
-    label = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([analysis]))
+    zeros = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(bytes(4 * n))])  # numpy's would import numpy.ma
+    label = pa.DictionaryArray.from_arrays(zeros, pa.array([analysis], pa.string()))
     columns = {"analysis": label, "row_index": raw.column("row_index")}
     columns.update({c: _as_text(raw.column(c)) for c in TEXT_COLUMNS})
     columns.update({c: typed.column(c) for c in typed.column_names})
@@ -210,40 +211,88 @@ def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str)
     )
 
 
+# A record this small is read into memory once (the small-log path: _held_in_memory): its rules, level,
+# per-cluster sums and estimators then read the rows held, not the file again (a CSV is parsed on one
+# thread, its row numbers being a streaming count, five times per read). Not more: a 1M-row CSV (54 MB)
+# read into memory raised the evaluator scheme's peak from 385 to 444 MB in one run (docs/benchmarks.md).
+HELD_CSV_BYTES = 32 << 20  # a CSV's bytes on disk (gzip: an eighth of it)
+HELD_ROWS = 500_000  # a Parquet dataset's rows
+# Rows kept in the RecordSet after the read (its canonical rows): more are read once and summed, then let
+# go, so that the estimators do not hold them beside their own memory.
+KEPT_ROWS = 250_000
+
+
+def _refused_by_reader(err: Exception) -> bool:
+    """Whether DuckDB's error is its reader refusing the file (not a fault of ours): bad input, a read
+    or conversion error, or its plain Error, which a damaged Parquet page raises ("Invalid data")."""
+    reader = (duckdb.InvalidInputException, duckdb.IOException, duckdb.ConversionException)
+    return isinstance(err, reader) or type(err) is duckdb.Error
+
+
+def _held_in_memory(dataset: RecordDataset) -> bool:
+    """Whether `dataset` is small enough to be read into memory once: local files (an object store is
+    scanned where it lies), a CSV of at most HELD_CSV_BYTES, Parquet of at most HELD_ROWS rows."""
+    if dataset.protocol is not None:
+        return False
+    if dataset.kind == "parquet":
+        return dataset.n_rows is not None and dataset.n_rows <= HELD_ROWS
+    size = 0
+    for name in dataset.files:
+        try:
+            bytes_on_disk = os.stat(name).st_size
+        except OSError:
+            return False
+        size += bytes_on_disk * (8 if name.lower().endswith(".gz") else 1)
+    return size <= HELD_CSV_BYTES
+
+
 def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, ...] = ()) -> RecordSet:
-    """Validate a record dataset where it lies and decide its record level: every rule is SQL over
-    the files (DuckDB streams them, within its memory limit); the data hash is computed on a second
-    thread meanwhile. The RecordSet holds no rows: the estimators scan the dataset again."""
+    """Validate a record dataset and decide its record level: every rule is SQL over the files (DuckDB
+    streams them, within its memory limit) or, for a small record (_held_in_memory), over its rows
+    read once into memory; the data hash is computed on a second thread meanwhile. A small record
+    holds its canonical rows; a large one holds none: the estimators scan the dataset again."""
     dataset, unused, sha256 = open_dataset(source, used)
     if dataset.n_rows == 0:
         raise RecordError(dataset.source, None, "file has no records")
+    held = _held_in_memory(dataset)
+    rows = None
     with ThreadPoolExecutor(1, thread_name_prefix="autheval-hash") as pool:
         hashing = pool.submit(sha256)
         con = con or connect()
-        unordered = dataset.kind == "parquet"  # row numbers from the files: the order is not needed
+        unordered = dataset.kind == "parquet" and not held  # row numbers from the files: the order is not needed
         if unordered:
             con.execute(load_sql("records/records_unordered"))
         try:
             dataset.scan(con, "record_files")
-            dataset.raw_records(con, "record_files", analysis).create_view("raw_records")
+            relation = dataset.raw_records(con, "record_files", analysis)
             try:
+                raw = relation.arrow().read_all() if held else None
+                if raw is None:
+                    relation.create_view("raw_records")
+                else:  # read once: every rule, the level and the canonical rows from memory
+                    con.register("raw_records", raw)
                 validate(con, dataset.source, dataset.schema, dataset.locate)
                 level, has_local, counts = _record_level(con)
-            except (duckdb.InvalidInputException, duckdb.IOException, duckdb.ConversionException) as err:
+                if raw is not None:
+                    rows = _canonical(raw, con.execute(canonical_sql()).arrow().read_all(), analysis)
+            except duckdb.OutOfMemoryException as err:
+                raise _out_of_memory("checking the records", err, dataset.source) from err
+            except duckdb.Error as err:
+                if not _refused_by_reader(err):
+                    raise
                 # a row the reader refuses: a ragged CSV row, bad quoting or encoding, a damaged Parquet page
                 label = "CSV" if dataset.kind == "csv" else "Parquet"
                 raise RecordError(dataset.source, None, f"cannot be read as {label}: {_first_line(err)}") from err
-            except duckdb.OutOfMemoryException as err:
-                raise _out_of_memory("checking the records", err, dataset.source) from err
         finally:
-            drop_view(con, "raw_records")
+            drop_view(con, "raw_records")  # the view, or the registered rows
             drop_view(con, "record_files")
             if unordered:
                 con.execute(load_sql("records/records_ordered"))
         if counts["n_cases"] == 0:
             raise RecordError(dataset.source, None, "file has no records")
         digest = hashing.result()
-    return with_cluster_stats(
+    raw = None
+    records = with_cluster_stats(
         RecordSet(
             analysis=analysis,
             source=dataset.source,
@@ -251,20 +300,29 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
             level=level,
             has_local=has_local,
             data_sha256=digest,
-            rows=None,
+            rows=rows,
             unused_columns=unused,
             dataset=dataset,
             **counts,
         )
     )
+    if rows is not None and records.n_cases > KEPT_ROWS:  # summed; the estimators scan the files again
+        records, rows = replace(records, rows=None), None
+        pa.default_memory_pool().release_unused()
+    return records
 
 
 def read_records(path: str | Path, analysis: str | None = None, con=None) -> RecordSet:
     """Read, validate and decide the level of one record input where it lies: a CSV file, a Parquet
     file, a folder or glob of Parquet files, or a URI (`con`: a DuckDB connection to reuse)."""
-    records = read_dataset(path, analysis or default_analysis(path), con=con)
+    return warn_unused(read_dataset(path, analysis or default_analysis(path), con=con))
+
+
+def warn_unused(records: RecordSet, source: str | None = None) -> RecordSet:
+    """`records`, after one warning line naming the input (`source`, else the record's) and its columns
+    no estimator reads (if any)."""
     if records.unused_columns:
-        warn(f"{records.source}: columns not used (ignored): {', '.join(records.unused_columns)}")
+        warn(f"{source or records.source}: columns not used (ignored): {', '.join(records.unused_columns)}")
     return records
 
 

@@ -5,50 +5,52 @@
 -- sql/recurring/monitor_look_ratios.sql cumulates them to each look. Centring on K keeps the sums of the size
 -- of the residuals (utilities near 1e6 with SD 0.01 keep their width); K travels with the sums, so that
 -- parts centred apart (a hub's sites) are re-centred on one K and added (autheval.sites.monitor).
--- Only the monitored metrics. Input: monitor_cluster_periods. Output: slice, unit, metric, period, k, d_y,
--- d_x, d_ee, d_xe, d_xx.
-WITH states AS (  -- the cluster's means to date (cluster_equal)
-    SELECT *, ex / n AS mex, ch / n AS mch, pr / n AS mpr, gp / n AS mgp FROM monitor_cluster_periods
+-- Only the monitored metrics: ratio j of `ratios` is (Y[j], X[j]) of each cluster state (delta_method.sql's).
+-- One window over each cluster's periods gives its state before (the lags of its sums) and whether a state
+-- is its latest; the ten ratios are unfolded after it, into sums that need no sort (one row per cluster state
+-- and ratio, sorted twice, took most of a monitor run: issue 30, docs/benchmarks.md).
+-- Input: monitor_cluster_periods. Output: slice, unit, metric, period, k, d_y, d_x, d_ee, d_xe, d_xx.
+WITH ratios(j, unit, metric) AS (
+    VALUES (1, 'image_weighted', 'J'), (2, 'image_weighted', 'intervention_rate'), (3, 'image_weighted', 'J_auth'),
+           (4, 'image_weighted', 'Delta_authority'), (5, 'image_weighted', 'delta'), (6, 'cluster_equal', 'J'),
+           (7, 'cluster_equal', 'intervention_rate'), (8, 'cluster_equal', 'J_auth'),
+           (9, 'cluster_equal', 'Delta_authority'), (10, 'cluster_equal', 'delta')
 ),
-pairs AS (  -- every cluster state once per ratio: its Y_c and X_c (delta_method.sql's)
-    SELECT slice, site, cluster_id, period, 'image_weighted' AS unit, 'J' AS metric, ex AS y, n AS x FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'image_weighted', 'intervention_rate', ch, n FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'image_weighted', 'J_auth', pr, n FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'image_weighted', 'Delta_authority', gp, n FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'image_weighted', 'delta', gp, ch FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'J', mex, 1e0 FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'intervention_rate', mch, 1e0 FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'J_auth', mpr, 1e0 FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'Delta_authority', mgp, 1e0 FROM states
-    UNION ALL SELECT slice, site, cluster_id, period, 'cluster_equal', 'delta', mgp, mch FROM states
+lagged AS MATERIALIZED (  -- each cluster state, the state before it (NULL: first seen), and whether it is the latest
+    SELECT slice, period, n, ch, ex, pr, gp,
+           lag(n) OVER w AS n0, lag(ch) OVER w AS ch0, lag(ex) OVER w AS ex0, lag(pr) OVER w AS pr0,
+           lag(gp) OVER w AS gp0, lead(period) OVER w IS NULL AS latest
+    FROM monitor_cluster_periods
+    WINDOW w AS (PARTITION BY slice, site, cluster_id ORDER BY period)
 ),
-latest AS (  -- each cluster's latest state
-    SELECT * FROM pairs
-    QUALIFY row_number() OVER (PARTITION BY slice, site, cluster_id, unit, metric ORDER BY period DESC) = 1
+pairs AS MATERIALIZED (  -- every state once per ratio: its (Y, X) now and before (cluster_equal: means to date)
+    SELECT slice, period, latest, j,
+           [ex, ch, pr, gp, gp, ex / n, ch / n, pr / n, gp / n, gp / n][j] AS y,
+           [n, n, n, n, ch, 1e0, 1e0, 1e0, 1e0, ch / n][j] AS x,
+           [ex0, ch0, pr0, gp0, gp0, ex0 / n0, ch0 / n0, pr0 / n0, gp0 / n0, gp0 / n0][j] AS y0,
+           CASE WHEN n0 IS NOT NULL THEN [n0, n0, n0, n0, ch0, 1e0, 1e0, 1e0, 1e0, ch0 / n0][j] END AS x0
+    FROM lagged
+    CROSS JOIN ratios
 ),
-centres AS (  -- K: the ratio over every cluster of the slice (0 where undefined)
-    SELECT slice, unit, metric, coalesce(fsum(y) / NULLIF(fsum(x), 0), 0.0) AS k
-    FROM latest
-    GROUP BY slice, unit, metric
+centres AS (  -- K: the ratio over every cluster of the slice at its latest state (0 where undefined)
+    SELECT slice, j, coalesce(fsum(y) / NULLIF(fsum(x), 0), 0.0) AS k
+    FROM pairs
+    WHERE latest
+    GROUP BY slice, j
 ),
 centred AS (
-    SELECT p.*, c.k, p.y - c.k * p.x AS e
+    SELECT p.*, c.k, p.y - c.k * p.x AS e, p.y0 - c.k * p.x0 AS e0
     FROM pairs AS p
-    JOIN centres AS c ON c.slice = p.slice AND c.unit = p.unit AND c.metric = p.metric
-),
-steps AS (  -- what this period changes: the moments now minus the moments before (0 when first seen)
-    SELECT
-        slice, unit, metric, period, k,
-        y - coalesce(lag(y) OVER c, 0) AS d_y,
-        x - coalesce(lag(x) OVER c, 0) AS d_x,
-        e * e - coalesce(lag(e * e) OVER c, 0) AS d_ee,
-        x * e - coalesce(lag(x * e) OVER c, 0) AS d_xe,
-        x * x - coalesce(lag(x * x) OVER c, 0) AS d_xx
-    FROM centred
-    WINDOW c AS (PARTITION BY slice, site, cluster_id, unit, metric ORDER BY period)
+    JOIN centres AS c ON c.slice = p.slice AND c.j = p.j
 )
-SELECT slice, unit, metric, period, any_value(k) AS k,
-       fsum(d_y) AS d_y, fsum(d_x) AS d_x, fsum(d_ee) AS d_ee, fsum(d_xe) AS d_xe, fsum(d_xx) AS d_xx
-FROM steps
-GROUP BY slice, unit, metric, period
-ORDER BY slice, unit, metric, period
+SELECT  -- what each period changes: the moments now minus the moments before (0 when first seen)
+    c.slice, r.unit, r.metric, c.period, any_value(c.k) AS k,
+    fsum(c.y - coalesce(c.y0, 0)) AS d_y,
+    fsum(c.x - coalesce(c.x0, 0)) AS d_x,
+    fsum(c.e * c.e - coalesce(c.e0 * c.e0, 0)) AS d_ee,
+    fsum(c.x * c.e - coalesce(c.x0 * c.e0, 0)) AS d_xe,
+    fsum(c.x * c.x - coalesce(c.x0 * c.x0, 0)) AS d_xx
+FROM centred AS c
+JOIN ratios AS r ON r.j = c.j
+GROUP BY c.slice, r.unit, r.metric, c.period
+ORDER BY c.slice, r.unit, r.metric, c.period

@@ -3,7 +3,8 @@
 Nothing in the project runs these (sql/README.md says which file runs where): the portable quantiles,
 identity check and paired contrast (the in-process DuckDB takes those steps for every engine), the
 DuckDB form of the `poisson` scheme's replicate sums and its weights as a table (the estimators hash
-them in numpy or C in process, and `sql/estimates/portable_replicates_poisson.sql` on another engine).
+them in numpy or C in process, and `sql/estimates/portable_replicates_poisson.sql` on another engine),
+and the monitor's period moments one row per cluster state and ratio (monitor_period_moments_long).
 """
 
 from __future__ import annotations
