@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from autheval.cli.flags import add_command, check_seed, path_flag
-from autheval.cli.site import HUB_RULES_HELP, add_hub_seed_flag
+from autheval.cli.site import add_hub_declarations, add_hub_seed_flag
 
 POOL_HELP = "pool signed site exports into the estimates one lake of their records would give"
 POOL_DESCRIPTION = """\
@@ -148,14 +148,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the sites' records (default: the exports' poisson_by_site replicate sums)",
     )
     p.add_argument("--reps", type=int, metavar="B", help="replicates of --scheme (default 5000)")
-    p.add_argument(
-        "--protocol",
-        type=path_flag,
-        metavar="FILE",
-        help="the acceptance protocol the hub declares: pool the exports' monitor parts (each made under it) into "
+    add_hub_declarations(
+        p,
+        "the acceptance protocol the hub declares: pool the exports' monitor parts (each made under it) into "
         "monitor.csv, monitor_case_mix.csv and monitor_decisions.csv",
     )
-    p.add_argument("--rules", type=path_flag, metavar="FILE", help=HUB_RULES_HELP)
     p.add_argument(
         "--output-dir",
         type=path_flag,

@@ -178,6 +178,12 @@ def add_hub_seed_flag(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--seed", type=int, metavar="S", help=f"the hub's declared poisson bootstrap seed ({default})")
 
 
+def add_hub_declarations(parser: argparse.ArgumentParser, protocol_help: str) -> None:
+    """What a hub declares and holds every export to: `--protocol` (monitor parts) and `--rules`."""
+    parser.add_argument("--protocol", type=path_flag, metavar="FILE", help=protocol_help)
+    parser.add_argument("--rules", type=path_flag, metavar="FILE", help=HUB_RULES_HELP)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `site keygen`, `site export` and `site land` to the `autheval` parser."""
     from autheval.cli.evaluate import record_input_flag
@@ -196,14 +202,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a site's export folder: verified, then copied into <lake>/landing/exports/ (repeatable); what "
         "already waits there lands too",
     )
-    land.add_argument(
-        "--protocol",
-        type=path_flag,
-        metavar="FILE",
-        help="the acceptance protocol the hub lake declares (default $AUTHEVAL_PROTOCOL, else the packaged one): "
+    add_hub_declarations(
+        land,
+        "the acceptance protocol the hub lake declares (default $AUTHEVAL_PROTOCOL, else the packaged one): "
         "monitor parts made under another are refused",
     )
-    land.add_argument("--rules", type=path_flag, metavar="FILE", help=HUB_RULES_HELP)
     e = add_command(sub, "export", EXPORT_HELP, run=cmd_export)
     e.add_argument(
         "--input",
