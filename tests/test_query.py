@@ -569,7 +569,9 @@ def test_a_wide_result_stays_in_bounded_memory(lake):
             peak = _peak_rss_kb(proc.pid)
     assert proc.wait() == 0, proc.stderr.read()
     assert rows == 10_001
-    assert 0 < peak < 500 * 1024, f"peak RSS {peak / 1024:.0f} MB"
+    # Measured: 373 MB with a fast reader, up to 532 MB with one slowed by a loaded machine (DuckDB runs
+    # ahead of it); 744-806 MB when a 65,536-row batch holds the strings again (READ_ROWS = 65_536).
+    assert 0 < peak < 640 * 1024, f"peak RSS {peak / 1024:.0f} MB"
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
