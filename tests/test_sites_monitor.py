@@ -69,8 +69,9 @@ def _export_site(root: Path, site: str, logs: Path, *extra) -> Path:
     return out
 
 
-def _pool(root: Path, exports, *extra) -> int:
-    argv = ["pool", "--trust", root / "trust", "--output-dir", root / "hub", *extra]
+def _pool(root: Path, exports, *extra, out: Path | None = None) -> int:
+    """`autheval pool` of `exports` with the sites' trust folder, into `out` (default root/hub)."""
+    argv = ["pool", "--trust", root / "trust", "--output-dir", out or root / "hub", *extra]
     for e in exports:
         argv += ["--export", e]
     return _run(*argv)
@@ -271,16 +272,7 @@ def test_monitor_parts_of_another_protocol_or_none_are_refused_and_nothing_is_wr
     other = tmp_path / "other.yaml"
     other.write_text(default_protocol_text().replace("version: ", "version: other-", 1))
     hub = tmp_path / "hub"
-    code = _run(
-        "pool",
-        "--trust",
-        root / "trust",
-        "--output-dir",
-        hub,
-        "--protocol",
-        other,
-        *[a for e in exports for a in ("--export", e)],
-    )
+    code = _pool(root, exports, "--protocol", other, out=hub)
     _refused(capsys, code, "its monitor part was made under protocol")
     assert not hub.exists()
     # an export without a monitor part beside monitor parts: the hub pools parts of every site or none
@@ -305,30 +297,15 @@ def test_monitor_parts_of_another_protocol_or_none_are_refused_and_nothing_is_wr
         )
         == 0
     )
-    code = _run("pool", "--trust", root / "trust", "--output-dir", hub, "--export", exports[0], "--export", plain)
-    _refused(capsys, code, "every site exports the same parts")
-    code = _run("pool", "--trust", root / "trust", "--output-dir", hub, "--protocol", other, "--export", plain)
-    _refused(capsys, code, "holds no monitor part")
-    code = _run("pool", "--trust", root / "trust", "--output-dir", hub, *[a for e in exports for a in ("--export", e)])
+    _refused(capsys, _pool(root, [exports[0], plain], out=hub), "every site exports the same parts")
+    _refused(capsys, _pool(root, [plain], "--protocol", other, out=hub), "holds no monitor part")
+    code = _pool(root, exports, out=hub)
     _refused(capsys, code, "the exports hold monitor parts only: give the hub's --protocol")
     fewer = tmp_path / "fewer"  # fixed-sample intervals of another replicate count: the export's replicates
     key = root / "key-site-2" / "site.key"
     argv = ["--monitor", root / "logs-site-2", "--min-clusters", "25", "--min-changed-clusters", "1"]
     assert _run("site", "export", *argv, "--site", "site-2", "--out", fewer, "--key", key, "--replicates", "30") == 0
-    code = _run(
-        "pool",
-        "--trust",
-        root / "trust",
-        "--output-dir",
-        hub,
-        "--protocol",
-        DEFAULT_PROTOCOL,
-        "--export",
-        exports[0],
-        "--export",
-        fewer,
-    )
-    _refused(capsys, code, "has reps 30 but")
+    _refused(capsys, _pool(root, [exports[0], fewer], "--protocol", DEFAULT_PROTOCOL, out=hub), "has reps 30 but")
     assert not hub.exists()
 
 
