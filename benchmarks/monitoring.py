@@ -136,7 +136,7 @@ def decide(model: DeploymentModel, protocol, deployments: int, seed: int) -> Dec
             }
         ),
     )
-    to_table(con, "sim_cluster_months", "records/cluster_sums", integers={"partitions": 1, "partition": 0})
+    to_table(con, "sim_cluster_months", "records/cluster_sums")
     con.unregister("records")
     to_table(con, "cluster_stats", "recurring/deployment_sim_looks", {"sites": model.sites, "months": M})
     con.execute("DROP TABLE sim_cluster_months")
@@ -278,7 +278,7 @@ def latest_look(landed: Path, protocol) -> int:
     con = connect()
     con.read_parquet(str(landed)).create_view("landed_records")
     con.sql(load_sql("recurring/deployment_sim_look_slices")).create_view("records")
-    to_table(con, "site_cluster_sums", "records/cluster_sums", integers={"partitions": 1, "partition": 0})
+    to_table(con, "site_cluster_sums", "records/cluster_sums")
     con.sql(load_sql("recurring/deployment_sim_pooled_sums")).create_view("look_sums")
     bounds = _bounds(protocol)
     return confidence_sequences(con, "look_sums", protocol.alpha, protocol.horizon_clusters, bounds).num_rows

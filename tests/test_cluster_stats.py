@@ -70,6 +70,43 @@ def test_partitions_side_by_side_give_the_bytes_of_one(monkeypatch, cores):
     assert split.n_clusters == whole.n_clusters == len(set(table.column("cluster_id").to_pylist()))
 
 
+@pytest.mark.parametrize("layout", ["cluster order", "shuffled", "integer ids"])
+def test_ranges_of_a_parquet_dataset_give_the_bytes_of_one(tmp_path, monkeypatch, layout):
+    """A dataset of files read where they lie, cut into ranges of cluster ids (whose row groups DuckDB
+    skips outside a range when the log is written in cluster order): the same bytes as one partition."""
+    from autheval.records.read import read_records
+
+    table = noisy_log(clusters=2000, rows=20_000, seed=11)
+    if layout == "cluster order":
+        table = table.sort_by("cluster_id")
+    elif layout == "integer ids":
+        ids = [int(k[1:]) for k in table.column("cluster_id").to_pylist()]
+        table = table.set_column(1, "cluster_id", pa.array(ids, pa.int64()))
+    folder = tmp_path / "log"
+    folder.mkdir()
+    for k, first in enumerate(range(0, table.num_rows, 5000)):
+        pq.write_table(table.slice(first, 5000), folder / f"part-{k}.parquet", row_group_size=1000)
+    whole = read_records(folder, "log")
+    monkeypatch.setattr(cluster_stats, "HELD_CLUSTERS", 0)
+    monkeypatch.setattr(cluster_stats, "PARTITION_CLUSTERS", 150)
+    split = read_records(folder, "log")
+    assert split.cluster_stats.partitions > 10 and split.cluster_stats.path is not None
+    assert stats_of(split).equals(stats_of(whole))
+
+
+def test_the_ranges_cover_every_id_in_order():
+    ids = [f"k{i:04d}" for i in range(100)]
+    ranges = cluster_stats.cluster_ranges(ids + ids[:50], 7)  # repeated ids count once
+    assert len(ranges) == 7 and ranges[0][0] is None and ranges[-1][1] is None
+    assert all(upper == lower for (_, upper), (lower, _) in zip(ranges, ranges[1:]))  # each ends where the next begins
+    sizes = [sum(1 for i in ids if (lo is None or i >= lo) and (hi is None or i < hi)) for lo, hi in ranges]
+    assert sum(sizes) == 100 and max(sizes) - min(sizes) <= 2  # of about equal size
+    assert cluster_stats.cluster_ranges(["a", "a", "b"], 8) == [(None, "b"), ("b", None)]  # fewer distinct ids
+    assert cluster_stats.cluster_ranges([], 4) == [(None, None)]
+    # byte order, as DuckDB compares text: 'é' (0xC3 0xA9) after 'z' (0x7A)
+    assert cluster_stats.cluster_ranges(["é", "z", "a"], 3) == [(None, "z"), ("z", "é"), ("é", None)]
+
+
 def test_the_cluster_count_is_exact_not_the_profiles_estimate():
     table = noisy_log(clusters=40_000, rows=120_000)
     distinct = len(set(table.column("cluster_id").to_pylist()))
@@ -158,23 +195,26 @@ def test_the_folder_of_a_killed_process_is_removed_by_the_next(tmp_path, monkeyp
 
 
 def test_a_full_temporary_folder_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, in_files):
-    import duckdb
+    import errno
 
     monkeypatch.setattr(cluster_stats, "_FOLDER", [tmp_path])
     written = []
-
-    def full_disk(con, name, path, params=None, integers=None):
-        written.append(path)
-        if name == "records/cluster_stats":  # the partitions were written; the ranked file does not fit
-            raise duckdb.IOException("Could not write file: No space left on device")
-        return to_parquet(con, name, path, params, integers)
-
     to_parquet = cluster_stats.to_parquet
-    monkeypatch.setattr(cluster_stats, "to_parquet", full_disk)
-    monkeypatch.setattr(cluster_stats, "PARTITION_CLUSTERS", 4)  # several partitions, then the ranks
+
+    def counted(con, name, path, params=None, fragments=None):
+        written.append(path)
+        return to_parquet(con, name, path, params, fragments)
+
+    class FullDisk(pq.ParquetWriter):  # the ranges were written; the ranked file does not fit
+        def write_table(self, table, row_group_size=None):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cluster_stats, "to_parquet", counted)
+    monkeypatch.setattr(pq, "ParquetWriter", FullDisk)
+    monkeypatch.setattr(cluster_stats, "PARTITION_CLUSTERS", 4)  # several ranges, then the ranked file
     with pytest.raises(OSError, match="cannot write the per-cluster sums to the temporary folder .*No space left"):
         read(noisy_log(clusters=20, rows=100))
-    assert len(written) > 2 and list(tmp_path.iterdir()) == []  # no partition and no half file left
+    assert len(written) > 2 and list(tmp_path.iterdir()) == []  # no range and no half file left
 
 
 def test_the_spill_folders_of_a_killed_process_go_at_the_next_first_connection(tmp_path, monkeypatch):

@@ -131,27 +131,23 @@ def one(con, name: str, params=None) -> dict:
     return dict(zip(names, cursor.fetchone()))
 
 
-def with_integers(sql: str, integers: dict[str, int] | None) -> str:
-    """`sql` with its `{name}` placeholders written as the integer literals of `integers`, where a
-    bound parameter would cost the plan (a filter on `hash(x) % $n = $i` ran slower bound; figures:
-    docs/evaluating.md, "Large logs: records as a dataset")."""
-    for key, value in (integers or {}).items():
-        sql = sql.replace("{" + key + "}", str(int(value)))
-    return sql
+def _template(name: str, fragments: dict[str, str] | None) -> str:
+    """`sql/<name>.sql` as it is, or with its `{placeholder}`s filled by `fragments` (fill)."""
+    return load_sql(name) if fragments is None else fill(name, fragments=fragments)
 
 
-def to_table(con, table: str, name: str, params=None, integers: dict[str, int] | None = None) -> None:
+def to_table(con, table: str, name: str, params=None, fragments: dict[str, str] | None = None) -> None:
     """`sql/<name>.sql` into the native table `table` on `con`, replacing one of that name (DuckDB's
-    relation API creates it, so no SQL is composed in Python). `integers`: see with_integers."""
-    sql = with_integers(load_sql(name), integers)
+    relation API creates it, so no SQL is composed in Python). `fragments`: see fill."""
+    sql = _template(name, fragments)
     drop_table(con, table)
     con.sql(sql, params=_bound(sql, params)).create(table)
 
 
-def to_parquet(con, name: str, path, params=None, integers: dict[str, int] | None = None) -> None:
+def to_parquet(con, name: str, path, params=None, fragments: dict[str, str] | None = None) -> None:
     """Stream `sql/<name>.sql` to a Parquet file at `path` (sql/warehouse/copy_to_parquet.sql): bounded memory.
-    `integers`: see with_integers."""
-    sql = with_integers(load_sql(name), integers)
+    `fragments`: see fill."""
+    sql = _template(name, fragments)
     text = fill("warehouse/copy_to_parquet", literals={"path": str(path)}, fragments={"query": sql})
     con.execute(text, _bound(sql, params))
 

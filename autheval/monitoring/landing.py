@@ -65,7 +65,7 @@ UNSPECIFIED = "unspecified"  # the site or model version of a log without that c
 POOLED = "all"  # the site or model version of rows pooled over every one (as period 'all')
 LOCAL_COLUMN = "utility_proposed_local"
 # whether the log itself gave the proposal's local score on a row (the canonical record fills it on an
-# unchanged row), so that the record level of any subset of landed rows can be told (records/records_profile.sql)
+# unchanged row), so that the record level of any subset of landed rows can be told (records/records_check.sql)
 LOCAL_GIVEN = "proposed_local_given"
 PROCESSED, REJECTED, DUPLICATES = "processed", "rejected", "duplicates"
 LANDED_TABLE = "landed_records"

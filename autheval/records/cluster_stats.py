@@ -8,12 +8,14 @@ so a run with a bootstrap and the delta method sums its records once, not once p
 
 Why partitions: the sums must be added on one DuckDB thread (the same rows, the same bits;
 warehouse.sql.connect), and one thread summing 10^7 clusters of 10^8 records spilled its hash table and
-was slow. Split by a hash of the cluster id into partitions of about PARTITION_CLUSTERS
-clusters, each partition is summed on a connection of its own (one thread, its share of DuckDB's memory
-limit), the partitions side by side on the cores: each cluster's rows are still added in the record's
-order by one thread, so the sums do not depend on the number of partitions or cores (figures, before and
-after: docs/evaluating.md, "Large logs: records as a dataset"). The partition count is a function of the
-data alone (its estimated cluster count), so the same record gives the same bytes on any machine.
+was slow. Cut into ranges of cluster ids of about PARTITION_CLUSTERS clusters each (the cuts: quantiles of
+a sample of the ids, taken as the record's rules are checked), each range is summed on a connection of its own
+(one thread, its share of DuckDB's memory limit), the ranges side by side on the cores: each cluster's
+rows are still added in the record's order by one thread, so the sums do not depend on the cuts or the
+number of ranges or cores. Ranges, not a hash of the id: DuckDB skips the Parquet row groups whose id
+statistics lie outside a range (a log written in cluster order is read about once in all, not once per
+range), and the ranges, each sorted, give the clusters in rank order with no sort of every id (figures:
+docs/benchmarks.md, "Scale").
 
 A file lives in this process's temporary folder and goes when the last RecordSet holding it does
 (or when the process exits; the folder of a process killed before its exit is removed by the next
@@ -47,13 +49,12 @@ from warehouse.sql import (
     sweep_dead_folders,
     to_parquet,
     to_table,
-    with_integers,
 )
 
 if TYPE_CHECKING:
     from autheval.records.schema import RecordSet
 
-# Clusters per hash partition: its hash table fits a core's share of DuckDB's limit (a larger partition
+# Clusters per partition: its hash table fits a core's share of DuckDB's limit (a larger partition
 # spilled and was many times slower; figures: docs/benchmarks.md, "Figures behind design choices").
 PARTITION_CLUSTERS = 1 << 20
 
@@ -106,7 +107,7 @@ def _folder() -> Path:
 
 
 def partition_count(clusters_estimate: int) -> int:
-    """Hash partitions for a record of about `clusters_estimate` clusters (at least one)."""
+    """Partitions (ranges of cluster ids) for a record of about `clusters_estimate` clusters (at least one)."""
     return max(1, math.ceil(max(int(clusters_estimate), 0) * 1.25 / PARTITION_CLUSTERS))
 
 
@@ -128,10 +129,11 @@ def _workers(partitions: int) -> int:
     return max(1, min(partitions, available_cores()))
 
 
-def compute(records: RecordSet, clusters_estimate: int) -> ClusterStatsFile:
+def compute(records: RecordSet, clusters_estimate: int, cluster_sample: Sequence[str] = ()) -> ClusterStatsFile:
     """Sum `records` per cluster (sql/records/cluster_sums.sql) and rank the clusters (sql/records/cluster_stats.sql)
     into a new statistics file: one partition on a cursor of one database (cheap for a small record), or
-    several, a connection each, side by side, into partition files that one more connection ranks."""
+    several ranges of cluster ids (cut at the quantiles of `cluster_sample`), a connection each, side by
+    side, written one after another ranked."""
     import pyarrow.parquet as pq
 
     partitions = partition_count(clusters_estimate)
@@ -145,7 +147,7 @@ def compute(records: RecordSet, clusters_estimate: int) -> ClusterStatsFile:
         if partitions == 1:
             _one_partition(records, target)
         else:
-            _partitioned(records, partitions, target)
+            partitions = _partitioned(records, partitions, target, cluster_sample)
         n_clusters = pq.ParquetFile(target).metadata.num_rows
     except BaseException:
         _remove(str(target))
@@ -159,8 +161,7 @@ def _one_partition(records: RecordSet, target: Path | None) -> pa.Table | None:
     con = _small_database().cursor()  # its own views and registrations, gone when it closes
     try:
         register_records(con, [records])
-        sums = with_integers(load_sql("records/cluster_sums"), {"partitions": 1, "partition": 0})
-        con.sql(sums).create_view("cluster_sums")
+        con.sql(load_sql("records/cluster_sums")).create_view("cluster_sums")
         if target is None:
             return run(con, "records/cluster_stats")
         to_parquet(con, "records/cluster_stats", target)
@@ -169,46 +170,102 @@ def _one_partition(records: RecordSet, target: Path | None) -> pa.Table | None:
         con.close()
 
 
-def _partitioned(records: RecordSet, partitions: int, target: Path) -> None:
-    """The partitions' sums on min(partitions, cores) threads, a connection of one DuckDB thread each
-    with its share of DuckDB's limit, into files of a private folder (removed after); then the ranks."""
-    workers = _workers(partitions)
+def cluster_ranges(cluster_sample: Sequence[str], partitions: int) -> list[tuple[str | None, str | None]]:
+    """At most `partitions` ranges [lower, upper) of cluster ids (None: unbounded), in order, that
+    cover every id: cut at the quantiles of `cluster_sample`'s distinct ids (a sample of the record's
+    rows, records/records_check.sql; fewer ranges where it has fewer distinct ids). Distinct ids, not
+    rows, so that many small clusters beside a few large ones still spread over the ranges. The cuts
+    decide only which connection sums a cluster, never its bits."""
+    sample = sorted(set(cluster_sample))  # code point order: UTF-8's byte order, DuckDB's
+    cuts: list[str] = []
+    for k in range(1, partitions):
+        cut = sample[k * len(sample) // partitions] if sample else None
+        if cut is not None and cut > sample[0] and (not cuts or cut > cuts[-1]):
+            cuts.append(cut)
+    bounds: list[str | None] = [None, *cuts, None]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _partitioned(records: RecordSet, partitions: int, target: Path, cluster_sample: Sequence[str]) -> int:
+    """The sums of each range of cluster ids (cluster_ranges) on min(ranges, cores) threads, a
+    connection of one DuckDB thread each with its share of DuckDB's limit, each range sorted by id into
+    a file of a private folder (removed after); then the ranges in order, ranked, into `target`. Returns
+    the number of ranges."""
+    ranges = cluster_ranges(cluster_sample, partitions)
+    workers = _workers(len(ranges))
     work = _folder() / f"sums-{uuid.uuid4().hex}"
     work.mkdir(mode=0o700)
+    sums = {"sums": load_sql("records/cluster_sums")}
     try:
 
-        def one(partition: int) -> Path:
-            part = work / f"part-{partition:05d}.parquet"
+        def one(numbered: tuple[int, tuple[str | None, str | None]]) -> Path:
+            number, (lower, upper) = numbered
+            part = work / f"part-{number:05d}.parquet"
             con = connect(memory_limit=memory_share(workers), threads=1)
             try:
-                register_records(con, [records])
-                to_parquet(
-                    con, "records/cluster_sums", part, integers={"partitions": partitions, "partition": partition}
-                )
+                register_records(con, [records], name="records_in_ranges")
+                to_parquet(con, "records/cluster_sums_range", part, {"lower": lower, "upper": upper}, sums)
             finally:
                 con.close()
             return part
 
         if workers == 1:
-            parts = [one(i) for i in range(partitions)]
+            parts = [one(r) for r in enumerate(ranges)]
         else:
             with ThreadPoolExecutor(workers, thread_name_prefix="autheval-cluster-sums") as pool:
-                parts = list(pool.map(one, range(partitions)))
-        con = connect()  # ranks are whole numbers and the sums are copied: any thread count, same bytes
-        try:
-            con.read_parquet([str(p) for p in parts]).create_view("cluster_sums")
-            to_parquet(con, "records/cluster_stats", target)
-        finally:
-            con.close()
+                parts = list(pool.map(one, enumerate(ranges)))
+        write_ranked(parts, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return len(ranges)
+
+
+class StatsFileError(OSError):
+    """The statistics file could not be written (a full or read-only temporary folder)."""
+
+
+def write_ranked(parts: Sequence[Path], target: Path) -> None:
+    """The sorted sums of consecutive ranges (`parts`, in order) as one statistics file in
+    sql/records/cluster_stats.sql's columns: each cluster's rank is its place in that order (the ids are
+    byte-ordered within a range and the ranges follow each other), n_clusters their count."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    n_clusters = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+    writer = None
+    try:
+        rank = 0
+        for part in parts:
+            sums = pq.read_table(part)
+            n = sums.num_rows
+            ranks = pa.array(np.arange(rank, rank + n, dtype=np.int32))
+            counts = pa.array(np.full(n, n_clusters, dtype=np.int32))
+            ranked = pa.table(
+                {
+                    "analysis": sums.column("analysis"),
+                    "cluster_id": sums.column("cluster_id"),
+                    "cluster_rank": ranks,
+                    "n_clusters": counts,
+                    **{name: sums.column(name) for name in sums.column_names[2:]},
+                }
+            )
+            if writer is None:
+                writer = pq.ParquetWriter(target, ranked.schema)
+            writer.write_table(ranked)
+            rank += n
+        if writer is not None:
+            writer.close()
+    except OSError as err:
+        if writer is not None:
+            writer.close()
+        raise StatsFileError(err.errno, str(err)) from err
 
 
 def create_cluster_stats(con, name: str = "cluster_stats") -> None:
     """The statistics of the `records` already on `con` as its table `name`, in one partition on
     `con`'s own threads (records cut on a connection, such as the monitoring looks'; one DuckDB thread
     on `con` for the same bits)."""
-    to_table(con, "cluster_sums", "records/cluster_sums", integers={"partitions": 1, "partition": 0})
+    to_table(con, "cluster_sums", "records/cluster_sums")
     to_table(con, name, "records/cluster_stats")  # beside its input, the table cluster_sums
 
 

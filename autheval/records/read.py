@@ -49,17 +49,34 @@ from autheval.records.schema import (
     _canonical_columns,
 )
 from autheval.records.warnings import warn
-from warehouse.sql import connect, drop_view, load_sql
+from warehouse.sql import connect, drop_view, fill, load_sql
+
+# Rows whose cluster ids are kept as the sample that cuts a large record's clusters into ranges
+# (records/records_check.sql, autheval/records/cluster_stats.py): about this many.
+CLUSTER_SAMPLE_ROWS = 1 << 16
 
 
 def validate(
-    con: duckdb.DuckDBPyConnection, source: str, schema: str, locate: Callable[[int], tuple[str, int]] | None = None
-) -> None:
-    """Raise RecordError on the first broken rule of `raw_records` (one line with an example): one
-    cheap pass finds the broken rules (records/records_validate.sql); only the reported row is then read for
-    its id and value, and a repeated id hash is confirmed on the ids themselves. `locate`: for a
-    dataset of several files, row_index -> (the file, the row within it), so the line names both."""
-    for order, column, rule, row_index, n_rows in con.execute(load_sql("records/records_validate")).fetchall():
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    schema: str,
+    locate: Callable[[int], tuple[str, int]] | None = None,
+    n_rows: int | None = None,
+) -> tuple[tuple, list[str]]:
+    """(the profile of `raw_records`: records/records_check.sql's counts, for _record_level; a sample of
+    its cluster ids, from about CLUSTER_SAMPLE_ROWS of its `n_rows` rows), after raising RecordError on
+    its first broken rule (one line with an example). One pass tells whether any rule is broken
+    (records/records_check.sql); only then does records/records_validate.sql find which and where, the
+    reported row is read for its id and value, and a repeated id hash is confirmed on the ids
+    themselves. `locate`: for a dataset of several files, row_index -> (the file, the row within it),
+    so the line names both."""
+    every = max(1, (n_rows or 1 << 26) // CLUSTER_SAMPLE_ROWS)  # rows unknown (a CSV): as for 2^26
+    checked = con.execute(_filled("records/records_check", sample_every=str(every))).fetchone()
+    assert checked is not None  # an aggregate: one row
+    broken, *profile, sample = checked
+    if not broken:
+        return tuple(profile), sample
+    for order, column, rule, row_index, n_rows in con.execute(_filled("records/records_validate")).fetchall():
         if order == 2:
             duplicates = con.execute(load_sql("records/records_duplicates")).fetchone()
             assert duplicates is not None  # an aggregate: one row
@@ -79,6 +96,12 @@ def validate(
         if locate is not None:
             where, row_index = locate(row_index)
         raise first_violation(where, (order, column, rule, row_index, case_id, bad_value, n_rows))
+    return tuple(profile), sample  # only two different ids with one hash
+
+
+def _filled(name: str, **fragments: str) -> str:
+    """A rule query with the rows' flags (records/records_rule_flags.sql) and `fragments` filled in."""
+    return fill(name, fragments={"flags": load_sql("records/records_rule_flags"), **fragments})
 
 
 def _canonical(raw: pa.Table, typed: pa.Table, analysis: str) -> pa.Table:
@@ -109,8 +132,8 @@ def records_from_table(
         raise RecordError(source, None, "file has no records")
     con = con or connect()
     con.register("raw_records", raw)
-    validate(con, source, schema)
-    level, has_local, counts = _record_level(con)
+    profile, sample = validate(con, source, schema, n_rows=table.num_rows)
+    level, has_local, counts = _record_level(profile)
     canonical = _canonical(raw, con.execute(canonical_sql()).arrow().read_all(), analysis)
     con.unregister("raw_records")
     return with_cluster_stats(
@@ -124,7 +147,8 @@ def records_from_table(
             rows=canonical,
             unused_columns=unused,
             **counts,
-        )
+        ),
+        sample,
     )
 
 
@@ -138,14 +162,15 @@ def _out_of_memory(doing: str, err: duckdb.OutOfMemoryException, source: str) ->
     )
 
 
-def with_cluster_stats(records: RecordSet) -> RecordSet:
+def with_cluster_stats(records: RecordSet, cluster_sample: Sequence[str]) -> RecordSet:
     """`records` with its per-cluster statistics summed (autheval/records/cluster_stats.py) and its exact
-    cluster count (the profile's `n_clusters` is an estimate that sizes the partitions)."""
+    cluster count (the profile's `n_clusters` is an estimate that sizes the partitions, and
+    `cluster_sample`, validate's sample of its cluster ids, cuts them)."""
     try:
-        stats = cluster_stats.compute(records, records.n_clusters)
+        stats = cluster_stats.compute(records, records.n_clusters, cluster_sample)
     except duckdb.OutOfMemoryException as err:
         raise _out_of_memory("summing the records per cluster", err, records.source) from err
-    except duckdb.IOException as err:  # a full or read-only temporary folder
+    except (duckdb.IOException, cluster_stats.StatsFileError) as err:  # a full or read-only temporary folder
         raise OSError(
             errno.EIO,
             f"cannot write the per-cluster sums to the temporary folder (TMPDIR): {_first_line(err)}",
@@ -154,11 +179,9 @@ def with_cluster_stats(records: RecordSet) -> RecordSet:
     return replace(records, n_clusters=stats.n_clusters, cluster_stats=stats)
 
 
-def _record_level(con) -> tuple[str, bool, dict]:
-    """(record level, has_local, the RecordSet counts) of the validated `raw_records` on `con`."""
-    (n_cases, n_clusters, n_changed, n_changed_local, n_local, n_global, n_executed) = con.execute(
-        load_sql("records/records_profile")
-    ).fetchone()
+def _record_level(profile: tuple) -> tuple[str, bool, dict]:
+    """(record level, has_local, the RecordSet counts) of a validated record's profile (validate's)."""
+    (n_cases, n_clusters, n_changed, n_changed_local, n_local, n_global, n_executed) = profile
     if n_executed == 0:  # no selection: nothing about authority, whatever scores the proposal has
         level, has_local = PROPOSAL_ONLY, False
     elif n_changed > 0 and n_changed_local == n_changed:
@@ -189,8 +212,8 @@ def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str)
     try:
         dataset.scan(con, "record_files")
         dataset.raw_records(con, "record_files", analysis).create_view("raw_records")
-        validate(con, source, "log", dataset.locate)
-        level, has_local, counts = _record_level(con)
+        profile, sample = validate(con, source, "log", dataset.locate)
+        level, has_local, counts = _record_level(profile)
     finally:
         drop_view(con, "raw_records")
         drop_view(con, "record_files")
@@ -207,7 +230,8 @@ def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str)
             rows=None,
             dataset=dataset,
             **counts,
-        )
+        ),
+        sample,
     )
 
 
@@ -271,8 +295,8 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
                     relation.create_view("raw_records")
                 else:  # read once: every rule, the level and the canonical rows from memory
                     con.register("raw_records", raw)
-                validate(con, dataset.source, dataset.schema, dataset.locate)
-                level, has_local, counts = _record_level(con)
+                profile, sample = validate(con, dataset.source, dataset.schema, dataset.locate, dataset.n_rows)
+                level, has_local, counts = _record_level(profile)
                 if raw is not None:
                     rows = _canonical(raw, con.execute(canonical_sql()).arrow().read_all(), analysis)
             except duckdb.OutOfMemoryException as err:
@@ -304,7 +328,8 @@ def read_dataset(source: str | Path, analysis: str, con=None, used: tuple[str, .
             unused_columns=unused,
             dataset=dataset,
             **counts,
-        )
+        ),
+        sample,
     )
     if rows is not None and records.n_cases > KEPT_ROWS:  # summed; the estimators scan the files again
         records, rows = replace(records, rows=None), None

@@ -28,7 +28,7 @@ SELECT
     coalesce(sum_glob, 0.0) AS sum_glob,
     coalesce(sum_total_gap, 0.0) AS sum_total_gap,
     coalesce(sum_utility_gap, 0.0) AS sum_utility_gap,
-    1.0 AS one,
+    CAST(1 AS DOUBLE) AS one,  -- a double: a decimal literal came to numpy as one Python object a row
     coalesce(sum_changed / n, 0.0) AS mean_changed,
     coalesce(sum_exec / n, 0.0) AS mean_exec,
     coalesce(sum_prop / n, 0.0) AS mean_prop,

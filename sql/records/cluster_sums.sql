@@ -1,11 +1,11 @@
 -- Twin: records/portable_cluster_stats.sql (every other engine). Differs: fsum here, sum there (checked 1e-12),
--- and the ranks, which records/cluster_stats.sql adds over every partition's rows.
--- Per-cluster sums of one hash partition of the clusters (partition number and count are integer
--- literals the caller writes into the placeholders: bound, the filter ran 2x slower; 0 of 1 is every
--- cluster): autheval/records/cluster_stats.py runs the partitions side by side, each on a connection of its own
--- with one DuckDB thread, so each cluster's rows are added in the record's order whatever the number of
--- partitions or cores (the same rows give the same bits; measured: 1 and 4 partitions, 10^6 clusters,
--- every sum equal to the bit). A partition's hash table stays small enough not to spill.
+-- and the ranks, which records/cluster_stats.sql adds (or, for a record summed in ranges of its cluster
+-- ids, autheval/records/cluster_stats.py).
+-- Per-cluster sums of `records`: every cluster, or one range of cluster ids where
+-- records/cluster_sums_range.sql names `records` its range (autheval/records/cluster_stats.py runs the
+-- ranges side by side, each on a connection of its own with one DuckDB thread, so each cluster's rows
+-- are added in the record's order whatever the number of ranges or cores: the same rows give the same
+-- bits, tests/test_cluster_stats.py). A range's hash table stays small enough not to spill.
 -- Input: records (canonical, see records/records_normalize.sql). Unavailable scores sum to NULL here.
 -- fsum (compensated: more accurate than sum) is DuckDB's; on other engines use sum.
 SELECT
@@ -20,5 +20,4 @@ SELECT
     fsum(utility_proposed_global - utility_executed_local) AS sum_total_gap,
     fsum(utility_proposed_global - utility_proposed_local) AS sum_utility_gap
 FROM records
-WHERE hash(cluster_id) % {partitions} = {partition}
 GROUP BY analysis, cluster_id

@@ -4,48 +4,13 @@
 -- ids. A hash repeated is a candidate duplicate (rule 2, row_index NULL): the caller confirms it on the
 -- ids themselves (records/records_duplicates.sql). The reported row's id and bad value come from
 -- records/records_violation_detail.sql, so a valid file never formats a value.
--- Ids and actions must not begin or end with whitespace (rules 16-19): `a1 ` and `a1` would count as
--- different actions (a false intervention), `k1 ` as another cluster. Refused, never stripped: the
--- record is what the service logged. Checked on text columns only (typeof folds when the query is
--- bound: an integer id column costs nothing) in a pass of its own, by comparisons and suffix tests (a
--- regex cost 4x more): a leading character below '!' (any ASCII space or control character; also a
--- blank id) or a no-break space, a trailing space, tab, line break or no-break space.
+-- The rows' flags ({flags}) are records/records_rule_flags.sql's. Run only where records/records_check.sql
+-- found a rule broken (or an id hash repeated): a valid record is checked by that one cheaper pass.
 -- Input: raw_records(row_index, case_id, cluster_id, proposed_action, executed_action,
 -- utility_executed_local, utility_proposed_local, utility_proposed_global), of the types
 -- autheval.records.schema.check_column_types allows.
 -- Output: rule_order, column_name, rule, row_index, n_rows.
-WITH typed AS (
-    SELECT
-        row_index,
-        case_id IS NULL AS no_case,
-        cluster_id IS NULL AS no_cluster,
-        proposed_action IS NULL AS no_proposed,
-        executed_action IS NULL AS no_executed,
-        utility_executed_local IS NULL AS no_exec,
-        utility_proposed_local IS NULL AS no_prop,
-        utility_proposed_global IS NULL AS no_glob,
-        coalesce(CAST(proposed_action AS VARCHAR) <> CAST(executed_action AS VARCHAR), false) AS changed,
-        coalesce(CAST(proposed_action AS VARCHAR) = CAST(executed_action AS VARCHAR), false) AS same,
-        TRY_CAST(utility_executed_local AS DOUBLE) AS exec_value,
-        TRY_CAST(utility_proposed_local AS DOUBLE) AS prop_value,
-        TRY_CAST(utility_proposed_global AS DOUBLE) AS glob_value
-    FROM raw_records
-),
-flagged AS (
-    SELECT
-        *,
-        no_case AS r1,
-        no_cluster AS r3,
-        no_proposed AS r4,
-        no_executed AS r5,
-        no_exec AS r6,
-        NOT no_exec AND NOT coalesce(isfinite(exec_value), false) AS r7,
-        NOT no_prop AND NOT coalesce(isfinite(prop_value), false) AS r8,
-        NOT no_glob AND NOT coalesce(isfinite(glob_value), false) AS r9,
-        same AND coalesce(isfinite(prop_value) AND isfinite(exec_value)
-            AND abs(prop_value - exec_value) > 1e-12, false) AS r10
-    FROM typed
-),
+WITH {flags},
 agg AS (
     SELECT
         count(*) FILTER (WHERE NOT no_executed) AS rows_with_executed,
@@ -75,35 +40,13 @@ agg AS (
         arg_max(row_index, abs(glob_value)) FILTER (WHERE isfinite(glob_value)) AS i15
     FROM flagged
 ),
-texts AS (  -- the id and action columns that are text; NULL (a constant) for other types
-    SELECT
-        row_index,
-        CASE WHEN typeof(case_id) = 'VARCHAR' THEN CAST(case_id AS VARCHAR) END AS case_text,
-        CASE WHEN typeof(cluster_id) = 'VARCHAR' THEN CAST(cluster_id AS VARCHAR) END AS cluster_text,
-        CASE WHEN typeof(proposed_action) = 'VARCHAR' THEN CAST(proposed_action AS VARCHAR) END AS proposed_text,
-        CASE WHEN typeof(executed_action) = 'VARCHAR' THEN CAST(executed_action AS VARCHAR) END AS executed_text
-    FROM raw_records
-),
-spaced AS (
-    SELECT
-        coalesce(case_text < '!' OR prefix(case_text, chr(160)) OR suffix(case_text, ' ') OR suffix(case_text, chr(9))
-            OR suffix(case_text, chr(10)) OR suffix(case_text, chr(13)) OR suffix(case_text, chr(160)), false) AS ws_case,
-        coalesce(cluster_text < '!' OR prefix(cluster_text, chr(160)) OR suffix(cluster_text, ' ') OR suffix(cluster_text, chr(9))
-            OR suffix(cluster_text, chr(10)) OR suffix(cluster_text, chr(13)) OR suffix(cluster_text, chr(160)), false) AS ws_cluster,
-        coalesce(proposed_text < '!' OR prefix(proposed_text, chr(160)) OR suffix(proposed_text, ' ') OR suffix(proposed_text, chr(9))
-            OR suffix(proposed_text, chr(10)) OR suffix(proposed_text, chr(13)) OR suffix(proposed_text, chr(160)), false) AS ws_proposed,
-        coalesce(executed_text < '!' OR prefix(executed_text, chr(160)) OR suffix(executed_text, ' ') OR suffix(executed_text, chr(9))
-            OR suffix(executed_text, chr(10)) OR suffix(executed_text, chr(13)) OR suffix(executed_text, chr(160)), false) AS ws_executed,
-        row_index
-    FROM texts
-),
 spaced_agg AS (
     SELECT
         count(*) FILTER (WHERE ws_case) AS n16, min(row_index) FILTER (WHERE ws_case) AS i16,
         count(*) FILTER (WHERE ws_cluster) AS n17, min(row_index) FILTER (WHERE ws_cluster) AS i17,
         count(*) FILTER (WHERE ws_proposed) AS n18, min(row_index) FILTER (WHERE ws_proposed) AS i18,
         count(*) FILTER (WHERE ws_executed) AS n19, min(row_index) FILTER (WHERE ws_executed) AS i19
-    FROM spaced
+    FROM flagged
 ),
 repeated_hashes AS (
     SELECT count(*) AS n

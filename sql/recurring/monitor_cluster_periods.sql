@@ -5,7 +5,7 @@
 -- utilities, proposed_local_given), monitor_slices(slice, site, model_version; 'all' = every one).
 -- Output: slice, site, cluster_id, period, first_seen, n_period, ch_period (the period's cases and
 -- changed cases), changed_local, local_given, global_given, executed (the period's counts that decide the
--- record level, as records/records_profile.sql's), and the sums to date n, ch, ex, pr, gp (cases,
+-- record level, as records/records_check.sql's), and the sums to date n, ch, ex, pr, gp (cases,
 -- changed cases, executed, proposed and gap utilities).
 WITH slice_rows AS (
     SELECT s.slice, r.site, r.cluster_id, r.period, r.executed_action, r.intervened, r.utility_executed_local AS ue,

@@ -1,7 +1,7 @@
 -- Every look of every monitored slice from what its periods add (sql/recurring/monitor_period_sums.sql),
 -- without re-reading the records of earlier looks: per slice and look the cases, the clusters (a (site,
 -- cluster_id) counted at the period it is first seen) and the counts that decide the record level
--- (records/records_profile.sql's), cumulated over the periods to the look. A slice's period may come in
+-- (records/records_check.sql's), cumulated over the periods to the look. A slice's period may come in
 -- several parts (a hub's sites: autheval.sites.monitor), added here. sql/recurring/monitor_look_ratios.sql
 -- gives each look's ratios and standard errors.
 -- Input: monitor_period_sums. Output: slice, look, period, n_cases, n_clusters, n_changed,

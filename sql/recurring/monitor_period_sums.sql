@@ -1,6 +1,6 @@
 -- What each period adds to each monitored slice (sql/recurring/monitor_cluster_periods.sql): the clusters
 -- first seen in it, its cases and changed cases, and the counts that decide the record level
--- (records/records_profile.sql's). Sums over clusters, so the periods of slices that share no cluster add
+-- (records/records_check.sql's). Sums over clusters, so the periods of slices that share no cluster add
 -- up: a hub pools sites' periods with sql/recurring/monitor_look_sums.sql as one lake does
 -- (autheval.sites.monitor). Also the clusters with a case in the period and those with a changed case
 -- there (a site's disclosure rule reads them; the monitor does not).
