@@ -10,8 +10,9 @@
 -- and the interval R + z * se with z the standard normal quantiles of the requested levels ($z_lower,
 -- $z_upper, bound by the caller). Each cluster is one row with both units' terms side by side (i_: its
 -- sums as they are, image_weighted; c_: divided by n_c, cluster_equal), so the clusters are read and
--- joined once, not once per unit (the rows taken twice, one per unit, held 2G rows: 10^7 clusters took
--- 13.6 s and 1.8 GB, now 4.8-7.8 s within DuckDB's limit). Two passes over the G rows: one aggregate
+-- joined once, not once per unit, and no pass reads another's rows held (the rows taken twice, one per
+-- unit, and held, took 13.6 s and 1.8 GB at 10^7 clusters; now about 5 s and 160 MB, the same bits at
+-- any DuckDB memory limit). Two passes over the G rows: one aggregate
 -- gives every ratio, and one join with that single row per analysis sums the squared residuals (summed
 -- after R is known, not from raw moments: no cancellation when the residuals are small); then a row per
 -- unit. NULL where undefined: one cluster (G - 1 = 0), no change (sum X = 0) or an
@@ -39,31 +40,32 @@ WITH terms AS (  -- per cluster, X_c and Y_c of every metric in both units: i_ i
         sum_utility_gap / n AS c_y_utility_gap
     FROM cluster_stats
 ),
-ratios AS (  -- pass 1: every ratio of both units, and the denominators' totals
+ratios AS (  -- pass 1: every ratio of both units, and the denominators' totals (`terms`' expressions, on
+    -- cluster_stats itself: `terms` read by both passes would be held whole)
     SELECT
         analysis,
         CAST(count(*) AS DOUBLE) AS clusters,
-        sum(i_x_n) AS i_total_n,
-        sum(i_x_changed) AS i_total_changed,
-        sum(i_y_exec) / sum(i_x_n) AS i_j,
-        sum(i_x_changed) / sum(i_x_n) AS i_p,
-        sum(i_y_prop) / sum(i_x_n) AS i_j_auth,
-        sum(i_y_gap) / sum(i_x_n) AS i_gap,
-        sum(i_y_gap) / NULLIF(sum(i_x_changed), 0) AS i_delta,
-        sum(i_y_glob) / sum(i_x_n) AS i_j_std,
-        sum(i_y_total_gap) / sum(i_x_n) AS i_total_gap,
-        sum(i_y_utility_gap) / sum(i_x_n) AS i_utility_gap,
-        sum(c_x_n) AS c_total_n,
-        sum(c_x_changed) AS c_total_changed,
-        sum(c_y_exec) / sum(c_x_n) AS c_j,
-        sum(c_x_changed) / sum(c_x_n) AS c_p,
-        sum(c_y_prop) / sum(c_x_n) AS c_j_auth,
-        sum(c_y_gap) / sum(c_x_n) AS c_gap,
-        sum(c_y_gap) / NULLIF(sum(c_x_changed), 0) AS c_delta,
-        sum(c_y_glob) / sum(c_x_n) AS c_j_std,
-        sum(c_y_total_gap) / sum(c_x_n) AS c_total_gap,
-        sum(c_y_utility_gap) / sum(c_x_n) AS c_utility_gap
-    FROM terms
+        sum(n) AS i_total_n,
+        sum(sum_changed) AS i_total_changed,
+        sum(sum_exec) / sum(n) AS i_j,
+        sum(sum_changed) / sum(n) AS i_p,
+        sum(sum_prop) / sum(n) AS i_j_auth,
+        sum(sum_gap) / sum(n) AS i_gap,
+        sum(sum_gap) / NULLIF(sum(sum_changed), 0) AS i_delta,
+        sum(sum_glob) / sum(n) AS i_j_std,
+        sum(sum_total_gap) / sum(n) AS i_total_gap,
+        sum(sum_utility_gap) / sum(n) AS i_utility_gap,
+        sum(n / n) AS c_total_n,
+        sum(sum_changed / n) AS c_total_changed,
+        sum(sum_exec / n) / sum(n / n) AS c_j,
+        sum(sum_changed / n) / sum(n / n) AS c_p,
+        sum(sum_prop / n) / sum(n / n) AS c_j_auth,
+        sum(sum_gap / n) / sum(n / n) AS c_gap,
+        sum(sum_gap / n) / NULLIF(sum(sum_changed / n), 0) AS c_delta,
+        sum(sum_glob / n) / sum(n / n) AS c_j_std,
+        sum(sum_total_gap / n) / sum(n / n) AS c_total_gap,
+        sum(sum_utility_gap / n) / sum(n / n) AS c_utility_gap
+    FROM cluster_stats
     GROUP BY analysis
 ),
 residuals AS (  -- pass 2: the squared linearised residuals Y_c - R X_c of both units, summed per analysis
