@@ -91,58 +91,18 @@ residuals AS (  -- pass 2: the squared linearised residuals Y_c - R X_c of both 
     JOIN ratios AS r ON r.analysis = t.analysis
     GROUP BY t.analysis
 ),
-per_unit AS (  -- one row per analysis and unit
-    SELECT
-        r.analysis,
-        'image_weighted' AS unit,
-        r.clusters,
-        r.i_total_n AS total_n,
-        r.i_total_changed AS total_changed,
-        r.i_j AS j,
-        r.i_p AS p,
-        r.i_j_auth AS j_auth,
-        r.i_gap AS gap,
-        r.i_delta AS delta,
-        r.i_j_std AS j_std,
-        r.i_total_gap AS total_gap,
-        r.i_utility_gap AS utility_gap,
-        e.i_ss_j AS ss_j,
-        e.i_ss_p AS ss_p,
-        e.i_ss_j_auth AS ss_j_auth,
-        e.i_ss_gap AS ss_gap,
-        e.i_ss_delta AS ss_delta,
-        e.i_ss_j_std AS ss_j_std,
-        e.i_ss_total_gap AS ss_total_gap,
-        e.i_ss_utility_gap AS ss_utility_gap,
+per_unit AS (  -- one row per analysis and unit: that unit's columns of the rows of ratios and residuals
+    SELECT r.analysis, 'image_weighted' AS unit, r.clusters, r.i_total_n AS total_n, r.i_total_changed AS total_changed,
+        r.i_j AS j, r.i_p AS p, r.i_j_auth AS j_auth, r.i_gap AS gap, r.i_delta AS delta, r.i_j_std AS j_std, r.i_total_gap AS total_gap, r.i_utility_gap AS utility_gap,
+        e.i_ss_j AS ss_j, e.i_ss_p AS ss_p, e.i_ss_j_auth AS ss_j_auth, e.i_ss_gap AS ss_gap, e.i_ss_delta AS ss_delta, e.i_ss_j_std AS ss_j_std, e.i_ss_total_gap AS ss_total_gap, e.i_ss_utility_gap AS ss_utility_gap,
         r.clusters / NULLIF(r.clusters - 1, 0) AS small_sample  -- G / (G - 1)
-    FROM ratios AS r
-    JOIN residuals AS e ON e.analysis = r.analysis
+    FROM ratios AS r JOIN residuals AS e ON e.analysis = r.analysis
     UNION ALL
-    SELECT
-        r.analysis,
-        'cluster_equal' AS unit,
-        r.clusters,
-        r.c_total_n AS total_n,
-        r.c_total_changed AS total_changed,
-        r.c_j AS j,
-        r.c_p AS p,
-        r.c_j_auth AS j_auth,
-        r.c_gap AS gap,
-        r.c_delta AS delta,
-        r.c_j_std AS j_std,
-        r.c_total_gap AS total_gap,
-        r.c_utility_gap AS utility_gap,
-        e.c_ss_j AS ss_j,
-        e.c_ss_p AS ss_p,
-        e.c_ss_j_auth AS ss_j_auth,
-        e.c_ss_gap AS ss_gap,
-        e.c_ss_delta AS ss_delta,
-        e.c_ss_j_std AS ss_j_std,
-        e.c_ss_total_gap AS ss_total_gap,
-        e.c_ss_utility_gap AS ss_utility_gap,
+    SELECT r.analysis, 'cluster_equal' AS unit, r.clusters, r.c_total_n AS total_n, r.c_total_changed AS total_changed,
+        r.c_j AS j, r.c_p AS p, r.c_j_auth AS j_auth, r.c_gap AS gap, r.c_delta AS delta, r.c_j_std AS j_std, r.c_total_gap AS total_gap, r.c_utility_gap AS utility_gap,
+        e.c_ss_j AS ss_j, e.c_ss_p AS ss_p, e.c_ss_j_auth AS ss_j_auth, e.c_ss_gap AS ss_gap, e.c_ss_delta AS ss_delta, e.c_ss_j_std AS ss_j_std, e.c_ss_total_gap AS ss_total_gap, e.c_ss_utility_gap AS ss_utility_gap,
         r.clusters / NULLIF(r.clusters - 1, 0) AS small_sample  -- G / (G - 1)
-    FROM ratios AS r
-    JOIN residuals AS e ON e.analysis = r.analysis
+    FROM ratios AS r JOIN residuals AS e ON e.analysis = r.analysis
 ),
 metric_names AS (  -- the metric of each output row (a cross join: per_unit is computed once)
     SELECT * FROM (VALUES

@@ -1,13 +1,13 @@
 -- Whether a record breaks any rule of records/records_validate.sql, and what it supports, in one pass over
 -- its rows: the flags of records/records_rule_flags.sql folded into a few counts and flags (not each
 -- rule's count and first row, which only a broken record needs: records/records_validate.sql, run then),
--- plus the GROUP BY on a 64-bit hash of the ids (rule 2's candidates). The profile decides the record
--- level and mode: n_clusters is HyperLogLog's estimate (bounded memory at any size; an exact distinct
--- count of 10^7 clusters ran out of DuckDB's 1.4 GiB here), which sizes the partitions of the
--- per-cluster sums (autheval/records/cluster_stats.py), whose rows give the exact count; cluster_sample,
--- the cluster ids of about one row in {sample_every} (a hash of the row; an integer literal the caller
--- writes: bound, the pass ran 2.8x slower), whose quantiles cut a large
--- record's clusters into ranges there (no pass of its own).
+-- plus the GROUP BY on a 64-bit hash of the ids (rule 2's candidates, `repeated_hashes`). The profile
+-- decides the record level and mode: n_clusters is HyperLogLog's estimate (bounded memory at any size;
+-- an exact distinct count of 10^7 clusters ran out of DuckDB's 1.4 GiB here), which sizes the partitions
+-- of the per-cluster sums (autheval/records/cluster_stats.py), whose rows give the exact count;
+-- cluster_sample, the cluster ids of about one row in {sample_every} (a hash of the row; an integer
+-- literal the caller writes: bound, the pass ran 2.8x slower), whose quantiles cut a large record's
+-- clusters into ranges there (no pass of its own).
 -- Input: raw_records, as records/records_rule_flags.sql reads it.
 -- Output: broken, n_cases, n_clusters, n_changed, n_changed_with_local, n_with_local, n_with_global,
 -- n_with_executed, cluster_sample (one row).
@@ -36,16 +36,6 @@ agg AS (
         list(cluster_key) FILTER (WHERE hash(row_index) % {sample_every} = 0 AND cluster_key IS NOT NULL)
             AS cluster_sample
     FROM flagged
-),
-repeated_hashes AS (
-    SELECT count(*) AS n
-    FROM (
-        SELECT hash(CAST(case_id AS VARCHAR)) AS h
-        FROM raw_records
-        WHERE case_id IS NOT NULL
-        GROUP BY h
-        HAVING count(*) > 1
-    )
 )
 SELECT
     row_broken

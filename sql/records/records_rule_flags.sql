@@ -1,4 +1,5 @@
--- The per-row flags of the record rules (a fragment: the CTEs `typed` and `flagged` over raw_records),
+-- The per-row flags of the record rules (a fragment: the CTEs `typed` and `flagged` over raw_records, and
+-- `repeated_hashes`, the ids' repeated 64-bit hashes),
 -- shared by records/records_validate.sql (which rules are broken, and where) and records/records_check.sql
 -- (whether any is, with the record's profile, in one pass): one definition of each rule.
 -- r1, r3-r10 and ws_* are broken rows; no_executed, no_exec, changed AND no_prop and no_glob break rules
@@ -57,4 +58,14 @@ flagged AS (
         coalesce(executed_text < '!' OR prefix(executed_text, chr(160)) OR suffix(executed_text, ' ') OR suffix(executed_text, chr(9))
             OR suffix(executed_text, chr(10)) OR suffix(executed_text, chr(13)) OR suffix(executed_text, chr(160)), false) AS ws_executed
     FROM typed
+),
+repeated_hashes AS (  -- rule 2's candidates: 64-bit hashes of the ids that repeat
+    SELECT count(*) AS n
+    FROM (
+        SELECT hash(CAST(case_id AS VARCHAR)) AS h
+        FROM raw_records
+        WHERE case_id IS NOT NULL
+        GROUP BY h
+        HAVING count(*) > 1
+    )
 )

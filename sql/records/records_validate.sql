@@ -48,16 +48,6 @@ spaced_agg AS (
         count(*) FILTER (WHERE ws_executed) AS n19, min(row_index) FILTER (WHERE ws_executed) AS i19
     FROM flagged
 ),
-repeated_hashes AS (
-    SELECT count(*) AS n
-    FROM (
-        SELECT hash(CAST(case_id AS VARCHAR)) AS h
-        FROM raw_records
-        WHERE case_id IS NOT NULL
-        GROUP BY h
-        HAVING count(*) > 1
-    )
-),
 violations AS (
     SELECT 1 AS rule_order, 'case_id' AS column_name, 'must not be empty' AS rule,
            i1 AS row_index, n1 AS n_rows
