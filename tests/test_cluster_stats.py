@@ -1,5 +1,5 @@
-"""Per-cluster statistics summed once per record (autheval/records/cluster_stats.py): hash partitions side by side
-give the bytes one partition gives, on any number of cores; the count is exact; the bootstrap and the
+"""Per-cluster statistics summed once per record (autheval/records/cluster_stats.py): ranges of cluster ids side by
+side give the bytes one partition gives, on any number of cores; the count is exact; the bootstrap and the
 delta method share the one file; several analyses in one call are each the analysis alone."""
 
 from __future__ import annotations

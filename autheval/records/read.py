@@ -61,16 +61,16 @@ def validate(
     source: str,
     schema: str,
     locate: Callable[[int], tuple[str, int]] | None = None,
-    n_rows: int | None = None,
+    row_count: int | None = None,
 ) -> tuple[tuple, list[str]]:
     """(the profile of `raw_records`: records/records_check.sql's counts, for _record_level; a sample of
-    its cluster ids, from about CLUSTER_SAMPLE_ROWS of its `n_rows` rows), after raising RecordError on
+    its cluster ids, from about CLUSTER_SAMPLE_ROWS of its `row_count` rows), after raising RecordError on
     its first broken rule (one line with an example). One pass tells whether any rule is broken
     (records/records_check.sql); only then does records/records_validate.sql find which and where, the
     reported row is read for its id and value, and a repeated id hash is confirmed on the ids
     themselves. `locate`: for a dataset of several files, row_index -> (the file, the row within it),
     so the line names both."""
-    every = max(1, (n_rows or 1 << 26) // CLUSTER_SAMPLE_ROWS)  # rows unknown (a CSV): as for 2^26
+    every = max(1, (row_count or 1 << 26) // CLUSTER_SAMPLE_ROWS)  # rows unknown (a CSV): as for 2^26
     checked = con.execute(_filled("records/records_check", sample_every=str(every))).fetchone()
     assert checked is not None  # an aggregate: one row
     broken, *profile, sample = checked
@@ -132,7 +132,7 @@ def records_from_table(
         raise RecordError(source, None, "file has no records")
     con = con or connect()
     con.register("raw_records", raw)
-    profile, sample = validate(con, source, schema, n_rows=table.num_rows)
+    profile, sample = validate(con, source, schema, row_count=table.num_rows)
     level, has_local, counts = _record_level(profile)
     canonical = _canonical(raw, con.execute(canonical_sql()).arrow().read_all(), analysis)
     con.unregister("raw_records")

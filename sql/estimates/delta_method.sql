@@ -11,8 +11,8 @@
 -- $z_upper, bound by the caller). Each cluster is one row with both units' terms side by side (i_: its
 -- sums as they are, image_weighted; c_: divided by n_c, cluster_equal), so the clusters are read and
 -- joined once, not once per unit, and no pass reads another's rows held (the rows taken twice, one per
--- unit, and held, took 13.6 s and 1.8 GB at 10^7 clusters; now about 5 s and 160 MB, the same bits at
--- any DuckDB memory limit). Two passes over the G rows: one aggregate
+-- unit, and held, took 13.6 s and 1.8 GB at 10^7 clusters; now about 5 s and 160 MB; the same bits at
+-- DuckDB limits from 600 MB to 4 GB, measured at 10^7 clusters). Two passes over the G rows: one aggregate
 -- gives every ratio, and one join with that single row per analysis sums the squared residuals (summed
 -- after R is known, not from raw moments: no cancellation when the residuals are small); then a row per
 -- unit. NULL where undefined: one cluster (G - 1 = 0), no change (sum X = 0) or an
