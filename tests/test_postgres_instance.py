@@ -273,6 +273,11 @@ def successful_runs(lake: Path, job: str) -> list:
         return [r for r in instance.get_runs() if r.job_name == job and r.is_success]
 
 
+def ended_runs(lake: Path, job: str) -> list:
+    with lake_instance(lake) as instance:
+        return [r for r in instance.get_runs() if r.job_name == job and r.status.value in TERMINAL]
+
+
 def instigator_ticks(lake: Path, name: str) -> list:
     with lake_instance(lake) as instance:
         states = [s for s in instance.all_instigator_state() if s.instigator_name == name]
@@ -298,7 +303,11 @@ def test_serve_on_postgres_ticks_the_schedule_and_lands_a_dropped_log_and_sigter
         drop_logs(tmp_path / "dropped", months=1)  # a log dropped into landing lands under the sensor
         for made in (tmp_path / "dropped" / "landing").iterdir():
             made.rename(lake / "landing" / made.name)
-        wait_until("the landing sensor's run", 300, lambda: successful_runs(lake, "landed_logs_job"))
+        # a terminal run ends the wait at once; 600 s is room for a 2-core machine busy with the suite
+        wait_until("the landing sensor's run ending", 600, lambda: ended_runs(lake, "landed_logs_job"))
+        with lake_instance(lake) as instance:
+            failed = {r.run_id: run_errors(instance, r.run_id) for r in ended_runs(lake, "landed_logs_job")}
+        assert successful_runs(lake, "landed_logs_job"), failed
         wait_until("the landed log leaving landing", 30, lambda: not list((lake / "landing").glob("*.csv*")))
         wait_until("the schedule's tick", 120, lambda: instigator_ticks(lake, "recurring_evaluation_schedule"))
         assert instigator_ticks(lake, "landing_sensor")
@@ -399,7 +408,7 @@ def test_two_launches_at_once_from_two_sessions_one_runs_and_both_are_in_the_his
                 runs = {r.run_id: r for r in instance.get_runs() if r.run_id in launched}
                 return runs if len(runs) == 2 and all(r.status.value in TERMINAL for r in runs.values()) else {}
 
-        wait_until("both launched runs ending", 300, finished)
+        wait_until("both launched runs ending", 600, finished)
         runs = finished()
         with lake_instance(lake) as instance:
             failures = {run_id: run_errors(instance, run_id) for run_id, run in runs.items() if not run.is_success}

@@ -29,9 +29,9 @@ def pdf_lines(data: bytes) -> list[str]:
     """The text of every line a PDF shows, in page order: each content stream inflated, each string shown
     by Tj unescaped (the standard fonts' Windows-1252)."""
     lines = []
-    for stream in re.findall(rb"stream\r?\n(.*?)\r?\nendstream", data, re.S):
-        try:
-            content = zlib.decompress(stream)
+    for start in re.finditer(rb"stream\n", data):  # matplotlib writes "stream\n" <deflate> "\nendstream"
+        try:  # the deflate stream ends itself: a trailing "\r" byte of it is data, never part of a line end
+            content = zlib.decompressobj().decompress(data[start.end() :])
         except zlib.error:
             continue
         for shown in re.finditer(rb"\(((?:\\.|[^\\)])*)\)\s*Tj", content, re.S):
