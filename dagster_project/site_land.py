@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from dagster import EnvVar
+from dagster import DagsterEventType, EnvVar
 
 from assets.resources import PROTOCOL_ENV, check_environment
 from assets.site_exports import site_exports_job
@@ -32,7 +32,7 @@ from autheval.sites.lake import (
 )
 from dagster_project.definitions import build_definitions, lake_instance
 from dagster_project.demo import QUIET
-from dagster_project.monitor_run import _failure, _materialized
+from dagster_project.monitor_run import _failure, _materialized, _records
 from warehouse.lake import Lake
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
@@ -89,15 +89,30 @@ def site_land(
             instance=instance, run_config={**QUIET, "ops": {"site_exports": {"config": config}}}, raise_on_error=False
         )
         if not result.success:
-            why = _failure(instance, result.run_id)
-            out(f"{'rejected  ' + why[len('rejected ') :] if why.startswith('rejected ') else 'failed    ' + why}")
-            return EXIT_REFUSED if why.startswith("rejected ") else EXIT_FAILED
+            refused = _refusals(instance, result.run_id)
+            if refused:
+                return _say_refused(refused, out)
+            out(f"failed    {_failure(instance, result.run_id)}")
+            return EXIT_FAILED
         metadata = _materialized(instance, result.run_id)
     out(f"landed    {metadata.get('landed', '?')}: {SITE_EXPORTS} of sites {metadata.get('sites', '?')}")
     out(f"pooled    {metadata.get('tables', '?')}")
-    refused = metadata.get("refused", "none")
-    if refused != "none":
-        for line in str(refused).split(" | "):
-            out(f"rejected  {line}")
-        return EXIT_REFUSED
-    return EXIT_OK
+    refused = metadata.get("refused") or []
+    return _say_refused(refused, out) if refused else EXIT_OK
+
+
+def _refusals(instance, run_id: str) -> list[str]:
+    """The refusals a failed landing step names in its failure's metadata (one per refused export)."""
+    for event in _records(instance, run_id, DagsterEventType.STEP_FAILURE):
+        failure = getattr(event.event_specific_data, "user_failure_data", None)
+        refused = getattr(failure, "metadata", {}).get("refused") if failure is not None else None
+        if refused is not None:
+            return list(getattr(refused, "value", refused))
+    return []
+
+
+def _say_refused(refused: list[str], out: Callable[[str], None]) -> int:
+    """One `rejected` line per refused export (each a printable line of its own); exit 2."""
+    for line in refused:
+        out(f"rejected  {line}")
+    return EXIT_REFUSED

@@ -247,7 +247,9 @@ def test_links_fifos_odd_folders_and_reserved_names_are_refused(signed, tmp_path
     os.unlink(holds_fifo / "replicates.parquet")
     os.mkfifo(holds_fifo / "replicates.parquet")
     holds_folder = _copy(north, tmp_path / "holds-folder")
-    (holds_folder / "sub").mkdir()
+    (holds_folder / "monitor.json").mkdir()  # a name an export may hold, as a folder
+    holds_sub = _copy(north, tmp_path / "holds-sub")
+    (holds_sub / "sub").mkdir()
     empty = tmp_path / "empty"
     empty.mkdir()
     reserved = _copy(north, tmp_path / "named" / "processed")
@@ -256,6 +258,7 @@ def test_links_fifos_odd_folders_and_reserved_names_are_refused(signed, tmp_path
         (holds_link, "not a plain file"),
         (holds_fifo, "not a plain file"),
         (holds_folder, "not a plain file"),
+        (holds_sub, "'sub', which no site export holds"),
         (empty, "no such site export manifest"),
         (reserved, "the landing's own"),
     ):
@@ -326,7 +329,7 @@ def test_odd_export_names_and_files_in_place_of_folders_are_refused(signed, tmp_
         assert not Lake(lake).tables() and not (lake / "landing" / "exports").exists()
     odd_fifo = os.fsdecode(b"f\xff\nx")  # a FIFO in the export, named with a newline and a byte not UTF-8
     os.mkfifo(_copy(exports["north"], odd / "holds-odd-fifo") / odd_fifo)
-    _refused(capsys, _land(lake, odd / "holds-odd-fifo"), "f\\xff\\nx", "not a plain file")
+    _refused(capsys, _land(lake, odd / "holds-odd-fifo"), "f\\xff\\nx", "which no site export holds")
     for name in (*names, "holds-odd-fifo"):
         _copy(exports["north"], lake / "landing" / "exports" / name)
     os.mkfifo(lake / "landing" / "exports" / "holds-odd-fifo" / odd_fifo)
@@ -334,7 +337,7 @@ def test_odd_export_names_and_files_in_place_of_folders_are_refused(signed, tmp_
     capsys.readouterr()
     rejected = lake / "landing" / "exports" / "rejected"
     assert len(list(rejected.glob("*.reason.txt"))) == 4 and _waiting(lake) == ["rejected"]
-    assert "not a plain file" in (rejected / "holds-odd-fifo.reason.txt").read_text()
+    assert "f\\xff\\nx', which no site export holds" in (rejected / "holds-odd-fifo.reason.txt").read_text()
     assert not Lake(lake).tables()
     (lake / "landing" / "exports" / "processed").write_text("")
     _refused(capsys, _land(lake, exports["north"]), "processed", "is not a folder")
@@ -361,3 +364,68 @@ def test_a_moved_lake_still_pools_and_a_replaced_kept_copy_is_refused(logs, sign
     capsys.readouterr()
     _refused(capsys, _land(moved, exports["west"]), "site_exports", "not the", "its row names")
     assert _state(moved)[0] == before[0]
+
+
+def test_a_stray_file_is_refused_before_any_of_the_export_is_copied(signed, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """An export holding a file no export holds (given, or dropped into the landing) is refused naming it
+    before a byte of the folder is copied into the lake: a stray file of any size costs nothing."""
+    import autheval.sites.lake as hub
+
+    _, trust, exports = signed
+    lake = _hub_lake(tmp_path, trust)
+    copied: list[str] = []
+    real = hub._copy_plain
+    monkeypatch.setattr(hub, "_copy_plain", lambda src, dst: (copied.append(src.name), real(src, dst))[1])
+    stray = _copy(exports["north"], tmp_path / "with-notes")
+    (stray / "notes.txt").write_bytes(b"x" * (1 << 20))
+    _refused(capsys, _land(lake, stray), "with-notes: holds 'notes.txt', which no site export holds")
+    assert copied == [] and not Lake(lake).tables()
+    dropped = _copy(stray, lake / "landing" / "exports" / "dropped-with-notes")
+    assert _land(lake) == 2 and "'notes.txt', which no site export holds" in capsys.readouterr().out
+    assert copied == [] and not dropped.exists() and not list((lake / "landing" / "exports").glob(".incoming*"))
+    assert _land(lake, exports["north"]) == 0 and set(copied) == {p.name for p in exports["north"].iterdir()}
+
+
+def test_each_refusal_is_its_own_line_whatever_the_folder_is_named(signed, tmp_path, capsys):  # noqa: F811
+    """Refusals are kept as a list, never a joined line split again: a folder named with ' | ' prints as
+    one `rejected` line, beside a landed export and when every waiting export is refused."""
+    _, trust, exports = signed
+    lake = _hub_lake(tmp_path, trust)
+    waiting = lake / "landing" / "exports"
+    for name in ("a | b", "c"):
+        os.unlink(_copy(exports["south"], waiting / name) / "manifest.sig")
+    assert _land(lake) == 2
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("rejected")]
+    assert len(lines) == 2 and "export a | b" in lines[0] and "unsigned" in lines[0] and "export c" in lines[1], lines
+    os.unlink(_copy(exports["south"], waiting / "d | e") / "manifest.sig")
+    _copy(exports["north"], waiting / "north")
+    assert _land(lake) == 2
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("rejected")]
+    assert len(lines) == 1 and "export d | e" in lines[0] and "unsigned" in lines[0], out
+    assert "landed" in out and Lake(lake).has_table("site_exports")
+
+
+def test_the_copies_a_killed_landing_left_are_swept_on_this_host_only(signed, tmp_path, capsys):  # noqa: F811
+    """A private copy left by a killed process (kill -9: no handler ran) is removed by the next landing
+    on the same host; another host's copies on shared storage, and a live process's, are left."""
+    import socket
+    import subprocess
+    import sys
+
+    _, trust, exports = signed
+    lake = _hub_lake(tmp_path, trust)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(ended.stdout)
+    waiting = lake / "landing" / "exports"
+    host = socket.gethostname()
+    left = {
+        "ours-dead": waiting / f".incoming-{host}-{dead}-abc",
+        "ours-alive": waiting / f".incoming-{host}-{os.getpid()}-def",
+        "other-host": waiting / f".incoming-{host}x-{dead}-ghi",
+    }
+    for folder in left.values():
+        folder.mkdir(parents=True)
+        (folder / "statistics.json").write_text("{}")
+    assert _land(lake, exports["north"]) == 0
+    assert not left["ours-dead"].exists() and left["ours-alive"].is_dir() and left["other-host"].is_dir()

@@ -274,6 +274,14 @@ def check_out_folder(out: Path, inputs: list[tuple[str, Path]], flag: str = "--o
     return out
 
 
+def every_export_name() -> frozenset[str]:
+    """Every name any export may hold (its manifest, signature and every part's files): a folder holding
+    anything else is refused before any of it is copied."""
+    from autheval.sites.clusters import CLUSTER_FILES
+
+    return frozenset((MANIFEST, SIGNATURE, *EXPORT_FILES, *CLUSTER_FILES, MONITOR))
+
+
 def export_files(manifest: dict) -> tuple[str, ...]:
     """The files an export's manifest names: the statistics and replicate sums of its inputs (where it
     has inputs) and its monitor part (where it has one)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import stat
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -32,12 +33,15 @@ import pyarrow as pa
 from autheval.columns import COLUMN_TYPES
 from autheval.errors import RecordError
 from autheval.estimation.provenance import PROVENANCE, Provenance, with_names
+from autheval.sites.export import every_export_name
 from autheval.sites.pool import SiteExport, check_exports, read_export
 from autheval.sites.signing import trusted_keys
+from warehouse.sql import sweep_dead_folders
 
 TRUSTED_KEYS = "trusted_keys"  # <lake>/trusted_keys/<site>.pub: the sites the lake pools
 EXPORTS = "exports"  # <landing>/exports/<name>/: export folders waiting to land
 PROCESSED, REJECTED = "processed", "rejected"
+INCOMING = ".incoming-"  # <landing>/exports/.incoming-<host>-<pid>-*/: a private copy being verified
 SITE_EXPORTS = "site_exports"
 HETEROGENEITY = "heterogeneity"
 POOLED_SITE = "all"  # the `site` of a pooled row
@@ -189,15 +193,33 @@ def _copy_plain(src: Path, dst: Path) -> None:
             shutil.copyfileobj(reader, writer)
 
 
+def _incoming_prefix() -> str:
+    """The start of this host's private copies' names, `.incoming-<host>-` (then the pid): a lake on
+    storage several machines share sweeps only the copies of its own host's ended processes."""
+    return f"{INCOMING}{socket.gethostname()}-"
+
+
 def private_copy(folder: Path, into: Path) -> Path:
     """A copy of an export folder's plain files in a new hidden folder of `into` (the lake's own): what
-    is verified and kept is this copy, so nothing can rewrite the export once it is read."""
+    is verified and kept is this copy, so nothing can rewrite the export once it is read. A folder
+    holding a name no export holds is refused before anything is copied; the copies a killed process
+    left (kill -9: no handler ran) are removed first."""
     if folder.is_symlink() or not folder.is_dir():
         raise RecordError(printable(str(folder)), None, "is not an export folder (a link, a file or missing)")
+    entries = sorted(folder.iterdir())
+    allowed = every_export_name()
+    stray = next((entry.name for entry in entries if entry.name not in allowed), None)
+    if stray is not None:
+        raise RecordError(
+            printable(str(folder)),
+            None,
+            f"holds '{printable(stray)}', which no site export holds (nothing of it was copied)",
+        )
     into.mkdir(parents=True, exist_ok=True)
-    copy = Path(tempfile.mkdtemp(prefix=".incoming-", dir=into))
+    sweep_dead_folders(into, _incoming_prefix())
+    copy = Path(tempfile.mkdtemp(prefix=f"{_incoming_prefix()}{os.getpid()}-", dir=into))
     try:
-        for entry in sorted(folder.iterdir()):
+        for entry in entries:
             _copy_plain(entry, copy / entry.name)
     except BaseException:
         shutil.rmtree(copy, ignore_errors=True)
