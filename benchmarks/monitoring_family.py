@@ -2,7 +2,7 @@
 
 Every decision here is the monitor's own: the anytime-valid p-value of each look is
 sql/recurring/monitor_cs.sql then sql/recurring/monitor_cs_pvalues.sql (through
-autheval.monitoring.monitor's `_sequences`, as `monitor_table` calls it), and the level each hypothesis
+autheval.monitoring.monitor's `sequences_from_delta_method`, as `monitor_table` calls it), and the level each hypothesis
 is decided at is sql/recurring/monitor_alpha_adjusted.sql (`adjusted_levels`). A hypothesis alerts at a
 look when its running p-value is at most its adjusted level.
 
@@ -160,7 +160,7 @@ def monitor_p_values(con, scenario: Scenario, reps: int, rng: np.random.Generato
     """[reps, H, looks] anytime p-values of every hypothesis (H = series x rules) at every month (NaN: no
     look of its own that month), by the monitor's SQL. `shift` [cells, looks]: the mean of a cluster's
     value per cell and month (default 0: the null)."""
-    from autheval.monitoring.monitor import _sequences
+    from autheval.monitoring.monitor import sequences_from_delta_method
 
     cells, looks, r = len(scenario.cell_months), scenario.looks, len(scenario.rules)
     active = _active(scenario)
@@ -200,7 +200,7 @@ def monitor_p_values(con, scenario: Scenario, reps: int, rng: np.random.Generato
         ),
     )
     try:
-        table = _sequences(con, ALPHA, HORIZON, _bounds())
+        table = sequences_from_delta_method(con, ALPHA, HORIZON, _bounds())
     finally:
         con.unregister("monitor_delta_method")
     a = table.column("analysis").to_numpy()

@@ -94,7 +94,7 @@ def content_key(sha256: str) -> str:
     return sha256[:KEY_LENGTH]
 
 
-def _waits(name: str) -> bool:
+def is_log_name(name: str) -> bool:
     """A name the watcher considers: a CSV or Parquet log, not hidden and not a temporary name."""
     lower = name.lower()
     if name.startswith(".") or lower.endswith(TEMPORARY_SUFFIXES):
@@ -103,9 +103,9 @@ def _waits(name: str) -> bool:
 
 
 def is_candidate(path: Path) -> bool:
-    """A file the watcher considers: a log's name (see _waits), and a regular file or a symbolic link
+    """A file the watcher considers: a log's name (is_log_name), and a regular file or a symbolic link
     (links are considered so that they are rejected, never followed)."""
-    if not _waits(path.name):
+    if not is_log_name(path.name):
         return False
     try:
         mode = path.lstat().st_mode

@@ -104,10 +104,10 @@ def confidence_sequences(
     if cluster_stats_table != "cluster_stats":
         con.execute(fill("recurring/monitor_cluster_stats_view", identifiers={"table": cluster_stats_table}))
     to_table(con, "monitor_delta_method", "estimates/delta_method", {"z_lower": 0.0, "z_upper": 0.0})
-    return _sequences(con, alpha, horizon_clusters, bounds)
+    return sequences_from_delta_method(con, alpha, horizon_clusters, bounds)
 
 
-def _sequences(con, alpha: float, horizon_clusters: int, bounds: pa.Table | None) -> pa.Table:
+def sequences_from_delta_method(con, alpha: float, horizon_clusters: int, bounds: pa.Table | None) -> pa.Table:
     """confidence_sequences from the ratios and standard errors in `monitor_delta_method` on `con`
     (sql/estimates/delta_method.sql's layout)."""
     level = {"alpha": float(alpha), "rho2": rho2_for_horizon(alpha, horizon_clusters)}
@@ -612,7 +612,9 @@ def _cs_rows(con, slices, hypotheses, protocol) -> dict:
             )
     bounds_schema = schema("analysis rule unit metric lower upper")
     for alpha, bounds in by_alpha.items():
-        table = _sequences(con, alpha, protocol.horizon_clusters, pa.Table.from_pylist(bounds, schema=bounds_schema))
+        table = sequences_from_delta_method(
+            con, alpha, protocol.horizon_clusters, pa.Table.from_pylist(bounds, schema=bounds_schema)
+        )
         for row in table.to_pylist():
             out[(row["analysis"], row["metric"], row["unit"])] = row
     return out

@@ -89,11 +89,11 @@ def read_site_logs(folder: Path, site: str, flag: str = "--monitor") -> tuple[pa
         LANDED_TABLE,
         LandingChanged,
         content_key,
+        is_log_name,  # the watcher's rule for a log's name
         landed_files,
         read_landed,
         with_deployment_columns,
     )
-    from autheval.monitoring.landing import _waits as is_log_name  # the watcher's rule for a log's name
     from warehouse.sql import connect, one, run
 
     folder = Path(folder)
