@@ -17,9 +17,11 @@ from autheval.estimation.multiplicity import adjust
 from autheval.monitoring.landing import read_landed, trend_table
 from autheval.monitoring.monitor import (
     MONITOR_SCHEMA,
+    LookSlice,
     adjusted_levels,
     confidence_sequences,
     empty_monitor,
+    look_rows,
     monitor_table,
     rho2_for_horizon,
     status_report,
@@ -447,8 +449,7 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
     con.register("landed_records", landed)
 
     def sequences(site, period):
-        params = {"site": None if site == "all" else site, "model_version": None, "period": period}
-        part = con.execute(load_sql("recurring/monitor_look_records"), params).arrow().read_all()
+        part = look_rows(con, LookSlice(site, "all", 1, []), period)
         records = records_from_table(part, "look", "look", "-")
         one = connect(threads=1)
         register_cluster_stats(one, [records])

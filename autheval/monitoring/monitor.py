@@ -42,10 +42,10 @@ from autheval.estimation.provenance import Provenance, stamp
 from autheval.io import table_sha256
 from autheval.monitoring.landing import LANDED_TABLE, TREND_SCHEME, with_deployment_columns
 from autheval.monitoring.protocol import CASE_MIX_DIMENSIONS, Protocol, Rule
-from autheval.records.read import records_from_table
+from autheval.records.read import records_from_table, records_in_place
 from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, RecordSet
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
-from warehouse.sql import connect, fill, load_sql, rows, run, to_table
+from warehouse.sql import connect, drop_view, fill, load_sql, rows, run, to_table
 
 MECHANISM = "landed"  # the proposals of a landed log: the deployed model its model_version names
 INTERVAL_METHOD = "confidence_sequence"
@@ -169,6 +169,19 @@ class LookSlice:
         }
 
 
+def look_records(con, piece: LookSlice, period: str):
+    """The relation of one look's records on `con` (sql/recurring/monitor_look_records.sql, unordered):
+    the slice's filters and the look's last period registered as `monitor_look`, read when it runs."""
+    where = {**piece.filters, "period": period}
+    con.register("monitor_look", pa.table({k: pa.array([v], pa.string()) for k, v in where.items()}))
+    return con.sql(load_sql("recurring/monitor_look_records"))
+
+
+def look_rows(con, piece: LookSlice, period: str) -> pa.Table:
+    """One look's records held, as a log in its order (look_records ordered by row_index)."""
+    return look_records(con, piece, period).order("row_index").arrow().read_all().drop(["row_index"])
+
+
 def look_slices(con) -> list[LookSlice]:
     found: dict[tuple[str, str], LookSlice] = {}
     for site, model_version, cells, look, period in con.execute(load_sql("recurring/monitor_looks")).fetchall():
@@ -253,19 +266,15 @@ def _slice_records(
         if piece.alias_of is not None:
             continue
         for look, period in reversed(piece.looks):
-            part = (
-                con.execute(load_sql("recurring/monitor_look_records"), {**piece.filters, "period": period})
-                .arrow()
-                .read_all()
-            )
             source = f"lake:{LANDED_TABLE}/{piece.site}/{piece.model_version}"
-            try:
-                records = records_from_table(part, source, str(index), "")  # each look names its own hash
+            look_records(con, piece, period).create_view("raw_records")
+            try:  # where the rows lie: no copy of the slice is held (each look names its own hash)
+                records = records_in_place(con, source, str(index))
             except RecordError as err:
                 failed[(index, look)] = err
                 continue
-            del part
-            records = replace(records, rows=None)  # validated: its level and counts are laid on, no row is read
+            finally:
+                drop_view(con, "raw_records")
             earlier = [k for k, _ in piece.looks if k <= look and (index, k) not in failed]
             found.update({(index, k): records for k in earlier})
             break  # every earlier look is a subset of these valid records
@@ -324,11 +333,7 @@ def _bootstrap(
         for look, period in piece.looks:
             if (index, look) not in whole:
                 continue
-            part = (
-                con.execute(load_sql("recurring/monitor_look_records"), {**piece.filters, "period": period})
-                .arrow()
-                .read_all()
-            )
+            part = look_rows(con, piece, period)
             recordsets.append(
                 records_from_table(
                     part, f"{whole[(index, look)].source}/{period}", f"{index}/{look}", table_sha256(part)

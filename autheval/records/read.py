@@ -200,6 +200,27 @@ def _record_level(profile: tuple) -> tuple[str, bool, dict]:
     return level, has_local, counts
 
 
+def records_in_place(con, source: str, analysis: str) -> RecordSet:
+    """The view `raw_records` on `con` (row_index and the log columns) validated where it lies, as
+    records_from_table would validate those rows held (the same rules and messages): its level and
+    counts, without rows, data hash or per-cluster sums, for a caller that needs only whether the rows
+    form one valid record and what it supports (the monitor's slices: no copy of a slice is held)."""
+    profile, _ = validate(con, source, "log")
+    level, has_local, counts = _record_level(profile)
+    if counts["n_cases"] == 0:
+        raise RecordError(source, None, "file has no records")
+    return RecordSet(
+        analysis=analysis,
+        source=source,
+        schema="log",
+        level=level,
+        has_local=has_local,
+        data_sha256="",
+        rows=None,
+        **counts,
+    )
+
+
 def lake_analysis_records(con, files: Sequence[str], analysis: str, source: str) -> RecordSet:
     """One analysis of the lake's `records` table (every analysis in one table, `files` its Parquet
     files, also the view `records` on `con`) validated where it lies, as records_from_table would

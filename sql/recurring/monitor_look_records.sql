@@ -1,18 +1,22 @@
--- The landed cases of one slice up to one look as one log: a site x model version ($site,
--- $model_version; NULL = every one) with period <= $period. Case ids are qualified by the landed file's
--- content key (two files may reuse an id); cluster ids are qualified by the site (two sites that reuse
--- an id hold two lesions, also in a slice pooled over sites), so a lesion seen in several periods stays
--- one cluster and one site's lesion is never another's. Input: landed_records (with site, model_version, period).
+-- The landed cases of one slice up to one look as one log: a site x model version (monitor_look's site and
+-- model_version; NULL = every one) with period <= monitor_look's period. Case ids are qualified by the
+-- landed file's content key (two files may reuse an id); cluster ids are qualified by the site (two sites
+-- that reuse an id hold two lesions, also in a slice pooled over sites), so a lesion seen in several periods
+-- stays one cluster and one site's lesion is never another's. row_index numbers the rows in the log's order
+-- (landed file, then its row). Unordered: a view of it is validated where it lies (the record rules read
+-- raw_records' row_index), and a reader that holds the rows orders them by row_index.
+-- Input: landed_records (with site, model_version, period), monitor_look (one row: site, model_version, period).
 SELECT
-    landed_key || '/' || case_id AS case_id,
-    site || '/' || cluster_id AS cluster_id,
-    proposed_action,
-    executed_action,
-    utility_executed_local,
-    utility_proposed_local,
-    utility_proposed_global
-FROM landed_records
-WHERE ($site IS NULL OR site = $site)
-  AND ($model_version IS NULL OR model_version = $model_version)
-  AND period <= $period
-ORDER BY landed_file, landed_key, row_index
+    row_number() OVER (ORDER BY r.landed_file, r.landed_key, r.row_index) - 1 AS row_index,
+    r.landed_key || '/' || r.case_id AS case_id,
+    r.site || '/' || r.cluster_id AS cluster_id,
+    r.proposed_action,
+    r.executed_action,
+    r.utility_executed_local,
+    r.utility_proposed_local,
+    r.utility_proposed_global
+FROM landed_records AS r
+JOIN monitor_look AS f
+  ON (f.site IS NULL OR r.site = f.site)
+ AND (f.model_version IS NULL OR r.model_version = f.model_version)
+ AND r.period <= f.period

@@ -23,7 +23,8 @@ lagged AS MATERIALIZED (  -- each cluster state, the state before it (NULL: firs
     FROM monitor_cluster_periods
     WINDOW w AS (PARTITION BY slice, site, cluster_id ORDER BY period)
 ),
-pairs AS MATERIALIZED (  -- every state once per ratio: its (Y, X) now and before (cluster_equal: means to date)
+pairs AS NOT MATERIALIZED (  -- every state once per ratio, (Y, X) now and before (cluster_equal: means to date);
+    -- streamed into both passes, never held (held, its ten rows per state were most of a monitor run's memory)
     SELECT slice, period, latest, j,
            [ex, ch, pr, gp, gp, ex / n, ch / n, pr / n, gp / n, gp / n][j] AS y,
            [n, n, n, n, ch, 1e0, 1e0, 1e0, 1e0, ch / n][j] AS x,
