@@ -14,7 +14,7 @@ import pytest
 from autheval.cli.main import main
 from autheval.errors import RecordError
 from autheval.estimation.multiplicity import adjust
-from autheval.monitoring.landing import read_landed, trend_table
+from autheval.monitoring.landing import read_landed, trend_table, with_deployment_columns
 from autheval.monitoring.monitor import (
     MONITOR_SCHEMA,
     LookSlice,
@@ -28,6 +28,7 @@ from autheval.monitoring.monitor import (
 )
 from autheval.monitoring.protocol import load_protocol, parse_protocol
 from autheval.records.cluster_stats import register_cluster_stats
+from autheval.records.read import records_from_table
 from warehouse.lake import Lake
 from warehouse.sql import connect, load_sql
 
@@ -436,7 +437,6 @@ def test_every_look_is_the_confidence_sequence_of_its_records(drifted, tmp_path)
     """The monitor's looks come from cumulated cluster moments (sql/recurring/monitor_look_sums.sql); each must be
     the confidence sequence of that look's records read whole (records/cluster_stats.sql, estimates/delta_method.sql),
     here for a lesion seen in two periods too."""
-    from autheval.records.read import records_from_table
 
     landed, monitoring = drifted
     rng = np.random.default_rng(21)
@@ -548,12 +548,19 @@ def test_each_look_reports_what_its_record_level_supports(tmp_path):
 
     mixed = tmp_path / "mixed"
     mixed.mkdir()
-    rows = monitor_table(land(full + role, mixed), parse_protocol(PROTOCOL), reps=0).table.to_pylist()
+    landed = land(full + role, mixed)
+    rows = monitor_table(landed, parse_protocol(PROTOCOL), reps=0).table.to_pylist()
     gap = {r["look"]: r for r in rows if r["metric"] == "Delta_authority" and r["model_version"] == "v1"}
     assert gap[2]["estimate"] is not None and gap[2]["n_clusters"] == 80
     for look in (3, 4):
         assert gap[look]["estimate"] is None and gap[look]["status"] == "insufficient"
         assert "cannot be pooled" in gap[look]["reason"] and "utility_proposed_local" in gap[look]["reason"]
+    # validated where it lies, the reason names the row as a reader holding the look's log names it
+    con = connect(threads=1)
+    con.register("landed_records", with_deployment_columns(landed))
+    with pytest.raises(RecordError) as held:
+        records_from_table(look_rows(con, LookSlice("A", "v1", 1, []), "2026-03"), "lake:landed_records/A/v1", "a", "")
+    assert "(row " in str(held.value) and str(held.value).splitlines()[0] in gap[3]["reason"], gap[3]["reason"]
 
 
 def test_below_min_clusters_nothing_is_decided(drifted):

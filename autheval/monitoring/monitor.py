@@ -169,12 +169,39 @@ class LookSlice:
         }
 
 
-def look_records(con, piece: LookSlice, period: str):
+# A look's row_index (sql/recurring/monitor_look_records.sql): the row's number in the look's log, as a
+# reader holding that log numbers it (what a broken rule's line names), or its number in its landed file
+# (no sort of the look: enough to ask whether the rules hold, which never reads it).
+LOG_ROW_NUMBER = "row_number() OVER (ORDER BY r.landed_file, r.landed_key, r.row_index) - 1"
+FILE_ROW_NUMBER = "r.row_index"
+
+
+def look_records(con, piece: LookSlice, period: str, numbered: bool = True):
     """The relation of one look's records on `con` (sql/recurring/monitor_look_records.sql, unordered):
-    the slice's filters and the look's last period registered as `monitor_look`, read when it runs."""
+    the slice's filters and the look's last period registered as `monitor_look`, read when it runs.
+    `numbered`: row_index is the row's number in the look's log (LOG_ROW_NUMBER), else in its file."""
     where = {**piece.filters, "period": period}
     con.register("monitor_look", pa.table({k: pa.array([v], pa.string()) for k, v in where.items()}))
-    return con.sql(load_sql("recurring/monitor_look_records"))
+    number = LOG_ROW_NUMBER if numbered else FILE_ROW_NUMBER
+    return con.sql(fill("recurring/monitor_look_records", fragments={"row_index": number}))
+
+
+def _look_verdict(con, piece: LookSlice, period: str, source: str, analysis: str) -> RecordSet:
+    """One look's records validated where they lie (records_in_place), without sorting the look; where a
+    rule breaks, validated again numbered in the log's order, so the line names the row as a reader
+    holding that log would."""
+    try:
+        return _validated_look(con, piece, period, source, analysis, numbered=False)
+    except RecordError:
+        return _validated_look(con, piece, period, source, analysis, numbered=True)
+
+
+def _validated_look(con, piece: LookSlice, period: str, source: str, analysis: str, numbered: bool) -> RecordSet:
+    look_records(con, piece, period, numbered).create_view("raw_records")
+    try:
+        return records_in_place(con, source, analysis)
+    finally:
+        drop_view(con, "raw_records")
 
 
 def look_rows(con, piece: LookSlice, period: str) -> pa.Table:
@@ -267,14 +294,11 @@ def _slice_records(
             continue
         for look, period in reversed(piece.looks):
             source = f"lake:{LANDED_TABLE}/{piece.site}/{piece.model_version}"
-            look_records(con, piece, period).create_view("raw_records")
             try:  # where the rows lie: no copy of the slice is held (each look names its own hash)
-                records = records_in_place(con, source, str(index))
+                records = _look_verdict(con, piece, period, source, str(index))
             except RecordError as err:
                 failed[(index, look)] = err
                 continue
-            finally:
-                drop_view(con, "raw_records")
             earlier = [k for k, _ in piece.looks if k <= look and (index, k) not in failed]
             found.update({(index, k): records for k in earlier})
             break  # every earlier look is a subset of these valid records
