@@ -386,6 +386,8 @@ def current_landed(lake: Lake) -> pa.Table | None:
     landed = read_landed_table(lake)
     if landed is None or SUPERSEDES not in landed.column_names:
         return landed
+    if landed.column(SUPERSEDES).null_count == landed.num_rows:
+        return landed  # nothing superseded: the rows as read, never a second copy of them
     con = connect()
     con.register(LANDED_TABLE, landed)
     return con.execute(load_sql("recurring/landed_current")).arrow().read_all()
