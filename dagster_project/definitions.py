@@ -62,9 +62,16 @@ INSTANCE_SETTINGS = {
     "telemetry": {"enabled": False},
     "nux": {"enabled": False},  # no "Join the Dagster community" pop-up on the UI's first page
     # every pool of the project is limited to 1 (the only pool is the catalog's); POOL_LIMITS also
-    # sets it by name on the instances this project builds
-    "concurrency": {"pools": {"default_limit": min(POOL_LIMITS.values())}},
+    # sets it by name on the instances this project builds. One run at a time: the lake admits one
+    # writer, so the runs the daemon launches (the landing sensor's, the schedule's, a person's from the
+    # UI) wait in the queue for the one before instead of failing on the lake's lock (a landing run that
+    # failed so keeps its run key, and its log would not be requested again)
+    "concurrency": {"pools": {"default_limit": min(POOL_LIMITS.values())}, "runs": {"max_concurrent_runs": 1}},
 }
+# the settings of earlier versions: a dagster.yaml this project wrote with them is rewritten, not kept
+EARLIER_INSTANCE_SETTINGS = (
+    {**INSTANCE_SETTINGS, "concurrency": {"pools": {"default_limit": min(POOL_LIMITS.values())}}},
+)
 
 
 # A team's server (docs/deploy.md): the instance's runs, event log and schedules in PostgreSQL. The file
@@ -72,15 +79,16 @@ INSTANCE_SETTINGS = {
 PG_STORAGE = {"postgres": {"postgres_url": {"env": PG_URL_ENV}}}
 
 
-def instance_yaml(postgres: bool | None = None) -> str:
-    """INSTANCE_SETTINGS as a dagster.yaml; with `storage: postgres` when `postgres` (default: when
-    $AUTHEVAL_DAGSTER_PG_URL is set), else Dagster's default, sqlite files in the instance's home."""
+def instance_yaml(postgres: bool | None = None, settings: dict | None = None) -> str:
+    """INSTANCE_SETTINGS (or `settings`) as a dagster.yaml; with `storage: postgres` when `postgres`
+    (default: when $AUTHEVAL_DAGSTER_PG_URL is set), else Dagster's default, sqlite files in the
+    instance's home."""
     import yaml
 
     if postgres is None:
         postgres = bool(os.environ.get(PG_URL_ENV))
-    settings = {**INSTANCE_SETTINGS, "storage": PG_STORAGE} if postgres else INSTANCE_SETTINGS
-    return yaml.safe_dump(settings, sort_keys=True)
+    settings = INSTANCE_SETTINGS if settings is None else settings
+    return yaml.safe_dump({**settings, "storage": PG_STORAGE} if postgres else settings, sort_keys=True)
 
 
 def configure_instance(instance: DagsterInstance) -> DagsterInstance:
@@ -143,7 +151,11 @@ def instance_home(lake: Lake | str | os.PathLike) -> Path:
 
 
 MAX_INSTANCE_YAML_BYTES = 1_000_000
-GENERATED_YAMLS = frozenset(instance_yaml(postgres) for postgres in (False, True))
+GENERATED_YAMLS = frozenset(
+    instance_yaml(postgres, settings)
+    for postgres in (False, True)
+    for settings in (INSTANCE_SETTINGS, *EARLIER_INSTANCE_SETTINGS)
+)
 
 
 def _read_text(path: Path) -> str | None:

@@ -117,6 +117,25 @@ def test_telemetry_and_the_community_pop_up_are_off(tmp_path):
     assert yaml.safe_load((ROOT / "dagster.yaml").read_text()) == INSTANCE_SETTINGS
 
 
+def test_the_daemons_runs_on_a_lake_wait_in_the_queue_one_at_a_time(tmp_path):
+    """The lake admits one writer: the instance queues the runs the daemon launches (sensor, schedule, UI)
+    one at a time, so a landing run waits for the schedule's instead of failing on the lake's lock. A
+    dagster.yaml an earlier version wrote (no run limit) is rewritten; one edited by hand is kept."""
+    from dagster_project.definitions import EARLIER_INSTANCE_SETTINGS
+
+    with lake_instance(tmp_path / "lake") as instance:
+        queue = instance.get_concurrency_config().run_queue_config  # what the run queue daemon reads
+        assert queue is not None and queue.max_concurrent_runs == 1
+    config = instance_home(tmp_path / "lake") / "dagster.yaml"
+    for earlier in EARLIER_INSTANCE_SETTINGS:
+        config.write_text(instance_yaml(settings=earlier))
+        instance_home(tmp_path / "lake")
+        assert config.read_text() == instance_yaml()
+    config.write_text(instance_yaml(settings=EARLIER_INSTANCE_SETTINGS[0]) + "# ours\n")
+    instance_home(tmp_path / "lake")
+    assert config.read_text().endswith("# ours\n")
+
+
 def drop_logs(root: Path) -> list[str]:
     """A lake folder whose landing holds two monthly logs; their names."""
     write_deployment(DeploymentModel(sites=1, months=2, clusters_per_month=20), root / "landing")

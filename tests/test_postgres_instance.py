@@ -372,7 +372,10 @@ def run_errors(instance, run_id: str) -> str:
     said = []
     for entry in instance.all_logs(run_id):
         error = getattr(getattr(entry.dagster_event, "event_specific_data", None), "error", None)
-        said += [entry.user_message or "", getattr(error, "message", "") or ""]
+        said.append(entry.user_message or "")
+        while error is not None:  # Dagster's wrapper, then what it wraps (the lake's own line)
+            said.append(getattr(error, "message", "") or "")
+            error = getattr(error, "cause", None)
     return " ".join(" ".join(said).split())
 
 
