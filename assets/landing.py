@@ -13,16 +13,19 @@ autheval.monitoring.landing."""
 from __future__ import annotations
 
 from dagster import (
+    DagsterRunStatus,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
     Failure,
     MaterializeResult,
     RunRequest,
+    RunsFilter,
     SensorResult,
     asset,
     define_asset_job,
     sensor,
 )
+from dagster._core.storage.tags import RUN_KEY_TAG
 
 from assets.common import RECURRING
 from assets.resources import LakeResource
@@ -104,6 +107,23 @@ landed_logs_job = define_asset_job(
 )
 
 
+LANDING_ATTEMPTS = 3  # runs of one dropped file the sensor asks for when each fails (the lake busy, a full disk)
+
+
+def _attempt_key(instance, run_key: str) -> str | None:
+    """The run key to ask for: `run_key` (the file's content and signature), or, where every run of it
+    failed while the file still waits (a run that failed on the lake's lock, a full disk), the next
+    attempt's key: the daemon runs one request per key, so a failed landing would otherwise never be
+    asked for again. None after LANDING_ATTEMPTS failed runs. A key with a run that did not fail (done,
+    queued, running) is asked for as it is: the daemon skips it."""
+    for attempt in range(LANDING_ATTEMPTS):
+        key = run_key if attempt == 0 else f"{run_key}-attempt-{attempt + 1}"
+        runs = instance.get_runs(filters=RunsFilter(tags={RUN_KEY_TAG: key}))
+        if not runs or any(run.status != DagsterRunStatus.FAILURE for run in runs):
+            return key
+    return None
+
+
 @sensor(
     job=landed_logs_job,
     minimum_interval_seconds=30,
@@ -124,11 +144,18 @@ def landing_sensor(context, lake: LakeResource):
         return SensorResult(skip_reason=f"no new complete landed logs{waiting}", cursor=tick.cursor)
     known = set(context.instance.get_dynamic_partitions(landed_logs.name))
     new = [key for key, _, _ in tick.requests if key not in known]
+    requests = []
+    for key, name, run_key in tick.requests:
+        attempt = _attempt_key(context.instance, run_key)
+        if attempt is None:
+            context.log.error(
+                f"{name}: its landing failed {LANDING_ATTEMPTS} times; it waits in the landing folder "
+                "(see those runs; touch or drop the file again to try once more)"
+            )
+            continue
+        requests.append(RunRequest(partition_key=key, run_key=attempt, tags={FILE_TAG: name}))
     return SensorResult(
-        run_requests=[
-            RunRequest(partition_key=key, run_key=run_key, tags={FILE_TAG: name})
-            for key, name, run_key in tick.requests
-        ],
+        run_requests=requests,
         dynamic_partitions_requests=[landed_logs.build_add_request(new)] if new else [],
         cursor=tick.cursor,
     )

@@ -574,3 +574,53 @@ def test_a_landing_run_that_does_not_commit_leaves_the_file_to_land_again(lake, 
     assert lake.land(request)  # the next run lands it
     assert [n.split("__", 1)[1] for n in lake.folder("processed")] == ["2026-01.csv"]
     assert len(lake.landed()) == 4
+
+
+def test_a_landing_run_that_failed_with_its_file_waiting_is_asked_for_again(tmp_path, monkeypatch):
+    """The daemon runs one request per run key: a landing that failed while its file still waits (the
+    lake busy, a full disk) is asked for again under the next attempt's key, up to LANDING_ATTEMPTS; then
+    the sensor says so and asks no more (the file waits for a person)."""
+    import errno
+
+    from dagster._core.storage.tags import RUN_KEY_TAG
+
+    from assets.landing import LANDING_ATTEMPTS
+
+    side = Lakeside(tmp_path / "lake")
+    write_log(side.landing, "jan.csv", "timestamp", JAN)
+    assert side.tick() == []  # the first look: still changing, as far as it knows
+    [request] = side.tick()
+    real = Lake.write_partition
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def run(request) -> bool:  # as the daemon launches it: the request's run key is the run's tag
+        return materialize(
+            study_assets(),
+            selection=["landed_records"],
+            partition_key=request.partition_key,
+            resources=side.defs.resources,
+            instance=side.instance,
+            run_config=QUIET,
+            tags={**request.tags, RUN_KEY_TAG: request.run_key},
+            raise_on_error=False,
+        ).success
+
+    monkeypatch.setattr(Lake, "write_partition", full_disk)
+    keys = [request.run_key]
+    assert not run(request)
+    for _ in range(LANDING_ATTEMPTS - 1):
+        [again] = side.tick()
+        assert again.partition_key == request.partition_key and again.run_key not in keys
+        keys.append(again.run_key)
+        assert not run(again)
+    assert side.tick() == [] and (side.landing / "jan.csv").is_file()  # given up on: it waits, said in the log
+    monkeypatch.setattr(Lake, "write_partition", real)
+    (side.landing / "jan.csv").unlink()
+    write_log(side.landing, "jan.csv", "timestamp", JAN)  # dropped again: a new signature, a new key
+    os.utime(side.landing / "jan.csv", ns=(1, 1))
+    side.tick()
+    [fresh] = side.tick()
+    assert fresh.run_key not in keys and run(fresh)
+    assert not (side.landing / "jan.csv").exists() and Lake(side.root).has_table("landed_records")
