@@ -49,10 +49,13 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
 
 
-def as_in_the_background() -> None:
-    """What a non-interactive shell does to a job started with `&`: SIGINT and SIGQUIT ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+# What a non-interactive shell does to a job started with `&`: SIGINT and SIGQUIT ignored, then the
+# command exec'd (the ignored dispositions carry over). A wrapper rather than a preexec_fn: with one,
+# Python forks this (large) test process, which the kernel refused once ("Cannot allocate memory").
+AS_IN_THE_BACKGROUND = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "signal.signal(signal.SIGQUIT, signal.SIG_IGN); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"])
@@ -62,14 +65,24 @@ def test_ui_in_the_background_stops_with_all_its_children(tmp_path, sig):
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     log = open(tmp_path / "ui.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "autheval", "ui", "--port", str(port), "--lake", str(tmp_path / "lake")],
+        [
+            sys.executable,
+            "-c",
+            AS_IN_THE_BACKGROUND,
+            "-m",
+            "autheval",
+            "ui",
+            "--port",
+            str(port),
+            "--lake",
+            str(tmp_path / "lake"),
+        ],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=as_in_the_background,
     )
     tree: dict[int, int] = {}
     try:
