@@ -54,7 +54,7 @@ class Lakeside:
             self.instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
         return result.run_requests or []
 
-    def land(self, request) -> bool:
+    def land(self, request, tags: dict | None = None) -> bool:
         return materialize(
             study_assets(),
             selection=["landed_records"],
@@ -62,7 +62,7 @@ class Lakeside:
             resources=self.defs.resources,
             instance=self.instance,
             run_config=QUIET,
-            tags=request.tags,
+            tags={**request.tags, **(tags or {})},
             raise_on_error=False,
         ).success
 
@@ -596,16 +596,7 @@ def test_a_landing_run_that_failed_with_its_file_waiting_is_asked_for_again(tmp_
         raise OSError(errno.ENOSPC, "No space left on device")
 
     def run(request) -> bool:  # as the daemon launches it: the request's run key is the run's tag
-        return materialize(
-            study_assets(),
-            selection=["landed_records"],
-            partition_key=request.partition_key,
-            resources=side.defs.resources,
-            instance=side.instance,
-            run_config=QUIET,
-            tags={**request.tags, RUN_KEY_TAG: request.run_key},
-            raise_on_error=False,
-        ).success
+        return side.land(request, {RUN_KEY_TAG: request.run_key})
 
     monkeypatch.setattr(Lake, "write_partition", full_disk)
     keys = [request.run_key]

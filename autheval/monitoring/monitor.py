@@ -171,9 +171,8 @@ class LookSlice:
 
 # A look's row_index (sql/recurring/monitor_look_records.sql): the row's number in the look's log, as a
 # reader holding that log numbers it (what a broken rule's line names), or its number in its landed file
-# (no sort of the look: enough to ask whether the rules hold, which never reads it).
-LOG_ROW_NUMBER = "row_number() OVER (ORDER BY r.landed_file, r.landed_key, r.row_index) - 1"
-FILE_ROW_NUMBER = "r.row_index"
+# (no sort of the look: enough to ask whether the rules hold, which never reads it). Both are SQL files.
+LOG_ROW_NUMBER, FILE_ROW_NUMBER = "recurring/monitor_look_log_row_number", "recurring/monitor_look_file_row_number"
 
 
 def look_records(con, piece: LookSlice, period: str, numbered: bool = True):
@@ -182,7 +181,7 @@ def look_records(con, piece: LookSlice, period: str, numbered: bool = True):
     `numbered`: row_index is the row's number in the look's log (LOG_ROW_NUMBER), else in its file."""
     where = {**piece.filters, "period": period}
     con.register("monitor_look", pa.table({k: pa.array([v], pa.string()) for k, v in where.items()}))
-    number = LOG_ROW_NUMBER if numbered else FILE_ROW_NUMBER
+    number = load_sql(LOG_ROW_NUMBER if numbered else FILE_ROW_NUMBER)
     return con.sql(fill("recurring/monitor_look_records", fragments={"row_index": number}))
 
 
