@@ -28,7 +28,7 @@ from assets.landing import landed_records
 from assets.resources import LakeResource, NotifierResource, ProtocolResource
 from assets.trend import trend
 from autheval.monitoring.decisions import DECISIONS_TABLE, record_decisions
-from autheval.monitoring.landing import current_landed, empty_trend, trend_plot_table
+from autheval.monitoring.landing import empty_trend, landed_table_files, trend_plot_table
 from autheval.monitoring.monitor import alerts, monitor_table
 from autheval.monitoring.notify import Notified, notify_new
 from autheval.reporting.report import trend_plot_png
@@ -81,7 +81,7 @@ MONITOR, CASE_MIX, NO_ALERTS = "monitor", "monitor_case_mix", "monitor_has_no_al
 )
 def monitor(context, lake: LakeResource, protocol: ProtocolResource):
     store = lake.lake()
-    landed = current_landed(store)  # every landed log to date, a superseded file's rows left out
+    landed = landed_table_files(store)  # every landed log to date, read where it lies (superseded rows left out)
     declared = protocol.protocol()
     result = monitor_table(landed, declared, reps=protocol.bootstrap_reps)
     statuses = _count(result.table.column("status").to_pylist()) if result.table.num_rows else "none"

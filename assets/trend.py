@@ -22,7 +22,7 @@ from assets.resources import (
 )
 from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS
 from autheval.estimation.provenance import Provenance, stamp
-from autheval.monitoring.landing import TREND_SCHEME, current_landed, trend_plot_table, trend_table
+from autheval.monitoring.landing import TREND_SCHEME, landed_table_files, trend_plot_table, trend_table
 from autheval.reporting.report import trend_plot_png
 from warehouse.atomic import atomic_write_bytes
 
@@ -40,7 +40,7 @@ from warehouse.atomic import atomic_write_bytes
 )
 def trend(context, lake: LakeResource):
     store = lake.lake()
-    landed = current_landed(store)  # a superseded file's rows left out (its correction replaces it)
+    landed = landed_table_files(store)  # read where it lies; a superseded file is left out (its correction counts)
     result = trend_table(landed, reps=DEFAULT_REPS)
     for reason in result.failed:
         context.log.warning(reason)

@@ -160,6 +160,43 @@ def test_the_monitor_asset_writes_its_tables_and_the_check_is_red_on_an_alert(tm
     assert store.read("monitor_case_mix").num_rows > 0
 
 
+def test_the_monitor_and_trend_assets_read_the_landed_files_where_they_lie(tmp_path, monkeypatch):
+    """Neither asset holds the landed table (its rows would be most of a monthly run's memory): with the
+    lake's reads of it refused, both materialize, and the monitor decides as it does on the rows held."""
+    import autheval.monitoring.landing as landing
+    from autheval.monitoring.monitor import monitor_table
+    from autheval.monitoring.protocol import load_protocol
+
+    root = simulated_lake(tmp_path / "lake", sites=2, months=3)
+    instance = project_instance()
+    defs = land_all(root, instance)
+    held = landing.read_landed_table(Lake(root))
+    lake_read = Lake.read
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the landed table was read into memory")
+
+    def read(self, name):
+        if name == landing.LANDED_TABLE:
+            refused()
+        return lake_read(self, name)
+
+    monkeypatch.setattr(landing, "read_landed_table", refused)
+    monkeypatch.setattr(Lake, "read", read)
+    resources = {**defs.resources, "protocol": ProtocolResource(bootstrap_reps=0)}
+    result = materialize(
+        study_assets(),
+        selection=["trend", "monitor", "monitor_case_mix"],
+        resources=resources,
+        instance=instance,
+        run_config=QUIET,
+    )
+    assert result.success
+    columns = ["site", "model_version", "metric", "unit", "period", "look", "estimate", "cs_lower", "status"]
+    served = Lake(root).read("monitor").select(columns)
+    assert served.num_rows > 0 and served.equals(monitor_table(held, load_protocol(None), reps=0).table.select(columns))
+
+
 # --- notifications ---------------------------------------------------------------------------------
 
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 import autheval.monitoring.monitor as monitor
-from autheval.monitoring.landing import with_deployment_columns
+from autheval.monitoring.landing import landed_view, with_deployment_columns
 from autheval.monitoring.protocol import parse_protocol
+from autheval.records.datasets import stored_files
 from tests.sql import sql_text
 from tests.test_monitor_statistics import PROTOCOL, land, log
+from warehouse.filesystem import LakeLocation
 from warehouse.sql import connect, load_sql
 
 
@@ -73,3 +76,70 @@ def test_a_validated_slice_holds_no_rows(landed, monkeypatch):
     result = monitor.monitor_table(landed, parse_protocol(PROTOCOL), reps=0)
     assert result.table.num_rows > 0 and seen and seen[0].whole
     assert all(records.rows is None for records in seen[0].whole.values())
+
+
+OLD_COLUMNS = ["site", "model_version", "risk_stratum", "proposed_local_given", "supersedes"]
+
+
+@pytest.mark.parametrize("store", ["local", "object store"])
+def test_the_monitor_reads_the_landed_files_where_they_lie_as_the_rows_held(landed, tmp_path, store):
+    """The lake's landed partitions as files (landed_view: read by each query, never held; an object
+    store's through the lake's filesystem seam, here a local folder named as one): a partition
+    landed before logs carried the deployment columns counts as site and model version 'unspecified'
+    with the proposal's local score taken as given where it is there, and a superseded partition's rows
+    are left out, as the same rows held and prepared one partition at a time give it."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    keys = sorted(set(landed.column("landed_key").to_pylist()))
+    parts = {key: landed.filter(pc.equal(landed["landed_key"], key)) for key in keys}
+    # landed before the columns existed: the partition whose log left out the proposal's score on unchanged
+    # cases, that score then missing from its rows (the column that says so did not exist)
+    old = next(key for key in keys if not pc.all(parts[key]["proposed_local_given"]).as_py())
+    replaced = next(key for key in keys if key != old)
+    given = parts[old]["proposed_local_given"]
+    local = pc.if_else(given, parts[old]["utility_proposed_local"], pa.scalar(None, pa.float64()))
+    parts[old] = parts[old].set_column(
+        parts[old].schema.get_field_index("utility_proposed_local"), "utility_proposed_local", local
+    )
+    parts[old] = parts[old].drop_columns(OLD_COLUMNS)
+    successor = parts[replaced]  # its correction: other utilities, declaring what it supersedes
+    successor = successor.set_column(
+        successor.schema.get_field_index("utility_executed_local"),
+        "utility_executed_local",
+        pc.add(successor["utility_executed_local"], 0.25),
+    )
+    successor = successor.set_column(
+        successor.schema.get_field_index("landed_key"), "landed_key", pa.array(["f" * 20] * successor.num_rows)
+    )
+    successor = successor.set_column(
+        successor.schema.get_field_index("supersedes"), "supersedes", pa.array([replaced] * successor.num_rows)
+    )
+    parts["f" * 20] = successor
+    files = []
+    for number, (_key, part) in enumerate(sorted(parts.items())):
+        files.append(str(tmp_path / f"{number}.parquet"))
+        pq.write_table(part, files[-1])
+    scheme = "file" if store == "local" else "teststore"
+    files = stored_files(LakeLocation(pafs.LocalFileSystem(), str(tmp_path), scheme), files)
+    held = pa.concat_tables(
+        [with_deployment_columns(part) for key, part in sorted(parts.items()) if key != replaced],
+        promote_options="permissive",
+    )
+    protocol = parse_protocol(PROTOCOL)
+    from_files = monitor.monitor_table(files, protocol, reps=0)
+    from_rows = monitor.monitor_table(held, protocol, reps=0)
+    assert from_files.table.num_rows > 0 and from_files.table.equals(from_rows.table)
+    assert from_files.case_mix.equals(from_rows.case_mix)
+    assert "unspecified" in set(from_files.table.column("site").to_pylist())
+    con = connect(threads=1)
+    landed_view(con, files)
+    [(n_replaced,)] = con.execute("SELECT count(*) FROM landed_records WHERE landed_key = ?", [replaced]).fetchall()
+    assert n_replaced == 0
+    old_rows = con.execute(
+        "SELECT site, model_version, risk_stratum, proposed_local_given, utility_proposed_local IS NOT NULL "
+        "FROM landed_records WHERE landed_key = ?",
+        [old],
+    ).fetchall()
+    assert old_rows and all(r[:3] == ("unspecified", "unspecified", None) and r[3] is r[4] for r in old_rows)
+    assert {r[3] for r in old_rows} == {True, False}  # both kinds of row are there

@@ -23,7 +23,7 @@ declares it: a `supersedes` column naming, on every row, the content key of the 
 (the 20 hex digits of `landed_records.landed_key`, also the start of its processed/<key>__<name>
 copy). The correction lands as a partition of its own; the earlier partition stays in the lake (and
 its copy in processed/), marked by its successor's `supersedes`, and no longer counts in the trend
-or the monitor (current_landed). A file whose cases (site, period, case_id) were already landed by a file
+or the monitor (landed_view). A file whose cases (site, period, case_id) were already landed by a file
 that still counts, without declaring that it supersedes it, is refused in one line (moved to
 rejected/ with the reason), as is a `supersedes` naming no landed file or one superseded already.
 
@@ -49,13 +49,14 @@ from autheval.errors import RecordError
 from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS, METRICS, UNITS, EstimationResult, estimate
 from autheval.estimation.study import estimates_table
 from autheval.io import CSV_SUFFIXES, PARQUET_SUFFIXES, file_sha256, read_table
+from autheval.records.datasets import StoredFiles, path_list, stored_files
 from autheval.records.read import records_from_table
 from autheval.records.recordsets import recordsets_by
 from autheval.records.schema import TRACE_TO_LOG, RecordSet, header_names
 from autheval.vocabulary import name_problem
 from warehouse.atomic import atomic_write_text, current_umask
 from warehouse.lake import Lake
-from warehouse.sql import connect, load_sql, one, to_table
+from warehouse.sql import connect, fill, load_sql, one, to_table
 
 PERIOD_COLUMNS = ("timestamp", "batch")
 DEPLOYMENT_COLUMNS = ("site", "model_version")  # where and by which model a log was made
@@ -380,17 +381,23 @@ def read_landed_table(lake: Lake) -> pa.Table | None:
     return pa.concat_tables([read_parquet(lake.location, f) for f in files], promote_options="permissive")
 
 
-def current_landed(lake: Lake) -> pa.Table | None:
-    """The landed logs that count (sql/recurring/landed_current.sql): every landed row but those of a
-    file that a later landed file supersedes; None when nothing has landed."""
-    landed = read_landed_table(lake)
-    if landed is None or SUPERSEDES not in landed.column_names:
-        return landed
-    if landed.column(SUPERSEDES).null_count == landed.num_rows:
-        return landed  # nothing superseded: the rows as read, never a second copy of them
-    con = connect()
-    con.register(LANDED_TABLE, landed)
-    return con.execute(load_sql("recurring/landed_current")).arrow().read_all()
+def landed_table_files(lake: Lake) -> StoredFiles:
+    """The lake's landed partitions as DuckDB reads them where they lie (none when nothing has landed):
+    what the monitor and the trend read (landed_view)."""
+    return stored_files(lake.location, lake.table_files(LANDED_TABLE))
+
+
+def landed_view(con, landed: pa.Table | StoredFiles) -> None:
+    """The view landed_records on `con` (sql/recurring/landed_records_view.sql): the landed logs that
+    count, with their deployment columns, over `landed`: the lake's landed Parquet files
+    (landed_table_files), read where they lie by each query, so no copy of the landed rows is held; or
+    rows held (an Arrow table)."""
+    if isinstance(landed, pa.Table):
+        con.register("landed_source", landed)
+    else:
+        landed.register(con)
+        con.execute(fill("recurring/landed_source_files", fragments={"files": path_list(landed.files)}))
+    con.execute(fill("recurring/landed_records_view", literals={"unspecified": UNSPECIFIED}))
 
 
 def landed_sources(lake: Lake, landing: Path) -> list[Path]:
@@ -778,17 +785,17 @@ class Trend:
     failed: list[str]
 
 
-def trend_table(landed: pa.Table | None, reps: int = DEFAULT_REPS) -> Trend:
+def trend_table(landed: pa.Table | StoredFiles | None, reps: int = DEFAULT_REPS) -> Trend:
     """The authority gap on every landed log to date ('all') and per period, pooled by record level
     (and whether the proposal's global score is given), so that each pool is a valid record and reports
     what its level supports; within a pool, over every site and model version (site and model_version
     'all'), per site ('<site>', 'all') and per site x model version. No landed data gives an empty
     table with the trend's columns."""
     schema = _trend_schema(reps)
-    if landed is None or landed.num_rows == 0:
+    if landed is None or len(landed) == 0:
         return Trend(schema.empty_table(), [], [], [])
     con = connect()
-    con.register(LANDED_TABLE, with_deployment_columns(landed))
+    landed_view(con, landed)
     to_table(con, "landed_pooled", "recurring/landed_pooled")
     pool_slices: dict[str, dict[Slice, list[str]]] = {}
     for pool, site, version, period in con.execute(load_sql("recurring/landed_pool_periods")).fetchall():

@@ -40,8 +40,9 @@ from autheval.errors import RecordError
 from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS, availability, estimate
 from autheval.estimation.provenance import Provenance, stamp
 from autheval.io import table_sha256
-from autheval.monitoring.landing import LANDED_TABLE, TREND_SCHEME, with_deployment_columns
+from autheval.monitoring.landing import LANDED_TABLE, TREND_SCHEME, landed_view
 from autheval.monitoring.protocol import CASE_MIX_DIMENSIONS, Protocol, Rule
+from autheval.records.datasets import StoredFiles
 from autheval.records.read import records_from_table, records_in_place
 from autheval.records.schema import FULL, PROPOSAL_ONLY, ROLE_SEPARATED, RecordSet
 from autheval.vocabulary import ACTIONS, RISK_LEVELS
@@ -433,16 +434,17 @@ def landed_statistics(con, slices: list[LookSlice], reps: int) -> LookStatistics
     return LookStatistics(slices, whole, failed, errors, intervals, reasons, reps)
 
 
-def monitor_table(landed: pa.Table | None, protocol: Protocol, reps: int = DEFAULT_REPS) -> Monitoring:
+def monitor_table(landed: pa.Table | StoredFiles | None, protocol: Protocol, reps: int = DEFAULT_REPS) -> Monitoring:
     """The monitor and case-mix tables of every landed log to date under `protocol`, and the alerts in
     force (the latest look of a (site, model_version, mechanism, rule) whose status is `alert`).
+    `landed`: the lake's landed Parquet files (landed_table_files), read where they lie, or landed rows
+    held; either way a superseded file's rows are left out (autheval.monitoring.landing.landed_view).
     `reps`: replicates of the fixed-sample bootstrap interval beside the confidence sequence (0: none).
     No landed data gives the empty tables."""
-    if landed is None or landed.num_rows == 0:
+    if landed is None or len(landed) == 0:
         return Monitoring(empty_monitor(), empty_case_mix(), [])
-    landed = with_deployment_columns(landed)
     con = connect(threads=1)  # same inputs, same bytes
-    con.register(LANDED_TABLE, landed)
+    landed_view(con, landed)
     slices = look_slices(con)
     register_slices(con, slices)
     to_table(con, "monitor_cluster_periods", "recurring/monitor_cluster_periods")

@@ -72,7 +72,7 @@ class RecordDataset:
         if self.kind == "csv" and len(self.files) > 1:
             self._scan_csv_files(con, view)
             return
-        literals, fragments = {}, {"files": _path_list(self.files)}
+        literals, fragments = {}, {"files": path_list(self.files)}
         if self.kind == "lake":
             assert self.analysis is not None  # a lake dataset is one analysis (records.read.lake_analysis_records)
             literals["analysis"] = self.analysis
@@ -97,7 +97,7 @@ class RecordDataset:
                     "records/records_dataset_csv",
                     identifiers={"view": part},
                     literals={"delimiter": delimiter},
-                    fragments={"files": _path_list([path]), "columns": columns},
+                    fragments={"files": path_list([path]), "columns": columns},
                 )
             )
             row = (ColumnExpression("_autheval_row") + ConstantExpression(number << ROW_BITS)).alias("_autheval_row")
@@ -131,11 +131,36 @@ def scan_parquet_files(con, view: str, files: Sequence[str]) -> None:
     such as a lake table's), every column beside `_autheval_row`, read where they lie, streaming
     (sql/records/records_dataset_parquet.sql): the rows are never held in this process."""
     con.execute(
-        fill("records/records_dataset_parquet", identifiers={"view": view}, fragments={"files": _path_list(files)})
+        fill("records/records_dataset_parquet", identifiers={"view": view}, fragments={"files": path_list(files)})
     )
 
 
-def _path_list(files: Sequence[str]) -> str:
+@dataclass(frozen=True)
+class StoredFiles:
+    """Parquet files of a store as DuckDB reads them where they lie: local paths, or an object store's
+    paths through the lake's filesystem seam (`register` lets the connection read them)."""
+
+    files: tuple[str, ...]
+    filesystem: object = field(default=None, compare=False)  # an object store's pyarrow filesystem
+    protocol: str | None = None  # the fsspec protocol DuckDB reads `files` through (object stores)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def register(self, con) -> None:
+        if self.protocol is not None:
+            _register_filesystem(con, self.protocol, self.filesystem)
+
+
+def stored_files(location, paths: Sequence[str]) -> StoredFiles:
+    """The StoredFiles of store `paths` at a LakeLocation (warehouse.filesystem)."""
+    if location.is_local:
+        return StoredFiles(tuple(paths))
+    protocol = f"{FSSPEC_PREFIX}{location.scheme}"
+    return StoredFiles(tuple(f"{protocol}://{p}" for p in paths), location.filesystem, protocol)
+
+
+def path_list(files: Sequence[str]) -> str:
     return "[" + ", ".join(quote_literal(f) for f in files) + "]"
 
 
@@ -207,18 +232,17 @@ def open_dataset(
                 "columns, of the same types, in the same order)",
             )
         n_rows += rows
-    protocol = None if location.is_local else f"{FSSPEC_PREFIX}{location.scheme}"
-    files = tuple(paths) if location.is_local else tuple(f"{protocol}://{p}" for p in paths)
+    stored = stored_files(location, paths)
     dataset = RecordDataset(
         text,
         "parquet",
         kind,
-        files,
+        stored.files,
         tuple(names),
         tuple(mapping.items()),
         n_rows,
-        filesystem=None if location.is_local else location.filesystem,
-        protocol=protocol,
+        filesystem=stored.filesystem,
+        protocol=stored.protocol,
     )
     return dataset, unused, lambda: dataset_sha256(location, paths)
 
