@@ -1,8 +1,10 @@
 """The monitor in bounded time and memory (issue 30): the period moments of every ratio from one window
-over each cluster's periods (checked against the long form it replaced, tests/sql/), and no slice's
-records held once validated."""
+over each cluster's periods (checked against the long form it replaced, tests/sql/), no slice's
+records held once validated, and the lake's landed partitions read where they lie (landed_view)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -143,3 +145,22 @@ def test_the_monitor_reads_the_landed_files_where_they_lie_as_the_rows_held(land
     ).fetchall()
     assert old_rows and all(r[:3] == ("unspecified", "unspecified", None) and r[3] is r[4] for r in old_rows)
     assert {r[3] for r in old_rows} == {True, False}  # both kinds of row are there
+
+
+def test_a_landed_partition_gone_from_the_lake_is_named_before_the_files_are_scanned(landed, tmp_path):
+    """Read where they lie, the landed partitions are checked as the lake's own read checks them: a
+    committed file gone is one line naming it and the way back, not the scanner's error."""
+    import pyarrow.compute as pc
+
+    from autheval.monitoring.landing import LANDED_TABLE, landed_table_files
+    from warehouse.lake import Lake
+    from warehouse.snapshots import SnapshotError
+
+    lake = Lake(tmp_path / "lake")
+    for key in sorted(set(landed.column("landed_key").to_pylist()))[:2]:
+        lake.write_partition(LANDED_TABLE, key, landed.filter(pc.equal(landed["landed_key"], key)))
+    assert len(landed_table_files(lake)) == 2
+    gone = lake.table_files(LANDED_TABLE)[0]
+    Path(gone).unlink()
+    with pytest.raises(SnapshotError, match=f"{gone}: a file of snapshot .* is missing .*autheval lake recover"):
+        landed_table_files(lake)

@@ -170,15 +170,21 @@ class Lake:
     # reading
 
     def read(self, name: str) -> pa.Table:
-        files = self.table_files(name)
+        files = self.present_files(name)
         if not files:
             raise FileNotFoundError(f"no table {name!r} in lake {self.root}")
         entry = self._entries()[name]
+        return filesystem.read_parquet(self.location, files if entry.get("partitions") else files[0])
+
+    def present_files(self, name: str) -> list[str]:
+        """table_files, each checked to be there: a committed file gone is named
+        (snapshots.check_whole), for a reader that scans the files where they lie as for `read`."""
+        files = self.table_files(name)
         if not all(filesystem.is_file(self.location, path) for path in files):
             run = self.run()
             if run is None or name not in run.staged():  # a committed file gone: name it
                 snapshots.check_whole(self.location, self.snapshot())
-        return filesystem.read_parquet(self.location, files if entry.get("partitions") else files[0])
+        return files
 
     def tables(self) -> dict[str, str | list[str]]:
         """Table name -> what a view reads (a file, or the list of a partitioned table's files; local

@@ -384,7 +384,7 @@ def read_landed_table(lake: Lake) -> pa.Table | None:
 def landed_table_files(lake: Lake) -> StoredFiles:
     """The lake's landed partitions as DuckDB reads them where they lie (none when nothing has landed):
     what the monitor and the trend read (landed_view)."""
-    return stored_files(lake.location, lake.table_files(LANDED_TABLE))
+    return stored_files(lake.location, lake.present_files(LANDED_TABLE))
 
 
 def landed_view(con, landed: pa.Table | StoredFiles) -> None:
