@@ -164,3 +164,21 @@ def test_a_landed_partition_gone_from_the_lake_is_named_before_the_files_are_sca
     Path(gone).unlink()
     with pytest.raises(SnapshotError, match=f"{gone}: a file of snapshot .* is missing .*autheval lake recover"):
         landed_table_files(lake)
+
+
+def test_the_fixed_sample_interval_resamples_one_look_at_a_time(landed, monkeypatch):
+    """Each look's records are held and resampled on their own (every look at once held each slice's
+    records to date once per look: 2.7 GB for 100k landed records), and a look's interval is what that
+    look alone gives."""
+    calls = []
+    estimate = monitor.estimate
+
+    def spy(recordsets, **kwargs):
+        calls.append([r.analysis for r in recordsets])
+        return estimate(recordsets, **kwargs)
+
+    monkeypatch.setattr(monitor, "estimate", spy)
+    table = monitor.monitor_table(landed, parse_protocol(PROTOCOL), reps=50).table
+    assert len(calls) > 4 and all(len(analyses) == 1 for analyses in calls)
+    assert len({a for analyses in calls for a in analyses}) == len(calls)
+    assert sum(v is not None for v in table.column("ci_lower").to_pylist()) > 0

@@ -348,26 +348,30 @@ def _bootstrap(
     con, slices: list[LookSlice], whole: dict[tuple[int, int], RecordSet], reps: int
 ) -> tuple[dict, str | None]:
     """(analysis, unit, metric) -> (ci_lower, ci_upper) of the fixed-sample bootstrap (TREND_SCHEME) of
-    every look, or the reason there is none. Each look's records are read and validated here: the
-    bootstrap resamples them (reps = 0: none, and no such cost)."""
+    every look, or the reason there is none. Each look's records are read, validated and resampled on
+    their own (reps = 0: none, and no such cost), so a run holds one look's records at a time, not every
+    look's (each look holds its slice's records to date), and a look's interval depends on its records
+    alone, to the bit (figures: docs/benchmarks.md, issue 30)."""
     if reps <= 0 or not whole:
         return {}, None
-    recordsets = []
+    intervals: dict = {}
     for index, piece in enumerate(slices):
         for look, period in piece.looks:
             if (index, look) not in whole:
                 continue
             part = look_rows(con, piece, period)
-            recordsets.append(
-                records_from_table(
-                    part, f"{whole[(index, look)].source}/{period}", f"{index}/{look}", table_sha256(part)
-                )
+            records = records_from_table(
+                part, f"{whole[(index, look)].source}/{period}", f"{index}/{look}", table_sha256(part)
             )
-    try:
-        result = estimate(recordsets, scheme=TREND_SCHEME, reps=reps)
-    except (RecordError, ValueError) as err:
-        return {}, str(err).splitlines()[0]
-    return {(r["analysis"], r["unit"], r["metric"]): (r["ci_lower"], r["ci_upper"]) for r in result.estimates}, None
+            del part
+            try:
+                result = estimate([records], scheme=TREND_SCHEME, reps=reps)
+            except (RecordError, ValueError) as err:
+                return {}, str(err).splitlines()[0]
+            intervals.update(
+                {(r["analysis"], r["unit"], r["metric"]): (r["ci_lower"], r["ci_upper"]) for r in result.estimates}
+            )
+    return intervals, None
 
 
 def _look_hashes(con, slices: list[LookSlice]) -> dict[tuple[int, int], str]:
