@@ -42,11 +42,9 @@ def file_sha256(path: str | Path) -> str:
 
 
 def table_sha256(table: pa.Table) -> str:
-    """SHA-256 of a table's Arrow IPC bytes: the data hash of records that never were one file."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema.remove_metadata()) as writer:
-        writer.write_table(table)
-    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+    """SHA-256 of a table's Arrow IPC bytes: the data hash of records that never were one file. The
+    bytes are hashed as they are written, never held (a copy of the table, twice, before)."""
+    return _stream_sha256(table.to_reader())
 
 
 class _HashSink:

@@ -182,3 +182,56 @@ def test_the_fixed_sample_interval_resamples_one_look_at_a_time(landed, monkeypa
     assert len(calls) > 4 and all(len(analyses) == 1 for analyses in calls)
     assert len({a for analyses in calls for a in analyses}) == len(calls)
     assert sum(v is not None for v in table.column("ci_lower").to_pylist()) > 0
+
+
+def test_a_landing_checks_and_orders_the_landed_files_without_holding_them(landed, tmp_path, monkeypatch):
+    """A new file's cases are checked against the landed partitions read where they lie (a 10^7-record
+    lake held 2.2 GB for each landing), and the re-derivation order (a correction after the file it
+    supersedes) is read from their keys: with every read of the landed table into memory refused, a
+    case landed twice is still refused, a declared correction still passes, and the order holds."""
+    import pyarrow.compute as pc
+
+    import autheval.monitoring.landing as landing
+    from autheval.errors import RecordError
+    from warehouse.lake import Lake
+
+    lake = Lake(tmp_path / "lake")
+    keys = sorted(set(landed.column("landed_key").to_pylist()))[:2]
+    parts = {key: landed.filter(pc.equal(landed["landed_key"], key)) for key in keys}
+    later, earlier = keys  # the correction sorts first by its key: only what it supersedes orders it after
+    correction = parts[later].set_column(
+        parts[later].schema.get_field_index("supersedes"), "supersedes", pa.array([earlier] * parts[later].num_rows)
+    )
+    for key, part in ((earlier, parts[earlier]), (later, correction)):
+        lake.write_partition(landing.LANDED_TABLE, key, part)
+    folder = tmp_path / "landing" / landing.PROCESSED
+    folder.mkdir(parents=True)
+    for key in keys:
+        (folder / landing.stored_name(key, "log.csv")).write_text("")
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the landed table was read into memory")
+
+    lake_read = Lake.read
+    monkeypatch.setattr(landing, "read_landed_table", refused)
+    monkeypatch.setattr(
+        Lake, "read", lambda self, name: refused() if name == landing.LANDED_TABLE else lake_read(self, name)
+    )
+    again = parts[later].set_column(
+        parts[later].schema.get_field_index("landed_key"), "landed_key", pa.array(["c" * 20] * parts[later].num_rows)
+    )
+    with pytest.raises(RecordError, match=r"case_id.*already landed \(site, period, case_id\)"):
+        landing.check_landing(lake, again, "again.csv")
+    declared = again.set_column(
+        again.schema.get_field_index("supersedes"), "supersedes", pa.array([later] * again.num_rows)
+    )
+    landing.check_landing(lake, declared, "declared.csv")  # a correction of the file that counts: lands
+    with pytest.raises(RecordError, match="already superseded by"):
+        landing.check_landing(
+            lake,
+            declared.set_column(
+                declared.schema.get_field_index("supersedes"), "supersedes", pa.array([earlier] * again.num_rows)
+            ),
+            "twice.csv",
+        )
+    assert [p.name[:20] for p in landing.landed_sources(lake, tmp_path / "landing")] == [earlier, later]

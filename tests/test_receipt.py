@@ -185,3 +185,27 @@ def test_a_table_with_a_dictionary_column_hashes_as_its_values():
     encoded = plain.set_column(0, "analysis", plain.column(0).dictionary_encode())
     assert canonical(encoded).equals(canonical(plain))
     assert canonical(encoded).column("analysis").to_pylist() == ["a", "b", "b"]
+
+
+def test_a_tables_hash_is_its_arrow_ipc_bytes_hashed_as_written():
+    """table_sha256 hashes the IPC stream as it is written (the stream never held: a receipt of 10^7
+    landed records held it twice): the bytes of the whole stream, a table of several chunks and a
+    chunked canonical form alike, so receipts written before verify as they did."""
+    import hashlib
+
+    import pyarrow as pa
+
+    from autheval.io import table_sha256
+    from autheval.reporting.receipt import canonical
+
+    def whole_stream(table: pa.Table) -> str:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema.remove_metadata()) as writer:
+            writer.write_table(table)
+        return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+
+    parts = [pa.table({"id": [f"c{i}-{j}" for j in range(3)], "x": [float(j) for j in range(3)]}) for i in range(4)]
+    chunked = pa.concat_tables(parts)
+    assert chunked.column(0).num_chunks == 4
+    assert table_sha256(chunked) == whole_stream(chunked)
+    assert table_sha256(canonical(chunked)) == whole_stream(chunked.sort_by([("id", "ascending")]).combine_chunks())

@@ -388,32 +388,31 @@ def landed_table_files(lake: Lake) -> StoredFiles:
 
 
 def landed_view(con, landed: pa.Table | StoredFiles) -> None:
-    """The view landed_records on `con` (sql/recurring/landed_records_view.sql): the landed logs that
-    count, with their deployment columns, over `landed`: the lake's landed Parquet files
-    (landed_table_files), read where they lie by each query, so no copy of the landed rows is held; or
-    rows held (an Arrow table)."""
+    """The views landed_given (every landed row, with its deployment columns:
+    sql/recurring/landed_given_view.sql) and landed_records (the landed logs that count, a superseded
+    file's rows left out: sql/recurring/landed_records_view.sql) on `con`, over `landed`: the lake's
+    landed Parquet files (landed_table_files), read where they lie by each query, so no copy of the
+    landed rows is held; or rows held (an Arrow table)."""
     if isinstance(landed, pa.Table):
         con.register("landed_source", landed)
     else:
         landed.register(con)
         con.execute(fill("recurring/landed_source_files", fragments={"files": path_list(landed.files)}))
-    con.execute(fill("recurring/landed_records_view", literals={"unspecified": UNSPECIFIED}))
+    con.execute(fill("recurring/landed_given_view", literals={"unspecified": UNSPECIFIED}))
+    con.execute(load_sql("recurring/landed_records_view"))
 
 
 def landed_sources(lake: Lake, landing: Path) -> list[Path]:
     """The processed copy of every landed partition, in an order that lands each correction after the
     file it supersedes (then by content key): what re-derives the landed logs on an empty lake. A
-    partition whose copy is gone is left out (its re-derivation then differs, as it should)."""
-    landed = read_landed_table(lake)
-    if landed is None:
+    partition whose copy is gone is left out (its re-derivation then differs, as it should). The landed
+    keys are read where they lie (sql/recurring/landed_keys.sql), not the landed rows."""
+    landed = landed_table_files(lake)
+    if not len(landed):
         return []
-    replaces: dict[str, str | None] = {}
-    pairs = landed.select(["landed_key", SUPERSEDES]) if SUPERSEDES in landed.column_names else None
-    for key in pc.unique(landed.column("landed_key")).to_pylist():
-        replaces[key] = None
-    if pairs is not None:
-        for row in pairs.group_by(["landed_key", SUPERSEDES]).aggregate([]).to_pylist():
-            replaces[row["landed_key"]] = row[SUPERSEDES]
+    con = connect()
+    landed_view(con, landed)
+    replaces: dict[str, str | None] = dict(con.execute(load_sql("recurring/landed_keys")).fetchall())
 
     def depth(key: str) -> int:
         seen = 0
@@ -436,18 +435,15 @@ def check_landing(lake: Lake, table: pa.Table, source: str) -> None:
     """May `table` (a file read by read_landed) join the lake's landed logs? One RecordError line naming
     the file and the rule when its `supersedes` names no landed file or one superseded already, or when
     one of its cases (site, period, case_id: a site may number its cases anew each period) was landed
-    before by a file that still counts and that it does not declare it supersedes (sql/recurring/landed_overlap.sql)."""
-    before = read_landed_table(lake)
-    if before is None:
-        before_rows = pa.table({c: pa.array([], pa.string()) for c in CASE_KEY})
-    else:
-        before_rows = with_deployment_columns(before).select(list(CASE_KEY))
-    supersedes = before.column(SUPERSEDES) if before is not None and SUPERSEDES in before.column_names else None
-    before_rows = before_rows.append_column(
-        SUPERSEDES, supersedes if supersedes is not None else pa.nulls(before_rows.num_rows, pa.string())
-    )
+    before by a file that still counts and that it does not declare it supersedes (sql/recurring/landed_overlap.sql).
+    The landed rows are read where they lie (landed_view), never held."""
     con = connect()
-    con.register("landed_before", before_rows)
+    landed = landed_table_files(lake)
+    if len(landed):
+        landed_view(con, landed)
+        con.table("landed_given").select(*CASE_KEY, SUPERSEDES).create_view("landed_before")
+    else:
+        con.register("landed_before", pa.table({c: pa.array([], pa.string()) for c in (*CASE_KEY, SUPERSEDES)}))
     con.register("landed_new", table.select(["site", "period", "case_id"]))
     replaced = table.column(SUPERSEDES)[0].as_py() if table.num_rows else None
     found = one(con, "recurring/landed_overlap", {"supersedes": replaced})

@@ -94,14 +94,15 @@ RUN_FACT_COLUMNS = ("mtime_ns", "scored_at")
 def canonical(table: pa.Table, root: str | os.PathLike | None = None) -> pa.Table:
     import pyarrow.compute as pc
 
-    table = table.drop_columns([c for c in RUN_FACT_COLUMNS if c in table.column_names]).combine_chunks()
+    table = table.drop_columns([c for c in RUN_FACT_COLUMNS if c in table.column_names])
     for i, field in enumerate(table.schema):  # a dictionary column (landed_records.analysis) as its values
         if pa.types.is_dictionary(field.type):
             table = table.set_column(i, field.name, table.column(i).cast(field.type.value_type))
     if root is not None:
         prefix = str(Path(root).resolve())
         for i, field in enumerate(table.schema):
-            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            text = pa.types.is_string(field.type) or pa.types.is_large_string(field.type)
+            if text and pc.any(pc.match_substring(table.column(i), prefix)).as_py():  # else no copy of it
                 table = table.set_column(i, field, pc.replace_substring(table.column(i), prefix, "<lake>"))
     keys = [
         (f.name, "ascending")
