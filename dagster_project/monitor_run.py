@@ -51,6 +51,7 @@ from autheval.monitoring.notify import check_notifier
 from autheval.monitoring.protocol import load_protocol
 from dagster_project.definitions import build_definitions, lake_instance
 from dagster_project.demo import QUIET
+from warehouse.filesystem import check_lake_folder, lake_location
 from warehouse.snapshots import LakeRun, new_run_id
 
 RECEIPT_PATH = "monitor/receipt.json"  # the latest pass's receipt; monitor/receipts/<run>.json keeps each
@@ -74,6 +75,7 @@ def monitor_run(
     report). A bad protocol file raises ProtocolError before anything lands; a rejected file is reported
     on its line and set aside, and does not fail the run."""
     check_environment()  # every AUTHEVAL_* setting, one line naming a bad one, before anything lands
+    check_lake_folder(lake_location(lake))  # a folder the lake's databases cannot be opened in: one line
     for path in land:  # a real file, read here; never a link, a folder or a device
         if Path(path).is_symlink() or not Path(path).is_file():
             raise RecordError(str(path), None, "--land names a regular file (a landed log), not a link or a folder")

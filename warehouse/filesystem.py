@@ -65,6 +65,23 @@ def lake_location(root: str | Path) -> LakeLocation:
     return LakeLocation(pafs.LocalFileSystem(), str(Path(text).resolve()), LOCAL_SCHEME)
 
 
+# Characters a local lake's folder may not hold: the lake opens databases inside it by URL or URL-like path
+# (its DuckDB catalog, whose path DuckDB cuts at a '?'; the SQLite files of its Dagster instance, whose URL
+# is neither quoted nor safe from '%' escapes), so such a folder failed later with another file's error.
+LAKE_PATH_UNSAFE = "?%"
+
+
+def check_lake_folder(location: LakeLocation) -> None:
+    """ValueError (one line naming the folder) for a local lake whose path holds a LAKE_PATH_UNSAFE
+    character."""
+    unsafe = sorted({c for c in location.root if c in LAKE_PATH_UNSAFE}) if location.is_local else []
+    if unsafe:
+        raise ValueError(
+            f"lake folder {location.root!r}: a lake's path must not hold {' or '.join(repr(c) for c in unsafe)} "
+            "(the databases inside it are opened by URL); choose another folder"
+        )
+
+
 def exists(location: LakeLocation, path: str) -> bool:
     return location.filesystem.get_file_info(path).type != pafs.FileType.NotFound
 

@@ -36,6 +36,7 @@ class Lake:
 
     def __init__(self, root: str | Path = DEFAULT_LAKE, keep_snapshots: int | None = None, snapshot: int | None = None):
         self.location = filesystem.lake_location(root)
+        filesystem.check_lake_folder(self.location)
         self.root = self.location.local_root()
         self.keep_snapshots = keep_snapshots
         self.pinned = snapshot  # read this committed snapshot instead of the served one
