@@ -4,6 +4,7 @@ records held once validated, and the lake's landed partitions read where they li
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -83,10 +84,11 @@ def test_a_validated_slice_holds_no_rows(landed, monkeypatch):
 OLD_COLUMNS = ["site", "model_version", "risk_stratum", "proposed_local_given", "supersedes"]
 
 
-@pytest.mark.parametrize("store", ["local", "object store"])
+@pytest.mark.parametrize("store", ["local", "object store", "held"])
 def test_the_monitor_reads_the_landed_files_where_they_lie_as_the_rows_held(landed, tmp_path, store):
     """The lake's landed partitions as files (landed_view: read by each query, never held; an object
-    store's through the lake's filesystem seam, here a local folder named as one): a partition
+    store's through the lake's filesystem seam, here a local folder named as one; few rows in all read
+    once into a DuckDB table, `held`): a partition
     landed before logs carried the deployment columns counts as site and model version 'unspecified'
     with the proposal's local score taken as given where it is there, and a superseded partition's rows
     are left out, as the same rows held and prepared one partition at a time give it."""
@@ -124,6 +126,7 @@ def test_the_monitor_reads_the_landed_files_where_they_lie_as_the_rows_held(land
         pq.write_table(part, files[-1])
     scheme = "file" if store == "local" else "teststore"
     files = stored_files(LakeLocation(pafs.LocalFileSystem(), str(tmp_path), scheme), files)
+    files = dataclasses.replace(files, rows=0 if store == "held" else None)
     held = pa.concat_tables(
         [with_deployment_columns(part) for key, part in sorted(parts.items()) if key != replaced],
         promote_options="permissive",
@@ -136,6 +139,8 @@ def test_the_monitor_reads_the_landed_files_where_they_lie_as_the_rows_held(land
     assert "unspecified" in set(from_files.table.column("site").to_pylist())
     con = connect(threads=1)
     landed_view(con, files)
+    [(tables,)] = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'landed_source'").fetchall()
+    assert tables == (store == "held")  # few rows: read once, held by DuckDB; else read where they lie
     [(n_replaced,)] = con.execute("SELECT count(*) FROM landed_records WHERE landed_key = ?", [replaced]).fetchall()
     assert n_replaced == 0
     old_rows = con.execute(
@@ -163,6 +168,36 @@ def test_a_landed_partition_gone_from_the_lake_is_named_before_the_files_are_sca
     gone = lake.table_files(LANDED_TABLE)[0]
     Path(gone).unlink()
     with pytest.raises(SnapshotError, match=f"{gone}: a file of snapshot .* is missing .*autheval lake recover"):
+        landed_table_files(lake)
+    key = sorted(set(landed.column("landed_key").to_pylist()))[2]
+    with pytest.raises(SnapshotError, match=f"{gone}: a file of table 'landed_records' is missing"):
+        with lake.open_run():  # while a run has the table staged: the file gone is still named (the run fails)
+            lake.write_partition(LANDED_TABLE, key, landed.filter(pc.equal(landed["landed_key"], key)))
+            landed_table_files(lake)
+
+
+def test_a_damaged_landed_partition_is_named_in_one_line(landed, tmp_path):
+    """A partition whose Parquet footer is damaged: one line naming it (the scanner's own error named no
+    file, or cut its path short)."""
+    import pyarrow.compute as pc
+
+    from autheval.monitoring.landing import LANDED_TABLE, landed_table_files
+    from warehouse.lake import Lake
+    from warehouse.snapshots import SnapshotError
+
+    lake = Lake(tmp_path / "lake")
+    for key in sorted(set(landed.column("landed_key").to_pylist()))[:2]:
+        lake.write_partition(LANDED_TABLE, key, landed.filter(pc.equal(landed["landed_key"], key)))
+    assert landed_table_files(lake).rows == sum(
+        landed.filter(pc.equal(landed["landed_key"], key)).num_rows
+        for key in sorted(set(landed.column("landed_key").to_pylist()))[:2]
+    )
+    damaged = Path(lake.table_files(LANDED_TABLE)[1])
+    data = bytearray(damaged.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")
+    data[len(data) - 8 - footer : len(data) - 4 - footer] = b"\xff" * 4
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(SnapshotError, match=f"^{damaged}: a landed partition cannot be read as Parquet: "):
         landed_table_files(lake)
 
 

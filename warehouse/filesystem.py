@@ -67,8 +67,9 @@ def lake_location(root: str | Path) -> LakeLocation:
 
 # Characters a local lake's folder may not hold: the lake opens databases inside it by URL or URL-like path
 # (its DuckDB catalog, whose path DuckDB cuts at a '?'; the SQLite files of its Dagster instance, whose URL
-# is neither quoted nor safe from '%' escapes), so such a folder failed later with another file's error.
-LAKE_PATH_UNSAFE = "?%"
+# is neither quoted nor safe from '%' escapes), and DuckDB reads its Parquet files' paths as globs (a '*'
+# read a sibling folder's files too), so such a folder failed later, or read what is not the lake's.
+LAKE_PATH_UNSAFE = "?%*"
 
 
 def check_lake_folder(location: LakeLocation) -> None:
@@ -78,7 +79,7 @@ def check_lake_folder(location: LakeLocation) -> None:
     if unsafe:
         raise ValueError(
             f"lake folder {location.root!r}: a lake's path must not hold {' or '.join(repr(c) for c in unsafe)} "
-            "(the databases inside it are opened by URL); choose another folder"
+            "(its databases are opened by URL and its files read as globs); choose another folder"
         )
 
 

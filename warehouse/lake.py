@@ -181,10 +181,12 @@ class Lake:
         """table_files, each checked to be there: a committed file gone is named
         (snapshots.check_whole), for a reader that scans the files where they lie as for `read`."""
         files = self.table_files(name)
-        if not all(filesystem.is_file(self.location, path) for path in files):
+        missing = [path for path in files if not filesystem.is_file(self.location, path)]
+        if missing:
             run = self.run()
-            if run is None or name not in run.staged():  # a committed file gone: name it
+            if run is None or name not in run.staged():  # a committed file gone: name it and the way back
                 snapshots.check_whole(self.location, self.snapshot())
+            raise snapshots.SnapshotError(f"{missing[0]}: a file of table {name!r} is missing ({len(missing)} in all)")
         return files
 
     def tables(self) -> dict[str, str | list[str]]:

@@ -39,23 +39,25 @@ import os
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from autheval.errors import RecordError
 from autheval.estimation.estimators import DEFAULT_REPS, DEFAULT_SEEDS, METRICS, UNITS, EstimationResult, estimate
 from autheval.estimation.study import estimates_table
 from autheval.io import CSV_SUFFIXES, PARQUET_SUFFIXES, file_sha256, read_table
 from autheval.records.datasets import StoredFiles, path_list, stored_files
-from autheval.records.read import records_from_table
+from autheval.records.read import HELD_ROWS, records_from_table
 from autheval.records.recordsets import recordsets_by
 from autheval.records.schema import TRACE_TO_LOG, RecordSet, header_names
 from autheval.vocabulary import name_problem
 from warehouse.atomic import atomic_write_text, current_umask
 from warehouse.lake import Lake
+from warehouse.snapshots import SnapshotError
 from warehouse.sql import connect, fill, load_sql, one, to_table
 
 PERIOD_COLUMNS = ("timestamp", "batch")
@@ -382,9 +384,18 @@ def read_landed_table(lake: Lake) -> pa.Table | None:
 
 
 def landed_table_files(lake: Lake) -> StoredFiles:
-    """The lake's landed partitions as DuckDB reads them where they lie (none when nothing has landed):
-    what the monitor and the trend read (landed_view)."""
-    return stored_files(lake.location, lake.present_files(LANDED_TABLE))
+    """The lake's landed partitions as DuckDB reads them where they lie (none when nothing has landed),
+    with their rows in all: what the monitor and the trend read (landed_view). Each partition's footer
+    is read here, so a damaged one is one line naming it (SnapshotError), not the scanner's error."""
+    paths = lake.present_files(LANDED_TABLE)
+    rows = 0
+    for path in paths:
+        try:
+            rows += pq.read_metadata(path, filesystem=lake.location.filesystem).num_rows
+        except (OSError, pa.ArrowException) as err:
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise SnapshotError(f"{path}: a landed partition cannot be read as Parquet: {message}") from None
+    return replace(stored_files(lake.location, paths), rows=rows)
 
 
 def landed_view(con, landed: pa.Table | StoredFiles) -> None:
@@ -392,12 +403,19 @@ def landed_view(con, landed: pa.Table | StoredFiles) -> None:
     sql/recurring/landed_given_view.sql) and landed_records (the landed logs that count, a superseded
     file's rows left out: sql/recurring/landed_records_view.sql) on `con`, over `landed`: the lake's
     landed Parquet files (landed_table_files), read where they lie by each query, so no copy of the
-    landed rows is held; or rows held (an Arrow table)."""
+    landed rows is held; or rows held (an Arrow table). Files of up to HELD_ROWS rows in all are read
+    once into a DuckDB table (many small partitions, each opened again by every query, were slower
+    than the rows held: 1,200 partitions of 16 rows, 27 s against 7.5 s)."""
     if isinstance(landed, pa.Table):
         con.register("landed_source", landed)
     else:
         landed.register(con)
-        con.execute(fill("recurring/landed_source_files", fragments={"files": path_list(landed.files)}))
+        held = landed.rows is not None and landed.rows <= HELD_ROWS
+        view = "landed_files" if held else "landed_source"
+        files = path_list(landed.files)
+        con.execute(fill("recurring/landed_source_files", identifiers={"view": view}, fragments={"files": files}))
+        if held:
+            con.execute(load_sql("recurring/landed_source_held"))
     con.execute(fill("recurring/landed_given_view", literals={"unspecified": UNSPECIFIED}))
     con.execute(load_sql("recurring/landed_records_view"))
 

@@ -143,6 +143,7 @@ class StoredFiles:
     files: tuple[str, ...]
     filesystem: object = field(default=None, compare=False)  # an object store's pyarrow filesystem
     protocol: str | None = None  # the fsspec protocol DuckDB reads `files` through (object stores)
+    rows: int | None = None  # their rows in all, where their footers were read
 
     def __len__(self) -> int:
         return len(self.files)
