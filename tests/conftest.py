@@ -41,6 +41,15 @@ def read_csv_rows(path: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
+def exec_after(setup: str) -> list[str]:
+    """The start of a command line that runs the Python statements `setup` (os, signal and sys imported),
+    then execs this interpreter with the rest of the command line: what a preexec_fn would do to the
+    child (a closed descriptor, a signal's disposition carry over exec), without Python forking this
+    (large) test process first, which the kernel refused once ("Cannot allocate memory")."""
+    then = "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+    return [sys.executable, "-c", f"import os, signal, sys; {setup}; {then}"]
+
+
 def run_cli(
     *args: str, cwd: Path | None = None, env: dict | None = None, timeout: float | None = None
 ) -> subprocess.CompletedProcess:

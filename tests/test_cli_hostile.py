@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import ROOT, reference_file, run_cli
+from tests.conftest import ROOT, exec_after, reference_file, run_cli
 
 LOG = reference_file("authority_log_example")
 
@@ -362,7 +362,8 @@ def test_ctrl_c_during_evaluate_is_one_line_and_exit_130(tmp_path):
     log.write_text("\n".join(rows) + "\n")
     process = subprocess.Popen(
         [
-            sys.executable,
+            # SIGINT as a terminal gives it (an in-process Dagster run may ignore it)
+            *exec_after("signal.signal(signal.SIGINT, signal.SIG_DFL)"),
             "-m",
             "autheval",
             "evaluate",
@@ -376,9 +377,8 @@ def test_ctrl_c_during_evaluate_is_one_line_and_exit_130(tmp_path):
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,  # SIGINT as a terminal gives it (an in-process
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # Dagster run may ignore it)
+        text=True,
+    )
     lines = []
     try:
         for line in process.stderr:  # Ctrl-C once the bootstrap runs (about a minute's work is left)

@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, exec_after, run_cli
 from warehouse.catalog import (
     QueryRefused,
     _explained_kind,
@@ -586,12 +586,11 @@ def test_a_corrupt_catalog_is_one_line(lake, damage):
 
 def test_a_closed_stdout_is_one_line(lake):
     result = subprocess.run(
-        [sys.executable, "-m", "autheval", "query", "select 1", "--lake", str(lake.root)],
+        [*exec_after("os.close(1)"), "-m", "autheval", "query", "select 1", "--lake", str(lake.root)],
         cwd=ROOT,
         capture_output=False,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: os.close(1),
     )
     assert "standard output is closed" in _one_line(result, 1)
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, exec_after
 from tests.test_ui import free_port, wait_for
 
 STOP_WITHIN = 60  # seconds from the signal until every process is gone
@@ -50,11 +49,9 @@ def alive(pid: int) -> bool:
 
 
 # What a non-interactive shell does to a job started with `&`: SIGINT and SIGQUIT ignored, then the
-# command exec'd (the ignored dispositions carry over). A wrapper rather than a preexec_fn: with one,
-# Python forks this (large) test process, which the kernel refused once ("Cannot allocate memory").
-AS_IN_THE_BACKGROUND = (
-    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-    "signal.signal(signal.SIGQUIT, signal.SIG_IGN); os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+# command exec'd (the ignored dispositions carry over; conftest.exec_after, not a preexec_fn).
+AS_IN_THE_BACKGROUND = exec_after(
+    "signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGQUIT, signal.SIG_IGN)"
 )
 
 
@@ -66,9 +63,7 @@ def test_ui_in_the_background_stops_with_all_its_children(tmp_path, sig):
     log = open(tmp_path / "ui.log", "w")
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-c",
-            AS_IN_THE_BACKGROUND,
+            *AS_IN_THE_BACKGROUND,
             "-m",
             "autheval",
             "ui",
