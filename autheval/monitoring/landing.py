@@ -398,19 +398,21 @@ def landed_table_files(lake: Lake) -> StoredFiles:
     return replace(stored_files(lake.location, paths), rows=rows)
 
 
-def landed_view(con, landed: pa.Table | StoredFiles) -> None:
+def landed_view(con, landed: pa.Table | StoredFiles, many_queries: bool = True) -> None:
     """The views landed_given (every landed row, with its deployment columns:
     sql/recurring/landed_given_view.sql) and landed_records (the landed logs that count, a superseded
     file's rows left out: sql/recurring/landed_records_view.sql) on `con`, over `landed`: the lake's
     landed Parquet files (landed_table_files), read where they lie by each query, so no copy of the
-    landed rows is held; or rows held (an Arrow table). Files of up to HELD_ROWS rows in all are read
-    once into a DuckDB table (many small partitions, each opened again by every query, were slower
-    than the rows held: 1,200 partitions of 16 rows, 27 s against 7.5 s)."""
+    landed rows is held; or rows held (an Arrow table). For a caller of `many_queries` (the monitor, the
+    trend), files of up to HELD_ROWS rows in all are read once into a DuckDB table: many small
+    partitions, each opened again by every query, were slower than the rows held (1,200 partitions of
+    8 rows, the monitor: 27.6 s scanned, 6.3 s held in Arrow, 2.8 s read once). A caller of one query
+    (a landing's check, the re-derivation's keys) reads the files where they lie."""
     if isinstance(landed, pa.Table):
         con.register("landed_source", landed)
     else:
         landed.register(con)
-        held = landed.rows is not None and landed.rows <= HELD_ROWS
+        held = many_queries and landed.rows is not None and landed.rows <= HELD_ROWS
         view = "landed_files" if held else "landed_source"
         files = path_list(landed.files)
         con.execute(fill("recurring/landed_source_files", identifiers={"view": view}, fragments={"files": files}))
@@ -429,7 +431,7 @@ def landed_sources(lake: Lake, landing: Path) -> list[Path]:
     if not len(landed):
         return []
     con = connect()
-    landed_view(con, landed)
+    landed_view(con, landed, many_queries=False)
     replaces: dict[str, str | None] = dict(con.execute(load_sql("recurring/landed_keys")).fetchall())
 
     def depth(key: str) -> int:
@@ -458,7 +460,7 @@ def check_landing(lake: Lake, table: pa.Table, source: str) -> None:
     con = connect()
     landed = landed_table_files(lake)
     if len(landed):
-        landed_view(con, landed)
+        landed_view(con, landed, many_queries=False)
         con.table("landed_given").select(*CASE_KEY, SUPERSEDES).create_view("landed_before")
     else:
         con.register("landed_before", pa.table({c: pa.array([], pa.string()) for c in (*CASE_KEY, SUPERSEDES)}))
