@@ -83,7 +83,8 @@ def read_site_logs(folder: Path, site: str, flag: str = "--monitor") -> tuple[pa
     """Every log of `folder` (CSV or Parquet, name order) read as the lake lands it, the lake's landing
     rule kept file by file (sql/recurring/landed_overlap.sql: a case landed twice without a declared
     correction, a correction naming no earlier file or one already superseded), and the rows that count
-    (sql/recurring/landed_current.sql); and each log's name and SHA-256. One line on any refusal."""
+    (the lake's own view of them, autheval.monitoring.landing.landed_view); and each log's name and SHA-256.
+    One line on any refusal."""
     from autheval.io import file_sha256
     from autheval.monitoring.landing import (
         LANDED_TABLE,
@@ -91,10 +92,11 @@ def read_site_logs(folder: Path, site: str, flag: str = "--monitor") -> tuple[pa
         content_key,
         is_log_name,  # the watcher's rule for a log's name
         landed_files,
+        landed_view,
         read_landed,
         with_deployment_columns,
     )
-    from warehouse.sql import connect, one, run
+    from warehouse.sql import connect, one
 
     folder = Path(folder)
     if folder.is_symlink() or not folder.is_dir():
@@ -134,8 +136,8 @@ def read_site_logs(folder: Path, site: str, flag: str = "--monitor") -> tuple[pa
         keys[key] = path.name
         tables.append(table)
         inputs.append({"file": path.name, "sha256": sha256})
-    con.register(LANDED_TABLE, pa.concat_tables(tables, promote_options="permissive"))
-    return run(con, "recurring/landed_current"), inputs
+    landed_view(con, pa.concat_tables(tables, promote_options="permissive"))
+    return con.table(LANDED_TABLE).arrow().read_all(), inputs
 
 
 def _check_overlap(con, before: pa.Table | None, table: pa.Table, source: str, one) -> None:
